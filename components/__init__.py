@@ -1,0 +1,19 @@
+"""scheduled-table: make things happen on AWS at the time named by data in DynamoDB, as one Pulumi component."""
+
+from __future__ import annotations
+
+from .args import Mode, ScheduledTableArgs
+from .component import ScheduledTable
+from .targets import EmailTarget, FunctionTarget, QueueTarget, StateMachineTarget, Target, TopicTarget
+
+__all__ = [
+    "EmailTarget",
+    "FunctionTarget",
+    "Mode",
+    "QueueTarget",
+    "ScheduledTable",
+    "ScheduledTableArgs",
+    "StateMachineTarget",
+    "Target",
+    "TopicTarget",
+]

@@ -1,0 +1,193 @@
+"""ScheduledTableArgs: every option optional, its default here and only here, and bad combinations refused early.
+
+Each rule raises ValueError naming the field and the fix, so `pulumi up` stops before anything is created.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import pulumi
+
+from .targets import TARGET_TYPES, Target
+
+
+class Mode(StrEnum):
+    EVENTBRIDGE = "eventbridge"
+    TTL = "ttl"
+    POLLING = "polling"
+    AGGREGATE = "aggregate"
+
+
+IMPLEMENTED_MODES = frozenset({Mode.EVENTBRIDGE})
+
+# CloudWatch Logs accepts only these retention periods (days).
+LOG_RETENTION_DAYS = frozenset(
+    {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
+)
+LAMBDA_RUNTIMES = frozenset({"python3.12", "python3.13", "python3.14"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduledTableArgs:
+    mode: Mode | str
+    # Table
+    partition_key: str = "PK"
+    partition_key_type: str = "S"
+    sort_key: str | None = "SK"
+    sort_key_type: str = "S"
+    time_attribute: str = "dueAt"
+    billing_mode: str = "PAY_PER_REQUEST"
+    read_capacity: int | None = None
+    write_capacity: int | None = None
+    point_in_time_recovery: bool = True
+    server_side_encryption: bool = True
+    kms_key_arn: pulumi.Input[str] | None = None
+    deletion_protection: bool = True
+    tags: dict[str, str] = field(default_factory=dict)
+    # Target
+    target: Target | None = None
+    # Lambda
+    lambda_memory_mb: int = 256
+    lambda_timeout_seconds: int = 60
+    lambda_architecture: str = "arm64"
+    lambda_runtime: str = "python3.12"
+    log_retention_days: int = 30
+    log_level: str = "INFO"
+    max_workers: int = 16
+    # Event source mapping
+    batch_size: int = 100
+    maximum_batching_window_seconds: int = 1
+    starting_position: str = "TRIM_HORIZON"
+    maximum_retry_attempts: int = 10
+    maximum_record_age_seconds: int = 3600
+    bisect_on_error: bool = True
+    parallelization_factor: int = 1
+    # Scheduler (eventbridge mode)
+    schedule_retry_attempts: int = 185
+    schedule_max_event_age_seconds: int = 86400
+    dispatch_now_within_seconds: int = 60
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", _mode(self.mode))
+        for rule in _RULES:
+            rule(self)
+
+
+def _mode(value: Mode | str) -> Mode:
+    try:
+        mode = Mode(value)
+    except ValueError:
+        choices = ", ".join(repr(m.value) for m in Mode)
+        raise ValueError(f"mode: {value!r} is not a mode; use one of {choices}") from None
+    if mode not in IMPLEMENTED_MODES:
+        raise NotImplementedError(
+            f"mode: {mode.value!r} is not available in this release yet; use mode='eventbridge' "
+            "(stream -> one EventBridge Scheduler schedule per item) until it ships"
+        )
+    return mode
+
+
+def _fail(field_name: str, problem: str, fix: str) -> None:
+    raise ValueError(f"{field_name}: {problem}; {fix}")
+
+
+def _between(args: ScheduledTableArgs, name: str, low: int, high: int, why: str = "") -> None:
+    value = getattr(args, name)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        _fail(name, f"{value!r} is out of range", f"use a whole number from {low} to {high}{why}")
+
+
+def _keys(args: ScheduledTableArgs) -> None:
+    if not args.partition_key:
+        _fail("partition_key", "must not be empty", "name the table's partition key attribute, e.g. 'PK'")
+    if args.sort_key == "":
+        _fail("sort_key", "must not be empty", "name the sort key attribute, or pass None for a table without one")
+    if args.sort_key is not None and args.sort_key == args.partition_key:
+        _fail("sort_key", f"is the same attribute as partition_key ({args.partition_key!r})", "use another name")
+    for name in ("partition_key_type", "sort_key_type"):
+        if getattr(args, name) not in ("S", "N", "B"):
+            _fail(name, f"{getattr(args, name)!r} is not a key type", "use 'S' (string), 'N' (number) or 'B' (binary)")
+    if not args.time_attribute:
+        _fail("time_attribute", "must not be empty", "name the attribute that holds the due time, e.g. 'dueAt'")
+    if args.time_attribute in (args.partition_key, args.sort_key):
+        _fail("time_attribute", f"{args.time_attribute!r} is a key attribute", "keep the due time in its own attribute")
+
+
+def _billing(args: ScheduledTableArgs) -> None:
+    if args.billing_mode not in ("PAY_PER_REQUEST", "PROVISIONED"):
+        _fail("billing_mode", f"{args.billing_mode!r} is not a billing mode", "use 'PAY_PER_REQUEST' or 'PROVISIONED'")
+    capacities = (args.read_capacity, args.write_capacity)
+    if args.billing_mode == "PROVISIONED":
+        if any(c is None or c < 1 for c in capacities):
+            _fail("read_capacity", "PROVISIONED billing needs read_capacity and write_capacity", "set both to >= 1")
+    elif any(c is not None for c in capacities):
+        _fail("read_capacity", "capacities only apply to PROVISIONED billing", "remove them or set billing_mode")
+
+
+def _encryption(args: ScheduledTableArgs) -> None:
+    if args.kms_key_arn is not None and not args.server_side_encryption:
+        _fail("kms_key_arn", "a KMS key needs server_side_encryption=True", "remove kms_key_arn or enable encryption")
+
+
+def _target(args: ScheduledTableArgs) -> None:
+    if args.target is not None and not isinstance(args.target, TARGET_TYPES):
+        names = ", ".join(t.__name__ for t in TARGET_TYPES)
+        _fail("target", f"{type(args.target).__name__} is not a target", f"pass one of {names}, or None")
+    arn = getattr(args.target, "arn", None)
+    if isinstance(args.target, TARGET_TYPES[:1]) and isinstance(arn, str) and arn.endswith(".fifo"):
+        _fail("target", "FIFO queues are not supported as targets", "use a standard SQS queue")
+
+
+def _lambda(args: ScheduledTableArgs) -> None:
+    _between(args, "lambda_memory_mb", 128, 10240)
+    _between(args, "lambda_timeout_seconds", 1, 900)
+    if args.lambda_architecture not in ("arm64", "x86_64"):
+        _fail("lambda_architecture", f"{args.lambda_architecture!r} is not supported", "use 'arm64' or 'x86_64'")
+    if args.lambda_runtime not in LAMBDA_RUNTIMES:
+        _fail("lambda_runtime", f"{args.lambda_runtime!r} is not supported", f"use one of {sorted(LAMBDA_RUNTIMES)}")
+    if args.log_retention_days not in LOG_RETENTION_DAYS:
+        _fail("log_retention_days", f"{args.log_retention_days!r} is not a CloudWatch period", "use e.g. 7, 30 or 90")
+    if args.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        _fail("log_level", f"{args.log_level!r} is not a level", "use 'DEBUG', 'INFO', 'WARNING' or 'ERROR'")
+    _between(args, "max_workers", 1, 64)
+
+
+def _stream(args: ScheduledTableArgs) -> None:
+    _between(args, "batch_size", 1, 10000)
+    _between(args, "maximum_batching_window_seconds", 0, 300)
+    if args.starting_position not in ("TRIM_HORIZON", "LATEST"):
+        _fail("starting_position", f"{args.starting_position!r} is not valid", "use 'TRIM_HORIZON' or 'LATEST'")
+    _between(args, "maximum_retry_attempts", 0, 10000, " (-1, retry forever, would let one record block its shard)")
+    _between(args, "maximum_record_age_seconds", 60, 604800, " (-1, never expire, would block the shard)")
+    _between(args, "parallelization_factor", 1, 10)
+
+
+def _scheduler(args: ScheduledTableArgs) -> None:
+    _between(args, "schedule_retry_attempts", 0, 185)
+    _between(args, "schedule_max_event_age_seconds", 60, 86400)
+    _between(args, "dispatch_now_within_seconds", 0, 3600)
+
+
+def _tags(args: ScheduledTableArgs) -> None:
+    for key, value in args.tags.items():
+        if not isinstance(key, str) or not isinstance(value, str) or not key or key.startswith("aws:"):
+            _fail("tags", f"{key!r}: {value!r} is not a valid tag", "use non-empty string keys not starting 'aws:'")
+
+
+_RULES = (_keys, _billing, _encryption, _target, _lambda, _stream, _scheduler, _tags)
+
+
+def describe_defaults() -> dict[str, Any]:
+    """Every option with its default (mode excluded): the README's "Default settings" table is checked against it."""
+    from dataclasses import MISSING, fields
+
+    result: dict[str, Any] = {}
+    for f in fields(ScheduledTableArgs):
+        if f.name == "mode":
+            continue
+        factory: Any = f.default_factory
+        result[f.name] = factory() if f.default is MISSING else f.default
+    return result

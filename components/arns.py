@@ -1,0 +1,27 @@
+"""Pure ARN helpers: account and region come from ARNs the stack already has, so no lookups are needed."""
+
+from __future__ import annotations
+
+
+def arn_parts(arn: str) -> tuple[str, str, str, str, str]:
+    """(partition, service, region, account, resource) of an ARN; ValueError for anything else."""
+    parts = arn.split(":", 5)
+    if len(parts) != 6 or parts[0] != "arn":
+        raise ValueError(f"not an ARN: {arn!r}")
+    return parts[1], parts[2], parts[3], parts[4], parts[5]
+
+
+def schedules_in_group(group_arn: str) -> str:
+    """`arn:...:schedule-group/G` -> `arn:...:schedule/G/*`, the ARN pattern of every schedule in that group."""
+    partition, service, region, account, resource = arn_parts(group_arn)
+    if not resource.startswith("schedule-group/"):
+        raise ValueError(f"not a schedule group ARN: {group_arn!r}")
+    group = resource.removeprefix("schedule-group/")
+    return f"arn:{partition}:{service}:{region}:{account}:schedule/{group}/*"
+
+
+def ses_identity_arns(table_arn: str, sender: str) -> list[str]:
+    """The SES identities a sender may be verified as: the address itself and its domain."""
+    partition, _, region, account, _ = arn_parts(table_arn)
+    domain = sender.rsplit("@", 1)[-1]
+    return [f"arn:{partition}:ses:{region}:{account}:identity/{name}" for name in (sender, domain)]

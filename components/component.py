@@ -1,0 +1,297 @@
+"""ScheduledTable: a DynamoDB table whose items name times, and the machinery that acts at those times."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from . import policies
+from .args import Mode, ScheduledTableArgs
+from .filters import eventbridge_filters, filter_patterns
+from .packaging import handler_archive
+from .runtime_config import ENV_VAR, handler_config
+from .targets import EmailTarget
+
+TYPE = "scheduled-table:index:ScheduledTable"
+DLQ_RETENTION_SECONDS = 14 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class _Consumer:
+    """A stream-consuming function and the pieces every mode's consumer has."""
+
+    function: aws.lambda_.Function
+    role: aws.iam.Role
+    log_group: aws.cloudwatch.LogGroup
+    mapping: aws.lambda_.EventSourceMapping
+
+
+class ScheduledTable(pulumi.ComponentResource):
+    """One DynamoDB table plus, per `mode`, the stream consumers, schedules, queues and least-privilege roles that
+    deliver a due event to `target` at the time each item names."""
+
+    table_name: pulumi.Output[str]
+    table_arn: pulumi.Output[str]
+    stream_arn: pulumi.Output[str]
+    function_name: pulumi.Output[str]
+    schedule_group_name: pulumi.Output[str] | None
+    due_queue_url: pulumi.Output[str] | None
+    due_queue_arn: pulumi.Output[str] | None
+    stream_dlq_url: pulumi.Output[str]
+    target_dlq_url: pulumi.Output[str] | None
+    poison_queue_url: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ScheduledTableArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TYPE, name, {}, opts)
+        self._name = name
+        self._args = args
+        self._tags = {**args.tags, "scheduled-table:component": name}
+        self._child = pulumi.ResourceOptions(parent=self)
+
+        self.table = self._table()
+        self.table_name = self.table.name
+        self.table_arn = self.table.arn
+        self.stream_arn = self.table.stream_arn
+
+        self.stream_dlq = self._queue("stream-dlq")
+        self.poison_queue = self._queue("poison")
+        self.stream_dlq_url = self.stream_dlq.url
+        self.poison_queue_url = self.poison_queue.url
+
+        self.due_queue: aws.sqs.Queue | None = None
+        self.due_queue_url = self.due_queue_arn = None
+        if args.target is None:
+            self.due_queue = self._queue("due", retention=4 * 24 * 3600)
+            self.due_queue_url, self.due_queue_arn = self.due_queue.url, self.due_queue.arn
+        self.target_kind = "sqs" if args.target is None else args.target.kind
+        self.target_arn: pulumi.Input[str] = self.due_queue.arn if self.due_queue else args.target.arn  # type: ignore[union-attr]
+
+        self.schedule_group_name = None
+        self.target_dlq_url = None
+        consumer = _MODE_BUILDERS[Mode(args.mode)](self)
+        self.function = consumer.function
+        self.function_name = consumer.function.name
+
+        outputs: dict[str, Any] = {
+            "table_name": self.table_name,
+            "table_arn": self.table_arn,
+            "stream_arn": self.stream_arn,
+            "function_name": self.function_name,
+            "stream_dlq_url": self.stream_dlq_url,
+            "poison_queue_url": self.poison_queue_url,
+        }
+        for key in ("schedule_group_name", "due_queue_url", "due_queue_arn", "target_dlq_url"):
+            if getattr(self, key) is not None:
+                outputs[key] = getattr(self, key)
+        self.register_outputs(outputs)
+
+    # -- shared pieces -------------------------------------------------------------------------------------------
+
+    def _table(self) -> aws.dynamodb.Table:
+        a = self._args
+        attributes = [aws.dynamodb.TableAttributeArgs(name=a.partition_key, type=a.partition_key_type)]
+        if a.sort_key:
+            attributes.append(aws.dynamodb.TableAttributeArgs(name=a.sort_key, type=a.sort_key_type))
+        return aws.dynamodb.Table(
+            f"{self._name}-table",
+            attributes=attributes,
+            hash_key=a.partition_key,
+            range_key=a.sort_key,
+            billing_mode=a.billing_mode,
+            read_capacity=a.read_capacity,
+            write_capacity=a.write_capacity,
+            stream_enabled=True,
+            stream_view_type="NEW_AND_OLD_IMAGES",
+            point_in_time_recovery=aws.dynamodb.TablePointInTimeRecoveryArgs(enabled=a.point_in_time_recovery),
+            server_side_encryption=aws.dynamodb.TableServerSideEncryptionArgs(
+                enabled=a.server_side_encryption, kms_key_arn=a.kms_key_arn
+            ),
+            deletion_protection_enabled=a.deletion_protection,
+            tags=self._tags,
+            opts=self._child,
+        )
+
+    def _queue(self, role: str, retention: int = DLQ_RETENTION_SECONDS) -> aws.sqs.Queue:
+        """Encrypted standard queue; a DLQ has no DLQ of its own (its messages are the end of the line)."""
+        return aws.sqs.Queue(
+            f"{self._name}-{role}",
+            sqs_managed_sse_enabled=True,
+            message_retention_seconds=retention,
+            tags=self._tags,
+            opts=self._child,
+        )
+
+    def _email(self) -> EmailTarget | None:
+        return self._args.target if isinstance(self._args.target, EmailTarget) else None
+
+    def _consumer(
+        self,
+        *,
+        role: str,
+        handler: str,
+        filters: list[dict[str, Any]],
+        extra_statements: pulumi.Output[list[policies.Statement]],
+        config: pulumi.Output[str],
+    ) -> _Consumer:
+        """Log group, role, function and filtered event source mapping for one stream consumer."""
+        a = self._args
+        log_group = aws.cloudwatch.LogGroup(
+            f"{self._name}-{role}-logs", retention_in_days=a.log_retention_days, tags=self._tags, opts=self._child
+        )
+        lambda_role = aws.iam.Role(
+            f"{self._name}-{role}-role",
+            assume_role_policy=policies.assume_role_policy("lambda.amazonaws.com"),
+            tags=self._tags,
+            opts=self._child,
+        )
+        statements = pulumi.Output.all(
+            self.table.arn,
+            log_group.arn,
+            self.stream_dlq.arn,
+            self.poison_queue.arn,
+            pulumi.Output.from_input(a.kms_key_arn),
+            extra_statements,
+        ).apply(
+            lambda v: (
+                policies.stream_consumer_statements(
+                    table_arn=v[0], log_group_arn=v[1], send_queue_arns=[v[2], v[3]], kms_key_arn=v[4]
+                )
+                + v[5]
+            )
+        )
+        policy = aws.iam.RolePolicy(
+            f"{self._name}-{role}-policy",
+            role=lambda_role.id,
+            policy=statements.apply(policies.document),
+            opts=self._child,
+        )
+        function = aws.lambda_.Function(
+            f"{self._name}-{role}",
+            code=handler_archive(),
+            handler=handler,
+            runtime=a.lambda_runtime,
+            architectures=[a.lambda_architecture],
+            memory_size=a.lambda_memory_mb,
+            timeout=a.lambda_timeout_seconds,
+            role=lambda_role.arn,
+            environment=aws.lambda_.FunctionEnvironmentArgs(variables={ENV_VAR: config, "LOG_LEVEL": a.log_level}),
+            logging_config=aws.lambda_.FunctionLoggingConfigArgs(log_format="Text", log_group=log_group.name),
+            tags=self._tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy, log_group]),
+        )
+        mapping = aws.lambda_.EventSourceMapping(
+            f"{self._name}-{role}-mapping",
+            event_source_arn=self.table.stream_arn,
+            function_name=function.arn,
+            starting_position=a.starting_position,
+            batch_size=a.batch_size,
+            maximum_batching_window_in_seconds=a.maximum_batching_window_seconds,
+            maximum_retry_attempts=a.maximum_retry_attempts,
+            maximum_record_age_in_seconds=a.maximum_record_age_seconds,
+            bisect_batch_on_function_error=a.bisect_on_error,
+            parallelization_factor=a.parallelization_factor,
+            function_response_types=["ReportBatchItemFailures"],
+            destination_config=aws.lambda_.EventSourceMappingDestinationConfigArgs(
+                on_failure=aws.lambda_.EventSourceMappingDestinationConfigOnFailureArgs(
+                    destination_arn=self.stream_dlq.arn
+                )
+            ),
+            filter_criteria=aws.lambda_.EventSourceMappingFilterCriteriaArgs(
+                filters=[
+                    aws.lambda_.EventSourceMappingFilterCriteriaFilterArgs(pattern=p) for p in filter_patterns(filters)
+                ]
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
+        )
+        return _Consumer(function=function, role=lambda_role, log_group=log_group, mapping=mapping)
+
+    def _target_statements(self, build: Callable[..., list[policies.Statement]]) -> pulumi.Output[list[Any]]:
+        email = self._email()
+        return pulumi.Output.all(self.target_arn, self.table.arn).apply(
+            lambda v: build(self.target_kind, v[0], table_arn=v[1], sender=email.sender if email else None)
+        )
+
+    def _email_config(self) -> dict[str, str] | None:
+        email = self._email()
+        if email is None:
+            return None
+        return {
+            "sender": email.sender,
+            "recipientAttribute": email.recipient_attribute,
+            "subject": email.subject,
+            "body": email.body,
+        }
+
+    # -- modes ---------------------------------------------------------------------------------------------------
+
+    def _build_eventbridge(self) -> _Consumer:
+        """Stream -> scheduling Lambda -> one Scheduler `at()` schedule per item -> target (seed 000)."""
+        a = self._args
+        group = aws.scheduler.ScheduleGroup(f"{self._name}-schedules", tags=self._tags, opts=self._child)
+        self.schedule_group_name = group.name
+        target_dlq = self._queue("target-dlq")
+        self.target_dlq_url = target_dlq.url
+
+        scheduler_role = aws.iam.Role(
+            f"{self._name}-scheduler-exec-role",
+            assume_role_policy=self.table.arn.apply(
+                lambda arn: policies.assume_role_policy("scheduler.amazonaws.com", policies.account_of(arn))
+            ),
+            tags=self._tags,
+            opts=self._child,
+        )
+        target = self._target_statements(policies.target_statements)
+        aws.iam.RolePolicy(
+            f"{self._name}-scheduler-exec-policy",
+            role=scheduler_role.id,
+            policy=pulumi.Output.all(target, target_dlq.arn).apply(
+                lambda v: policies.scheduler_execution_policy(v[0], v[1])
+            ),
+            opts=self._child,
+        )
+        scheduling = pulumi.Output.all(group.arn, scheduler_role.arn).apply(
+            lambda v: policies.scheduling_statements(group_arn=v[0], scheduler_role_arn=v[1])
+        )
+        direct = self._target_statements(policies.direct_dispatch_statements)
+        extra = pulumi.Output.all(scheduling, direct).apply(lambda v: v[0] + v[1])
+        email = self._email_config()
+        config = pulumi.Output.all(
+            self.table.name, self.target_arn, self.poison_queue.url, group.name, scheduler_role.arn, target_dlq.arn
+        ).apply(
+            lambda v: handler_config(
+                mode=Mode.EVENTBRIDGE.value,
+                table=v[0],
+                partition_key=a.partition_key,
+                sort_key=a.sort_key,
+                time_attribute=a.time_attribute,
+                target_kind=self.target_kind,
+                target_arn=v[1],
+                poison_queue_url=v[2],
+                max_workers=a.max_workers,
+                email=email,
+                scheduler={
+                    "group": v[3],
+                    "roleArn": v[4],
+                    "deadLetterArn": v[5],
+                    "maxEventAgeSeconds": a.schedule_max_event_age_seconds,
+                    "maxRetryAttempts": a.schedule_retry_attempts,
+                    "dispatchNowWithinSeconds": a.dispatch_now_within_seconds,
+                },
+            )
+        )
+        return self._consumer(
+            role="scheduler",
+            handler="eventbridge.handler",
+            filters=eventbridge_filters(a.time_attribute),
+            extra_statements=extra,
+            config=config,
+        )
+
+
+_MODE_BUILDERS: dict[Mode, Callable[[ScheduledTable], _Consumer]] = {
+    Mode.EVENTBRIDGE: ScheduledTable._build_eventbridge,
+}

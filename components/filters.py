@@ -1,0 +1,26 @@
+"""Event source mapping filter patterns: the Lambda is invoked only for records that can change something."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# A time attribute is a string (ISO-8601) or a number (epoch seconds); `exists` only matches leaf values, so each
+# DynamoDB type tag needs its own pattern.
+_TIME_TYPES = ("S", "N")
+
+
+def eventbridge_filters(time_attribute: str) -> list[dict[str, Any]]:
+    """INSERT/MODIFY of items that carry the time attribute; MODIFY/REMOVE of items that carried it."""
+    patterns: list[dict[str, Any]] = []
+    for image, events in (("NewImage", ["INSERT", "MODIFY"]), ("OldImage", ["MODIFY", "REMOVE"])):
+        for tag in _TIME_TYPES:
+            patterns.append({"eventName": events, "dynamodb": {image: {time_attribute: {tag: [{"exists": True}]}}}})
+    return patterns
+
+
+def filter_patterns(patterns: list[dict[str, Any]]) -> list[str]:
+    """The mapping's filter patterns as JSON text, one filter each (Lambda ORs them; at most 5 by default)."""
+    if not 1 <= len(patterns) <= 5:
+        raise ValueError(f"an event source mapping takes 1 to 5 filters, got {len(patterns)}")
+    return [json.dumps(p, separators=(",", ":"), sort_keys=True) for p in patterns]

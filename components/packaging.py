@@ -1,0 +1,54 @@
+"""Where the Lambda code lives (beside the component in this repo, inside it when installed) and its archive."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+import pulumi
+
+_RUNTIME_PACKAGE = "st_core"
+_ALIAS = "scheduled_table_runtime"
+
+
+def handlers_dir() -> Path:
+    """`scheduled_table/handlers` in an installed package, `<repo>/handlers` in a checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "handlers", here.parent / "handlers"):
+        if (candidate / _RUNTIME_PACKAGE / "__init__.py").is_file():
+            return candidate
+    raise FileNotFoundError(f"handler code not found beside {here}: reinstall scheduled-table")
+
+
+def handler_files(root: Path) -> dict[str, Path]:
+    """Archive member name -> file: every .py under the handlers folder, nothing else (no caches, no tests)."""
+    return {
+        path.relative_to(root).as_posix(): path
+        for path in sorted(root.rglob("*.py"))
+        if "__pycache__" not in path.parts
+    }
+
+
+def handler_archive() -> pulumi.AssetArchive:
+    return pulumi.AssetArchive(
+        {name: pulumi.FileAsset(str(path)) for name, path in handler_files(handlers_dir()).items()}
+    )
+
+
+@cache
+def runtime_module(name: str) -> ModuleType:
+    """A module of the shipped handler runtime (e.g. "templates"), so construction-time checks run the same code
+    the Lambda runs instead of a copy of it."""
+    package_dir = handlers_dir() / _RUNTIME_PACKAGE
+    if _ALIAS not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            _ALIAS, package_dir / "__init__.py", submodule_search_locations=[str(package_dir)]
+        )
+        assert spec is not None and spec.loader is not None
+        package = importlib.util.module_from_spec(spec)
+        sys.modules[_ALIAS] = package
+        spec.loader.exec_module(package)
+    return importlib.import_module(f"{_ALIAS}.{name}")

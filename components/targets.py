@@ -1,0 +1,94 @@
+"""What receives the due event. One small frozen class per kind; the kind string is the handlers' contract."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pulumi
+
+from .packaging import runtime_module
+
+
+@dataclass(frozen=True)
+class QueueTarget:
+    """A standard SQS queue receives the due event as the message body."""
+
+    queue_arn: pulumi.Input[str]
+    kind: ClassVar[str] = "sqs"
+
+    @property
+    def arn(self) -> pulumi.Input[str]:
+        return self.queue_arn
+
+
+@dataclass(frozen=True)
+class FunctionTarget:
+    """A Lambda function is invoked asynchronously with the due event."""
+
+    function_arn: pulumi.Input[str]
+    kind: ClassVar[str] = "lambda"
+
+    @property
+    def arn(self) -> pulumi.Input[str]:
+        return self.function_arn
+
+
+@dataclass(frozen=True)
+class StateMachineTarget:
+    """A Step Functions state machine starts one execution with the due event as input."""
+
+    state_machine_arn: pulumi.Input[str]
+    kind: ClassVar[str] = "stepfunctions"
+
+    @property
+    def arn(self) -> pulumi.Input[str]:
+        return self.state_machine_arn
+
+
+@dataclass(frozen=True)
+class TopicTarget:
+    """An SNS topic receives the due event as the message."""
+
+    topic_arn: pulumi.Input[str]
+    kind: ClassVar[str] = "sns"
+
+    @property
+    def arn(self) -> pulumi.Input[str]:
+        return self.topic_arn
+
+
+@dataclass(frozen=True)
+class EmailTarget:
+    """SES (v2) sends a plain-text email; `subject` and `body` are `{attribute}` templates filled from the item."""
+
+    sender: str
+    recipient_attribute: str = "email"
+    subject: str = "Reminder"
+    body: str = "This is your reminder."
+    kind: ClassVar[str] = "email"
+
+    def __post_init__(self) -> None:
+        if "@" not in self.sender:
+            raise ValueError(
+                f"EmailTarget.sender: {self.sender!r} is not an email address; "
+                "pass the verified SES identity to send from, e.g. 'reminders@example.com'"
+            )
+        if not self.recipient_attribute:
+            raise ValueError("EmailTarget.recipient_attribute: must name the item attribute holding the recipient")
+        for field_name in ("subject", "body"):
+            try:
+                runtime_module("templates").template_fields(getattr(self, field_name))
+            except ValueError as exc:
+                raise ValueError(
+                    f"EmailTarget.{field_name}: {exc}; write {{attribute}} to insert an item attribute"
+                ) from exc
+
+    @property
+    def arn(self) -> str:
+        # SES has no target ARN of its own: Scheduler calls it through the universal target.
+        return "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail"
+
+
+Target = QueueTarget | FunctionTarget | StateMachineTarget | TopicTarget | EmailTarget
+TARGET_TYPES: tuple[type, ...] = (QueueTarget, FunctionTarget, StateMachineTarget, TopicTarget, EmailTarget)

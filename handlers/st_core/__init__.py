@@ -1,0 +1,3 @@
+"""Shared runtime for every ScheduledTable handler: stream decoding, batching, dispatch, poison queue, naming."""
+
+from __future__ import annotations

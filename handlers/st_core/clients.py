@@ -1,0 +1,36 @@
+"""boto3 clients, created once per container on first use and shared by threads; replaceable in tests."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+
+class Clients:
+    """A lazy registry: boto3 is imported only when a handler first talks to AWS."""
+
+    def __init__(self) -> None:
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, service: str) -> Any:
+        with self._lock:  # boto3 sessions are not thread-safe while creating clients; clients themselves are
+            if service not in self._clients:
+                import boto3
+                from botocore.config import Config
+
+                config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=15)
+                self._clients[service] = boto3.client(service, config=config)
+            return self._clients[service]
+
+    def override(self, service: str, client: Any) -> None:
+        """Inject a client (a Stubber-wrapped one, say) for tests."""
+        with self._lock:
+            self._clients[service] = client
+
+    def reset(self) -> None:
+        with self._lock:
+            self._clients.clear()
+
+
+CLIENTS = Clients()

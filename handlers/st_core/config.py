@@ -1,0 +1,54 @@
+"""The handler configuration: one JSON document in SCHEDULED_TABLE_CONFIG, written by the component."""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from typing import NotRequired, TypedDict
+
+ENV_VAR = "SCHEDULED_TABLE_CONFIG"
+
+
+class EmailConfig(TypedDict):
+    sender: str
+    recipientAttribute: str
+    subject: str
+    body: str
+
+
+class TargetConfig(TypedDict):
+    kind: str
+    arn: str
+    email: NotRequired[EmailConfig]
+
+
+class SchedulerConfig(TypedDict):
+    group: str
+    roleArn: str
+    deadLetterArn: str
+    maxEventAgeSeconds: int
+    maxRetryAttempts: int
+    dispatchNowWithinSeconds: int
+
+
+class HandlerConfig(TypedDict):
+    mode: str
+    table: str
+    partitionKey: str
+    sortKey: str | None
+    timeAttribute: str
+    target: TargetConfig
+    poisonQueueUrl: str
+    maxWorkers: int
+    scheduler: NotRequired[SchedulerConfig]
+
+
+@lru_cache(maxsize=1)
+def load_config() -> HandlerConfig:
+    """Parsed once per container; a missing or broken document is a deployment error, so it fails loudly."""
+    raw = os.environ.get(ENV_VAR)
+    if not raw:
+        raise RuntimeError(f"{ENV_VAR} is not set: this function must be deployed by ScheduledTable")
+    config: HandlerConfig = json.loads(raw)
+    return config

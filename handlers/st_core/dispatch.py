@@ -1,0 +1,136 @@
+"""The due event and how it reaches each kind of target: now (a direct SDK call) or later (a Scheduler target).
+
+Every mode sends the same document, so a consumer written for one mode works with all of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import datetime
+from enum import StrEnum
+from functools import lru_cache
+from typing import Any, TypedDict
+
+from .clients import CLIENTS, Clients
+from .config import EmailConfig, SchedulerConfig, TargetConfig
+from .errors import PermanentError
+from .templates import render
+from .timeparse import format_due
+
+SOURCE = "scheduled-table"
+SES_UNIVERSAL_TARGET = "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail"
+
+
+class TargetKind(StrEnum):
+    SQS = "sqs"
+    LAMBDA = "lambda"
+    STEP_FUNCTIONS = "stepfunctions"
+    SNS = "sns"
+    EMAIL = "email"
+
+
+class DueEvent(TypedDict):
+    source: str
+    mode: str
+    table: str
+    keys: dict[str, Any]
+    dueAt: str
+    item: dict[str, Any]
+
+
+def due_event(*, mode: str, table: str, keys: dict[str, Any], due: datetime, item: dict[str, Any]) -> DueEvent:
+    return {"source": SOURCE, "mode": mode, "table": table, "keys": keys, "dueAt": format_due(due), "item": item}
+
+
+def email_request(email: EmailConfig, item: dict[str, Any]) -> dict[str, Any]:
+    """An SES v2 SendEmail request (PascalCase, as both boto3 and Scheduler's universal target take it)."""
+    recipient = item.get(email["recipientAttribute"])
+    if not isinstance(recipient, str) or "@" not in recipient:
+        raise PermanentError(f"recipient attribute {email['recipientAttribute']!r} is missing or not an address")
+    return {
+        "FromEmailAddress": email["sender"],
+        "Destination": {"ToAddresses": [recipient]},
+        "Content": {
+            "Simple": {
+                "Subject": {"Data": render(email["subject"], item), "Charset": "UTF-8"},
+                "Body": {"Text": {"Data": render(email["body"], item), "Charset": "UTF-8"}},
+            }
+        },
+    }
+
+
+def target_input(target: TargetConfig, event: DueEvent) -> str:
+    """What the target receives, as the JSON text both Scheduler's `Input` and the direct calls take."""
+    if TargetKind(target["kind"]) is TargetKind.EMAIL:
+        return _dumps(email_request(target["email"], event["item"]))
+    return _dumps(event)
+
+
+def scheduler_target(target: TargetConfig, scheduler: SchedulerConfig, payload: str) -> dict[str, Any]:
+    """The `Target` of a schedule: the target's ARN (or SES's universal target), role, input, retries, DLQ."""
+    arn = SES_UNIVERSAL_TARGET if TargetKind(target["kind"]) is TargetKind.EMAIL else target["arn"]
+    return {
+        "Arn": arn,
+        "RoleArn": scheduler["roleArn"],
+        "Input": payload,
+        "DeadLetterConfig": {"Arn": scheduler["deadLetterArn"]},
+        "RetryPolicy": {
+            "MaximumEventAgeInSeconds": scheduler["maxEventAgeSeconds"],
+            "MaximumRetryAttempts": scheduler["maxRetryAttempts"],
+        },
+    }
+
+
+def send_now(target: TargetConfig, payload: str, *, occurrence: str, clients: Clients = CLIENTS) -> None:
+    """Deliver a payload to the target immediately. `occurrence` names this firing where the target dedupes."""
+    _SENDERS[TargetKind(target["kind"])](clients, target["arn"], payload, occurrence)
+
+
+def _send_sqs(clients: Clients, arn: str, payload: str, occurrence: str) -> None:
+    sqs = clients.get("sqs")
+    sqs.send_message(QueueUrl=_queue_url(sqs, arn), MessageBody=payload)
+
+
+def _send_lambda(clients: Clients, arn: str, payload: str, occurrence: str) -> None:
+    clients.get("lambda").invoke(FunctionName=arn, InvocationType="Event", Payload=payload.encode("utf-8"))
+
+
+def _send_step_functions(clients: Clients, arn: str, payload: str, occurrence: str) -> None:
+    sfn = clients.get("stepfunctions")
+    # A standard workflow refuses a second execution of the same name: a duplicate delivery starts nothing.
+    with contextlib.suppress(sfn.exceptions.ExecutionAlreadyExists):
+        sfn.start_execution(stateMachineArn=arn, name=occurrence, input=payload)
+
+
+def _send_sns(clients: Clients, arn: str, payload: str, occurrence: str) -> None:
+    clients.get("sns").publish(TopicArn=arn, Message=payload)
+
+
+def _send_email(clients: Clients, arn: str, payload: str, occurrence: str) -> None:
+    clients.get("sesv2").send_email(**json.loads(payload))
+
+
+_SENDERS = {
+    TargetKind.SQS: _send_sqs,
+    TargetKind.LAMBDA: _send_lambda,
+    TargetKind.STEP_FUNCTIONS: _send_step_functions,
+    TargetKind.SNS: _send_sns,
+    TargetKind.EMAIL: _send_email,
+}
+
+
+def _queue_url(sqs: Any, arn: str) -> str:
+    return _cached_queue_url(id(sqs), sqs, arn)
+
+
+@lru_cache(maxsize=64)
+def _cached_queue_url(_client_id: int, sqs: Any, arn: str) -> str:
+    parts = arn.split(":")
+    if len(parts) != 6 or parts[2] != "sqs":
+        raise PermanentError(f"target {arn!r} is not an SQS queue ARN")
+    return str(sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"])
+
+
+def _dumps(document: Any) -> str:
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"), sort_keys=True)

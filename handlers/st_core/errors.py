@@ -1,0 +1,64 @@
+"""Error taxonomy shared by every handler: a record either can never succeed (poison) or may succeed later (retry)."""
+
+from __future__ import annotations
+
+# Error codes AWS returns for conditions that clear up by themselves; everything else in the 4xx range is the
+# request's fault and retrying the same record would fail the same way.
+_TRANSIENT_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "ProvisionedThroughputExceededException",
+        "RequestThrottled",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "InternalServerError",
+        "InternalServerException",
+        "InternalFailure",
+        "InternalError",
+        "ServiceException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
+        "SlowDown",
+        "KMSThrottlingException",
+        "EC2ThrottledException",
+    }
+)
+
+
+class PermanentError(Exception):
+    """The record can never succeed as it is: it belongs in the poison queue with this message as the reason."""
+
+
+class TransientError(Exception):
+    """A condition of our own making that a later retry of the same record is expected to clear (a race, say)."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True when retrying the same record later may succeed (throttling, 5xx, network trouble)."""
+    if isinstance(exc, TransientError):
+        return True
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        code = str(response.get("Error", {}).get("Code", ""))
+        status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        return code in _TRANSIENT_CODES or status >= 500 or status == 429
+    # botocore's connection and timeout errors carry no response; they derive from these two bases.
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(names & {"EndpointConnectionError", "ConnectionError", "HTTPClientError", "ReadTimeoutError"}) or (
+        isinstance(exc, TimeoutError | ConnectionError)
+    )
+
+
+def error_code(exc: BaseException) -> str:
+    """The AWS error code of a botocore ClientError, or the exception's class name."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        code = response.get("Error", {}).get("Code")
+        if code:
+            return str(code)
+    return type(exc).__name__

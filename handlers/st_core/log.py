@@ -1,0 +1,40 @@
+"""One JSON line per action, so CloudWatch Logs Insights can filter on fields. Items never go above DEBUG."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+_logger = logging.getLogger("scheduled_table")
+if not _logger.handlers:
+    _handler = logging.StreamHandler(sys.stdout)
+    _handler.setFormatter(logging.Formatter("%(message)s"))
+    _logger.addHandler(_handler)
+    _logger.propagate = False
+_logger.setLevel(os.environ.get("LOG_LEVEL", "INFO").upper())
+
+
+def log(level: int, action: str, **fields: Any) -> None:
+    """Write one structured line: {"level": ..., "action": ..., **fields}."""
+    if _logger.isEnabledFor(level):
+        line = {"level": logging.getLevelName(level), "action": action, **fields}
+        _logger.log(level, json.dumps(line, default=str, sort_keys=True))
+
+
+def info(action: str, **fields: Any) -> None:
+    log(logging.INFO, action, **fields)
+
+
+def warning(action: str, **fields: Any) -> None:
+    log(logging.WARNING, action, **fields)
+
+
+def error(action: str, **fields: Any) -> None:
+    log(logging.ERROR, action, **fields)
+
+
+def debug(action: str, **fields: Any) -> None:
+    log(logging.DEBUG, action, **fields)

@@ -1,0 +1,61 @@
+"""Due times as items carry them: ISO-8601 strings (no offset means UTC) or epoch seconds."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+
+from .errors import PermanentError
+
+# Epoch seconds this large are year 5138 and later: such a value is almost surely milliseconds.
+_MAX_EPOCH_SECONDS = 100_000_000_000
+
+
+def parse_due(value: object) -> datetime:
+    """The due time as an aware UTC datetime, truncated to whole seconds (Scheduler's `at()` precision)."""
+    if isinstance(value, bool):
+        raise PermanentError(f"due time must be an ISO-8601 string or epoch seconds, got a boolean ({value})")
+    if isinstance(value, int | float | Decimal):
+        return _from_epoch(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            raise PermanentError("due time is an empty string")
+        try:
+            return _from_epoch(Decimal(text)) if _looks_numeric(text) else _from_iso(text)
+        except (InvalidOperation, ValueError, OverflowError) as exc:
+            raise PermanentError(f"due time {text[:64]!r} is not ISO-8601 or epoch seconds") from exc
+    raise PermanentError(f"due time must be an ISO-8601 string or epoch seconds, got {type(value).__name__}")
+
+
+def format_due(moment: datetime) -> str:
+    """ISO-8601 UTC with a Z, the form every due event carries."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def at_expression(moment: datetime) -> str:
+    """EventBridge Scheduler one-time expression, evaluated in UTC."""
+    return f"at({moment.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S')})"
+
+
+def _looks_numeric(text: str) -> bool:
+    return text.lstrip("+-").replace(".", "", 1).isdigit()
+
+
+def _from_epoch(value: int | float | Decimal) -> datetime:
+    seconds = Decimal(str(value))
+    if not seconds.is_finite():
+        raise PermanentError(f"due time {value} is not a finite number")
+    if abs(seconds) >= _MAX_EPOCH_SECONDS:
+        raise PermanentError(f"due time {value} is too large for epoch seconds (milliseconds? divide by 1000)")
+    try:
+        return datetime.fromtimestamp(int(seconds), tz=UTC)
+    except (OverflowError, OSError, ValueError) as exc:
+        raise PermanentError(f"due time {value} is out of range") from exc
+
+
+def _from_iso(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.replace("z", "Z"))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).replace(microsecond=0)
