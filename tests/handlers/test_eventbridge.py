@@ -1,0 +1,339 @@
+"""eventbridge handler against moto: stream records from moto's own stream, schedules read back with get_schedule."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from eventbridge import handle_batch
+from st_core.clients import CLIENTS
+
+from tests.handlers.conftest import Env
+
+FUTURE = datetime.now(UTC).replace(microsecond=0) + timedelta(days=2)
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def at(moment: datetime) -> str:
+    return f"at({moment.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S')})"
+
+
+def fail_on(operation: str, code: str, status: int, only_if: str = "") -> list[int]:
+    """Make the handler's Scheduler client fail `operation` (optionally only when the request mentions `only_if`)."""
+    calls: list[int] = []
+
+    def hook(params: dict[str, Any], **_: Any) -> None:
+        if only_if in json.dumps(params, default=str):
+            calls.append(1)
+            raise ClientError(
+                {"Error": {"Code": code, "Message": "injected"}, "ResponseMetadata": {"HTTPStatusCode": status}},
+                operation,
+            )
+
+    CLIENTS.get("scheduler").meta.events.register(f"before-call.scheduler.{operation}", hook)
+    return calls
+
+
+def count_scheduler_calls() -> list[str]:
+    calls: list[str] = []
+    CLIENTS.get("scheduler").meta.events.register("before-call.scheduler", lambda model, **_: calls.append(model.name))
+    return calls
+
+
+# -- creating schedules -----------------------------------------------------------------------------------------
+
+
+def test_insert_with_iso_time_creates_one_at_schedule_with_target_dlq_and_retry(env: Env) -> None:
+    # GIVEN an appointment due in two days
+    env.put({"PK": "user#1", "SK": "appt#1", "dueAt": iso(FUTURE), "name": "Ada"})
+    # WHEN the stream batch is handled
+    response = handle_batch(env.event(), env.config)
+    # THEN exactly one schedule exists that fires at that time and delivers the due event to the queue
+    assert response == {"batchItemFailures": []}
+    (schedule,) = env.schedules()
+    assert schedule["ScheduleExpression"] == at(FUTURE)
+    assert schedule["ScheduleExpressionTimezone"] == "UTC"
+    assert schedule["ActionAfterCompletion"] == "DELETE"
+    assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
+    target = schedule["Target"]
+    assert target["Arn"] == env.due_queue_arn
+    assert target["RoleArn"] == env.config["scheduler"]["roleArn"]
+    assert target["DeadLetterConfig"] == {"Arn": env.target_dlq_arn}
+    assert target["RetryPolicy"] == {"MaximumEventAgeInSeconds": 3600, "MaximumRetryAttempts": 5}
+    assert json.loads(target["Input"]) == {
+        "source": "scheduled-table",
+        "mode": "eventbridge",
+        "table": env.table,
+        "keys": {"PK": "user#1", "SK": "appt#1"},
+        "dueAt": iso(FUTURE),
+        "item": {"PK": "user#1", "SK": "appt#1", "dueAt": iso(FUTURE), "name": "Ada"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        pytest.param("2031-03-04T05:06:07+02:00", "at(2031-03-04T03:06:07)", id="iso-with-offset"),
+        pytest.param("2031-03-04T05:06:07", "at(2031-03-04T05:06:07)", id="iso-without-offset-is-utc"),
+        pytest.param("2031-03-04T05:06:07.900Z", "at(2031-03-04T05:06:07)", id="iso-fraction-truncated"),
+        pytest.param(1930367167, "at(2031-03-04T05:06:07)", id="epoch-seconds-number"),
+        pytest.param("1930367167", "at(2031-03-04T05:06:07)", id="epoch-seconds-string"),
+    ],
+)
+def test_time_formats_become_utc_at_expressions(env: Env, written: object, expected: str) -> None:
+    env.put({"PK": "p", "SK": "s", "dueAt": written})
+    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    (schedule,) = env.schedules()
+    assert schedule["ScheduleExpression"] == expected
+
+
+def test_numbers_in_the_item_arrive_as_json_numbers(env: Env) -> None:
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "count": 3, "price": Decimal("9.5"), "tags": {"a", "b"}})
+    handle_batch(env.event(), env.config)
+    (schedule,) = env.schedules()
+    item = json.loads(schedule["Target"]["Input"])["item"]
+    assert item["count"] == 3 and item["price"] == 9.5 and item["tags"] == ["a", "b"]
+
+
+# -- due now ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("offset", [timedelta(hours=-3), timedelta(seconds=20)], ids=["past", "under-a-minute"])
+def test_due_time_past_or_imminent_is_delivered_now_not_dropped(env: Env, offset: timedelta) -> None:
+    due = datetime.now(UTC).replace(microsecond=0) + offset
+    env.put({"PK": "p", "SK": "late", "dueAt": iso(due)})
+    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert env.schedules() == []
+    (message,) = env.messages(env.due_queue_url)
+    assert message["dueAt"] == iso(due) and message["keys"] == {"PK": "p", "SK": "late"}
+
+
+def test_moving_a_due_time_into_the_past_fires_now_and_removes_the_old_schedule(env: Env) -> None:
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
+    handle_batch(env.event(), env.config)
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(datetime.now(UTC) - timedelta(minutes=5))})
+    handle_batch(env.event(), env.config)
+    assert env.schedules() == []
+    assert len(env.messages(env.due_queue_url)) == 1
+
+
+# -- updates and cancellation -----------------------------------------------------------------------------------
+
+
+def test_modify_that_changes_the_time_updates_the_schedule(env: Env) -> None:
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
+    handle_batch(env.event(), env.config)
+    later = FUTURE + timedelta(hours=5)
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(later)})
+    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    (schedule,) = env.schedules()
+    assert schedule["ScheduleExpression"] == at(later)
+
+
+def test_modify_that_changes_the_payload_updates_the_input(env: Env) -> None:
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "note": "old"})
+    handle_batch(env.event(), env.config)
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "note": "new"})
+    handle_batch(env.event(), env.config)
+    (schedule,) = env.schedules()
+    assert json.loads(schedule["Target"]["Input"])["item"]["note"] == "new"
+
+
+def test_modify_that_changes_nothing_relevant_makes_no_api_call(env: Env) -> None:
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
+    handle_batch(env.event(), env.config)
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "x": 1})
+    (modify,) = env.event()["Records"]
+    # GIVEN a MODIFY whose old and new images yield the same schedule (as a rewrite with equal values does)
+    modify["dynamodb"]["OldImage"] = modify["dynamodb"]["NewImage"]
+    calls = count_scheduler_calls()
+    assert handle_batch({"Records": [modify]}, env.config) == {"batchItemFailures": []}
+    assert calls == []
+
+
+def test_modify_that_removes_the_time_attribute_deletes_the_schedule(env: Env) -> None:
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
+    handle_batch(env.event(), env.config)
+    env.put({"PK": "p", "SK": "s"})
+    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert env.schedules() == []
+
+
+def test_remove_deletes_the_schedule_and_a_missing_schedule_is_fine(env: Env) -> None:
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
+    handle_batch(env.event(), env.config)
+    env.delete("p", "s")
+    removal = env.event()
+    assert handle_batch(removal, env.config) == {"batchItemFailures": []}
+    assert env.schedules() == []
+    # The same REMOVE again (at-least-once delivery): the schedule is already gone, which is no error.
+    assert handle_batch(removal, env.config) == {"batchItemFailures": []}
+    assert env.messages(env.poison_url) == []
+
+
+def test_records_of_one_item_in_one_batch_apply_in_stream_order(env: Env) -> None:
+    last = FUTURE + timedelta(days=1)
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE + timedelta(hours=1))})
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(last)})
+    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    (schedule,) = env.schedules()
+    assert schedule["ScheduleExpression"] == at(last)
+
+
+# -- at-least-once delivery -------------------------------------------------------------------------------------
+
+
+def test_the_same_batch_delivered_twice_leaves_the_same_schedules(env: Env) -> None:
+    for n in range(12):
+        env.put({"PK": f"user#{n}", "SK": "appt", "dueAt": iso(FUTURE + timedelta(minutes=n))})
+    batch = env.event()
+    assert handle_batch(batch, env.config) == {"batchItemFailures": []}
+    first = {s["Name"]: (s["ScheduleExpression"], s["Target"]) for s in env.schedules()}
+    assert handle_batch(batch, env.config) == {"batchItemFailures": []}
+    second = {s["Name"]: (s["ScheduleExpression"], s["Target"]) for s in env.schedules()}
+    assert first == second and len(first) == 12
+    assert env.messages(env.poison_url) == []
+
+
+# -- bad input: poison queue ------------------------------------------------------------------------------------
+
+
+def test_unparsable_time_goes_to_poison_with_reason_and_the_rest_of_the_batch_proceeds(env: Env) -> None:
+    env.put({"PK": "bad", "SK": "s", "dueAt": "next tuesday-ish"})
+    env.put({"PK": "good", "SK": "s", "dueAt": iso(FUTURE)})
+    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert len(env.schedules()) == 1
+    (poisoned,) = env.messages(env.poison_url)
+    assert "not ISO-8601 or epoch seconds" in poisoned["reason"]
+    assert poisoned["record"]["dynamodb"]["Keys"] == {"PK": {"S": "bad"}, "SK": {"S": "s"}}
+    assert poisoned["mode"] == "eventbridge" and poisoned["eventName"] == "INSERT"
+
+
+def test_epoch_milliseconds_are_refused_with_a_hint(env: Env) -> None:
+    env.put({"PK": "p", "SK": "s", "dueAt": 1930367167000})
+    handle_batch(env.event(), env.config)
+    (poisoned,) = env.messages(env.poison_url)
+    assert "milliseconds" in poisoned["reason"]
+
+
+def test_changing_the_time_to_garbage_cancels_the_old_schedule_and_parks_the_record(env: Env) -> None:
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
+    handle_batch(env.event(), env.config)
+    env.put({"PK": "p", "SK": "s", "dueAt": "soon"})
+    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert env.schedules() == []
+    assert len(env.messages(env.poison_url)) == 1
+
+
+def test_a_payload_the_api_rejects_goes_to_poison_not_retry(env: Env) -> None:
+    fail_on("CreateSchedule", "ValidationException", 400, only_if="too-big")
+    env.put({"PK": "p", "SK": "too-big", "dueAt": iso(FUTURE)})
+    env.put({"PK": "p", "SK": "fine", "dueAt": iso(FUTURE)})
+    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    (poisoned,) = env.messages(env.poison_url)
+    assert poisoned["error"] == "ValidationException" and "injected" in poisoned["reason"]
+    assert [s["Name"] for s in env.schedules()] == [s["Name"] for s in env.schedules() if "fine" in s["Name"]]
+
+
+# -- transient errors: retry from the failed record -------------------------------------------------------------
+
+
+def test_throttling_reports_the_failed_record_and_holds_back_later_records_of_that_item(env: Env) -> None:
+    env.put({"PK": "a", "SK": "s", "dueAt": iso(FUTURE)})
+    env.put({"PK": "b", "SK": "s", "dueAt": iso(FUTURE)})
+    env.put({"PK": "b", "SK": "s", "dueAt": iso(FUTURE + timedelta(hours=1))})
+    batch = env.event()
+    b_first = batch["Records"][1]["dynamodb"]["SequenceNumber"]
+    calls = fail_on("CreateSchedule", "ThrottlingException", 400, only_if="b-s-")
+    response = handle_batch(batch, env.config)
+    assert response == {"batchItemFailures": [{"itemIdentifier": b_first}]}
+    assert len(calls) == 1  # the later MODIFY of item b was not applied ahead of its INSERT
+    assert [s["Name"].startswith("a-") for s in env.schedules()] == [True]
+    assert env.messages(env.poison_url) == []
+
+
+@pytest.mark.parametrize(("code", "status"), [("InternalServerException", 500), ("ServiceUnavailable", 503)])
+def test_server_errors_are_retried_not_poisoned(env: Env, code: str, status: int) -> None:
+    env.put({"PK": "a", "SK": "s", "dueAt": iso(FUTURE)})
+    batch = env.event()
+    fail_on("CreateSchedule", code, status)
+    response = handle_batch(batch, env.config)
+    assert response["batchItemFailures"] == [{"itemIdentifier": batch["Records"][0]["dynamodb"]["SequenceNumber"]}]
+    assert env.messages(env.poison_url) == []
+
+
+def test_an_unreachable_poison_queue_turns_a_poison_record_into_a_retry(env: Env) -> None:
+    env.put({"PK": "p", "SK": "s", "dueAt": "garbage"})
+    batch = env.event()
+    config = {**env.config, "poisonQueueUrl": env.poison_url + "-missing"}
+    response = handle_batch(batch, config)  # type: ignore[arg-type]
+    assert response["batchItemFailures"] == [{"itemIdentifier": batch["Records"][0]["dynamodb"]["SequenceNumber"]}]
+
+
+# -- email target -----------------------------------------------------------------------------------------------
+
+
+def email_config(env: Env) -> Any:
+    return {
+        **env.config,
+        "target": {
+            "kind": "email",
+            "arn": "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail",
+            "email": {
+                "sender": "reminders@example.com",
+                "recipientAttribute": "email",
+                "subject": "Your appointment at {REMINDER_TIMESTAMP}",
+                "body": "Hello {name}, see you at {REMINDER_TIMESTAMP}.",
+            },
+        },
+    }
+
+
+def test_email_target_schedules_a_rendered_ses_message_through_the_universal_target(env: Env) -> None:
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "email": "ada@example.com", "name": "Ada",
+             "REMINDER_TIMESTAMP": "10:30"})  # fmt: skip
+    assert handle_batch(env.event(), email_config(env)) == {"batchItemFailures": []}
+    (schedule,) = env.schedules()
+    assert schedule["Target"]["Arn"] == "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail"
+    assert json.loads(schedule["Target"]["Input"]) == {
+        "FromEmailAddress": "reminders@example.com",
+        "Destination": {"ToAddresses": ["ada@example.com"]},
+        "Content": {
+            "Simple": {
+                "Subject": {"Data": "Your appointment at 10:30", "Charset": "UTF-8"},
+                "Body": {"Text": {"Data": "Hello Ada, see you at 10:30.", "Charset": "UTF-8"}},
+            }
+        },
+    }
+
+
+def test_email_missing_a_template_attribute_is_poison_for_that_record_only(env: Env) -> None:
+    env.put({"PK": "p", "SK": "no-name", "dueAt": iso(FUTURE), "email": "a@example.com", "REMINDER_TIMESTAMP": "x"})
+    env.put({"PK": "p", "SK": "ok", "dueAt": iso(FUTURE), "email": "b@example.com", "REMINDER_TIMESTAMP": "x",
+             "name": "B"})  # fmt: skip
+    assert handle_batch(env.event(), email_config(env)) == {"batchItemFailures": []}
+    assert len(env.schedules()) == 1
+    (poisoned,) = env.messages(env.poison_url)
+    assert "name" in poisoned["reason"]
+
+
+# -- schedule names ---------------------------------------------------------------------------------------------
+
+
+def test_schedule_names_are_valid_and_distinct_for_awkward_keys(env: Env) -> None:
+    awkward = ["ünïcødé#1", "a" * 300, "#", "user#1", "user 1", "USER#1", "日本語のキー"]
+    for pk in awkward:
+        env.put({"PK": pk, "SK": "s", "dueAt": iso(FUTURE)})
+    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    names = [s["Name"] for s in env.schedules()]
+    assert len(set(names)) == len(awkward)
+    assert all(re.fullmatch(r"[0-9A-Za-z_.-]{1,64}", n) for n in names)
