@@ -69,7 +69,7 @@ class Env:
     def delete(self, pk: str, sk: str) -> None:
         self.ddb.delete_item(TableName=self.table, Key={"PK": {"S": pk}, "SK": {"S": sk}})
 
-    def event(self) -> dict[str, Any]:
+    def event(self) -> Any:
         return {"Records": self.stream.read()}
 
     def schedules(self) -> list[dict[str, Any]]:

@@ -1,0 +1,69 @@
+"""Build a ScheduledTable under recording Pulumi mocks and hand back what it registered."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+import pytest
+
+from components import ScheduledTable, ScheduledTableArgs
+from localcloud.mocks import RecordingMocks, Registration, install
+
+COMPONENT_TYPE = "scheduled-table:index:ScheduledTable"
+
+
+class Built:
+    def __init__(self, mocks: RecordingMocks, component: ScheduledTable, outputs: dict[str, Any]) -> None:
+        self.mocks = mocks
+        self.component = component
+        self.outputs = outputs
+
+    def of_type(self, suffix: str) -> list[Registration]:
+        return [r for r in self.mocks.by_name.values() if r.type.endswith(suffix)]
+
+    def one(self, name: str) -> Registration:
+        return self.mocks.by_name[name]
+
+    def policy(self, name: str) -> dict[str, Any]:
+        document: dict[str, Any] = json.loads(self.one(name).inputs["policy"])
+        return document
+
+    def handler_config(self) -> dict[str, Any]:
+        (function,) = self.of_type(":Function")
+        config: dict[str, Any] = json.loads(function.inputs["environment"]["variables"]["SCHEDULED_TABLE_CONFIG"])
+        return config
+
+
+@pytest.fixture
+def build() -> Callable[..., Built]:
+    def _build(name: str = "rem", **kwargs: Any) -> Built:
+        kwargs.setdefault("mode", "eventbridge")
+        mocks = install()
+        holder: dict[str, Any] = {}
+
+        @pulumi.runtime.test
+        def run() -> Any:
+            component = ScheduledTable(name, ScheduledTableArgs(**kwargs))
+            holder["component"] = component
+            names = [
+                "table_name",
+                "table_arn",
+                "stream_arn",
+                "function_name",
+                "stream_dlq_url",
+                "poison_queue_url",
+                "schedule_group_name",
+                "due_queue_url",
+                "due_queue_arn",
+                "target_dlq_url",
+            ]
+            present = {n: getattr(component, n) for n in names if getattr(component, n) is not None}
+            return pulumi.Output.all(**present).apply(lambda values: holder.__setitem__("outputs", values))
+
+        run()
+        return Built(mocks, holder["component"], holder["outputs"])
+
+    return _build

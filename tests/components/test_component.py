@@ -1,0 +1,334 @@
+"""ScheduledTable in eventbridge mode under Pulumi mocks: resources, their key properties, defaults, overrides."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components import EmailTarget, FunctionTarget, QueueTarget, StateMachineTarget, TopicTarget
+from components.filters import eventbridge_filters, filter_patterns
+from tests.components.conftest import COMPONENT_TYPE, Built
+
+Build = Callable[..., Built]
+TARGET_QUEUE = "arn:aws:sqs:eu-west-1:123456789012:my-queue"
+
+
+def actions(document: dict[str, Any]) -> list[str]:
+    return [a for s in document["Statement"] for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
+
+
+def statement_for(document: dict[str, Any], action: str) -> dict[str, Any]:
+    (found,) = [s for s in document["Statement"] if action in s["Action"]]
+    return found
+
+
+# -- structure --------------------------------------------------------------------------------------------------
+
+
+def test_creates_exactly_the_eventbridge_resources(build: Build) -> None:
+    built = build()
+    names = sorted(n for n, r in built.mocks.by_name.items() if r.type != "pulumi:pulumi:Stack")
+    assert names == sorted(
+        [
+            "rem",
+            "rem-table",
+            "rem-stream-dlq",
+            "rem-poison",
+            "rem-due",
+            "rem-target-dlq",
+            "rem-schedules",
+            "rem-scheduler-exec-role",
+            "rem-scheduler-exec-policy",
+            "rem-scheduler-logs",
+            "rem-scheduler-role",
+            "rem-scheduler-policy",
+            "rem-scheduler",
+            "rem-scheduler-mapping",
+        ]
+    )
+    assert built.one("rem").type == COMPONENT_TYPE
+
+
+def test_every_child_is_parented_to_the_component(build: Build) -> None:
+    built = build()
+    component_urn_suffix = f"{COMPONENT_TYPE}::rem"
+    children = [r for r in built.mocks.by_name.values() if r.type not in ("pulumi:pulumi:Stack", COMPONENT_TYPE)]
+    assert children and all(r.parent.endswith(component_urn_suffix) for r in children), [
+        (r.name, r.parent) for r in children
+    ]
+
+
+def test_outputs_are_exposed(build: Build) -> None:
+    outputs = build().outputs
+    assert set(outputs) == {
+        "table_name",
+        "table_arn",
+        "stream_arn",
+        "function_name",
+        "stream_dlq_url",
+        "poison_queue_url",
+        "schedule_group_name",
+        "due_queue_url",
+        "due_queue_arn",
+        "target_dlq_url",
+    }
+    assert outputs["stream_arn"].startswith(outputs["table_arn"] + "/stream/")
+
+
+# -- table ------------------------------------------------------------------------------------------------------
+
+
+def test_table_defaults_are_secure_and_streamed(build: Build) -> None:
+    table = build().one("rem-table").inputs
+    assert table["hashKey"] == "PK" and table["rangeKey"] == "SK"
+    assert table["attributes"] == [{"name": "PK", "type": "S"}, {"name": "SK", "type": "S"}]
+    assert table["streamEnabled"] is True and table["streamViewType"] == "NEW_AND_OLD_IMAGES"
+    assert table["billingMode"] == "PAY_PER_REQUEST"
+    assert table["pointInTimeRecovery"] == {"enabled": True}
+    assert table["serverSideEncryption"] == {"enabled": True}
+    assert table["deletionProtectionEnabled"] is True
+    assert table["tags"] == {"scheduled-table:component": "rem"}
+
+
+def test_table_overrides(build: Build) -> None:
+    table = (
+        build(
+            partition_key="id",
+            partition_key_type="N",
+            sort_key=None,
+            billing_mode="PROVISIONED",
+            read_capacity=5,
+            write_capacity=7,
+            point_in_time_recovery=False,
+            kms_key_arn="arn:aws:kms:eu-west-1:123456789012:key/abc",
+            deletion_protection=False,
+            tags={"team": "ops"},
+        )
+        .one("rem-table")
+        .inputs
+    )
+    assert table["hashKey"] == "id" and "rangeKey" not in table
+    assert table["attributes"] == [{"name": "id", "type": "N"}]
+    assert (table["billingMode"], table["readCapacity"], table["writeCapacity"]) == ("PROVISIONED", 5, 7)
+    assert table["pointInTimeRecovery"] == {"enabled": False}
+    assert table["serverSideEncryption"] == {"enabled": True, "kmsKeyArn": "arn:aws:kms:eu-west-1:123456789012:key/abc"}
+    assert table["deletionProtectionEnabled"] is False
+    assert table["tags"] == {"team": "ops", "scheduled-table:component": "rem"}
+
+
+# -- queues -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("queue", ["rem-stream-dlq", "rem-target-dlq", "rem-poison"])
+def test_dead_letter_queues_are_encrypted_keep_14_days_and_have_no_dlq(build: Build, queue: str) -> None:
+    inputs = build().one(queue).inputs
+    assert inputs["sqsManagedSseEnabled"] is True
+    assert inputs["messageRetentionSeconds"] == 14 * 24 * 3600
+    assert "redrivePolicy" not in inputs
+
+
+def test_due_queue_exists_only_without_a_target(build: Build) -> None:
+    assert "rem-due" in build().mocks.by_name
+    assert "rem-due" not in build(target=QueueTarget(TARGET_QUEUE)).mocks.by_name
+    assert "due_queue_url" not in build(target=QueueTarget(TARGET_QUEUE)).outputs
+
+
+# -- function and mapping ---------------------------------------------------------------------------------------
+
+
+def test_function_defaults(build: Build) -> None:
+    fn = build().one("rem-scheduler").inputs
+    assert fn["handler"] == "eventbridge.handler"
+    assert fn["runtime"] == "python3.12"
+    assert fn["architectures"] == ["arm64"]
+    assert (fn["memorySize"], fn["timeout"]) == (256, 60)
+    assert fn["loggingConfig"]["logGroup"] == build().one("rem-scheduler-logs").outputs["name"]
+    assert fn["environment"]["variables"]["LOG_LEVEL"] == "INFO"
+
+
+def test_function_overrides(build: Build) -> None:
+    built = build(
+        lambda_memory_mb=512, lambda_timeout_seconds=120, lambda_architecture="x86_64", lambda_runtime="python3.13"
+    )
+    fn = built.one("rem-scheduler").inputs
+    assert (fn["memorySize"], fn["timeout"], fn["architectures"], fn["runtime"]) == (
+        512,
+        120,
+        ["x86_64"],
+        "python3.13",
+    )
+
+
+def test_log_group_retention_default_and_override(build: Build) -> None:
+    assert build().one("rem-scheduler-logs").inputs["retentionInDays"] == 30
+    assert build(log_retention_days=7).one("rem-scheduler-logs").inputs["retentionInDays"] == 7
+
+
+def test_function_code_is_an_archive_of_the_repo_handlers(build: Build) -> None:
+    code = build().one("rem-scheduler").inputs["code"]
+    members = code.assets
+    assert "eventbridge.py" in members and "st_core/dispatch.py" in members
+    assert all(Path(asset.path).is_file() for asset in members.values())
+    assert not any("__pycache__" in name or name.startswith("tests") for name in members)
+
+
+def test_mapping_defaults(build: Build) -> None:
+    built = build()
+    mapping = built.one("rem-scheduler-mapping").inputs
+    assert mapping["eventSourceArn"] == built.one("rem-table").outputs["stream_arn"]
+    assert mapping["startingPosition"] == "TRIM_HORIZON"
+    assert mapping["batchSize"] == 100
+    assert mapping["maximumBatchingWindowInSeconds"] == 1
+    assert mapping["maximumRetryAttempts"] == 10
+    assert mapping["maximumRecordAgeInSeconds"] == 3600
+    assert mapping["bisectBatchOnFunctionError"] is True
+    assert mapping["parallelizationFactor"] == 1
+    assert mapping["functionResponseTypes"] == ["ReportBatchItemFailures"]
+    on_failure = mapping["destinationConfig"]["onFailure"]["destinationArn"]
+    assert on_failure == built.one("rem-stream-dlq").outputs["arn"]
+
+
+def test_mapping_overrides(build: Build) -> None:
+    mapping = (
+        build(
+            batch_size=10,
+            maximum_batching_window_seconds=5,
+            starting_position="LATEST",
+            maximum_retry_attempts=2,
+            maximum_record_age_seconds=600,
+            bisect_on_error=False,
+            parallelization_factor=4,
+        )
+        .one("rem-scheduler-mapping")
+        .inputs
+    )
+    assert (mapping["batchSize"], mapping["maximumBatchingWindowInSeconds"], mapping["startingPosition"]) == (
+        10,
+        5,
+        "LATEST",
+    )
+    assert (mapping["maximumRetryAttempts"], mapping["maximumRecordAgeInSeconds"]) == (2, 600)
+    assert (mapping["bisectBatchOnFunctionError"], mapping["parallelizationFactor"]) == (False, 4)
+
+
+def test_mapping_filters_are_the_time_attribute_patterns(build: Build) -> None:
+    mapping = build(time_attribute="remindAt").one("rem-scheduler-mapping").inputs
+    patterns = [f["pattern"] for f in mapping["filterCriteria"]["filters"]]
+    assert patterns == filter_patterns(eventbridge_filters("remindAt"))
+    assert all("remindAt" in p for p in patterns)
+
+
+def test_handler_config_wires_real_resources(build: Build) -> None:
+    built = build(dispatch_now_within_seconds=30, schedule_retry_attempts=3, schedule_max_event_age_seconds=600)
+    config = built.handler_config()
+    assert config["mode"] == "eventbridge"
+    assert config["table"] == built.one("rem-table").outputs["name"]
+    assert config["target"] == {"kind": "sqs", "arn": built.one("rem-due").outputs["arn"]}
+    assert config["poisonQueueUrl"] == built.one("rem-poison").outputs["url"]
+    assert config["scheduler"] == {
+        "group": built.one("rem-schedules").outputs["name"],
+        "roleArn": built.one("rem-scheduler-exec-role").outputs["arn"],
+        "deadLetterArn": built.one("rem-target-dlq").outputs["arn"],
+        "maxEventAgeSeconds": 600,
+        "maxRetryAttempts": 3,
+        "dispatchNowWithinSeconds": 30,
+    }
+
+
+# -- IAM --------------------------------------------------------------------------------------------------------
+
+
+def test_scheduler_role_trusts_only_scheduler_for_this_account(build: Build) -> None:
+    trust = json.loads(build().one("rem-scheduler-exec-role").inputs["assumeRolePolicy"])
+    (statement,) = trust["Statement"]
+    assert statement["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
+
+
+def test_no_policy_grants_a_wildcard_action(build: Build) -> None:
+    built = build()
+    for name in ("rem-scheduler-policy", "rem-scheduler-exec-policy"):
+        assert all("*" not in action for action in actions(built.policy(name))), name
+
+
+def test_lambda_manages_only_its_groups_schedules_and_passes_only_the_scheduler_role(build: Build) -> None:
+    built = build()
+    policy = built.policy("rem-scheduler-policy")
+    group = built.one("rem-schedules").outputs["name"]
+    manage = statement_for(policy, "scheduler:CreateSchedule")
+    assert manage["Resource"] == [f"arn:aws:scheduler:eu-west-1:123456789012:schedule/{group}/*"]
+    pass_role = statement_for(policy, "iam:PassRole")
+    assert pass_role["Resource"] == [built.one("rem-scheduler-exec-role").outputs["arn"]]
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
+    stream = statement_for(policy, "dynamodb:GetRecords")
+    assert stream["Resource"] == [built.one("rem-table").outputs["arn"] + "/stream/*"]
+
+
+def test_lambda_may_send_to_its_dead_letter_and_poison_queues(build: Build) -> None:
+    built = build()
+    sends = [s for s in built.policy("rem-scheduler-policy")["Statement"] if s["Action"] == ["sqs:SendMessage"]]
+    resources = {r for s in sends for r in s["Resource"]}
+    assert built.one("rem-stream-dlq").outputs["arn"] in resources
+    assert built.one("rem-poison").outputs["arn"] in resources
+
+
+def test_kms_key_adds_decrypt_on_that_key_only(build: Build) -> None:
+    key = "arn:aws:kms:eu-west-1:123456789012:key/abc"
+    assert "kms:Decrypt" not in actions(build().policy("rem-scheduler-policy"))
+    assert statement_for(build(kms_key_arn=key).policy("rem-scheduler-policy"), "kms:Decrypt")["Resource"] == [key]
+
+
+@pytest.mark.parametrize(
+    ("target", "action", "resources"),
+    [
+        (QueueTarget(TARGET_QUEUE), "sqs:SendMessage", [TARGET_QUEUE]),
+        (
+            FunctionTarget("arn:aws:lambda:eu-west-1:123456789012:function:f"),
+            "lambda:InvokeFunction",
+            ["arn:aws:lambda:eu-west-1:123456789012:function:f", "arn:aws:lambda:eu-west-1:123456789012:function:f:*"],
+        ),
+        (
+            StateMachineTarget("arn:aws:states:eu-west-1:123456789012:stateMachine:m"),
+            "states:StartExecution",
+            ["arn:aws:states:eu-west-1:123456789012:stateMachine:m"],
+        ),
+        (TopicTarget("arn:aws:sns:eu-west-1:123456789012:t"), "sns:Publish", ["arn:aws:sns:eu-west-1:123456789012:t"]),
+        (
+            EmailTarget("reminders@example.com"),
+            "ses:SendEmail",
+            [
+                "arn:aws:ses:eu-west-1:123456789012:identity/reminders@example.com",
+                "arn:aws:ses:eu-west-1:123456789012:identity/example.com",
+            ],
+        ),
+    ],
+    ids=["queue", "function", "state-machine", "topic", "email"],
+)
+def test_scheduler_role_may_do_exactly_the_targets_action(
+    build: Build, target: Any, action: str, resources: list[str]
+) -> None:
+    built = build(target=target)
+    policy = built.policy("rem-scheduler-exec-policy")
+    target_dlq = built.one("rem-target-dlq").outputs["arn"]
+    expected = [
+        {"Effect": "Allow", "Action": [action], "Resource": resources},
+        {"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": [target_dlq]},
+    ]
+    assert policy["Statement"] == expected
+    # The scheduling Lambda delivers due-now items itself, so it holds the same target permission.
+    lambda_statements = built.policy("rem-scheduler-policy")["Statement"]
+    assert {"Effect": "Allow", "Action": [action], "Resource": resources} in lambda_statements
+
+
+def test_email_target_config_reaches_the_handler(build: Build) -> None:
+    target = EmailTarget("r@example.com", recipient_attribute="mail", subject="Hi {name}", body="At {when}")
+    config = build(target=target).handler_config()
+    assert config["target"] == {
+        "kind": "email",
+        "arn": "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail",
+        "email": {"sender": "r@example.com", "recipientAttribute": "mail", "subject": "Hi {name}", "body": "At {when}"},
+    }
