@@ -55,7 +55,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         registration.inputs, registration.outputs = args.inputs, outputs
         return f"{args.name}-id", outputs
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         raise NotImplementedError(f"unexpected invoke {args.token}: the component must not need lookups")
 
 
