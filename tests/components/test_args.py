@@ -1,0 +1,122 @@
+"""ScheduledTableArgs validation: every rule fails at construction with a message that names the field and the fix."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from components import EmailTarget, QueueTarget, ScheduledTableArgs
+from components.args import Mode, describe_defaults
+
+
+def test_defaults_are_valid_and_secure() -> None:
+    args = ScheduledTableArgs(mode="eventbridge")
+    assert args.mode is Mode.EVENTBRIDGE
+    assert (args.point_in_time_recovery, args.server_side_encryption, args.deletion_protection) == (True, True, True)
+    assert args.maximum_retry_attempts >= 0 and args.maximum_record_age_seconds > 0  # finite: no blocked shards
+    assert args.bisect_on_error is True and args.lambda_architecture == "arm64"
+
+
+def test_args_are_frozen_and_keyword_only() -> None:
+    args = ScheduledTableArgs(mode="eventbridge")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        args.batch_size = 5  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        ScheduledTableArgs("eventbridge")  # type: ignore[call-arg]
+
+
+def test_unknown_mode_lists_the_modes() -> None:
+    with pytest.raises(ValueError) as caught:
+        ScheduledTableArgs(mode="cron")
+    assert str(caught.value) == "mode: 'cron' is not a mode; use one of 'eventbridge', 'ttl', 'polling', 'aggregate'"
+
+
+@pytest.mark.parametrize("mode", ["ttl", "polling", "aggregate"])
+def test_modes_not_yet_shipped_refuse_clearly(mode: str) -> None:
+    with pytest.raises(NotImplementedError, match=f"mode: '{mode}' is not available in this release yet"):
+        ScheduledTableArgs(mode=mode)
+
+
+RULES: list[tuple[dict[str, Any], str]] = [
+    ({"partition_key": ""}, "partition_key: must not be empty; name the table's partition key attribute, e.g. 'PK'"),
+    ({"sort_key": ""}, "sort_key: must not be empty; name the sort key attribute, or pass None"),
+    ({"sort_key": "PK"}, "sort_key: is the same attribute as partition_key ('PK'); use another name"),
+    ({"partition_key_type": "X"}, "partition_key_type: 'X' is not a key type; use 'S' (string), 'N' (number)"),
+    ({"sort_key_type": "BOOL"}, "sort_key_type: 'BOOL' is not a key type"),
+    ({"time_attribute": ""}, "time_attribute: must not be empty; name the attribute that holds the due time"),
+    ({"time_attribute": "SK"}, "time_attribute: 'SK' is a key attribute; keep the due time in its own attribute"),
+    ({"billing_mode": "FREE"}, "billing_mode: 'FREE' is not a billing mode; use 'PAY_PER_REQUEST' or 'PROVISIONED'"),
+    ({"billing_mode": "PROVISIONED"}, "read_capacity: PROVISIONED billing needs read_capacity and write_capacity"),
+    ({"read_capacity": 5}, "read_capacity: capacities only apply to PROVISIONED billing; remove them"),
+    (
+        {"server_side_encryption": False, "kms_key_arn": "arn:aws:kms:eu-west-1:1:key/k"},
+        "kms_key_arn: a KMS key needs server_side_encryption=True; remove kms_key_arn or enable encryption",
+    ),
+    ({"target": "arn:aws:sqs:eu-west-1:1:q"}, "target: str is not a target; pass one of QueueTarget"),
+    ({"target": QueueTarget("arn:aws:sqs:eu-west-1:1:q.fifo")}, "target: FIFO queues are not supported as targets"),
+    ({"lambda_memory_mb": 64}, "lambda_memory_mb: 64 is out of range; use a whole number from 128 to 10240"),
+    ({"lambda_timeout_seconds": 901}, "lambda_timeout_seconds: 901 is out of range; use a whole number from 1 to 900"),
+    ({"lambda_architecture": "arm"}, "lambda_architecture: 'arm' is not supported; use 'arm64' or 'x86_64'"),
+    ({"lambda_runtime": "python3.9"}, "lambda_runtime: 'python3.9' is not supported; use one of"),
+    ({"log_retention_days": 10}, "log_retention_days: 10 is not a CloudWatch period; use e.g. 7, 30 or 90"),
+    ({"log_level": "LOUD"}, "log_level: 'LOUD' is not a level"),
+    ({"max_workers": 0}, "max_workers: 0 is out of range; use a whole number from 1 to 64"),
+    ({"batch_size": 0}, "batch_size: 0 is out of range; use a whole number from 1 to 10000"),
+    ({"maximum_batching_window_seconds": 301}, "maximum_batching_window_seconds: 301 is out of range"),
+    ({"starting_position": "AT_TIMESTAMP"}, "starting_position: 'AT_TIMESTAMP' is not valid; use 'TRIM_HORIZON'"),
+    (
+        {"maximum_retry_attempts": -1},
+        "maximum_retry_attempts: -1 is out of range; use a whole number from 0 to 10000 "
+        "(-1, retry forever, would let one record block its shard)",
+    ),
+    (
+        {"maximum_record_age_seconds": -1},
+        "maximum_record_age_seconds: -1 is out of range; use a whole number from 60 to 604800 "
+        "(-1, never expire, would block the shard)",
+    ),
+    ({"parallelization_factor": 11}, "parallelization_factor: 11 is out of range; use a whole number from 1 to 10"),
+    (
+        {"schedule_retry_attempts": 186},
+        "schedule_retry_attempts: 186 is out of range; use a whole number from 0 to 185",
+    ),
+    ({"schedule_max_event_age_seconds": 30}, "schedule_max_event_age_seconds: 30 is out of range"),
+    ({"dispatch_now_within_seconds": -5}, "dispatch_now_within_seconds: -5 is out of range"),
+    ({"batch_size": True}, "batch_size: True is out of range"),
+    ({"tags": {"aws:owner": "x"}}, "tags: 'aws:owner': 'x' is not a valid tag; use non-empty string keys"),
+]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"), RULES, ids=[next(iter(k)) + "-" + str(i) for i, (k, _) in enumerate(RULES)]
+)
+def test_each_rule_names_the_field_and_the_fix(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        ScheduledTableArgs(mode="eventbridge", **kwargs)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"sender": "not-an-address"}, "EmailTarget.sender: 'not-an-address' is not an email address"),
+        ({"sender": "a@b.c", "recipient_attribute": ""}, "EmailTarget.recipient_attribute: must name the item"),
+        ({"sender": "a@b.c", "subject": "Hi {name"}, "EmailTarget.subject: stray or empty brace at position 3"),
+        ({"sender": "a@b.c", "body": "Hi {}"}, "EmailTarget.body: stray or empty brace at position 3"),
+    ],
+)
+def test_email_target_validation(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        EmailTarget(**kwargs)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_email_templates_with_literal_braces_are_fine() -> None:
+    assert EmailTarget("a@b.c", body="{{literal}} and {name}").body == "{{literal}} and {name}"
+
+
+def test_describe_defaults_covers_every_option_but_mode() -> None:
+    defaults = describe_defaults()
+    assert set(defaults) == {f.name for f in dataclasses.fields(ScheduledTableArgs)} - {"mode"}
+    assert defaults["batch_size"] == 100 and defaults["target"] is None and defaults["tags"] == {}

@@ -1,0 +1,74 @@
+"""The eventbridge filters, matched against real stream records (from moto) with moto's EventBridge pattern matcher,
+which implements the language Lambda event filtering uses."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from moto.events.models import EventPattern
+
+from components.filters import eventbridge_filters, filter_patterns
+from tests.conftest import REGION
+
+
+def matches(record: dict[str, Any], time_attribute: str = "dueAt") -> bool:
+    """Lambda invokes the function when any one filter matches."""
+    patterns = filter_patterns(eventbridge_filters(time_attribute))
+    return any(EventPattern.load(p).matches_event(record) for p in patterns)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def records() -> Iterator[dict[str, dict[str, Any]]]:
+    """One record per situation, read back from a moto table's stream."""
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        arn = ddb.create_table(
+            TableName="filters",
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )["TableDescription"]["LatestStreamArn"]
+        writes = [
+            ("insert-iso", {"PK": {"S": "a"}, "dueAt": {"S": "2030-01-01T00:00:00Z"}}),
+            ("modify-epoch", {"PK": {"S": "a"}, "dueAt": {"N": "1893456000"}}),
+            ("modify-drops-time", {"PK": {"S": "a"}, "other": {"S": "x"}}),
+            ("modify-without-time", {"PK": {"S": "a"}, "other": {"S": "y"}}),
+            ("insert-without-time", {"PK": {"S": "b"}, "other": {"S": "x"}}),
+        ]
+        for _, item in writes:
+            ddb.put_item(TableName="filters", Item=item)
+        ddb.delete_item(TableName="filters", Key={"PK": {"S": "b"}})
+        ddb.put_item(TableName="filters", Item={"PK": {"S": "c"}, "dueAt": {"S": "2030-01-01T00:00:00Z"}})
+        ddb.delete_item(TableName="filters", Key={"PK": {"S": "c"}})
+        streams = boto3.client("dynamodbstreams", region_name=REGION)
+        shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+        raw = streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
+        names = [n for n, _ in writes] + ["remove-without-time", "insert-c", "remove-with-time"]
+        yield {name: json.loads(json.dumps(r, default=str)) for name, r in zip(names, raw, strict=True)}
+
+
+@pytest.mark.parametrize("situation", ["insert-iso", "modify-epoch", "modify-drops-time", "remove-with-time"])
+def test_records_that_can_change_a_schedule_invoke_the_function(records: dict[str, Any], situation: str) -> None:
+    assert matches(records[situation])
+
+
+@pytest.mark.parametrize("situation", ["modify-without-time", "insert-without-time", "remove-without-time"])
+def test_records_of_items_without_a_time_never_invoke_it(records: dict[str, Any], situation: str) -> None:
+    assert not matches(records[situation])
+
+
+def test_the_filter_follows_the_configured_attribute(records: dict[str, Any]) -> None:
+    assert not matches(records["insert-iso"], time_attribute="remindAt")
+
+
+def test_patterns_fit_in_one_mapping() -> None:
+    assert len(filter_patterns(eventbridge_filters("dueAt"))) <= 5
+    with pytest.raises(ValueError, match="1 to 5 filters"):
+        filter_patterns([{"a": ["b"]}] * 6)

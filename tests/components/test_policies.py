@@ -1,0 +1,53 @@
+"""IAM builders and ARN helpers, without Pulumi."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components import arns, policies
+
+TABLE = "arn:aws:dynamodb:eu-west-1:123456789012:table/t"
+
+
+def test_schedules_in_group_turns_a_group_arn_into_its_schedule_pattern() -> None:
+    group = "arn:aws:scheduler:eu-west-1:123456789012:schedule-group/g-1"
+    assert arns.schedules_in_group(group) == "arn:aws:scheduler:eu-west-1:123456789012:schedule/g-1/*"
+    with pytest.raises(ValueError, match="not a schedule group ARN"):
+        arns.schedules_in_group(TABLE)
+
+
+def test_arn_parts_refuses_non_arns() -> None:
+    assert arns.arn_parts(TABLE) == ("aws", "dynamodb", "eu-west-1", "123456789012", "table/t")
+    with pytest.raises(ValueError, match="not an ARN"):
+        arns.arn_parts("table/t")
+
+
+def test_trust_policy_without_and_with_source_account() -> None:
+    plain = json.loads(policies.assume_role_policy("lambda.amazonaws.com"))["Statement"][0]
+    assert "Condition" not in plain and plain["Principal"] == {"Service": "lambda.amazonaws.com"}
+    scoped = json.loads(policies.assume_role_policy("scheduler.amazonaws.com", "123456789012"))["Statement"][0]
+    assert scoped["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
+
+
+def test_email_target_needs_a_sender() -> None:
+    with pytest.raises(ValueError, match="needs its sender"):
+        policies.target_statements("email", "x", table_arn=TABLE)
+
+
+def test_direct_sqs_dispatch_may_look_up_the_queue_url() -> None:
+    statements = policies.direct_dispatch_statements("sqs", "arn:aws:sqs:eu-west-1:1:q", table_arn=TABLE, sender=None)
+    assert {"Effect": "Allow", "Action": ["sqs:GetQueueUrl"], "Resource": ["arn:aws:sqs:eu-west-1:1:q"]} in statements
+
+
+def test_stream_consumer_statements_scope_everything() -> None:
+    statements = policies.stream_consumer_statements(
+        table_arn=TABLE,
+        log_group_arn="arn:aws:logs:eu-west-1:1:log-group:g",
+        send_queue_arns=["b", "a"],
+        kms_key_arn=None,
+    )
+    resources = [r for s in statements for r in s["Resource"]]
+    assert "*" not in resources
+    assert statements[2] == {"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": ["a", "b"]}

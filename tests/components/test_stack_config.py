@@ -1,0 +1,99 @@
+"""Stack config (camelCase keys, as in Pulumi.<stack>.yaml) -> ScheduledTableArgs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from components import EmailTarget, FunctionTarget, QueueTarget
+from components.args import Mode
+from components.stack_config import args_from_config, camel, target_from_config
+from localcloud.program import stack_config
+
+
+class FakeConfig:
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    def get(self, key: str) -> str | None:
+        value = self.values.get(key)
+        return None if value is None else str(value)
+
+    def get_bool(self, key: str) -> bool | None:
+        return self.values.get(key)
+
+    def get_int(self, key: str) -> int | None:
+        return self.values.get(key)
+
+    def get_object(self, key: str) -> Any:
+        return self.values.get(key)
+
+
+def test_camel_case_keys() -> None:
+    assert camel("maximum_record_age_seconds") == "maximumRecordAgeSeconds" and camel("mode") == "mode"
+
+
+def test_empty_config_gives_the_defaults() -> None:
+    args = args_from_config(FakeConfig({}))
+    assert args.mode is Mode.EVENTBRIDGE and args.batch_size == 100 and args.target is None
+
+
+def test_every_kind_of_value_is_read() -> None:
+    args = args_from_config(
+        FakeConfig(
+            {
+                "batchSize": 7,
+                "deletionProtection": False,
+                "tags": {"a": "b"},
+                "timeAttribute": "remindAt",
+                "sortKey": "none",
+                "target": {"type": "function", "arn": "arn:aws:lambda:eu-west-1:1:function:f"},
+            }
+        )
+    )
+    assert (args.batch_size, args.deletion_protection, args.tags, args.time_attribute) == (
+        7,
+        False,
+        {"a": "b"},
+        "remindAt",
+    )
+    assert args.sort_key is None
+    assert args.target == FunctionTarget("arn:aws:lambda:eu-west-1:1:function:f")
+
+
+def test_targets_from_config() -> None:
+    assert target_from_config(None) is None
+    assert target_from_config({"type": "dueQueue"}) is None
+    assert target_from_config({"type": "queue", "arn": "arn:aws:sqs:r:1:q"}) == QueueTarget("arn:aws:sqs:r:1:q")
+    email = target_from_config({"type": "email", "sender": "a@b.c", "recipientAttribute": "to", "subject": "S"})
+    assert email == EmailTarget("a@b.c", recipient_attribute="to", subject="S")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"type": "pigeon"}, "target.type: 'pigeon' is not a target type"),
+        ({"type": "queue"}, "target.arn: a queue target needs the ARN of the queue"),
+        ({"type": "email", "sender": "a@b.c", "colour": "red"}, "target: unknown key(s) ['colour']"),
+        ("arn:aws:sqs:r:1:q", "target: must be an object with a 'type'"),
+    ],
+)
+def test_bad_target_config_is_explained(value: Any, message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        target_from_config(value)
+    assert str(caught.value).startswith(message)
+
+
+def test_the_dev_stack_file_is_a_valid_configuration() -> None:
+    config = stack_config("dev")
+    assert config["scheduled-table:mode"] == "eventbridge" and config["aws:region"]
+    values = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith("scheduled-table:")}
+    typed = {
+        "deletionProtection": values["deletionProtection"] == "true",
+        "logRetentionDays": int(values["logRetentionDays"]),
+        "tags": {"project": "scheduled-table"},
+    }
+    fake = FakeConfig({**values, **typed})
+    args = args_from_config(fake)
+    assert args.deletion_protection is False and args.log_retention_days == 7
