@@ -1,0 +1,217 @@
+"""The shared handler runtime's pure parts, and direct dispatch to each target kind (moto)."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError
+from moto import mock_aws
+from st_core import naming, templates, timeparse
+from st_core.clients import Clients
+from st_core.dispatch import due_event, email_request, send_now, target_input
+from st_core.errors import PermanentError, TransientError, is_transient
+from st_core.poison import poison_message
+from st_core.stream import decode_image, key_identity
+
+from tests.conftest import REGION
+
+# -- time -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("2030-01-02T03:04:05Z", datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)),
+        ("2030-01-02T03:04:05+01:00", datetime(2030, 1, 2, 2, 4, 5, tzinfo=UTC)),
+        ("2030-01-02T03:04:05", datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)),
+        ("2030-01-02", datetime(2030, 1, 2, tzinfo=UTC)),
+        (1893553445, datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)),
+        (Decimal("1893553445.75"), datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)),
+        (" 1893553445 ", datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)),
+    ],
+)
+def test_parse_due_accepts_iso_and_epoch_seconds(value: object, expected: datetime) -> None:
+    assert timeparse.parse_due(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("tomorrow", "is not ISO-8601 or epoch seconds"),
+        ("", "empty string"),
+        (True, "got a boolean"),
+        (1893553445000, "milliseconds"),
+        ([1], "got list"),
+        (Decimal("NaN"), "not a finite number"),
+    ],
+)
+def test_parse_due_refuses_with_a_reason(value: object, reason: str) -> None:
+    with pytest.raises(PermanentError, match=reason):
+        timeparse.parse_due(value)
+
+
+def test_at_expression_and_due_format_are_utc() -> None:
+    moment = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert timeparse.at_expression(moment) == "at(2030-01-02T03:04:05)"
+    assert timeparse.format_due(moment) == "2030-01-02T03:04:05Z"
+
+
+# -- names ------------------------------------------------------------------------------------------------------
+
+
+def test_schedule_names_are_deterministic_valid_and_distinct() -> None:
+    a = naming.schedule_name('{"PK":{"S":"1"}}', "1")
+    assert a == naming.schedule_name('{"PK":{"S":"1"}}', "1")
+    assert a != naming.schedule_name('{"PK":{"N":"1"}}', "1")  # same value, other type: other item
+    for readable in ["", "#", "ü" * 100, "a" * 500, "x/y z"]:
+        name = naming.schedule_name("k" + readable, readable)
+        assert re.fullmatch(r"[0-9A-Za-z_.-]{1,64}", name), name
+
+
+# -- templates --------------------------------------------------------------------------------------------------
+
+
+def test_render_fills_attributes_and_keeps_literal_braces() -> None:
+    assert templates.render("{{x}} {a} {n}", {"a": "A", "n": 2.0}) == "{x} A 2"
+
+
+def test_render_cannot_reach_python_attributes() -> None:
+    with pytest.raises(PermanentError, match=r"a\.__class__"):
+        templates.render("{a.__class__}", {"a": "A"})
+
+
+def test_render_names_missing_attributes() -> None:
+    with pytest.raises(PermanentError, match="needs attribute\\(s\\) b, c"):
+        templates.render("{c} {a} {b}", {"a": 1})
+
+
+# -- stream decoding --------------------------------------------------------------------------------------------
+
+
+def test_decode_image_gives_plain_json() -> None:
+    image: dict[str, Any] = {
+        "s": {"S": "x"},
+        "n": {"N": "3"},
+        "f": {"N": "2.5"},
+        "b": {"BOOL": True},
+        "z": {"NULL": True},
+        "m": {"M": {"k": {"L": [{"N": "1"}, {"S": "a"}]}}},
+        "ss": {"SS": ["b", "a"]},
+        "ns": {"NS": ["10", "9"]},
+        "bin": {"B": b"hi"},
+    }
+    assert decode_image(image) == {
+        "s": "x",
+        "n": 3,
+        "f": 2.5,
+        "b": True,
+        "z": None,
+        "m": {"k": [1, "a"]},
+        "ss": ["a", "b"],
+        "ns": [9, 10],
+        "bin": "aGk=",
+    }
+    assert decode_image(None) is None
+
+
+def test_a_record_without_keys_is_permanent() -> None:
+    with pytest.raises(PermanentError):
+        key_identity({"eventName": "INSERT", "dynamodb": {}})  # type: ignore[typeddict-item]
+
+
+# -- errors -----------------------------------------------------------------------------------------------------
+
+
+def client_error(code: str, status: int) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "Op")
+
+
+@pytest.mark.parametrize(
+    ("exc", "transient"),
+    [
+        (client_error("ThrottlingException", 400), True),
+        (client_error("Anything", 503), True),
+        (client_error("TooManyRequestsException", 429), True),
+        (EndpointConnectionError(endpoint_url="https://x"), True),
+        (TransientError("race"), True),
+        (client_error("ValidationException", 400), False),
+        (client_error("AccessDeniedException", 403), False),
+        (ValueError("bug"), False),
+    ],
+)
+def test_transient_classification(exc: Exception, transient: bool) -> None:
+    assert is_transient(exc) is transient
+
+
+def test_poison_message_drops_images_that_do_not_fit_but_keeps_keys() -> None:
+    big = {"S": "x" * 300_000}
+    record = {"eventName": "INSERT", "dynamodb": {"Keys": {"PK": {"S": "k"}}, "NewImage": {"blob": big}}}
+    body = json.loads(poison_message(record=record, reason="r", error="E", mode="eventbridge", table="t"))
+    assert body["record"]["dynamodb"] == {"Keys": {"PK": {"S": "k"}}} and "omitted" in body["note"]
+
+
+# -- dispatch ---------------------------------------------------------------------------------------------------
+
+
+def event() -> Any:
+    return due_event(
+        mode="eventbridge", table="t", keys={"PK": "k"}, due=datetime(2030, 1, 1, tzinfo=UTC), item={"a": 1}
+    )
+
+
+def test_email_request_needs_a_recipient_address() -> None:
+    email = {"sender": "s@x.y", "recipientAttribute": "to", "subject": "S", "body": "B"}
+    with pytest.raises(PermanentError, match="recipient attribute 'to'"):
+        email_request(email, {"to": "nobody"})  # type: ignore[arg-type]
+
+
+def test_send_now_to_sns_reaches_subscribers() -> None:
+    with mock_aws():
+        sns, sqs = boto3.client("sns", region_name=REGION), boto3.client("sqs", region_name=REGION)
+        topic = sns.create_topic(Name="t")["TopicArn"]
+        url = sqs.create_queue(QueueName="sub")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"})
+        payload = target_input({"kind": "sns", "arn": topic}, event())
+        send_now({"kind": "sns", "arn": topic}, payload, occurrence="o", clients=Clients())
+        (message,) = sqs.receive_message(QueueUrl=url)["Messages"]
+        assert json.loads(message["Body"])["keys"] == {"PK": "k"}
+
+
+def test_send_now_to_step_functions_starts_one_named_execution_even_twice() -> None:
+    with mock_aws():
+        sfn = boto3.client("stepfunctions", region_name=REGION)
+        definition = json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}})
+        machine = sfn.create_state_machine(name="m", definition=definition, roleArn="arn:aws:iam::123456789012:role/r")[
+            "stateMachineArn"
+        ]
+        target = {"kind": "stepfunctions", "arn": machine}
+        clients = Clients()
+        for _ in range(2):
+            send_now(target, target_input(target, event()), occurrence="occurrence-1", clients=clients)  # type: ignore[arg-type]
+        executions = sfn.list_executions(stateMachineArn=machine)["executions"]
+        assert [e["name"] for e in executions] == ["occurrence-1"]
+
+
+def test_send_now_to_lambda_is_an_async_invoke() -> None:
+    from botocore.stub import Stubber
+
+    clients = Clients()
+    client = boto3.client("lambda", region_name=REGION)
+    clients.override("lambda", client)
+    arn = "arn:aws:lambda:eu-west-1:123456789012:function:f"
+    payload = target_input({"kind": "lambda", "arn": arn}, event())
+    with Stubber(client) as stub:
+        stub.add_response(
+            "invoke",
+            {"StatusCode": 202},
+            {"FunctionName": arn, "InvocationType": "Event", "Payload": payload.encode()},
+        )
+        send_now({"kind": "lambda", "arn": arn}, payload, occurrence="o", clients=clients)
+        stub.assert_no_pending_responses()

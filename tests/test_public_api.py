@@ -1,0 +1,28 @@
+"""The public API is what `__all__` says, and nothing slips in or out unnoticed."""
+
+from __future__ import annotations
+
+import components
+
+
+def test_public_api_is_exactly_this() -> None:
+    assert sorted(components.__all__) == [
+        "EmailTarget",
+        "FunctionTarget",
+        "Mode",
+        "QueueTarget",
+        "ScheduledTable",
+        "ScheduledTableArgs",
+        "StateMachineTarget",
+        "Target",
+        "TopicTarget",
+    ]
+    assert all(hasattr(components, name) for name in components.__all__)
+
+
+def test_target_kinds_match_the_handlers_dispatch_kinds() -> None:
+    from st_core.dispatch import TargetKind
+
+    from components.targets import TARGET_TYPES
+
+    assert {getattr(t, "kind") for t in TARGET_TYPES} == {k.value for k in TargetKind}  # noqa: B009
