@@ -89,7 +89,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "-q",
             "--no-deps",
             str(wheel),
-        ],  # fmt: skip
+        ],
         check=True,
     )
     return env_dir
