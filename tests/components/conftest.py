@@ -13,6 +13,18 @@ from components import ScheduledTable, ScheduledTableArgs
 from localcloud.mocks import RecordingMocks, Registration, install
 
 COMPONENT_TYPE = "scheduled-table:index:ScheduledTable"
+OUTPUT_NAMES = (
+    "table_name",
+    "table_arn",
+    "stream_arn",
+    "function_name",
+    "stream_dlq_url",
+    "poison_queue_url",
+    "schedule_group_name",
+    "due_queue_url",
+    "due_queue_arn",
+    "target_dlq_url",
+)
 
 
 class Built:
@@ -48,19 +60,7 @@ def build() -> Callable[..., Built]:
         def run() -> Any:
             component = ScheduledTable(name, ScheduledTableArgs(**kwargs))
             holder["component"] = component
-            names = [
-                "table_name",
-                "table_arn",
-                "stream_arn",
-                "function_name",
-                "stream_dlq_url",
-                "poison_queue_url",
-                "schedule_group_name",
-                "due_queue_url",
-                "due_queue_arn",
-                "target_dlq_url",
-            ]
-            present = {n: getattr(component, n) for n in names if getattr(component, n) is not None}
+            present = {n: getattr(component, n) for n in OUTPUT_NAMES if getattr(component, n) is not None}
             return pulumi.Output.all(**present).apply(lambda values: holder.__setitem__("outputs", values))
 
         run()
