@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .arns import arn_parts, ses_identity_arns
+from .arns import arn_parts, schedules_in_group, ses_identity_arns
 
 Statement = dict[str, Any]
 
@@ -80,8 +80,6 @@ def stream_consumer_statements(
 
 def scheduling_statements(*, group_arn: str, scheduler_role_arn: str) -> list[Statement]:
     """Manage schedules in this table's group only, and hand Scheduler its role and no other."""
-    from .arns import schedules_in_group
-
     return [
         {
             "Effect": "Allow",
