@@ -5,7 +5,7 @@ Each rule raises ValueError naming the field and the fix, so `pulumi up` stops b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -182,8 +182,6 @@ _RULES = (_keys, _billing, _encryption, _target, _lambda, _stream, _scheduler, _
 
 def describe_defaults() -> dict[str, Any]:
     """Every option with its default (mode excluded): the README's "Default settings" table is checked against it."""
-    from dataclasses import MISSING, fields
-
     result: dict[str, Any] = {}
     for f in fields(ScheduledTableArgs):
         if f.name == "mode":

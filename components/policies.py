@@ -9,7 +9,7 @@ from .arns import arn_parts, schedules_in_group, ses_identity_arns
 
 Statement = dict[str, Any]
 
-# Each target kind: (actions the invoker needs, how its resources derive from the target ARN).
+# The one action each target kind needs from whoever invokes it.
 _TARGET_ACTIONS: dict[str, list[str]] = {
     "sqs": ["sqs:SendMessage"],
     "lambda": ["lambda:InvokeFunction"],
@@ -42,8 +42,7 @@ def target_statements(kind: str, target_arn: str, *, table_arn: str, sender: str
         resources = [target_arn, f"{target_arn}:*"]  # the function and its versions/aliases
     else:
         resources = [target_arn]
-    statements: list[Statement] = [{"Effect": "Allow", "Action": _TARGET_ACTIONS[kind], "Resource": resources}]
-    return statements
+    return [{"Effect": "Allow", "Action": _TARGET_ACTIONS[kind], "Resource": resources}]
 
 
 def scheduler_execution_policy(target: list[Statement], target_dlq_arn: str) -> str:

@@ -120,12 +120,9 @@ _SENDERS = {
 }
 
 
-def _queue_url(sqs: Any, arn: str) -> str:
-    return _cached_queue_url(id(sqs), sqs, arn)
-
-
 @lru_cache(maxsize=64)
-def _cached_queue_url(_client_id: int, sqs: Any, arn: str) -> str:
+def _queue_url(sqs: Any, arn: str) -> str:
+    """Looked up once per client and queue (clients hash by identity, so a new client looks up again)."""
     parts = arn.split(":")
     if len(parts) != 6 or parts[2] != "sqs":
         raise PermanentError(f"target {arn!r} is not an SQS queue ARN")

@@ -32,10 +32,10 @@ def template_fields(template: str) -> list[str]:
 def render(template: str, item: Mapping[str, Any]) -> str:
     """The template with each `{name}` replaced by the item's attribute; a missing one is a PermanentError."""
     try:
-        template_fields(template)
+        fields = template_fields(template)
     except ValueError as exc:
         raise PermanentError(f"invalid template: {exc}") from exc
-    missing = [name for name in template_fields(template) if item.get(name) is None]
+    missing = [name for name in fields if item.get(name) is None]
     if missing:
         raise PermanentError(f"template needs attribute(s) {', '.join(sorted(set(missing)))} that the item lacks")
 
