@@ -76,6 +76,7 @@ class ScheduledTable(pulumi.ComponentResource):
         self.function = consumer.function
         self.function_name = consumer.function.name
 
+        self.name = name
         outputs: dict[str, Any] = {
             "table_name": self.table_name,
             "table_arn": self.table_arn,
@@ -87,6 +88,7 @@ class ScheduledTable(pulumi.ComponentResource):
         for key in ("schedule_group_name", "due_queue_url", "due_queue_arn", "target_dlq_url"):
             if getattr(self, key) is not None:
                 outputs[key] = getattr(self, key)
+        self.outputs: dict[str, pulumi.Output[str]] = outputs
         self.register_outputs(outputs)
 
     # -- shared pieces -------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ the config reference is the args reference; `target` is an object with a `type`.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, Protocol
 
 from .args import ScheduledTableArgs, describe_defaults
@@ -74,6 +75,68 @@ def args_from_config(config: ConfigSource) -> ScheduledTableArgs:
         else:
             _set(values, name, config.get(key))
     return ScheduledTableArgs(**values)
+
+
+class DictConfig:
+    """One entry of the `tables` list, read like `pulumi.Config` (YAML gives typed values; strings are accepted
+    too, as the CLI would pass them), falling back to the stack's top-level keys for what the entry leaves out."""
+
+    def __init__(self, values: dict[str, Any], fallback: ConfigSource) -> None:
+        self.values = values
+        self.fallback = fallback
+
+    def get(self, key: str) -> str | None:
+        if key not in self.values:
+            return self.fallback.get(key)
+        value = self.values[key]
+        if value is None:
+            return None
+        return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+    def get_bool(self, key: str) -> bool | None:
+        if key not in self.values:
+            return self.fallback.get_bool(key)
+        value = self.values[key]
+        if value is None or isinstance(value, bool):
+            return value
+        if str(value).lower() in ("true", "false"):
+            return str(value).lower() == "true"
+        raise ValueError(f"{key}: {value!r} is not a boolean; use true or false")
+
+    def get_int(self, key: str) -> int | None:
+        if key not in self.values:
+            return self.fallback.get_int(key)
+        value = self.values[key]
+        if value is None:
+            return None
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{key}: {value!r} is not an integer") from None
+
+    def get_object(self, key: str) -> Any:
+        if key not in self.values:
+            return self.fallback.get_object(key)
+        value = self.values[key]
+        if isinstance(value, str) and value[:1] in ("{", "["):
+            return json.loads(value)
+        return value
+
+
+def tables_from_config(config: ConfigSource, default_name: str = "reminders") -> list[tuple[str, ScheduledTableArgs]]:
+    """One table from the top-level keys, or, when `tables` is set, one per entry (each needs a unique `name`;
+    top-level keys are the defaults every entry inherits)."""
+    entries = config.get_object("tables")
+    if not entries:
+        return [(config.get("name") or default_name, args_from_config(config))]
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ValueError("tables: must be a list of objects, each with a 'name' and the same keys as a single table")
+    names = [entry.get("name") for entry in entries]
+    if not all(isinstance(n, str) and n for n in names):
+        raise ValueError("tables[].name: every entry needs a name; add `name: <resource prefix>` to each")
+    if len(set(names)) != len(names):
+        raise ValueError(f"tables[].name: names must be unique, got {names}; rename the duplicates")
+    return [(str(entry["name"]), args_from_config(DictConfig(entry, config))) for entry in entries]
 
 
 def _set(values: dict[str, Any], name: str, value: Any) -> None:

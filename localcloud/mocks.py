@@ -1,7 +1,9 @@
-"""Pulumi mocks that fabricate plausible AWS identifiers and record every registration, parent included."""
+"""Pulumi mocks that record every registration (parent included) and hand each resource to a backend: by default
+one that fabricates plausible AWS identifiers, or the local cloud's provisioner, which creates it for real."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,6 +11,9 @@ import pulumi
 from pulumi.runtime.mocks import MockMonitor
 
 ACCOUNT = "123456789012"
+STACK_TYPE = "pulumi:pulumi:Stack"
+
+Backend = Callable[[str, str, dict[str, Any]], tuple[str, dict[str, Any]]]
 
 
 @dataclass
@@ -18,17 +23,19 @@ class Registration:
     inputs: dict[str, Any]
     parent: str
     outputs: dict[str, Any] = field(default_factory=dict)
+    id: str = ""
 
 
-def fabricate(typ: str, name: str, inputs: dict[str, Any], region: str) -> dict[str, Any]:
-    """Outputs AWS would return: names, ARNs and URLs shaped like the real ones."""
+def fabricate(typ: str, name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    """The id and outputs AWS would return: names, ARNs and URLs shaped like the real ones (provider property
+    names, camelCase)."""
     outputs = dict(inputs)
     physical = inputs.get("name") or f"{name}-0000000"
     prefix = f"arn:aws:{{}}:{region}:{ACCOUNT}"
     shapes: dict[str, dict[str, Any]] = {
         "aws:dynamodb/table:Table": {
             "arn": f"{prefix.format('dynamodb')}:table/{physical}",
-            "stream_arn": f"{prefix.format('dynamodb')}:table/{physical}/stream/2026-01-01T00:00:00.000",
+            "streamArn": f"{prefix.format('dynamodb')}:table/{physical}/stream/2026-01-01T00:00:00.000",
         },
         "aws:sqs/queue:Queue": {
             "arn": f"{prefix.format('sqs')}:{physical}",
@@ -41,26 +48,32 @@ def fabricate(typ: str, name: str, inputs: dict[str, Any], region: str) -> dict[
     }
     outputs.setdefault("name", physical)
     outputs.update(shapes.get(typ, {"arn": f"{prefix.format('unknown')}:{physical}"}))
-    return outputs
+    return f"{name}-id", outputs
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
-    def __init__(self, region: str = "eu-west-1") -> None:
+    def __init__(self, region: str = "eu-west-1", backend: Backend | None = None) -> None:
         self.region = region
+        self.backend: Backend = backend or (lambda typ, name, inputs: fabricate(typ, name, inputs, region))
         self.by_name: dict[str, Registration] = {}
+        self.stack_outputs: dict[str, Any] = {}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        outputs = fabricate(args.typ, args.name, args.inputs, self.region)
+        resource_id, outputs = self.backend(args.typ, args.name, args.inputs)
         registration = self.by_name.setdefault(args.name, Registration(args.typ, args.name, args.inputs, ""))
-        registration.inputs, registration.outputs = args.inputs, outputs
-        return f"{args.name}-id", outputs
+        registration.inputs, registration.outputs, registration.id = args.inputs, outputs, resource_id
+        return resource_id, outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         raise NotImplementedError(f"unexpected invoke {args.token}: the component must not need lookups")
 
+    def registrations(self) -> list[Registration]:
+        """Every resource except the stack, in registration order."""
+        return [r for r in self.by_name.values() if r.type != STACK_TYPE]
+
 
 class RecordingMonitor(MockMonitor):
-    """Also records each resource's parent URN, which the Mocks interface does not see."""
+    """Also records each resource's parent URN which the Mocks interface does not see."""
 
     def __init__(self, mocks: RecordingMocks) -> None:
         super().__init__(mocks)
@@ -72,8 +85,10 @@ class RecordingMonitor(MockMonitor):
         return super().RegisterResource(request)
 
 
-def install(region: str = "eu-west-1", *, project: str = "scheduled-table", stack: str = "test") -> RecordingMocks:
+def install(
+    region: str = "eu-west-1", *, project: str = "scheduled-table", stack: str = "test", backend: Backend | None = None
+) -> RecordingMocks:
     """Route every Pulumi resource registration in this process to recording mocks."""
-    mocks = RecordingMocks(region)
+    mocks = RecordingMocks(region, backend)
     pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=RecordingMonitor(mocks))
     return mocks

@@ -9,8 +9,9 @@ from typing import Any
 
 import pulumi
 import yaml
+from pulumi.runtime.settings import get_root_resource
 
-from .mocks import RecordingMocks, install
+from .mocks import Backend, RecordingMocks, install
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -26,16 +27,24 @@ def stack_config(stack: str, project_dir: Path = REPO) -> dict[str, str]:
     return result
 
 
-def run_program(stack: str, project_dir: Path = REPO) -> RecordingMocks:
-    """Execute the program under recording mocks; returns what it registered."""
+def stack_region(stack: str, project_dir: Path = REPO) -> str:
+    return stack_config(stack, project_dir).get("aws:region", "eu-west-1")
+
+
+def run_program(stack: str, project_dir: Path = REPO, backend: Backend | None = None) -> RecordingMocks:
+    """Execute the program under recording mocks whose backend creates (or fabricates) each resource; returns what
+    it registered and exported."""
     config = stack_config(stack, project_dir)
-    region = config.get("aws:region", "eu-west-1")
-    mocks = install(region, stack=stack)
+    mocks = install(stack_region(stack, project_dir), stack=stack, backend=backend)
     pulumi.runtime.set_all_config(config)
 
     @pulumi.runtime.test
-    def execute() -> None:
+    def execute() -> pulumi.Output[Any]:
         runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
+        # Under mocks the stack never registers its outputs; read what the program exported and resolve it.
+        root = get_root_resource()
+        exported = dict(getattr(root, "outputs", {}) or {})
+        return pulumi.Output.from_input(exported).apply(mocks.stack_outputs.update)
 
     execute()
     return mocks

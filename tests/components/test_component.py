@@ -169,7 +169,7 @@ def test_function_code_is_an_archive_of_the_repo_handlers(build: Build) -> None:
 def test_mapping_defaults(build: Build) -> None:
     built = build()
     mapping = built.one("rem-scheduler-mapping").inputs
-    assert mapping["eventSourceArn"] == built.one("rem-table").outputs["stream_arn"]
+    assert mapping["eventSourceArn"] == built.one("rem-table").outputs["streamArn"]
     assert mapping["startingPosition"] == "TRIM_HORIZON"
     assert mapping["batchSize"] == 100
     assert mapping["maximumBatchingWindowInSeconds"] == 1

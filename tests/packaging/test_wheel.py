@@ -37,7 +37,7 @@ PROGRAM = textwrap.dedent(
             }
             outputs["arn"] = arns.get(args.typ, f"arn:aws:sqs:{region}:{account}:{args.name}")
             outputs["url"] = "https://example/" + args.name
-            outputs["stream_arn"] = outputs["arn"] + "/stream/1"
+            outputs["streamArn"] = outputs["arn"] + "/stream/1"
             records[args.name] = args.inputs
             return args.name + "-id", outputs
 
