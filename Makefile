@@ -26,7 +26,7 @@ unit: $(STAMP)
 test: lint typecheck unit
 
 demo: $(STAMP)
-	$(PY) -m localcloud preview --stack dev
+	$(PY) -m localcloud demo
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

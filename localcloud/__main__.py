@@ -37,7 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     show = commands.add_parser("preview", help="print the resources a stack would create (Pulumi mocks)")
     show.add_argument("--stack", default="dev")
+    run_demo = commands.add_parser("demo", help="start ministack, deploy, run every scenario, print a summary")
+    run_demo.add_argument("--stack", default="local")
     args = parser.parse_args(argv)
+    if args.command == "demo":
+        from .demo import demo
+
+        return demo(args.stack)
     return preview(args.stack)
 
 

@@ -12,6 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 HEALTH = "/_ministack/health"
 RESET = "/_ministack/reset"
@@ -79,7 +80,7 @@ class Ministack:
         """Forget every resource (ministack's own reset endpoint)."""
         http_json(self.endpoint + RESET, method="POST")
 
-    def sent_emails(self) -> list[dict[str, object]]:
+    def sent_emails(self) -> list[dict[str, Any]]:
         return ses_outbox(self.endpoint)
 
     def stop(self) -> None:
@@ -101,7 +102,7 @@ class Ministack:
         self.stop()
 
 
-def ses_outbox(endpoint: str) -> list[dict[str, object]]:
+def ses_outbox(endpoint: str) -> list[dict[str, Any]]:
     """Every email ministack's SES and SESv2 accepted, oldest first."""
     document = http_json(endpoint + SES_OUTBOX)
     by_account = document.get("messages", {}) if isinstance(document, dict) else {}

@@ -1,0 +1,92 @@
+"""`make demo`: start ministack, deploy the local stack, drive every scenario, print what happened, stop."""
+
+from __future__ import annotations
+
+import time
+
+from .deploy import LOCAL_STACK, up
+from .emulators import Emulators
+from .scenarios import Outcome, run, scenarios, verify_sender
+from .server import Ministack
+
+COLUMNS = (
+    "scenario",
+    "mode",
+    "written",
+    "expected",
+    "delivered",
+    "dupes",
+    "missing",
+    "unexpected",
+    "late p50",
+    "late max",
+    "DLQ/poison",
+)
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}s"
+
+
+def summary(outcomes: list[Outcome]) -> str:
+    rows = [
+        (
+            o.scenario,
+            o.mode,
+            str(o.written),
+            str(o.expected),
+            str(o.delivered),
+            str(o.duplicates),
+            str(len(o.missing)),
+            str(len(o.unexpected) + len(o.early)),
+            _seconds(o.lateness_p50()),
+            _seconds(o.lateness_max()),
+            str(sum(o.dead_letters.values())),
+        )
+        for o in outcomes
+    ]
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(COLUMNS)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join(lines)
+
+
+def problems(outcomes: list[Outcome]) -> list[str]:
+    found = []
+    for o in outcomes:
+        for label, keys in (("missing", o.missing), ("unexpected", o.unexpected), ("early", o.early)):
+            if keys:
+                found.append(f"{o.scenario}: {label}: {', '.join(keys)}")
+        if o.duplicates:
+            found.append(f"{o.scenario}: {o.duplicates} duplicate deliveries")
+        for queue, depth in o.dead_letters.items():
+            if depth:
+                found.append(f"{o.scenario}: {depth} message(s) in {queue}")
+    return found
+
+
+def demo(stack: str = LOCAL_STACK) -> int:
+    began = time.monotonic()
+    with Ministack() as cloud:
+        print(f"ministack up at {cloud.endpoint} ({time.monotonic() - began:.1f}s); log: {cloud.log_path}")
+        deployed = time.monotonic()
+        deployment = up(cloud.endpoint, stack)
+        print(f"deployed stack '{stack}': {len(deployment.resources)} resources in {time.monotonic() - deployed:.1f}s")
+        verify_sender(deployment)
+        with Emulators(cloud.endpoint, deployment.region) as emulators:
+            chosen = scenarios(deployment)
+            print(f"running {len(chosen)} scenarios: " + "; ".join(s.name for s in chosen))
+            outcomes = run(chosen)
+            print(
+                f"emulated: {emulators.universal.fired} universal-target calls, "
+                f"{emulators.ttl.delivered} TTL deletions delivered"
+            )
+    print()
+    print(summary(outcomes))
+    print()
+    found = problems(outcomes)
+    for problem in found:
+        print("FAILED", problem)
+    print(f"{'FAILED' if found else 'OK'}: demo finished in {time.monotonic() - began:.1f}s")
+    return 1 if found else 0

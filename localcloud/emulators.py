@@ -1,0 +1,413 @@
+"""What ministack does not do and the stack relies on, done from outside through public AWS APIs only.
+
+- `TtlService`: DynamoDB's TTL process. It deletes expired items of TTL-enabled tables and hands each deletion, as
+  the REMOVE record AWS writes (`userIdentity` = the DynamoDB service), to every event source mapping of the table's
+  stream whose filter criteria match it. ministack's own reaper also deletes expired items, silently, about once a
+  minute; the service watches items before they expire so a deletion it loses to the reaper is still delivered.
+- `UniversalTargets`: Scheduler's universal targets (`arn:aws:scheduler:::aws-sdk:<service>:<action>`), which
+  ministack drops. Definitions are captured as soon as they appear (ministack deletes such a schedule at its due
+  time as though it had fired it), the API is called with the schedule's `Input` when due, failures go to the
+  schedule's dead-letter queue, and `ActionAfterCompletion` is honoured.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import botocore
+from botocore.exceptions import ClientError
+
+from .provision import clients, error_code, name_from_arn
+
+log = logging.getLogger("localcloud")
+
+TTL_PRINCIPAL = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+UNIVERSAL_PREFIX = "arn:aws:scheduler:::aws-sdk:"
+WATCH_HORIZON_SECONDS = 120.0
+MAX_LOCAL_RETRIES = 2
+
+Client = Callable[[str], Any]
+
+
+def _pages(call: Callable[..., dict[str, Any]], key: str, token: str = "NextToken", **kwargs: Any) -> list[Any]:
+    found: list[Any] = []
+    while True:
+        page = call(**kwargs)
+        found.extend(page.get(key, []))
+        if not page.get(token):
+            return found
+        kwargs[token] = page[token]
+
+
+# -- TTL -------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Watched:
+    table: str
+    keys: dict[str, Any]
+    image: dict[str, Any]
+    expires: float
+    seen_at: float
+
+
+@dataclass
+class _TtlTable:
+    name: str
+    attribute: str
+    key_names: list[str]
+    stream_arn: str
+    view_type: str
+
+
+def expired_record(table: _TtlTable, keys: dict[str, Any], image: dict[str, Any], region: str) -> dict[str, Any]:
+    """The stream record DynamoDB writes when TTL deletes an item, shaped as Lambda receives it."""
+    view = table.view_type
+    data: dict[str, Any] = {
+        "ApproximateCreationDateTime": float(int(time.time())),
+        "Keys": keys,
+        "SequenceNumber": str(time.time_ns()),
+        "SizeBytes": len(json.dumps(image)),
+        "StreamViewType": view,
+    }
+    if view in ("OLD_IMAGE", "NEW_AND_OLD_IMAGES"):
+        data["OldImage"] = image
+    return {
+        "eventID": uuid.uuid4().hex,
+        "eventName": "REMOVE",
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": region,
+        "dynamodb": data,
+        "userIdentity": dict(TTL_PRINCIPAL),
+        "eventSourceARN": table.stream_arn,
+    }
+
+
+def filters_match(mapping: dict[str, Any], record: dict[str, Any]) -> bool:
+    """Lambda's filter semantics: no criteria passes everything; otherwise any one pattern must match."""
+    from moto.events.models import EventPattern  # a real EventBridge pattern matcher; imported only when needed
+
+    patterns = [f["Pattern"] for f in (mapping.get("FilterCriteria") or {}).get("Filters") or []]
+    return not patterns or any(EventPattern.load(p).matches_event(record) for p in patterns)  # type: ignore[arg-type]
+
+
+@dataclass
+class TtlService:
+    client: Client
+    region: str
+    delivered: int = 0
+    failed: int = 0
+    _watched: dict[tuple[str, str], _Watched] = field(default_factory=dict)
+
+    def tables(self) -> list[_TtlTable]:
+        ddb = self.client("dynamodb")
+        found = []
+        for name in _pages(ddb.list_tables, "TableNames", token="LastEvaluatedTableName"):
+            ttl = ddb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+            if ttl.get("TimeToLiveStatus") != "ENABLED":
+                continue
+            table = ddb.describe_table(TableName=name)["Table"]
+            spec = table.get("StreamSpecification") or {}
+            found.append(
+                _TtlTable(
+                    name=name,
+                    attribute=ttl["AttributeName"],
+                    key_names=[k["AttributeName"] for k in table["KeySchema"]],
+                    stream_arn=table.get("LatestStreamArn", "") if spec.get("StreamEnabled") else "",
+                    view_type=spec.get("StreamViewType", ""),
+                )
+            )
+        return found
+
+    def tick(self, now: float | None = None) -> None:
+        for table in self.tables():
+            self._sweep(table, time.time() if now is None else now)
+
+    def _sweep(self, table: _TtlTable, now: float) -> None:
+        ddb = self.client("dynamodb")
+        items = _pages(
+            ddb.scan,
+            "Items",
+            token="ExclusiveStartKey",
+            TableName=table.name,
+            ConsistentRead=True,
+            FilterExpression="#ttl <= :horizon",
+            ExpressionAttributeNames={"#ttl": table.attribute},
+            ExpressionAttributeValues={":horizon": {"N": str(int(now + WATCH_HORIZON_SECONDS))}},
+        )
+        current: set[tuple[str, str]] = set()
+        for item in items:
+            keys = {k: item[k] for k in table.key_names}
+            ident = (table.name, json.dumps(keys, sort_keys=True))
+            current.add(ident)
+            self._watched[ident] = _Watched(table.name, keys, item, float(item[table.attribute]["N"]), now)
+        for ident, watched in list(self._watched.items()):
+            if watched.table != table.name or watched.expires > now:
+                continue
+            if ident in current:
+                self._expire(table, watched)
+            else:
+                self._vanished(table, watched)
+            self._watched.pop(ident, None)
+
+    def _expire(self, table: _TtlTable, watched: _Watched) -> None:
+        try:
+            old = self.client("dynamodb").delete_item(
+                TableName=table.name,
+                Key=watched.keys,
+                ConditionExpression="#ttl = :seen",
+                ExpressionAttributeNames={"#ttl": table.attribute},
+                ExpressionAttributeValues={":seen": watched.image[table.attribute]},
+                ReturnValues="ALL_OLD",
+            )
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                return  # changed since the scan: the next sweep sees its new state
+            raise
+        self._deliver(table, expired_record(table, watched.keys, old.get("Attributes", watched.image), self.region))
+
+    def _vanished(self, table: _TtlTable, watched: _Watched) -> None:
+        """Expired and gone before this service deleted it: ministack's reaper (no stream record) or a user's
+        delete (a REMOVE record without userIdentity). Only the first is a TTL deletion."""
+        ddb = self.client("dynamodb")
+        if ddb.get_item(TableName=table.name, Key=watched.keys, ConsistentRead=True).get("Item"):
+            return  # rewritten with a later expiry
+        if not self._removed_by_user(table, watched):
+            self._deliver(table, expired_record(table, watched.keys, watched.image, self.region))
+
+    def _removed_by_user(self, table: _TtlTable, watched: _Watched) -> bool:
+        if not table.stream_arn:
+            return False
+        streams = self.client("dynamodbstreams")
+        shards = streams.describe_stream(StreamArn=table.stream_arn)["StreamDescription"]["Shards"]
+        for shard in shards:
+            iterator = streams.get_shard_iterator(
+                StreamArn=table.stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+            )["ShardIterator"]
+            while iterator:
+                page = streams.get_records(ShardIterator=iterator, Limit=1000)
+                for record in page["Records"]:
+                    data = record["dynamodb"]
+                    created = data["ApproximateCreationDateTime"]
+                    created = created.timestamp() if isinstance(created, datetime) else float(created)
+                    if (
+                        record["eventName"] == "REMOVE"
+                        and data["Keys"] == watched.keys
+                        and created >= watched.seen_at - 1
+                    ):
+                        return True
+                iterator = page.get("NextShardIterator") if page["Records"] else None
+        return False
+
+    def _deliver(self, table: _TtlTable, record: dict[str, Any]) -> None:
+        if not table.stream_arn:
+            return
+        lam = self.client("lambda")
+        for mapping in _pages(
+            lam.list_event_source_mappings, "EventSourceMappings", "NextMarker", EventSourceArn=table.stream_arn
+        ):
+            if mapping.get("State", "Enabled") not in ("Enabled", "Enabling", "Updating") or not filters_match(
+                mapping, record
+            ):
+                continue
+            self._invoke(mapping, record)
+
+    def _invoke(self, mapping: dict[str, Any], record: dict[str, Any]) -> None:
+        lam = self.client("lambda")
+        payload = json.dumps({"Records": [record]}).encode()
+        attempts = 1 + min(MAX_LOCAL_RETRIES, max(0, int(mapping.get("MaximumRetryAttempts", MAX_LOCAL_RETRIES))))
+        reason = ""
+        for attempt in range(attempts):
+            response = lam.invoke(FunctionName=mapping["FunctionArn"], Payload=payload)
+            body = response["Payload"].read()
+            result = json.loads(body or b"null")
+            if response.get("FunctionError"):
+                reason = f"function error: {body[:300]!r}"
+            elif isinstance(result, dict) and result.get("batchItemFailures"):
+                reason = "the function reported the record as failed"
+            else:
+                self.delivered += 1
+                return
+            time.sleep(0.2 * (attempt + 1))
+        self.failed += 1
+        log.warning("TTL record for %s not processed: %s", mapping["FunctionArn"], reason)
+        destination = ((mapping.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
+        if destination:
+            failure = {
+                "requestContext": {"condition": "RetryAttemptsExhausted", "approximateInvokeCount": attempts},
+                "responseContext": {"functionError": reason},
+                "DDBStreamBatchInfo": {"streamArn": record["eventSourceARN"], "batchSize": 1},
+                "record": record,
+            }
+            _send_to_queue(self.client, destination, json.dumps(failure), {})
+
+
+# -- Scheduler universal targets ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Captured:
+    group: str
+    name: str
+    arn: str
+    due: float
+    target: dict[str, Any]
+    after: str
+    modified: str
+
+
+def at_epoch(expression: str, zone: str | None) -> float | None:
+    """`at(2026-11-21T10:00:00)` in `zone` (default UTC) -> epoch seconds; None for rate()/cron()."""
+    if not expression.startswith("at(") or not expression.endswith(")"):
+        return None
+    moment = datetime.fromisoformat(expression[3:-1])
+    return moment.replace(tzinfo=ZoneInfo(zone) if zone else UTC).timestamp()
+
+
+def universal_call(arn: str) -> tuple[str, str]:
+    """`arn:aws:scheduler:::aws-sdk:sesv2:sendEmail` -> ("sesv2", "send_email")."""
+    service, action = arn.removeprefix(UNIVERSAL_PREFIX).split(":", 1)
+    return service, botocore.xform_name(action[:1].upper() + action[1:])
+
+
+def _send_to_queue(client: Client, queue_arn: str, body: str, attributes: dict[str, str]) -> None:
+    sqs = client("sqs")
+    url = sqs.get_queue_url(QueueName=name_from_arn(queue_arn))["QueueUrl"]
+    sqs.send_message(
+        QueueUrl=url,
+        MessageBody=body,
+        MessageAttributes={k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()},
+    )
+
+
+@dataclass
+class UniversalTargets:
+    client: Client
+    fired: int = 0
+    failed: int = 0
+    _captured: dict[tuple[str, str], _Captured] = field(default_factory=dict)
+    _inspected: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def tick(self, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        scheduler = self.client("scheduler")
+        listed: set[tuple[str, str]] = set()
+        for group in _pages(scheduler.list_schedule_groups, "ScheduleGroups"):
+            for summary in _pages(scheduler.list_schedules, "Schedules", GroupName=group["Name"]):
+                key = (group["Name"], summary["Name"])
+                listed.add(key)
+                modified = str(summary.get("LastModificationDate", ""))
+                universal = str((summary.get("Target") or {}).get("Arn", "")).startswith(UNIVERSAL_PREFIX)
+                if universal and self._inspected.get(key) != modified:
+                    self._inspected[key] = modified
+                    self._capture(key, modified)
+        for key, captured in list(self._captured.items()):
+            if captured.due <= now:
+                del self._captured[key]
+                self._fire(captured)
+            elif key not in listed:
+                del self._captured[key]  # deleted before it was due: it never fires
+
+    def _capture(self, key: tuple[str, str], modified: str) -> None:
+        try:
+            schedule = self.client("scheduler").get_schedule(GroupName=key[0], Name=key[1])
+        except ClientError as error:
+            if error_code(error) == "ResourceNotFoundException":
+                return
+            raise
+        target = schedule.get("Target") or {}
+        due = at_epoch(schedule.get("ScheduleExpression", ""), schedule.get("ScheduleExpressionTimezone"))
+        if not str(target.get("Arn", "")).startswith(UNIVERSAL_PREFIX) or schedule.get("State") == "DISABLED":
+            self._captured.pop(key, None)
+            return
+        if due is None:
+            log.warning("schedule %s/%s: only at() universal targets are emulated", *key)
+            return
+        self._captured[key] = _Captured(
+            key[0],
+            key[1],
+            schedule.get("Arn", ""),
+            due,
+            target,
+            schedule.get("ActionAfterCompletion", "NONE"),
+            modified,
+        )
+
+    def _fire(self, captured: _Captured) -> None:
+        service, method = universal_call(captured.target["Arn"])
+        request = json.loads(captured.target.get("Input") or "{}")
+        try:
+            getattr(self.client(service), method)(**request)
+            self.fired += 1
+        except Exception as error:  # any failure of the call is what Scheduler would dead-letter
+            self.failed += 1
+            log.warning("schedule %s/%s: %s.%s failed: %s", captured.group, captured.name, service, method, error)
+            dead_letter = (captured.target.get("DeadLetterConfig") or {}).get("Arn")
+            if dead_letter:
+                code = error_code(error) if isinstance(error, ClientError) else type(error).__name__
+                attributes = {
+                    "ERROR_CODE": code or "Error",
+                    "ERROR_MESSAGE": str(error)[:1000],
+                    "EXHAUSTED_RETRY_CONDITION": "MaximumRetryAttempts",
+                    "RETRY_ATTEMPTS": "0",
+                    "SCHEDULE_ARN": captured.arn,
+                    "TARGET_ARN": captured.target["Arn"],
+                }
+                _send_to_queue(self.client, dead_letter, captured.target.get("Input") or "{}", attributes)
+        if captured.after == "DELETE":
+            try:
+                self.client("scheduler").delete_schedule(GroupName=captured.group, Name=captured.name)
+            except ClientError as error:
+                if error_code(error) != "ResourceNotFoundException":
+                    raise
+
+
+# -- running them --------------------------------------------------------------------------------------------------
+
+
+class Emulators:
+    """Runs both services in one daemon thread, every `interval` seconds, until stopped."""
+
+    def __init__(self, endpoint: str, region: str, interval: float = 0.25) -> None:
+        client = clients(endpoint, region)
+        self.ttl = TtlService(client, region)
+        self.universal = UniversalTargets(client)
+        self.interval = interval
+        self.errors = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="localcloud-emulators", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for service in (self.universal, self.ttl):
+                try:
+                    service.tick()
+                except Exception:  # keep emulating; the error is logged and counted
+                    self.errors += 1
+                    log.exception("emulator %s failed a tick", type(service).__name__)
+            self._stop.wait(self.interval)
+
+    def start(self) -> Emulators:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> Emulators:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,255 @@
+"""Workloads that drive the deployed local stack and count what the cloud delivered, through AWS APIs only.
+
+Each scenario writes items, says which actions it expects (one per key, not before its due time) and which it
+forbids, then observes deliveries. `tally` turns that into the numbers the demo prints and the e2e tests assert.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from .deploy import Deployment
+from .provision import clients
+from .server import ses_outbox
+
+Client = Callable[[str], Any]
+SENDER_DOMAIN = "example.com"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    key: str
+    at: float
+
+
+@dataclass
+class Outcome:
+    scenario: str
+    mode: str
+    written: int
+    expected: int
+    delivered: int
+    duplicates: int
+    missing: list[str]
+    unexpected: list[str]
+    early: list[str]
+    lateness: list[float]
+    dead_letters: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.duplicates or self.missing or self.unexpected or self.early or sum(self.dead_letters.values()))
+
+    def lateness_p50(self) -> float | None:
+        return statistics.median(self.lateness) if self.lateness else None
+
+    def lateness_max(self) -> float | None:
+        return max(self.lateness) if self.lateness else None
+
+
+def tally(
+    scenario: str,
+    mode: str,
+    written: int,
+    expected: dict[str, float],
+    forbidden: set[str],
+    deliveries: list[Delivery],
+    tolerance: float = 1.0,
+) -> Outcome:
+    """Compare deliveries with expectations: each expected key exactly once and not before its due time (less
+    `tolerance`: Scheduler's at() has one-second resolution), no other key at all."""
+    by_key: dict[str, list[float]] = {}
+    for delivery in deliveries:
+        by_key.setdefault(delivery.key, []).append(delivery.at)
+    first = {key: min(times) for key, times in by_key.items() if key in expected}
+    return Outcome(
+        scenario=scenario,
+        mode=mode,
+        written=written,
+        expected=len(expected),
+        delivered=len(first),
+        duplicates=sum(len(times) - 1 for key, times in by_key.items() if key in expected),
+        missing=sorted(set(expected) - set(by_key)),
+        unexpected=sorted(k for k in by_key if k not in expected or k in forbidden),
+        early=sorted(k for k, at in first.items() if at < expected[k] - tolerance),
+        lateness=[max(0.0, at - expected[k]) for k, at in first.items()],
+    )
+
+
+class Scenario(Protocol):
+    name: str
+    mode: str
+
+    def start(self, now: float) -> None: ...
+    def observe(self) -> list[Delivery]: ...
+    def done(self) -> bool: ...
+    def outcome(self) -> Outcome: ...
+
+
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def queue_depth(client: Client, url: str) -> int:
+    attributes = client("sqs").get_queue_attributes(
+        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]) + int(attributes["ApproximateNumberOfMessagesNotVisible"])
+
+
+def dead_letters(client: Client, outputs: dict[str, Any]) -> dict[str, int]:
+    """Messages in each of a table's dead-letter and poison queues."""
+    return {
+        key.removesuffix("_url"): queue_depth(client, url)
+        for key, url in outputs.items()
+        if key in ("stream_dlq_url", "poison_queue_url", "target_dlq_url")
+    }
+
+
+def put(client: Client, table: str, item: dict[str, Any]) -> None:
+    from boto3.dynamodb.types import TypeSerializer
+
+    serializer = TypeSerializer()
+    client("dynamodb").put_item(TableName=table, Item={k: serializer.serialize(v) for k, v in item.items()})
+
+
+@dataclass
+class _Base:
+    deployment: Deployment
+    table_key: str
+    name: str
+    mode: str
+    lead: float = 8.0
+    count: int = 10
+    expected: dict[str, float] = field(default_factory=dict)
+    forbidden: set[str] = field(default_factory=set)
+    deliveries: list[Delivery] = field(default_factory=list)
+    written: int = 0
+
+    def __post_init__(self) -> None:
+        self.client = clients(self.deployment.endpoint, self.deployment.region)
+        self.outputs: dict[str, Any] = self.deployment.outputs[self.table_key]
+
+    def done(self) -> bool:
+        seen = {d.key for d in self.deliveries}
+        return set(self.expected) <= seen
+
+    def outcome(self) -> Outcome:
+        result = tally(self.name, self.mode, self.written, self.expected, self.forbidden, self.deliveries)
+        result.dead_letters = dead_letters(self.client, self.outputs)
+        return result
+
+
+@dataclass
+class EmailReminders(_Base):
+    """Seed 000: appointment reminders by email. Ten appointments with reminders a few seconds apart, one more
+    cancelled before its reminder (no email), one rescheduled to a later reminder (one email, at the new time)."""
+
+    def start(self, now: float) -> None:
+        table = self.outputs["table_name"]
+        for i in range(self.count + 2):
+            remind_at = now + self.lead + i
+            email = f"patient{i}@{SENDER_DOMAIN}"
+            appointment = {
+                "PK": f"APPOINTMENT#{i}",
+                "SK": "REMINDER",
+                "name": f"Patient {i}",
+                "email": email,
+                "appointmentAt": iso(remind_at + 3600),
+                "remindAt": iso(remind_at),
+            }
+            put(self.client, table, appointment)
+            self.written += 1
+            if i == self.count:  # cancelled
+                self.forbidden.add(email)
+                self.client("dynamodb").delete_item(
+                    TableName=table, Key={"PK": {"S": appointment["PK"]}, "SK": {"S": "REMINDER"}}
+                )
+            elif i == self.count + 1:  # rescheduled four seconds later
+                appointment["remindAt"] = iso(remind_at + 4)
+                put(self.client, table, appointment)
+                self.expected[email] = remind_at + 4
+            else:
+                self.expected[email] = remind_at
+
+    def observe(self) -> list[Delivery]:
+        messages = ses_outbox(self.deployment.endpoint)
+        self.deliveries = [
+            Delivery(str(recipient), float(message["Timestamp"]))
+            for message in messages
+            for recipient in message.get("To", [])
+            if str(recipient).endswith("@" + SENDER_DOMAIN) and str(recipient).startswith("patient")
+        ]
+        return self.deliveries
+
+
+@dataclass
+class QueuedTasks(_Base):
+    """Tasks due a few seconds ahead, delivered as due events to the queue the component owns (ministack's own
+    Scheduler fires these; it checks every 10 s, which is the lateness you see)."""
+
+    def start(self, now: float) -> None:
+        table = self.outputs["table_name"]
+        for i in range(self.count):
+            due = now + self.lead + i
+            put(self.client, table, {"PK": f"TASK#{i}", "SK": "TASK", "dueAt": iso(due), "payload": {"n": i}})
+            self.expected[f"TASK#{i}"] = due
+            self.written += 1
+
+    def observe(self) -> list[Delivery]:
+        sqs = self.client("sqs")
+        url = self.outputs["due_queue_url"]
+        while True:
+            received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+            messages = received.get("Messages", [])
+            if not messages:
+                return self.deliveries
+            now = time.time()
+            for message in messages:
+                body = json.loads(message["Body"])
+                self.deliveries.append(Delivery(str(body["keys"]["PK"]), now))
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def verify_sender(deployment: Deployment) -> None:
+    """SES sends only from verified identities (and, in the sandbox, to them); verify the demo's domain."""
+    clients(deployment.endpoint, deployment.region)("sesv2").create_email_identity(EmailIdentity=SENDER_DOMAIN)
+
+
+def scenarios(deployment: Deployment) -> list[Scenario]:
+    """The workload for each table of the local stack."""
+    return [
+        EmailReminders(deployment, "reminders", "reminders (seed 000, email)", "eventbridge"),
+        QueuedTasks(deployment, "tasks", "tasks (due queue)", "eventbridge"),
+    ]
+
+
+def run(
+    chosen: list[Scenario], timeout: float = 45.0, settle: float = 3.0, on_tick: Callable[[], None] | None = None
+) -> list[Outcome]:
+    """Start every scenario, observe until all expected actions arrived (or `timeout`), then keep watching for
+    `settle` seconds so a duplicate or a forbidden action would still be caught."""
+    start = time.time()
+    for scenario in chosen:
+        scenario.start(start)
+    deadline = start + timeout
+    while time.time() < deadline:
+        for scenario in chosen:
+            scenario.observe()
+        if on_tick:
+            on_tick()
+        if all(s.done() for s in chosen):
+            break
+        time.sleep(0.25)
+    settle_until = time.time() + settle
+    while time.time() < settle_until:
+        for scenario in chosen:
+            scenario.observe()
+        time.sleep(0.25)
+    return [s.outcome() for s in chosen]
