@@ -8,7 +8,7 @@ import pytest
 
 from components import EmailTarget, FunctionTarget, QueueTarget
 from components.args import Mode
-from components.stack_config import args_from_config, camel, target_from_config
+from components.stack_config import DictConfig, args_from_config, camel, tables_from_config, target_from_config
 from localcloud.program import stack_config
 
 
@@ -97,3 +97,40 @@ def test_the_dev_stack_file_is_a_valid_configuration() -> None:
     fake = FakeConfig({**values, **typed})
     args = args_from_config(fake)
     assert args.deletion_protection is False and args.log_retention_days == 7
+
+
+def test_a_stack_without_tables_has_one_table_named_by_name() -> None:
+    assert [name for name, _ in tables_from_config(FakeConfig({"name": "offers"}))] == ["offers"]
+
+
+def test_tables_inherit_top_level_keys_and_override_them() -> None:
+    config = FakeConfig(
+        {
+            "batchSize": 7,
+            "tables": [{"name": "a", "timeAttribute": "remindAt"}, {"name": "b", "batchSize": "9"}],
+        }
+    )
+    (a_name, a), (b_name, b) = tables_from_config(config)
+    assert (a_name, a.batch_size, a.time_attribute) == ("a", 7, "remindAt")
+    assert (b_name, b.batch_size, b.time_attribute) == ("b", 9, "dueAt")
+
+
+@pytest.mark.parametrize(
+    ("tables", "message"),
+    [
+        ([{"mode": "eventbridge"}], r"tables\[\].name: every entry needs a name"),
+        ([{"name": "a"}, {"name": "a"}], r"tables\[\].name: names must be unique"),
+        ({"name": "a"}, r"tables: must be a list of objects"),
+    ],
+)
+def test_bad_tables_are_refused_with_the_field_and_fix(tables: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        tables_from_config(FakeConfig({"tables": tables}))
+
+
+def test_the_local_stack_config_builds_its_tables() -> None:
+    # GIVEN Pulumi.local.yaml as the CLI hands it over (every value a string), read with pulumi.Config's rules
+    raw = {k.split(":", 1)[1]: v for k, v in stack_config("local").items() if k.startswith("scheduled-table:")}
+    built = tables_from_config(DictConfig(raw, FakeConfig({})))
+    assert [(name, args.time_attribute) for name, args in built] == [("reminders", "remindAt"), ("tasks", "dueAt")]
+    assert all(args.deletion_protection is False for _, args in built)

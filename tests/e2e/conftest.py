@@ -1,0 +1,51 @@
+"""One ministack for the whole session (started on a free loopback port, stopped at the end); each test module
+resets it before it deploys, so modules do not see each other's resources."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from localcloud.provision import clients
+from localcloud.server import Ministack
+
+
+@pytest.fixture(scope="session")
+def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ministack]:
+    with Ministack(log_dir=tmp_path_factory.mktemp("ministack")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def fresh_cloud(cloud: Ministack) -> Ministack:
+    cloud.reset()
+    return cloud
+
+
+def snapshot(endpoint: str, region: str = "eu-west-1") -> dict[str, Any]:
+    """Everything a deployment can leave behind, read through the AWS APIs."""
+    client = clients(endpoint, region)
+    lam = client("lambda")
+    tables = sorted(client("dynamodb").list_tables()["TableNames"])
+    return {
+        "tables": tables,
+        "ttl": {t: client("dynamodb").describe_time_to_live(TableName=t)["TimeToLiveDescription"] for t in tables},
+        "queues": sorted(client("sqs").list_queues().get("QueueUrls", [])),
+        "functions": sorted(f["FunctionName"] for f in lam.list_functions()["Functions"]),
+        "mappings": sorted(
+            (m["FunctionArn"], m["EventSourceArn"], m.get("BatchSize"))
+            for m in lam.list_event_source_mappings()["EventSourceMappings"]
+        ),
+        "roles": sorted(r["RoleName"] for r in client("iam").list_roles()["Roles"]),
+        "role_policies": sorted(
+            (r["RoleName"], p)
+            for r in client("iam").list_roles()["Roles"]
+            for p in client("iam").list_role_policies(RoleName=r["RoleName"])["PolicyNames"]
+        ),
+        "log_groups": sorted(g["logGroupName"] for g in client("logs").describe_log_groups()["logGroups"]),
+        "schedule_groups": sorted(
+            g["Name"] for g in client("scheduler").list_schedule_groups()["ScheduleGroups"] if g["Name"] != "default"
+        ),
+    }

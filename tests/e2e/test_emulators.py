@@ -1,0 +1,171 @@
+"""The local cloud's own TTL service and universal Scheduler targets, against ministack, through public APIs."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pulumi
+import pytest
+
+from localcloud.emulators import Emulators
+from localcloud.provision import Provisioner, clients
+from localcloud.server import Ministack, ses_outbox
+
+REGION = "eu-west-1"
+TTL_ONLY = json.dumps(
+    {"eventName": ["REMOVE"], "userIdentity": {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]}}
+)
+RECORDER = """
+import json, os
+import boto3
+sqs = boto3.client("sqs")
+def handler(event, context):
+    for record in event["Records"]:
+        sqs.send_message(QueueUrl=os.environ["QUEUE_URL"], MessageBody=json.dumps(record))
+    return {"batchItemFailures": []}
+"""
+
+
+@pytest.fixture(scope="module")
+def provisioner(fresh_cloud: Ministack) -> Provisioner:
+    return Provisioner(fresh_cloud.endpoint, REGION)
+
+
+@pytest.fixture(scope="module")
+def emulators(fresh_cloud: Ministack) -> Iterator[Emulators]:
+    with Emulators(fresh_cloud.endpoint, REGION) as running:
+        yield running
+
+
+def drain(client: Callable[[str], Any], url: str, want: int, timeout: float = 30.0, settle: float = 3.0) -> list[Any]:
+    """Receive until `want` messages arrived, then `settle` seconds more to catch extras."""
+    found: list[Any] = []
+    deadline = time.time() + timeout
+    settle_until: float | None = None
+    while time.time() < (settle_until or deadline):
+        for message in (
+            client("sqs")
+            .receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"])
+            .get("Messages", [])
+        ):
+            found.append(message)
+            client("sqs").delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        if len(found) >= want and settle_until is None:
+            settle_until = time.time() + settle
+        time.sleep(0.2)
+    return found
+
+
+@pytest.fixture(scope="module")
+def ttl_table(provisioner: Provisioner) -> dict[str, str]:
+    """A TTL-enabled table whose stream feeds a function that copies each record it receives to a queue."""
+    p = provisioner
+    _, queue = p.apply("aws:sqs/queue:Queue", "ttl-records", {})
+    _, table = p.apply(
+        "aws:dynamodb/table:Table",
+        "ttl-items",
+        {
+            "attributes": [{"name": "PK", "type": "S"}],
+            "hashKey": "PK",
+            "billingMode": "PAY_PER_REQUEST",
+            "streamEnabled": True,
+            "streamViewType": "NEW_AND_OLD_IMAGES",
+            "ttl": {"attributeName": "expiresAt", "enabled": True},
+        },
+    )
+    trust = json.dumps({"Version": "2012-10-17", "Statement": []})
+    _, role = p.apply("aws:iam/role:Role", "ttl-recorder-role", {"assumeRolePolicy": trust})
+    _, function = p.apply(
+        "aws:lambda/function:Function",
+        "ttl-recorder",
+        {
+            "code": pulumi.AssetArchive({"recorder.py": pulumi.StringAsset(RECORDER)}),
+            "handler": "recorder.handler",
+            "runtime": "python3.12",
+            "role": role["arn"],
+            "environment": {"variables": {"QUEUE_URL": queue["url"]}},
+        },
+    )
+    p.apply(
+        "aws:lambda/eventSourceMapping:EventSourceMapping",
+        "ttl-recorder-mapping",
+        {
+            "eventSourceArn": table["streamArn"],
+            "functionName": function["arn"],
+            "startingPosition": "LATEST",
+            "filterCriteria": {"filters": [{"pattern": TTL_ONLY}]},
+        },
+    )
+    return {"table": table["name"], "queue": queue["url"]}
+
+
+def test_expired_items_reach_the_filtered_function_once_as_ttl_removes(
+    provisioner: Provisioner, ttl_table: dict[str, str], emulators: Emulators
+) -> None:
+    # GIVEN three items that expire in two seconds, one deleted by a user first, one that expires in an hour
+    ddb = provisioner.client("dynamodb")
+    soon, later = str(int(time.time()) + 2), str(int(time.time()) + 3600)
+    for key, expires in (("a", soon), ("b", soon), ("c", soon), ("user", soon), ("later", later)):
+        ddb.put_item(TableName=ttl_table["table"], Item={"PK": {"S": key}, "expiresAt": {"N": expires}})
+    ddb.delete_item(TableName=ttl_table["table"], Key={"PK": {"S": "user"}})
+    # WHEN the local TTL service runs
+    records = [json.loads(m["Body"]) for m in drain(provisioner.client, ttl_table["queue"], want=3)]
+    # THEN exactly the three expired items arrive, each once, as service deletions with their old image
+    assert sorted(r["dynamodb"]["Keys"]["PK"]["S"] for r in records) == ["a", "b", "c"]
+    assert all(r["userIdentity"]["principalId"] == "dynamodb.amazonaws.com" for r in records)
+    assert all(r["dynamodb"]["OldImage"]["expiresAt"]["N"] == soon for r in records)
+    remaining = ddb.scan(TableName=ttl_table["table"])["Items"]
+    assert [i["PK"]["S"] for i in remaining] == ["later"]
+
+
+def _at(seconds_ahead: float) -> str:
+    return "at(" + datetime.fromtimestamp(time.time() + seconds_ahead, UTC).strftime("%Y-%m-%dT%H:%M:%S") + ")"
+
+
+def _email_schedule(client: Callable[[str], Any], name: str, sender: str, dlq_arn: str, ahead: float) -> None:
+    request = {
+        "FromEmailAddress": sender,
+        "Destination": {"ToAddresses": [f"{name}@verified.example"]},
+        "Content": {"Simple": {"Subject": {"Data": name}, "Body": {"Text": {"Data": "hello"}}}},
+    }
+    client("scheduler").create_schedule(
+        GroupName="universal",
+        Name=name,
+        ScheduleExpression=_at(ahead),
+        FlexibleTimeWindow={"Mode": "OFF"},
+        ActionAfterCompletion="DELETE",
+        Target={
+            "Arn": "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail",
+            "RoleArn": "arn:aws:iam::000000000000:role/scheduler",
+            "Input": json.dumps(request),
+            "DeadLetterConfig": {"Arn": dlq_arn},
+        },
+    )
+
+
+def test_universal_targets_fire_once_dead_letter_failures_and_skip_deleted_schedules(
+    provisioner: Provisioner, emulators: Emulators, fresh_cloud: Ministack
+) -> None:
+    client = clients(fresh_cloud.endpoint, REGION)
+    client("sesv2").create_email_identity(EmailIdentity="verified.example")
+    _, dlq = provisioner.apply("aws:sqs/queue:Queue", "universal-dlq", {})
+    provisioner.apply("aws:scheduler/scheduleGroup:ScheduleGroup", "universal", {})
+    # GIVEN one good email schedule, one from an unverified sender, one deleted before it is due
+    _email_schedule(client, "good", "sender@verified.example", dlq["arn"], ahead=2)
+    _email_schedule(client, "rejected", "nobody@unverified.example", dlq["arn"], ahead=2)
+    _email_schedule(client, "cancelled", "sender@verified.example", dlq["arn"], ahead=4)
+    time.sleep(1)
+    client("scheduler").delete_schedule(GroupName="universal", Name="cancelled")
+    # WHEN they come due
+    failures = drain(client, dlq["url"], want=1, timeout=20, settle=4)
+    # THEN the good one was sent once, the rejected one is in the DLQ with its reason, the cancelled one never ran
+    subjects = [m["Subject"] for m in ses_outbox(fresh_cloud.endpoint)]
+    assert subjects.count("good") == 1 and "cancelled" not in subjects and "rejected" not in subjects
+    assert len(failures) == 1
+    assert json.loads(failures[0]["Body"])["FromEmailAddress"] == "nobody@unverified.example"
+    assert failures[0]["MessageAttributes"]["ERROR_CODE"]["StringValue"] == "MessageRejected"
+    assert client("scheduler").list_schedules(GroupName="universal")["Schedules"] == []

@@ -1,0 +1,63 @@
+"""The provisioner's translation of Pulumi inputs to AWS requests (no cloud needed)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pulumi
+import pytest
+
+from localcloud.provision import (
+    KINDS,
+    Provisioner,
+    UnsupportedResource,
+    _mapping_request,
+    _queue_attributes,
+    physical_name,
+    zip_archive,
+)
+
+
+def test_an_unknown_resource_type_is_an_error_that_names_it() -> None:
+    with pytest.raises(UnsupportedResource, match=r"'x-bucket' of type aws:s3/bucketV2:BucketV2"):
+        Provisioner("http://127.0.0.1:9", "eu-west-1").apply("aws:s3/bucketV2:BucketV2", "x-bucket", {})
+
+
+def test_every_type_the_component_registers_is_supported() -> None:
+    from localcloud.program import run_program
+
+    types = {r.type for r in run_program("local").registrations()}
+    assert types <= set(KINDS)
+
+
+def test_names_are_the_programs_own_or_the_logical_name_without_a_random_suffix() -> None:
+    assert physical_name("rem-table", {}) == "rem-table"
+    assert physical_name("rem-table", {"name": "custom"}) == "custom"
+
+
+def test_queue_attributes_are_sqs_strings() -> None:
+    attributes = _queue_attributes({"messageRetentionSeconds": 1209600.0, "sqsManagedSseEnabled": True})
+    assert attributes == {"MessageRetentionPeriod": "1209600", "SqsManagedSseEnabled": "true"}
+
+
+def test_mapping_settings_are_carried_over() -> None:
+    request = _mapping_request(
+        {
+            "batchSize": 100.0,
+            "bisectBatchOnFunctionError": True,
+            "functionResponseTypes": ["ReportBatchItemFailures"],
+            "destinationConfig": {"onFailure": {"destinationArn": "arn:q"}},
+            "filterCriteria": {"filters": [{"pattern": "{}"}]},
+        }
+    )
+    assert request["BatchSize"] == 100 and request["BisectBatchOnFunctionError"] is True
+    assert request["DestinationConfig"] == {"OnFailure": {"Destination": "arn:q"}}
+    assert request["FilterCriteria"] == {"Filters": [{"Pattern": "{}"}]}
+
+
+def test_function_code_is_zipped_from_file_and_string_assets() -> None:
+    archive = pulumi.AssetArchive({"a.py": pulumi.StringAsset("x = 1\n"), "pkg/b.py": pulumi.StringAsset("")})
+    with zipfile.ZipFile(io.BytesIO(zip_archive(archive))) as package:
+        assert package.namelist() == ["a.py", "pkg/b.py"]
+        assert package.read("a.py") == b"x = 1\n"
