@@ -21,7 +21,7 @@ class Mode(StrEnum):
     AGGREGATE = "aggregate"
 
 
-IMPLEMENTED_MODES = frozenset({Mode.EVENTBRIDGE})
+IMPLEMENTED_MODES = frozenset({Mode.EVENTBRIDGE, Mode.TTL})
 
 # CloudWatch Logs accepts only these retention periods (days).
 LOG_RETENTION_DAYS = frozenset(
@@ -69,6 +69,12 @@ class ScheduledTableArgs:
     schedule_retry_attempts: int = 185
     schedule_max_event_age_seconds: int = 86400
     dispatch_now_within_seconds: int = 60
+    # TTL (ttl mode)
+    precise: bool = False
+    repeat_attribute: str = "repeatEvery"
+    repeat_until_attribute: str = "repeatUntil"
+    occurrence_attribute: str = "occurrence"
+    idempotency_window_seconds: int = 172800
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", _mode(self.mode))
@@ -85,7 +91,7 @@ def _mode(value: Mode | str) -> Mode:
     if mode not in IMPLEMENTED_MODES:
         raise NotImplementedError(
             f"mode: {mode.value!r} is not available in this release yet; use mode='eventbridge' "
-            "(stream -> one EventBridge Scheduler schedule per item) until it ships"
+            "(stream -> one EventBridge Scheduler schedule per item) or mode='ttl' until it ships"
         )
     return mode
 
@@ -171,13 +177,28 @@ def _scheduler(args: ScheduledTableArgs) -> None:
     _between(args, "dispatch_now_within_seconds", 0, 3600)
 
 
+def _ttl(args: ScheduledTableArgs) -> None:
+    if args.precise and args.mode is not Mode.TTL:
+        _fail("precise", f"only applies to mode='ttl' (mode is {str(args.mode)!r})", "remove precise or set mode='ttl'")
+    names = ("repeat_attribute", "repeat_until_attribute", "occurrence_attribute")
+    taken = {args.partition_key, args.sort_key, args.time_attribute}
+    for name in names:
+        value = getattr(args, name)
+        if not value:
+            _fail(name, "must not be empty", "name an attribute, e.g. the default")
+        if value in taken:
+            _fail(name, f"{value!r} is already the key or time attribute", "use an attribute of its own")
+        taken.add(value)
+    _between(args, "idempotency_window_seconds", 3600, 2592000, " (longer than any redelivery: 48 h by default)")
+
+
 def _tags(args: ScheduledTableArgs) -> None:
     for key, value in args.tags.items():
         if not isinstance(key, str) or not isinstance(value, str) or not key or key.startswith("aws:"):
             _fail("tags", f"{key!r}: {value!r} is not a valid tag", "use non-empty string keys not starting 'aws:'")
 
 
-_RULES = (_keys, _billing, _encryption, _target, _lambda, _stream, _scheduler, _tags)
+_RULES = (_keys, _billing, _encryption, _target, _lambda, _stream, _scheduler, _ttl, _tags)
 
 
 def describe_defaults() -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pulumi_aws as aws
 
 from . import policies
 from .args import Mode, ScheduledTableArgs
-from .filters import eventbridge_filters, filter_patterns
+from .filters import eventbridge_filters, filter_patterns, ttl_filters
 from .packaging import handler_archive
 from .runtime_config import ENV_VAR, handler_config
 from .targets import EmailTarget
@@ -30,6 +30,14 @@ class _Consumer:
     mapping: aws.lambda_.EventSourceMapping
 
 
+@dataclass(frozen=True)
+class _Scheduling:
+    """What a per-item-schedule mode adds to its consumer: IAM statements and the handler's `scheduler` config."""
+
+    consumer_statements: pulumi.Output[list[policies.Statement]]
+    config: pulumi.Output[dict[str, Any]]
+
+
 class ScheduledTable(pulumi.ComponentResource):
     """One DynamoDB table plus, per `mode`, the stream consumers, schedules, queues and least-privilege roles that
     deliver a due event to `target` at the time each item names."""
@@ -43,6 +51,7 @@ class ScheduledTable(pulumi.ComponentResource):
     due_queue_arn: pulumi.Output[str] | None
     stream_dlq_url: pulumi.Output[str]
     target_dlq_url: pulumi.Output[str] | None
+    ledger_table_name: pulumi.Output[str] | None
     poison_queue_url: pulumi.Output[str]
 
     def __init__(self, name: str, args: ScheduledTableArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -72,6 +81,7 @@ class ScheduledTable(pulumi.ComponentResource):
 
         self.schedule_group_name = None
         self.target_dlq_url = None
+        self.ledger_table_name = None
         consumer = _MODE_BUILDERS[Mode(args.mode)](self)
         self.function = consumer.function
         self.function_name = consumer.function.name
@@ -85,7 +95,7 @@ class ScheduledTable(pulumi.ComponentResource):
             "stream_dlq_url": self.stream_dlq_url,
             "poison_queue_url": self.poison_queue_url,
         }
-        for key in ("schedule_group_name", "due_queue_url", "due_queue_arn", "target_dlq_url"):
+        for key in ("schedule_group_name", "due_queue_url", "due_queue_arn", "target_dlq_url", "ledger_table_name"):
             if getattr(self, key) is not None:
                 outputs[key] = getattr(self, key)
         self.outputs: dict[str, pulumi.Output[str]] = outputs
@@ -113,6 +123,10 @@ class ScheduledTable(pulumi.ComponentResource):
                 enabled=a.server_side_encryption, kms_key_arn=a.kms_key_arn
             ),
             deletion_protection_enabled=a.deletion_protection,
+            # ttl mode: DynamoDB deletes each item once its time attribute (epoch seconds) has passed.
+            ttl=aws.dynamodb.TableTtlArgs(attribute_name=a.time_attribute, enabled=True)
+            if a.mode is Mode.TTL
+            else None,
             tags=self._tags,
             opts=self._child,
         )
@@ -230,15 +244,15 @@ class ScheduledTable(pulumi.ComponentResource):
 
     # -- modes ---------------------------------------------------------------------------------------------------
 
-    def _build_eventbridge(self) -> _Consumer:
-        """Stream -> scheduling Lambda -> one Scheduler `at()` schedule per item -> target (seed 000)."""
+    def _scheduling(self, fire_statements: pulumi.Output[list[policies.Statement]]) -> _Scheduling:
+        """Schedule group, target DLQ and the role Scheduler assumes (allowed `fire_statements` and the DLQ), plus
+        what the consumer needs to manage schedules in that group and pass that role."""
         a = self._args
         group = aws.scheduler.ScheduleGroup(f"{self._name}-schedules", tags=self._tags, opts=self._child)
         self.schedule_group_name = group.name
         target_dlq = self._queue("target-dlq")
         self.target_dlq_url = target_dlq.url
-
-        scheduler_role = aws.iam.Role(
+        role = aws.iam.Role(
             f"{self._name}-scheduler-exec-role",
             assume_role_policy=self.table.arn.apply(
                 lambda arn: policies.assume_role_policy("scheduler.amazonaws.com", policies.account_of(arn))
@@ -246,26 +260,37 @@ class ScheduledTable(pulumi.ComponentResource):
             tags=self._tags,
             opts=self._child,
         )
-        target = self._target_statements(policies.target_statements)
         aws.iam.RolePolicy(
             f"{self._name}-scheduler-exec-policy",
-            role=scheduler_role.id,
-            policy=pulumi.Output.all(target, target_dlq.arn).apply(
+            role=role.id,
+            policy=pulumi.Output.all(fire_statements, target_dlq.arn).apply(
                 lambda v: policies.scheduler_execution_policy(v[0], v[1])
             ),
             opts=self._child,
         )
-        scheduling = pulumi.Output.all(group.arn, scheduler_role.arn).apply(
+        consumer_statements = pulumi.Output.all(group.arn, role.arn).apply(
             lambda v: policies.scheduling_statements(group_arn=v[0], scheduler_role_arn=v[1])
         )
-        direct = self._target_statements(policies.direct_dispatch_statements)
-        extra = pulumi.Output.all(scheduling, direct).apply(lambda v: v[0] + v[1])
+        config = pulumi.Output.all(group.name, role.arn, target_dlq.arn).apply(
+            lambda v: {
+                "group": v[0],
+                "roleArn": v[1],
+                "deadLetterArn": v[2],
+                "maxEventAgeSeconds": a.schedule_max_event_age_seconds,
+                "maxRetryAttempts": a.schedule_retry_attempts,
+                "dispatchNowWithinSeconds": a.dispatch_now_within_seconds,
+            }
+        )
+        return _Scheduling(consumer_statements=consumer_statements, config=config)
+
+    def _mode_config(self, mode: Mode, **sections: pulumi.Input[Any]) -> pulumi.Output[str]:
+        """The handler's config document: the shared part, plus a mode's own sections (`scheduler`, `ttl`)."""
+        a = self._args
         email = self._email_config()
-        config = pulumi.Output.all(
-            self.table.name, self.target_arn, self.poison_queue.url, group.name, scheduler_role.arn, target_dlq.arn
-        ).apply(
+        names = list(sections)
+        return pulumi.Output.all(self.table.name, self.target_arn, self.poison_queue.url, *sections.values()).apply(
             lambda v: handler_config(
-                mode=Mode.EVENTBRIDGE.value,
+                mode=mode.value,
                 table=v[0],
                 partition_key=a.partition_key,
                 sort_key=a.sort_key,
@@ -275,25 +300,76 @@ class ScheduledTable(pulumi.ComponentResource):
                 poison_queue_url=v[2],
                 max_workers=a.max_workers,
                 email=email,
-                scheduler={
-                    "group": v[3],
-                    "roleArn": v[4],
-                    "deadLetterArn": v[5],
-                    "maxEventAgeSeconds": a.schedule_max_event_age_seconds,
-                    "maxRetryAttempts": a.schedule_retry_attempts,
-                    "dispatchNowWithinSeconds": a.dispatch_now_within_seconds,
-                },
+                **dict(zip(names, v[3:], strict=True)),
             )
         )
+
+    def _build_eventbridge(self) -> _Consumer:
+        """Stream -> scheduling Lambda -> one Scheduler `at()` schedule per item -> target (seed 000)."""
+        a = self._args
+        scheduling = self._scheduling(self._target_statements(policies.target_statements))
+        direct = self._target_statements(policies.direct_dispatch_statements)
         return self._consumer(
             role="scheduler",
             handler="eventbridge.handler",
             filters=eventbridge_filters(a.time_attribute),
-            extra_statements=extra,
-            config=config,
+            extra_statements=pulumi.Output.all(scheduling.consumer_statements, direct).apply(lambda v: v[0] + v[1]),
+            config=self._mode_config(Mode.EVENTBRIDGE, scheduler=scheduling.config),
+        )
+
+    def _build_ttl(self) -> _Consumer:
+        """TTL deletion -> filtered stream -> executor -> target (seeds 001, 004); `precise` adds a delete schedule
+        per item so the action is on time, with TTL as the fallback."""
+        a = self._args
+        ledger = aws.dynamodb.Table(
+            f"{self._name}-ledger",
+            attributes=[aws.dynamodb.TableAttributeArgs(name="id", type="S")],
+            hash_key="id",
+            billing_mode="PAY_PER_REQUEST",
+            ttl=aws.dynamodb.TableTtlArgs(attribute_name="expiresAt", enabled=True),
+            server_side_encryption=aws.dynamodb.TableServerSideEncryptionArgs(
+                enabled=a.server_side_encryption, kms_key_arn=a.kms_key_arn
+            ),
+            deletion_protection_enabled=a.deletion_protection,
+            tags=self._tags,
+            opts=self._child,
+        )
+        self.ledger_table_name = ledger.name
+        item_actions = ["PutItem", "DeleteItem"] if a.precise else ["PutItem"]
+        statements: list[pulumi.Output[list[policies.Statement]]] = [
+            self._target_statements(policies.direct_dispatch_statements),
+            ledger.arn.apply(policies.ledger_statements),
+            self.table.arn.apply(lambda arn: policies.table_item_statements(arn, item_actions)),
+        ]
+        sections: dict[str, pulumi.Input[Any]] = {
+            "ttl": ledger.name.apply(
+                lambda name: {
+                    "ledgerTable": name,
+                    # A claim outlives the invocation that made it, so a crashed run is retried, a live one not.
+                    "leaseSeconds": a.lambda_timeout_seconds + 30,
+                    "windowSeconds": a.idempotency_window_seconds,
+                    "repeatAttribute": a.repeat_attribute,
+                    "repeatUntilAttribute": a.repeat_until_attribute,
+                    "occurrenceAttribute": a.occurrence_attribute,
+                    "precise": a.precise,
+                }
+            )
+        }
+        if a.precise:
+            delete_item = self.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["DeleteItem"]))
+            scheduling = self._scheduling(delete_item)
+            statements.append(scheduling.consumer_statements)
+            sections["scheduler"] = scheduling.config
+        return self._consumer(
+            role="executor",
+            handler="ttl.handler",
+            filters=ttl_filters(a.time_attribute, a.precise),
+            extra_statements=pulumi.Output.all(*statements).apply(lambda v: [s for part in v for s in part]),
+            config=self._mode_config(Mode.TTL, **sections),
         )
 
 
 _MODE_BUILDERS: dict[Mode, Callable[[ScheduledTable], _Consumer]] = {
     Mode.EVENTBRIDGE: ScheduledTable._build_eventbridge,
+    Mode.TTL: ScheduledTable._build_ttl,
 }

@@ -19,6 +19,18 @@ def eventbridge_filters(time_attribute: str) -> list[dict[str, Any]]:
     return patterns
 
 
+TTL_SERVICE = {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]}
+
+
+def ttl_filters(time_attribute: str, precise: bool) -> list[dict[str, Any]]:
+    """Only TTL deletions (REMOVE by the DynamoDB service): inserts, updates and users' deletes never invoke the
+    executor. Precise mode must also see the item's changes (to keep its delete schedule) and the ordinary REMOVE
+    its scheduled delete makes, so it takes the `eventbridge` patterns; the handler tells the cases apart."""
+    if precise:
+        return eventbridge_filters(time_attribute)
+    return [{"eventName": ["REMOVE"], "userIdentity": TTL_SERVICE}]
+
+
 def filter_patterns(patterns: list[dict[str, Any]]) -> list[str]:
     """The mapping's filter patterns as JSON text, one filter each (Lambda ORs them; at most 5 by default)."""
     if not 1 <= len(patterns) <= 5:

@@ -107,5 +107,15 @@ def direct_dispatch_statements(kind: str, target_arn: str, *, table_arn: str, se
     return statements
 
 
+def table_item_statements(table_arn: str, actions: list[str]) -> list[Statement]:
+    """Item-level actions on one table (no index, no stream, no other table)."""
+    return [{"Effect": "Allow", "Action": sorted(f"dynamodb:{a}" for a in actions), "Resource": [table_arn]}]
+
+
+def ledger_statements(ledger_arn: str) -> list[Statement]:
+    """Claim, complete and release occurrences in the idempotency ledger."""
+    return table_item_statements(ledger_arn, ["DeleteItem", "GetItem", "PutItem", "UpdateItem"])
+
+
 def account_of(arn: str) -> str:
     return arn_parts(arn)[3]

@@ -22,6 +22,7 @@ def handler_config(
     max_workers: int,
     email: dict[str, str] | None = None,
     scheduler: dict[str, Any] | None = None,
+    ttl: dict[str, Any] | None = None,
 ) -> str:
     target: dict[str, Any] = {"kind": target_kind, "arn": target_arn}
     if email is not None:
@@ -38,4 +39,6 @@ def handler_config(
     }
     if scheduler is not None:
         config["scheduler"] = scheduler
+    if ttl is not None:
+        config["ttl"] = ttl
     return json.dumps(config, sort_keys=True, separators=(",", ":"))

@@ -11,16 +11,15 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from st_core import log
-from st_core.batch import process_batch
+from st_core import log, schedules
+from st_core.batch import handle_stream_batch
 from st_core.clients import CLIENTS, Clients
-from st_core.config import HandlerConfig, SchedulerConfig, load_config
+from st_core.config import HandlerConfig, load_config
 from st_core.dispatch import due_event, scheduler_target, send_now, target_input
-from st_core.errors import PermanentError, TransientError, error_code
-from st_core.naming import dedupe_name, schedule_name
-from st_core.poison import PoisonQueue
+from st_core.errors import PermanentError
+from st_core.naming import schedule_name
 from st_core.stream import BatchResponse, DynamoDBStreamEvent, DynamoDBStreamRecord, decode_image, key_identity
-from st_core.timeparse import at_expression, format_due, parse_due
+from st_core.timeparse import format_due, parse_due
 
 MODE = "eventbridge"
 Clock = Callable[[], datetime]
@@ -93,7 +92,7 @@ def apply(
         log.debug("unchanged", schedule=step.name)
         return
     if step.action is Action.DELETE or step.desired is None:
-        _delete(clients, scheduler, step.name)
+        schedules.delete(clients, scheduler["group"], step.name)
         if step.poison_reason:
             raise PermanentError(step.poison_reason)
         return
@@ -102,8 +101,8 @@ def apply(
     if lead < scheduler["dispatchNowWithinSeconds"]:
         # Scheduler does not fire one-time schedules in the past and fires `at()` with one-minute precision:
         # a due time that has come (or nearly) is delivered now, and any older schedule for the item removed.
-        _delete(clients, scheduler, step.name)
-        occurrence = dedupe_name(step.name, format_due(desired.due))
+        schedules.delete(clients, scheduler["group"], step.name)
+        occurrence = schedules.occurrence(step.name, desired.due)
         send_now(config["target"], desired.payload, occurrence=occurrence, clients=clients)
         log.info("dispatched-now", schedule=step.name, dueAt=format_due(desired.due), lateSeconds=round(-lead, 3))
         return
@@ -117,12 +116,12 @@ def handle_batch(
     clients: Clients = CLIENTS,
     now: Clock = lambda: datetime.now(UTC),
 ) -> BatchResponse:
-    poison = PoisonQueue(config["poisonQueueUrl"], mode=MODE, table=config["table"], clients=clients)
-    return process_batch(
-        event.get("Records", []),
-        lambda record: apply(plan(record, config), config, clients=clients, now=now),
-        poison=poison,
-        max_workers=config["maxWorkers"],
+    return handle_stream_batch(
+        event,
+        config,
+        mode=MODE,
+        handle=lambda record: apply(plan(record, config), config, clients=clients, now=now),
+        clients=clients,
     )
 
 
@@ -131,53 +130,13 @@ def handler(event: DynamoDBStreamEvent, context: object = None) -> BatchResponse
     return handle_batch(event, load_config())
 
 
-def _schedule_request(config: HandlerConfig, name: str, desired: Desired) -> dict[str, Any]:
-    scheduler = config["scheduler"]
-    return {
-        "Name": name,
-        "GroupName": scheduler["group"],
-        "ScheduleExpression": at_expression(desired.due),
-        "ScheduleExpressionTimezone": "UTC",
-        "FlexibleTimeWindow": {"Mode": "OFF"},
-        "ActionAfterCompletion": "DELETE",
-        "State": "ENABLED",
-        "Description": f"scheduled-table {MODE} {config['table']}"[:512],
-        "Target": scheduler_target(config["target"], scheduler, desired.payload),
-    }
-
-
 def _upsert(clients: Clients, config: HandlerConfig, name: str, desired: Desired, *, create_first: bool) -> None:
-    scheduler_client = clients.get("scheduler")
-    request = _schedule_request(config, name, desired)
-    calls = [_create, _update] if create_first else [_update, _create]
-    for call in calls:
-        try:
-            call(scheduler_client, request)
-        except Exception as exc:
-            # Create on an existing schedule (a duplicate delivery) and update of a missing one (it fired, or was
-            # never made) both mean "use the other call"; anything else is a real failure.
-            if error_code(exc) in ("ConflictException", "ResourceNotFoundException"):
-                continue
-            raise
-        log.info(f"schedule-{call.__name__.strip('_')}", schedule=name, dueAt=format_due(desired.due))
-        return
-    raise TransientError(f"schedule {name} changed under us (created and deleted concurrently); retrying")
-
-
-def _create(client: Any, request: dict[str, Any]) -> None:
-    token = dedupe_name(request["Name"], request["ScheduleExpression"], request["Target"]["Input"], length=64)
-    client.create_schedule(**request, ClientToken=token)
-
-
-def _update(client: Any, request: dict[str, Any]) -> None:
-    client.update_schedule(**request)
-
-
-def _delete(clients: Clients, scheduler: SchedulerConfig, name: str) -> None:
-    try:
-        clients.get("scheduler").delete_schedule(Name=name, GroupName=scheduler["group"])
-    except Exception as exc:
-        if error_code(exc) != "ResourceNotFoundException":
-            raise
-        return
-    log.info("schedule-deleted", schedule=name)
+    scheduler = config["scheduler"]
+    request = schedules.schedule_request(
+        group=scheduler["group"],
+        name=name,
+        due=desired.due,
+        target=scheduler_target(config["target"], scheduler, desired.payload),
+        description=f"scheduled-table {MODE} {config['table']}",
+    )
+    schedules.upsert(clients, request, create_first=create_first)

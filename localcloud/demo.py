@@ -49,7 +49,7 @@ def summary(outcomes: list[Outcome]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in rows]
-    return "\n".join(lines)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def problems(outcomes: list[Outcome]) -> list[str]:

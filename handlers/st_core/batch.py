@@ -12,9 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from . import log
+from .clients import Clients
+from .config import HandlerConfig
 from .errors import PermanentError, error_code, is_transient
 from .poison import PoisonQueue
-from .stream import BatchResponse, DynamoDBStreamRecord, key_identity, sequence_number
+from .stream import BatchResponse, DynamoDBStreamEvent, DynamoDBStreamRecord, key_identity, sequence_number
 
 RecordHandler = Callable[[DynamoDBStreamRecord], None]
 
@@ -77,3 +79,11 @@ def _park(poison: PoisonQueue, record: Any, reason: str, code: str) -> bool:
         return False
     log.warning("poisoned", sequenceNumber=seq, error=code, reason=reason)
     return True
+
+
+def handle_stream_batch(
+    event: DynamoDBStreamEvent, config: HandlerConfig, *, mode: str, handle: RecordHandler, clients: Clients
+) -> BatchResponse:
+    """A mode's whole batch: every record through `handle`, poison parked in the table's poison queue."""
+    poison = PoisonQueue(config["poisonQueueUrl"], mode=mode, table=config["table"], clients=clients)
+    return process_batch(event.get("Records", []), handle, poison=poison, max_workers=config["maxWorkers"])

@@ -32,6 +32,16 @@ class SchedulerConfig(TypedDict):
     dispatchNowWithinSeconds: int
 
 
+class TtlConfig(TypedDict):
+    ledgerTable: str
+    leaseSeconds: int
+    windowSeconds: int
+    repeatAttribute: str
+    repeatUntilAttribute: str
+    occurrenceAttribute: str
+    precise: bool
+
+
 class HandlerConfig(TypedDict):
     mode: str
     table: str
@@ -42,6 +52,7 @@ class HandlerConfig(TypedDict):
     poisonQueueUrl: str
     maxWorkers: int
     scheduler: NotRequired[SchedulerConfig]
+    ttl: NotRequired[TtlConfig]
 
 
 @lru_cache(maxsize=1)

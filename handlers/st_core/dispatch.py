@@ -20,6 +20,7 @@ from .timeparse import format_due
 
 SOURCE = "scheduled-table"
 SES_UNIVERSAL_TARGET = "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail"
+DELETE_ITEM_UNIVERSAL_TARGET = "arn:aws:scheduler:::aws-sdk:dynamodb:deleteItem"
 
 
 class TargetKind(StrEnum):
@@ -70,6 +71,11 @@ def target_input(target: TargetConfig, event: DueEvent) -> str:
 def scheduler_target(target: TargetConfig, scheduler: SchedulerConfig, payload: str) -> dict[str, Any]:
     """The `Target` of a schedule: the target's ARN (or SES's universal target), role, input, retries, DLQ."""
     arn = SES_UNIVERSAL_TARGET if TargetKind(target["kind"]) is TargetKind.EMAIL else target["arn"]
+    return schedule_target(arn, scheduler, payload)
+
+
+def schedule_target(arn: str, scheduler: SchedulerConfig, payload: str) -> dict[str, Any]:
+    """A schedule `Target` for any ARN, universal targets included, with the component's retries and DLQ."""
     return {
         "Arn": arn,
         "RoleArn": scheduler["roleArn"],
@@ -79,6 +85,17 @@ def scheduler_target(target: TargetConfig, scheduler: SchedulerConfig, payload: 
             "MaximumEventAgeInSeconds": scheduler["maxEventAgeSeconds"],
             "MaximumRetryAttempts": scheduler["maxRetryAttempts"],
         },
+    }
+
+
+def delete_item_request(table: str, keys: dict[str, Any], attribute: str, value: dict[str, Any]) -> dict[str, Any]:
+    """DynamoDB DeleteItem (DynamoDB JSON) that removes the item only while `attribute` still holds `value`."""
+    return {
+        "TableName": table,
+        "Key": keys,
+        "ConditionExpression": "#due = :due",
+        "ExpressionAttributeNames": {"#due": attribute},
+        "ExpressionAttributeValues": {":due": value},
     }
 
 

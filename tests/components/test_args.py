@@ -33,7 +33,7 @@ def test_unknown_mode_lists_the_modes() -> None:
     assert str(caught.value) == "mode: 'cron' is not a mode; use one of 'eventbridge', 'ttl', 'polling', 'aggregate'"
 
 
-@pytest.mark.parametrize("mode", ["ttl", "polling", "aggregate"])
+@pytest.mark.parametrize("mode", ["polling", "aggregate"])
 def test_modes_not_yet_shipped_refuse_clearly(mode: str) -> None:
     with pytest.raises(NotImplementedError, match=f"mode: '{mode}' is not available in this release yet"):
         ScheduledTableArgs(mode=mode)

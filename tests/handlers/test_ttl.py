@@ -1,0 +1,285 @@
+"""ttl handler against moto. moto never expires items, so a TTL deletion is a real DeleteItem whose REMOVE record,
+read back from moto's stream, gets the `userIdentity` DynamoDB's TTL process writes."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from st_core.clients import CLIENTS
+from st_core.config import HandlerConfig
+from st_core.errors import TransientError
+from st_core.idempotency import Ledger
+from ttl import decide, handle_batch, next_item
+
+from tests.handlers.conftest import ACCOUNT, Env
+
+TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+@pytest.fixture
+def ttl_env(env: Env) -> Env:
+    ledger = f"ledger-{env.table}"
+    env.ddb.create_table(
+        TableName=ledger,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    config: HandlerConfig = copy.deepcopy(env.config)
+    config["mode"] = "ttl"
+    config["ttl"] = {
+        "ledgerTable": ledger,
+        "leaseSeconds": 90,
+        "windowSeconds": 172800,
+        "repeatAttribute": "repeatEvery",
+        "repeatUntilAttribute": "repeatUntil",
+        "occurrenceAttribute": "occurrence",
+        "precise": False,
+    }
+    env.config = config
+    return env
+
+
+def precise(env: Env) -> Env:
+    env.config["ttl"]["precise"] = True
+    return env
+
+
+def expire(env: Env, pk: str, sk: str = "S") -> Any:
+    """DynamoDB's TTL deleting the item: the REMOVE record, as a service deletion."""
+    env.delete(pk, sk)
+    records = env.event()["Records"]
+    removes = [r for r in records if r["eventName"] == "REMOVE"]
+    return {"Records": [{**r, "userIdentity": TTL_IDENTITY} for r in removes]}
+
+
+def epoch(moment: datetime) -> int:
+    return int(moment.timestamp())
+
+
+def test_a_ttl_deletion_delivers_the_due_event_built_from_the_old_image(ttl_env: Env) -> None:
+    due = NOW - timedelta(minutes=12)
+    ttl_env.put({"PK": "session#1", "SK": "S", "dueAt": epoch(due), "user": "ada"})
+    ttl_env.event()
+    response = handle_batch(expire(ttl_env, "session#1"), ttl_env.config)
+    assert response == {"batchItemFailures": []}
+    [message] = ttl_env.messages(ttl_env.due_queue_url)
+    assert message["mode"] == "ttl" and message["keys"] == {"PK": "session#1", "SK": "S"}
+    assert message["dueAt"] == due.strftime("%Y-%m-%dT%H:%M:%SZ") and message["item"]["user"] == "ada"
+
+
+def test_a_users_delete_and_inserts_do_not_act_without_precise(ttl_env: Env) -> None:
+    ttl_env.put({"PK": "session#1", "SK": "S", "dueAt": epoch(NOW)})
+    ttl_env.delete("session#1", "S")
+    response = handle_batch(ttl_env.event(), ttl_env.config)
+    assert response == {"batchItemFailures": []}
+    assert ttl_env.messages(ttl_env.due_queue_url) == []
+
+
+def test_the_same_record_delivered_twice_acts_once(ttl_env: Env) -> None:
+    ttl_env.put({"PK": "session#1", "SK": "S", "dueAt": epoch(NOW)})
+    ttl_env.event()
+    event = expire(ttl_env, "session#1")
+    handle_batch(event, ttl_env.config)
+    handle_batch(event, ttl_env.config)
+    assert len(ttl_env.messages(ttl_env.due_queue_url)) == 1
+
+
+def _client_error(code: str, status: int, operation: str) -> ClientError:
+    return ClientError(
+        {"Error": {"Code": code, "Message": "injected"}, "ResponseMetadata": {"HTTPStatusCode": status}}, operation
+    )
+
+
+def test_a_failed_action_releases_its_claim_so_the_retry_acts_once(ttl_env: Env) -> None:
+    ttl_env.put({"PK": "session#1", "SK": "S", "dueAt": epoch(NOW)})
+    ttl_env.event()
+    event = expire(ttl_env, "session#1")
+    # GIVEN the target fails once
+    fail_once = {"n": 0}
+
+    def fail_first_send(**_: Any) -> None:
+        if fail_once["n"] == 0:
+            fail_once["n"] += 1
+            raise _client_error("ServiceUnavailable", 503, "SendMessage")
+
+    CLIENTS.get("sqs").meta.events.register("before-call.sqs.SendMessage", fail_first_send)
+    first = handle_batch(event, ttl_env.config)
+    # THEN the record is retried, and the retry acts (the claim was released), once
+    assert first["batchItemFailures"] != []
+    assert handle_batch(event, ttl_env.config) == {"batchItemFailures": []}
+    assert len(ttl_env.messages(ttl_env.due_queue_url)) == 1
+
+
+def test_a_claim_under_a_live_lease_is_retried_and_a_done_one_is_skipped(ttl_env: Env) -> None:
+    ledger = Ledger(ttl_env.config["ttl"]["ledgerTable"], clients=CLIENTS, lease_seconds=90, window_seconds=3600)
+    assert ledger.claim("occ", now=1000.0) is True
+    with pytest.raises(TransientError, match="being acted on"):
+        ledger.claim("occ", now=1010.0)
+    assert ledger.claim("occ", now=1100.0) is True  # the lease ran out: the holder died
+    ledger.complete("occ")
+    assert ledger.claim("occ", now=5000.0) is False
+
+
+def _recorder(service: str, operation: str) -> list[dict[str, Any]]:
+    calls: list[dict[str, Any]] = []
+
+    def record(params: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
+        calls.append(params)
+        return SimpleNamespace(status_code=200, headers={}), {}
+
+    CLIENTS.get(service).meta.events.register(f"before-call.{service}.{operation}", record)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("kind", "service", "operation", "arn"),
+    [
+        ("lambda", "lambda", "Invoke", f"arn:aws:lambda:eu-west-1:{ACCOUNT}:function:f"),
+        ("stepfunctions", "stepfunctions", "StartExecution", f"arn:aws:states:eu-west-1:{ACCOUNT}:stateMachine:m"),
+        ("sns", "sns", "Publish", f"arn:aws:sns:eu-west-1:{ACCOUNT}:t"),
+        ("email", "sesv2", "SendEmail", f"arn:aws:ses:eu-west-1:{ACCOUNT}:identity/example.com"),
+    ],
+)
+def test_each_target_kind_gets_its_one_call(ttl_env: Env, kind: str, service: str, operation: str, arn: str) -> None:
+    ttl_env.config["target"] = {"kind": kind, "arn": arn}
+    if kind == "email":
+        ttl_env.config["target"]["email"] = {
+            "sender": "offers@example.com",
+            "recipientAttribute": "email",
+            "subject": "Your offer {PK} expired",
+            "body": "Hello {user}",
+        }
+    calls = _recorder(service, operation)
+    ttl_env.put({"PK": "offer#1", "SK": "S", "dueAt": epoch(NOW), "user": "ada", "email": "ada@example.com"})
+    ttl_env.event()
+    assert handle_batch(expire(ttl_env, "offer#1"), ttl_env.config) == {"batchItemFailures": []}
+    assert len(calls) == 1
+    sent = json.dumps(calls[0], default=str)
+    assert ("Your offer offer#1 expired" in sent) if kind == "email" else ('"offer#1"' in sent or "offer#1" in sent)
+
+
+def test_a_repeating_item_is_written_back_once_with_its_next_time(ttl_env: Env) -> None:
+    # GIVEN a reminder every hour that was due 2.5 hours ago (TTL was late): two occurrences were missed
+    due = NOW - timedelta(hours=2, minutes=30)
+    ttl_env.put({"PK": "pill#1", "SK": "S", "dueAt": epoch(due), "repeatEvery": 3600, "occurrence": 4})
+    ttl_env.event()
+    event = expire(ttl_env, "pill#1")
+    # WHEN it expires, and the record is delivered twice
+    handle_batch(event, ttl_env.config)
+    handle_batch(event, ttl_env.config)
+    # THEN one action, and the item is back once, due at the next hour after now, not in a burst of missed ones
+    assert len(ttl_env.messages(ttl_env.due_queue_url)) == 1
+    item = ttl_env.ddb.get_item(TableName=ttl_env.table, Key={"PK": {"S": "pill#1"}, "SK": {"S": "S"}})["Item"]
+    assert int(item["dueAt"]["N"]) == epoch(due + timedelta(hours=3))
+    assert item["occurrence"]["N"] == "5"
+
+
+def test_a_repeat_stops_at_its_end() -> None:
+    config: Any = {
+        "timeAttribute": "dueAt",
+        "ttl": {"repeatAttribute": "every", "repeatUntilAttribute": "until", "occurrenceAttribute": "n"},
+    }
+    item = {"every": 60, "until": epoch(NOW + timedelta(seconds=90))}
+    assert next_item({}, item, NOW, NOW, config)["dueAt"] == {"N": str(epoch(NOW + timedelta(seconds=60)))}
+    assert next_item({}, item, NOW + timedelta(seconds=60), NOW + timedelta(seconds=60), config) is None
+
+
+def test_a_bad_repeat_still_fires_and_is_parked_with_the_reason(ttl_env: Env) -> None:
+    ttl_env.put({"PK": "pill#2", "SK": "S", "dueAt": epoch(NOW), "repeatEvery": "hourly"})
+    ttl_env.event()
+    response = handle_batch(expire(ttl_env, "pill#2"), ttl_env.config)
+    assert response == {"batchItemFailures": []}
+    assert len(ttl_env.messages(ttl_env.due_queue_url)) == 1
+    [poison] = ttl_env.messages(ttl_env.poison_url)
+    assert "not repeated" in poison["reason"] and "repeatEvery" in poison["reason"]
+
+
+def test_a_transient_target_failure_reports_the_record_for_retry(ttl_env: Env) -> None:
+    ttl_env.put({"PK": "session#9", "SK": "S", "dueAt": epoch(NOW)})
+    ttl_env.event()
+    event = expire(ttl_env, "session#9")
+
+    def throttle(**_: Any) -> None:
+        raise ClientError(
+            {
+                "Error": {"Code": "ThrottlingException", "Message": "slow down"},
+                "ResponseMetadata": {"HTTPStatusCode": 400},
+            },
+            "SendMessage",
+        )
+
+    CLIENTS.get("sqs").meta.events.register("before-call.sqs.SendMessage", throttle)
+    response = handle_batch(event, ttl_env.config)
+    assert response["batchItemFailures"] == [{"itemIdentifier": event["Records"][0]["dynamodb"]["SequenceNumber"]}]
+
+
+# -- precise --------------------------------------------------------------------------------------------------------
+
+
+def test_precise_insert_schedules_a_conditional_delete_of_the_item(ttl_env: Env) -> None:
+    env = precise(ttl_env)
+    due = NOW + timedelta(days=1)
+    env.put({"PK": "offer#1", "SK": "S", "dueAt": epoch(due)})
+    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    [schedule] = env.schedules()
+    assert schedule["ScheduleExpression"] == f"at({due.strftime('%Y-%m-%dT%H:%M:%S')})"
+    assert schedule["Target"]["Arn"] == "arn:aws:scheduler:::aws-sdk:dynamodb:deleteItem"
+    request = json.loads(schedule["Target"]["Input"])
+    assert request["Key"] == {"PK": {"S": "offer#1"}, "SK": {"S": "S"}}
+    assert request["ExpressionAttributeValues"] == {":due": {"N": str(epoch(due))}}
+    assert schedule["Target"]["DeadLetterConfig"]["Arn"] == env.target_dlq_arn
+
+
+def test_precise_delete_at_the_due_time_acts_and_an_early_delete_is_a_cancellation(ttl_env: Env) -> None:
+    env = precise(ttl_env)
+    env.put({"PK": "due", "SK": "S", "dueAt": epoch(NOW + timedelta(days=1))})
+    env.put({"PK": "cancelled", "SK": "S", "dueAt": epoch(NOW + timedelta(days=2))})
+    handle_batch(env.event(), env.config)
+    assert len(env.schedules()) == 2
+    env.delete("due", "S")
+    env.delete("cancelled", "S")
+    removes = env.event()
+    # The scheduled delete of "due" runs at its time; "cancelled" is deleted by its user a day before its time.
+    response = handle_batch(removes, env.config, now=lambda: NOW + timedelta(days=1, seconds=0.5))
+    assert response == {"batchItemFailures": []}
+    [message] = env.messages(env.due_queue_url)
+    assert message["keys"]["PK"] == "due"
+
+
+def test_precise_user_delete_before_due_time_fires_nothing_and_removes_the_schedule(ttl_env: Env) -> None:
+    env = precise(ttl_env)
+    env.put({"PK": "offer#2", "SK": "S", "dueAt": epoch(NOW + timedelta(days=1))})
+    handle_batch(env.event(), env.config)
+    env.delete("offer#2", "S")
+    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert env.messages(env.due_queue_url) == [] and env.schedules() == []
+
+
+def test_precise_item_due_now_is_deleted_at_once_and_then_acted_on(ttl_env: Env) -> None:
+    env = precise(ttl_env)
+    env.put({"PK": "late", "SK": "S", "dueAt": epoch(NOW - timedelta(seconds=5))})
+    handle_batch(env.event(), env.config)
+    assert env.ddb.get_item(TableName=env.table, Key={"PK": {"S": "late"}, "SK": {"S": "S"}}).get("Item") is None
+    handle_batch(env.event(), env.config)
+    assert len(env.messages(env.due_queue_url)) == 1 and env.schedules() == []
+
+
+def test_precise_ttl_that_is_not_a_number_is_parked_with_the_reason(ttl_env: Env) -> None:
+    env = precise(ttl_env)
+    env.put({"PK": "bad", "SK": "S", "dueAt": "2026-12-01T10:00:00Z"})
+    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    [poison] = env.messages(env.poison_url)
+    assert "never expires" in poison["reason"]
+
+
+def test_decide_ignores_non_ttl_records_without_precise(ttl_env: Env) -> None:
+    record: Any = {"eventName": "INSERT", "dynamodb": {"Keys": {"PK": {"S": "a"}}, "NewImage": {"PK": {"S": "a"}}}}
+    assert decide(record, ttl_env.config, NOW).step.value == "ignore"
