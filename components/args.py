@@ -187,7 +187,7 @@ def _ttl(args: ScheduledTableArgs) -> None:
         if not value:
             _fail(name, "must not be empty", "name an attribute, e.g. the default")
         if value in taken:
-            _fail(name, f"{value!r} is already the key or time attribute", "use an attribute of its own")
+            _fail(name, f"{value!r} is already used by another option (keys, time, repeat)", "give it its own name")
         taken.add(value)
     _between(args, "idempotency_window_seconds", 3600, 2592000, " (longer than any redelivery: 48 h by default)")
 

@@ -24,6 +24,7 @@ OUTPUT_NAMES = (
     "due_queue_url",
     "due_queue_arn",
     "target_dlq_url",
+    "ledger_table_name",
 )
 
 

@@ -33,6 +33,11 @@ def test_unknown_mode_lists_the_modes() -> None:
     assert str(caught.value) == "mode: 'cron' is not a mode; use one of 'eventbridge', 'ttl', 'polling', 'aggregate'"
 
 
+def test_ttl_mode_accepts_precise_and_its_attributes() -> None:
+    args = ScheduledTableArgs(mode="ttl", precise=True, repeat_attribute="every")
+    assert args.mode is Mode.TTL and args.precise and args.repeat_attribute == "every"
+
+
 @pytest.mark.parametrize("mode", ["polling", "aggregate"])
 def test_modes_not_yet_shipped_refuse_clearly(mode: str) -> None:
     with pytest.raises(NotImplementedError, match=f"mode: '{mode}' is not available in this release yet"):
@@ -85,6 +90,17 @@ RULES: list[tuple[dict[str, Any], str]] = [
     ({"dispatch_now_within_seconds": -5}, "dispatch_now_within_seconds: -5 is out of range"),
     ({"batch_size": True}, "batch_size: True is out of range"),
     ({"tags": {"aws:owner": "x"}}, "tags: 'aws:owner': 'x' is not a valid tag; use non-empty string keys"),
+    (
+        {"precise": True},
+        "precise: only applies to mode='ttl' (mode is 'eventbridge'); remove precise or set mode='ttl'",
+    ),
+    ({"repeat_attribute": ""}, "repeat_attribute: must not be empty; name an attribute"),
+    ({"occurrence_attribute": "dueAt"}, "occurrence_attribute: 'dueAt' is already used by another option"),
+    ({"repeat_until_attribute": "repeatEvery"}, "repeat_until_attribute: 'repeatEvery' is already used by another"),
+    (
+        {"idempotency_window_seconds": 60},
+        "idempotency_window_seconds: 60 is out of range; use a whole number from 3600",
+    ),
 ]
 
 

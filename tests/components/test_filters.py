@@ -12,7 +12,7 @@ import pytest
 from moto import mock_aws
 from moto.events.models import EventPattern
 
-from components.filters import eventbridge_filters, filter_patterns
+from components.filters import eventbridge_filters, filter_patterns, ttl_filters
 from tests.conftest import REGION
 
 
@@ -72,3 +72,29 @@ def test_patterns_fit_in_one_mapping() -> None:
     assert len(filter_patterns(eventbridge_filters("dueAt"))) <= 5
     with pytest.raises(ValueError, match="1 to 5 filters"):
         filter_patterns([{"a": ["b"]}] * 6)
+
+
+TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+
+
+def ttl_matches(record: dict[str, Any]) -> bool:
+    patterns = filter_patterns(ttl_filters("dueAt", precise=False))
+    return any(EventPattern.load(p).matches_event(record) for p in patterns)  # type: ignore[arg-type]
+
+
+def test_a_remove_by_the_ttl_service_invokes_the_ttl_executor(records: dict[str, Any]) -> None:
+    assert ttl_matches({**records["remove-with-time"], "userIdentity": TTL_IDENTITY})
+
+
+@pytest.mark.parametrize("situation", ["remove-with-time", "remove-without-time", "insert-iso", "modify-epoch"])
+def test_users_deletes_inserts_and_updates_never_invoke_it(records: dict[str, Any], situation: str) -> None:
+    assert not ttl_matches(records[situation])
+
+
+def test_an_insert_claiming_the_ttl_identity_still_does_not_invoke_it(records: dict[str, Any]) -> None:
+    assert not ttl_matches({**records["insert-iso"], "userIdentity": TTL_IDENTITY})
+
+
+def test_another_service_deleting_is_not_a_ttl_expiry(records: dict[str, Any]) -> None:
+    other = {"type": "Service", "principalId": "replication.dynamodb.amazonaws.com"}
+    assert not ttl_matches({**records["remove-with-time"], "userIdentity": other})
