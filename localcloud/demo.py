@@ -41,7 +41,7 @@ def summary(outcomes: list[Outcome]) -> str:
             str(len(o.unexpected) + len(o.early)),
             _seconds(o.lateness_p50()),
             _seconds(o.lateness_max()),
-            str(sum(o.dead_letters.values())),
+            _dead(o),
         )
         for o in outcomes
     ]
@@ -52,6 +52,11 @@ def summary(outcomes: list[Outcome]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def _dead(outcome: Outcome) -> str:
+    total, expected = sum(outcome.dead_letters.values()), sum(outcome.expected_dead_letters.values())
+    return f"{total} ({expected} expected)" if expected else str(total)
+
+
 def problems(outcomes: list[Outcome]) -> list[str]:
     found = []
     for o in outcomes:
@@ -60,9 +65,9 @@ def problems(outcomes: list[Outcome]) -> list[str]:
                 found.append(f"{o.scenario}: {label}: {', '.join(keys)}")
         if o.duplicates:
             found.append(f"{o.scenario}: {o.duplicates} duplicate deliveries")
-        for queue, depth in o.dead_letters.items():
-            if depth:
-                found.append(f"{o.scenario}: {depth} message(s) in {queue}")
+        for queue, depth in o.unexpected_dead_letters().items():
+            expected = o.expected_dead_letters.get(queue, 0)
+            found.append(f"{o.scenario}: {depth} message(s) in {queue}, expected {expected}")
     return found
 
 

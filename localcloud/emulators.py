@@ -33,6 +33,7 @@ log = logging.getLogger("localcloud")
 TTL_PRINCIPAL = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 UNIVERSAL_PREFIX = "arn:aws:scheduler:::aws-sdk:"
 WATCH_HORIZON_SECONDS = 120.0
+TTL_DELAY_SECONDS = 5.0
 MAX_LOCAL_RETRIES = 2
 
 Client = Callable[[str], Any]
@@ -103,8 +104,12 @@ def filters_match(mapping: dict[str, Any], record: dict[str, Any]) -> bool:
 
 @dataclass
 class TtlService:
+    """`delay`: seconds after expiry before an item is deleted. AWS takes minutes to days; the local cloud defaults
+    to a few seconds, so a demo stays short and still shows what `precise` is for."""
+
     client: Client
     region: str
+    delay: float = 0.0
     delivered: int = 0
     failed: int = 0
     _watched: dict[tuple[str, str], _Watched] = field(default_factory=dict)
@@ -152,7 +157,7 @@ class TtlService:
             current.add(ident)
             self._watched[ident] = _Watched(table.name, keys, item, float(item[table.attribute]["N"]), now)
         for ident, watched in list(self._watched.items()):
-            if watched.table != table.name or watched.expires > now:
+            if watched.table != table.name or watched.expires + self.delay > now:
                 continue
             if ident in current:
                 self._expire(table, watched)
@@ -378,9 +383,11 @@ class UniversalTargets:
 class Emulators:
     """Runs both services in one daemon thread, every `interval` seconds, until stopped."""
 
-    def __init__(self, endpoint: str, region: str, interval: float = 0.25) -> None:
+    def __init__(
+        self, endpoint: str, region: str, interval: float = 0.25, ttl_delay: float = TTL_DELAY_SECONDS
+    ) -> None:
         client = clients(endpoint, region)
-        self.ttl = TtlService(client, region)
+        self.ttl = TtlService(client, region, delay=ttl_delay)
         self.universal = UniversalTargets(client)
         self.interval = interval
         self.errors = 0

@@ -41,10 +41,19 @@ class Outcome:
     early: list[str]
     lateness: list[float]
     dead_letters: dict[str, int] = field(default_factory=dict)
+    expected_dead_letters: dict[str, int] = field(default_factory=dict)
+
+    def unexpected_dead_letters(self) -> dict[str, int]:
+        """Queues holding a different number of messages than the scenario put there on purpose."""
+        return {
+            queue: depth
+            for queue, depth in self.dead_letters.items()
+            if depth != self.expected_dead_letters.get(queue, 0)
+        }
 
     @property
     def ok(self) -> bool:
-        return not (self.duplicates or self.missing or self.unexpected or self.early or sum(self.dead_letters.values()))
+        return not (self.duplicates or self.missing or self.unexpected or self.early or self.unexpected_dead_letters())
 
     def lateness_p50(self) -> float | None:
         return statistics.median(self.lateness) if self.lateness else None
@@ -131,6 +140,7 @@ class _Base:
     forbidden: set[str] = field(default_factory=set)
     deliveries: list[Delivery] = field(default_factory=list)
     written: int = 0
+    expected_dead: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.client = clients(self.deployment.endpoint, self.deployment.region)
@@ -143,6 +153,7 @@ class _Base:
     def outcome(self) -> Outcome:
         result = tally(self.name, self.mode, self.written, self.expected, self.forbidden, self.deliveries)
         result.dead_letters = dead_letters(self.client, self.outputs)
+        result.expected_dead_letters = dict(self.expected_dead)
         return result
 
 
@@ -203,18 +214,77 @@ class QueuedTasks(_Base):
             self.written += 1
 
     def observe(self) -> list[Delivery]:
-        sqs = self.client("sqs")
-        url = self.outputs["due_queue_url"]
-        while True:
-            received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
-            messages = received.get("Messages", [])
-            if not messages:
-                return self.deliveries
-            now = time.time()
-            for message in messages:
-                body = json.loads(message["Body"])
-                self.deliveries.append(Delivery(str(body["keys"]["PK"]), now))
-                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        for body, at in drain_due_events(self.client, self.outputs["due_queue_url"]):
+            self.deliveries.append(Delivery(str(body["keys"]["PK"]), at))
+        return self.deliveries
+
+
+def drain_due_events(client: Client, url: str) -> list[tuple[dict[str, Any], float]]:
+    """Receive and delete every due event waiting in a queue; each with the time it was received."""
+    sqs = client("sqs")
+    found: list[tuple[dict[str, Any], float]] = []
+    while True:
+        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
+        if not messages:
+            return found
+        now = time.time()
+        for message in messages:
+            found.append((json.loads(message["Body"]), now))
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+@dataclass
+class ExpiringSessions(_Base):
+    """Seeds 001/004: sessions whose TTL (epoch seconds) is a few seconds ahead, acted on when they expire. One
+    repeats once, 6 s after its first due time; one is deleted by its user first (must not fire); one has a
+    TTL that is not a number (DynamoDB ignores it: it never expires and never fires)."""
+
+    never_expired: int = 0
+
+    def start(self, now: float) -> None:
+        table = self.outputs["table_name"]
+        first = int(now + self.lead)
+        for i in range(self.count):
+            due = first + i
+            put(self.client, table, {"PK": f"SESSION#{i}", "SK": "SESSION", "expiresAt": due, "user": f"user{i}"})
+            self.expected[self._key(f"SESSION#{i}", due)] = due
+        repeat_due = first + 1
+        # Repeats must outlast the TTL delay, or the next occurrence is already past when the first fires (and is
+        # skipped, by design: no bursts of missed occurrences).
+        repeating = {"PK": "REPEAT#1", "SK": "SESSION", "expiresAt": repeat_due, "repeatEvery": 6}
+        put(self.client, table, {**repeating, "repeatUntil": repeat_due + 6})
+        for n in range(2):
+            self.expected[self._key("REPEAT#1", repeat_due + 6 * n)] = repeat_due + 6 * n
+        put(self.client, table, {"PK": "CANCELLED#1", "SK": "SESSION", "expiresAt": first + 2})
+        self.client("dynamodb").delete_item(TableName=table, Key={"PK": {"S": "CANCELLED#1"}, "SK": {"S": "SESSION"}})
+        self.forbidden.add(self._key("CANCELLED#1", first + 2))
+        put(self.client, table, {"PK": "BADTTL#1", "SK": "SESSION", "expiresAt": iso(first)})
+        if self.outputs.get("schedule_group_name"):
+            # Precise mode sees the insert, so it can say why this item will never expire: one poison message.
+            self.expected_dead["poison_queue"] = 1
+        self.written = self.count + 3
+
+    @staticmethod
+    def _key(pk: str, due: float) -> str:
+        return f"{pk}@{datetime.fromtimestamp(due, UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+
+    def observe(self) -> list[Delivery]:
+        for body, at in drain_due_events(self.client, self.outputs["due_queue_url"]):
+            self.deliveries.append(Delivery(self._key(body["keys"]["PK"], _epoch(body["dueAt"])), at))
+        return self.deliveries
+
+    def outcome(self) -> Outcome:
+        result = super().outcome()
+        bad = self.client("dynamodb").get_item(
+            TableName=self.outputs["table_name"], Key={"PK": {"S": "BADTTL#1"}, "SK": {"S": "SESSION"}}
+        )
+        if "Item" not in bad:
+            result.unexpected.append("BADTTL#1 (a string TTL must never expire)")
+        return result
+
+
+def _epoch(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def verify_sender(deployment: Deployment) -> None:
@@ -227,6 +297,8 @@ def scenarios(deployment: Deployment) -> list[Scenario]:
     return [
         EmailReminders(deployment, "reminders", "reminders (seed 000, email)", "eventbridge"),
         QueuedTasks(deployment, "tasks", "tasks (due queue)", "eventbridge"),
+        ExpiringSessions(deployment, "sessions", "sessions (seeds 001/004)", "ttl", count=8),
+        ExpiringSessions(deployment, "offers", "offers (precise)", "ttl", count=8),
     ]
 
 

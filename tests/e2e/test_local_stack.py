@@ -3,12 +3,14 @@ through the emulator's APIs. Tests run in file order: scenarios, redeploy, then 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 
 from localcloud.deploy import Deployment, down, up
 from localcloud.emulators import Emulators
+from localcloud.provision import clients
 from localcloud.scenarios import Outcome, run, scenarios, verify_sender
 from localcloud.server import Ministack
 
@@ -33,7 +35,7 @@ def assert_exactly_once(outcome: Outcome) -> None:
     assert outcome.missing == [] and outcome.unexpected == [] and outcome.early == []
     assert outcome.duplicates == 0
     assert outcome.delivered == outcome.expected
-    assert sum(outcome.dead_letters.values()) == 0, outcome.dead_letters
+    assert outcome.unexpected_dead_letters() == {}, outcome.dead_letters
 
 
 def test_every_email_reminder_arrives_once_and_the_cancelled_one_never(outcomes: dict[str, Outcome]) -> None:
@@ -50,12 +52,43 @@ def test_every_queued_task_arrives_once_within_the_scheduler_tick(outcomes: dict
     assert max(tasks.lateness) < 20
 
 
+def test_expired_sessions_fire_once_each_repeat_once_and_never_for_a_cancelled_or_bad_ttl(
+    outcomes: dict[str, Outcome],
+) -> None:
+    sessions = outcomes["sessions"]
+    assert (sessions.written, sessions.expected) == (11, 10)  # 8 sessions + 2 occurrences of the repeating one
+    assert_exactly_once(sessions)
+    assert sessions.dead_letters == {"stream_dlq": 0, "poison_queue": 0}
+
+
+def test_precise_offers_fire_on_time_and_park_the_bad_ttl_with_its_reason(
+    outcomes: dict[str, Outcome], deployment: Deployment
+) -> None:
+    offers = outcomes["offers"]
+    assert_exactly_once(offers)
+    assert offers.dead_letters["poison_queue"] == 1
+    # Precise deletes are not held back by the local TTL delay (5 s): every offer fires well before it.
+    assert max(offers.lateness) < 4 < min(outcomes["sessions"].lateness)
+    sqs = clients(deployment.endpoint, deployment.region)("sqs")
+    [message] = sqs.receive_message(QueueUrl=deployment.outputs["offers"]["poison_queue_url"])["Messages"]
+    poison = json.loads(message["Body"])
+    assert poison["record"]["dynamodb"]["Keys"]["PK"] == {"S": "BADTTL#1"} and "never expires" in poison["reason"]
+
+
 def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment: Deployment) -> None:
     state = snapshot(deployment.endpoint)
-    assert state["tables"] == ["reminders-table", "tasks-table"]
-    assert state["functions"] == ["reminders-scheduler", "tasks-scheduler"]
-    assert len(state["mappings"]) == 2
-    assert state["schedule_groups"] == ["reminders-schedules", "tasks-schedules"]
+    assert state["tables"] == [
+        "offers-ledger",
+        "offers-table",
+        "reminders-table",
+        "sessions-ledger",
+        "sessions-table",
+        "tasks-table",
+    ]
+    assert state["ttl"]["sessions-table"] == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expiresAt"}
+    assert state["functions"] == ["offers-executor", "reminders-scheduler", "sessions-executor", "tasks-scheduler"]
+    assert len(state["mappings"]) == 4
+    assert state["schedule_groups"] == ["offers-schedules", "reminders-schedules", "tasks-schedules"]
     assert deployment.outputs["tasks"]["due_queue_url"].startswith(deployment.endpoint)
 
 

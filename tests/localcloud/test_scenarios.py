@@ -34,7 +34,7 @@ def test_dead_letters_fail_the_outcome_and_are_named() -> None:
     outcome = tally("s", "m", 1, {"a": 1.0}, set(), [Delivery("a", 1.0)])
     outcome.dead_letters = {"poison_queue": 2}
     assert not outcome.ok
-    assert problems([outcome]) == ["s: 2 message(s) in poison_queue"]
+    assert problems([outcome]) == ["s: 2 message(s) in poison_queue, expected 0"]
 
 
 def test_summary_has_one_row_per_scenario_with_lateness() -> None:
