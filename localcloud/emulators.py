@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -112,6 +113,7 @@ class TtlService:
     delay: float = 0.0
     delivered: int = 0
     failed: int = 0
+    deleted: Counter[str] = field(default_factory=Counter)
     _watched: dict[tuple[str, str], _Watched] = field(default_factory=dict)
 
     def tables(self) -> list[_TtlTable]:
@@ -215,6 +217,7 @@ class TtlService:
         return False
 
     def _deliver(self, table: _TtlTable, record: dict[str, Any]) -> None:
+        self.deleted[table.name] += 1
         if not table.stream_arn:
             return
         lam = self.client("lambda")
@@ -381,7 +384,8 @@ class UniversalTargets:
 
 
 class Emulators:
-    """Runs both services in one daemon thread, every `interval` seconds, until stopped."""
+    """Runs each service in its own daemon thread, every `interval` seconds, until stopped (separate threads, so a
+    slow function invoked for a TTL deletion never holds back a schedule that is due)."""
 
     def __init__(
         self, endpoint: str, region: str, interval: float = 0.25, ttl_delay: float = TTL_DELAY_SECONDS
@@ -392,26 +396,30 @@ class Emulators:
         self.interval = interval
         self.errors = 0
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="localcloud-emulators", daemon=True)
+        self._threads = [
+            threading.Thread(target=self._run, args=(service,), name=f"localcloud-{name}", daemon=True)
+            for name, service in (("universal-targets", self.universal), ("ttl", self.ttl))
+        ]
 
-    def _run(self) -> None:
+    def _run(self, service: TtlService | UniversalTargets) -> None:
         while not self._stop.is_set():
-            for service in (self.universal, self.ttl):
-                try:
-                    service.tick()
-                except Exception:  # keep emulating; the error is logged and counted
-                    self.errors += 1
-                    log.exception("emulator %s failed a tick", type(service).__name__)
+            try:
+                service.tick()
+            except Exception:  # keep emulating; the error is logged and counted
+                self.errors += 1
+                log.exception("emulator %s failed a tick", type(service).__name__)
             self._stop.wait(self.interval)
 
     def start(self) -> Emulators:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(timeout=10)
 
     def __enter__(self) -> Emulators:
         return self.start()

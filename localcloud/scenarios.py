@@ -20,6 +20,8 @@ from .server import ses_outbox
 
 Client = Callable[[str], Any]
 SENDER_DOMAIN = "example.com"
+# Longer than the local TTL delay plus processing, so the repeat's next due time is still ahead when it is written.
+REPEAT_EVERY = 10
 
 
 @dataclass(frozen=True)
@@ -236,8 +238,8 @@ def drain_due_events(client: Client, url: str) -> list[tuple[dict[str, Any], flo
 @dataclass
 class ExpiringSessions(_Base):
     """Seeds 001/004: sessions whose TTL (epoch seconds) is a few seconds ahead, acted on when they expire. One
-    repeats once, 6 s after its first due time; one is deleted by its user first (must not fire); one has a
-    TTL that is not a number (DynamoDB ignores it: it never expires and never fires)."""
+    repeats once, `REPEAT_EVERY` seconds after its first due time; one is deleted by its user first (must not
+    fire); one has a TTL that is not a number (DynamoDB ignores it: it never expires and never fires)."""
 
     never_expired: int = 0
 
@@ -251,10 +253,11 @@ class ExpiringSessions(_Base):
         repeat_due = first + 1
         # Repeats must outlast the TTL delay, or the next occurrence is already past when the first fires (and is
         # skipped, by design: no bursts of missed occurrences).
-        repeating = {"PK": "REPEAT#1", "SK": "SESSION", "expiresAt": repeat_due, "repeatEvery": 6}
-        put(self.client, table, {**repeating, "repeatUntil": repeat_due + 6})
+        repeating = {"PK": "REPEAT#1", "SK": "SESSION", "expiresAt": repeat_due, "repeatEvery": REPEAT_EVERY}
+        put(self.client, table, {**repeating, "repeatUntil": repeat_due + REPEAT_EVERY})
         for n in range(2):
-            self.expected[self._key("REPEAT#1", repeat_due + 6 * n)] = repeat_due + 6 * n
+            due = repeat_due + REPEAT_EVERY * n
+            self.expected[self._key("REPEAT#1", due)] = due
         put(self.client, table, {"PK": "CANCELLED#1", "SK": "SESSION", "expiresAt": first + 2})
         self.client("dynamodb").delete_item(TableName=table, Key={"PK": {"S": "CANCELLED#1"}, "SK": {"S": "SESSION"}})
         self.forbidden.add(self._key("CANCELLED#1", first + 2))

@@ -132,5 +132,10 @@ def test_the_local_stack_config_builds_its_tables() -> None:
     # GIVEN Pulumi.local.yaml as the CLI hands it over (every value a string), read with pulumi.Config's rules
     raw = {k.split(":", 1)[1]: v for k, v in stack_config("local").items() if k.startswith("scheduled-table:")}
     built = tables_from_config(DictConfig(raw, FakeConfig({})))
-    assert [(name, args.time_attribute) for name, args in built] == [("reminders", "remindAt"), ("tasks", "dueAt")]
+    assert [(name, str(args.mode), args.time_attribute) for name, args in built] == [
+        ("reminders", "eventbridge", "remindAt"),
+        ("tasks", "eventbridge", "dueAt"),
+        ("sessions", "ttl", "expiresAt"),
+        ("offers", "ttl", "expiresAt"),
+    ]
     assert all(args.deletion_protection is False for _, args in built)
