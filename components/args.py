@@ -38,6 +38,9 @@ class ScheduledTableArgs:
     partition_key_type: str = "S"
     sort_key: str | None = "SK"
     sort_key_type: str = "S"
+    # ISO-8601 or epoch seconds; in ttl mode epoch seconds only. DynamoDB TTL silently ignores anything else (a
+    # string, epoch milliseconds, a value more than five years old): such an item never expires and never fires.
+    # Only precise ttl mode sees it (on insert) and parks it in the poison queue with that reason.
     time_attribute: str = "dueAt"
     billing_mode: str = "PAY_PER_REQUEST"
     read_capacity: int | None = None
