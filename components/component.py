@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,8 @@ class _Consumer:
     function: aws.lambda_.Function
     role: aws.iam.Role
     log_group: aws.cloudwatch.LogGroup
-    mapping: aws.lambda_.EventSourceMapping
+    policy: aws.iam.RolePolicy
+    mapping: aws.lambda_.EventSourceMapping | None = None
 
 
 @dataclass(frozen=True)
@@ -144,16 +146,17 @@ class ScheduledTable(pulumi.ComponentResource):
     def _email(self) -> EmailTarget | None:
         return self._args.target if isinstance(self._args.target, EmailTarget) else None
 
-    def _consumer(
+    def _function(
         self,
         *,
         role: str,
         handler: str,
-        filters: list[dict[str, Any]],
         extra_statements: pulumi.Output[list[policies.Statement]],
         config: pulumi.Output[str],
+        stream: bool,
+        send_queues: list[aws.sqs.Queue],
     ) -> _Consumer:
-        """Log group, role, function and filtered event source mapping for one stream consumer."""
+        """Log group, role, least-privilege policy and function; `stream` adds reading this table's stream."""
         a = self._args
         log_group = aws.cloudwatch.LogGroup(
             f"{self._name}-{role}-logs", retention_in_days=a.log_retention_days, tags=self._tags, opts=self._child
@@ -167,16 +170,18 @@ class ScheduledTable(pulumi.ComponentResource):
         statements = pulumi.Output.all(
             self.table.arn,
             log_group.arn,
-            self.stream_dlq.arn,
-            self.poison_queue.arn,
             pulumi.Output.from_input(a.kms_key_arn),
             extra_statements,
+            *[q.arn for q in send_queues],
         ).apply(
             lambda v: (
                 policies.stream_consumer_statements(
-                    table_arn=v[0], log_group_arn=v[1], send_queue_arns=[v[2], v[3]], kms_key_arn=v[4]
+                    table_arn=v[0] if stream else None,
+                    log_group_arn=v[1],
+                    send_queue_arns=list(v[4:]),
+                    kms_key_arn=v[2],
                 )
-                + v[5]
+                + v[3]
             )
         )
         policy = aws.iam.RolePolicy(
@@ -199,6 +204,28 @@ class ScheduledTable(pulumi.ComponentResource):
             tags=self._tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[policy, log_group]),
         )
+        return _Consumer(function=function, role=lambda_role, log_group=log_group, policy=policy)
+
+    def _consumer(
+        self,
+        *,
+        role: str,
+        handler: str,
+        filters: list[dict[str, Any]],
+        extra_statements: pulumi.Output[list[policies.Statement]],
+        config: pulumi.Output[str],
+    ) -> _Consumer:
+        """A function fed by this table's stream through a filtered event source mapping."""
+        a = self._args
+        consumer = self._function(
+            role=role,
+            handler=handler,
+            extra_statements=extra_statements,
+            config=config,
+            stream=True,
+            send_queues=[self.stream_dlq, self.poison_queue],
+        )
+        function, policy = consumer.function, consumer.policy
         mapping = aws.lambda_.EventSourceMapping(
             f"{self._name}-{role}-mapping",
             event_source_arn=self.table.stream_arn,
@@ -223,7 +250,7 @@ class ScheduledTable(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
         )
-        return _Consumer(function=function, role=lambda_role, log_group=log_group, mapping=mapping)
+        return dataclasses.replace(consumer, mapping=mapping)
 
     def _target_statements(self, build: Callable[..., list[policies.Statement]]) -> pulumi.Output[list[Any]]:
         email = self._email()

@@ -51,20 +51,24 @@ def scheduler_execution_policy(target: list[Statement], target_dlq_arn: str) -> 
 
 
 def stream_consumer_statements(
-    *, table_arn: str, log_group_arn: str, send_queue_arns: list[str], kms_key_arn: str | None
+    *, table_arn: str | None, log_group_arn: str, send_queue_arns: list[str], kms_key_arn: str | None
 ) -> list[Statement]:
-    """What every stream-consuming handler needs: read this table's stream, write its own logs, reach its queues."""
-    statements: list[Statement] = [
-        {
-            "Effect": "Allow",
-            "Action": [
-                "dynamodb:DescribeStream",
-                "dynamodb:GetRecords",
-                "dynamodb:GetShardIterator",
-                "dynamodb:ListStreams",
-            ],
-            "Resource": [f"{table_arn}/stream/*"],
-        },
+    """What every handler needs: write its own logs, reach its queues; with `table_arn`, read that table's stream."""
+    statements: list[Statement] = []
+    if table_arn is not None:
+        statements.append(
+            {
+                "Effect": "Allow",
+                "Action": [
+                    "dynamodb:DescribeStream",
+                    "dynamodb:GetRecords",
+                    "dynamodb:GetShardIterator",
+                    "dynamodb:ListStreams",
+                ],
+                "Resource": [f"{table_arn}/stream/*"],
+            }
+        )
+    statements += [
         {
             "Effect": "Allow",
             "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],

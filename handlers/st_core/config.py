@@ -42,6 +42,18 @@ class TtlConfig(TypedDict):
     precise: bool
 
 
+class PollingConfig(TypedDict):
+    shards: int
+    leaseSeconds: int
+    maxAttempts: int
+    backoffSeconds: int
+    onDone: str
+    deadLetterUrl: str
+    delayAttribute: str
+    defaultDelaySeconds: int | None
+    budgetMarginSeconds: int
+
+
 class HandlerConfig(TypedDict):
     mode: str
     table: str
@@ -53,6 +65,7 @@ class HandlerConfig(TypedDict):
     maxWorkers: int
     scheduler: NotRequired[SchedulerConfig]
     ttl: NotRequired[TtlConfig]
+    polling: NotRequired[PollingConfig]
 
 
 @lru_cache(maxsize=1)

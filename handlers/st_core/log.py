@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import sys
+import time
 from typing import Any
 
 _logger = logging.getLogger("scheduled_table")
@@ -38,3 +39,22 @@ def error(action: str, **fields: Any) -> None:
 
 def debug(action: str, **fields: Any) -> None:
     log(logging.DEBUG, action, **fields)
+
+
+def metrics(namespace: str, dimensions: dict[str, str], **values: int | float) -> None:
+    """CloudWatch metrics as an Embedded Metric Format line: CloudWatch extracts them from the log, no API call."""
+    document = {
+        "_aws": {
+            "Timestamp": int(time.time() * 1000),
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": namespace,
+                    "Dimensions": [sorted(dimensions)],
+                    "Metrics": [{"Name": name, "Unit": "Count"} for name in sorted(values)],
+                }
+            ],
+        },
+        **dimensions,
+        **values,
+    }
+    _logger.log(logging.INFO, json.dumps(document, sort_keys=True))

@@ -90,7 +90,12 @@ def key_identity(record: DynamoDBStreamRecord) -> str:
         keys = record["dynamodb"]["Keys"]
     except (KeyError, TypeError) as exc:
         raise PermanentError("stream record has no dynamodb.Keys") from exc
-    return json.dumps(keys, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return identity_of(keys)
+
+
+def identity_of(typed_keys: dict[str, Any]) -> str:
+    """The canonical string of an item's keys in DynamoDB JSON (what `key_identity` gives for its records)."""
+    return json.dumps(typed_keys, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def sequence_number(record: DynamoDBStreamRecord) -> str:

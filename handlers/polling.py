@@ -1,0 +1,395 @@
+"""`polling` mode (seed 002, sharded as in part 2 of the AWS series): a rule invokes `handler` every interval; it
+takes what is due from the sparse due index, one shard per thread, and runs each item exactly once. `assign` is
+the stream consumer that puts newly written items in the index (seed 002's "task scheduler").
+
+Exactly once, with overlapping or crashing processors: an item is claimed with a conditional update (a lease)
+before dispatch; a claim never completed comes back after the lease; a failed dispatch goes back into the index
+with an attempt count and exponential backoff, and after the last attempt to the dead-letter queue with the reason.
+Every write here sets `stStatus`, so the stream filter never hands these writes back to `assign` (no loop).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any, Protocol
+
+from st_core import log
+from st_core.batch import handle_stream_batch
+from st_core.clients import CLIENTS, Clients
+from st_core.config import HandlerConfig, load_config
+from st_core.dispatch import due_event, send_now, target_input
+from st_core.errors import PermanentError, error_code, is_transient
+from st_core.naming import dedupe_name
+from st_core.pending import (
+    ATTEMPTS,
+    CLAIM,
+    DONE_AT,
+    DUE,
+    ERROR,
+    INDEX_NAME,
+    SHARD,
+    STATUS,
+    Status,
+    pending_attributes,
+    without_index,
+)
+from st_core.stream import (
+    BatchResponse,
+    DynamoDBStreamEvent,
+    DynamoDBStreamRecord,
+    decode_image,
+    identity_of,
+    key_identity,
+)
+from st_core.timeparse import format_due, parse_due
+
+MODE = "polling"
+PAGE_SIZE = 100
+
+
+class LambdaContext(Protocol):
+    def get_remaining_time_in_millis(self) -> int: ...
+
+
+@dataclass
+class TickReport:
+    """What one processor invocation did (also its return value and the metrics it logs)."""
+
+    dispatched: int = 0
+    retried: int = 0
+    failed: int = 0
+    skipped: int = 0
+    backlog: int = 0
+    out_of_time: bool = False
+    shards: dict[int, int] = field(default_factory=dict)
+
+
+# -- the processor ---------------------------------------------------------------------------------------------
+
+
+class Processor:
+    def __init__(
+        self, config: HandlerConfig, clients: Clients, now: Callable[[], float], time_left: Callable[[], float]
+    ):
+        self.config = config
+        self.polling = config["polling"]
+        self.clients = clients
+        self.now = now
+        self.time_left = time_left
+        self.keys = [k for k in (config["partitionKey"], config["sortKey"]) if k]
+
+    def tick(self) -> TickReport:
+        report = TickReport()
+        shards = range(self.polling["shards"])
+        with ThreadPoolExecutor(max_workers=min(self.config["maxWorkers"], len(shards))) as pool:
+            for shard, counts in zip(shards, pool.map(self._drain, shards), strict=True):
+                report.dispatched += counts.dispatched
+                report.retried += counts.retried
+                report.failed += counts.failed
+                report.skipped += counts.skipped
+                report.backlog += counts.backlog
+                report.out_of_time |= counts.out_of_time
+                report.shards[shard] = counts.dispatched
+        log.metrics(
+            "ScheduledTable",
+            {"Table": self.config["table"], "Mode": MODE},
+            Dispatched=report.dispatched,
+            Retried=report.retried,
+            Failed=report.failed,
+            Backlog=report.backlog,
+        )
+        return report
+
+    def _out_of_time(self) -> bool:
+        return self.time_left() < self.polling["budgetMarginSeconds"]
+
+    def _drain(self, shard: int) -> TickReport:
+        counts = TickReport()
+        query: dict[str, Any] = {
+            "TableName": self.config["table"],
+            "IndexName": INDEX_NAME,
+            "KeyConditionExpression": "#shard = :shard AND #due <= :now",
+            "ExpressionAttributeNames": {"#shard": SHARD, "#due": DUE},
+            "ExpressionAttributeValues": {":shard": {"N": str(shard)}, ":now": {"N": str(int(self.now()))}},
+            "Limit": PAGE_SIZE,
+        }
+        ddb = self.clients.get("dynamodb")
+        while True:
+            page = ddb.query(**query)
+            for index, raw in enumerate(page.get("Items", [])):
+                if self._out_of_time():
+                    counts.out_of_time = True
+                    counts.backlog += len(page["Items"]) - index + self._remaining(query, page)
+                    return counts
+                self._run(raw, counts)
+            if not page.get("LastEvaluatedKey"):
+                return counts
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _remaining(self, query: dict[str, Any], page: dict[str, Any]) -> int:
+        """How many due items are left behind in this shard beyond the current page (for the backlog metric)."""
+        if not page.get("LastEvaluatedKey"):
+            return 0
+        rest = {k: v for k, v in query.items() if k != "Limit"}
+        rest.update(Select="COUNT", ExclusiveStartKey=page["LastEvaluatedKey"])
+        try:
+            return int(self.clients.get("dynamodb").query(**rest).get("Count", 0))
+        except Exception:  # the metric is best effort; the items themselves wait for the next tick
+            return 0
+
+    def _key(self, raw: dict[str, Any]) -> dict[str, Any]:
+        return {k: raw[k] for k in self.keys}
+
+    def _run(self, raw: dict[str, Any], counts: TickReport) -> None:
+        key, due = self._key(raw), int(raw[DUE]["N"])
+        lease = int(self.now()) + self.polling["leaseSeconds"]
+        if not self._claim(key, due, lease):
+            counts.skipped += 1
+            return
+        item = without_index(decode_image(raw) or {})
+        occurrence = dedupe_name(identity_of(key), str(due))
+        try:
+            moment = datetime.fromtimestamp(due, UTC)
+            event = due_event(
+                mode=MODE, table=self.config["table"], keys=decode_image(key) or {}, due=moment, item=item
+            )
+            send_now(
+                self.config["target"],
+                target_input(self.config["target"], event),
+                occurrence=occurrence,
+                clients=self.clients,
+            )
+        except Exception as exc:
+            self._failed(key, raw, lease, exc, counts)
+            return
+        self._done(key, lease)
+        counts.dispatched += 1
+        log.info(
+            "dispatched",
+            keys=decode_image(key),
+            dueAt=format_due(datetime.fromtimestamp(due, UTC)),
+            lateSeconds=round(self.now() - due, 3),
+        )
+
+    def _claim(self, key: dict[str, Any], due: int, lease: int) -> bool:
+        """Take the item for `leaseSeconds`, only if it is still due at `due` and nobody holds a live claim."""
+        try:
+            self.clients.get("dynamodb").update_item(
+                TableName=self.config["table"],
+                Key=key,
+                UpdateExpression="SET #claim = :lease, #status = :claimed",
+                ConditionExpression="#due = :due AND (attribute_not_exists(#claim) OR #claim < :now)",
+                ExpressionAttributeNames={"#claim": CLAIM, "#status": STATUS, "#due": DUE},
+                ExpressionAttributeValues={
+                    ":lease": {"N": str(lease)},
+                    ":claimed": {"S": Status.CLAIMED.value},
+                    ":due": {"N": str(due)},
+                    ":now": {"N": str(int(self.now()))},
+                },
+            )
+        except Exception as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False  # another processor has it, or it moved or left the index
+            raise
+        return True
+
+    def _done(self, key: dict[str, Any], lease: int) -> None:
+        ddb = self.clients.get("dynamodb")
+        ours = {":lease": {"N": str(lease)}}
+        try:
+            if self.polling["onDone"] == "delete":
+                ddb.delete_item(
+                    TableName=self.config["table"],
+                    Key=key,
+                    ConditionExpression="#claim = :lease",
+                    ExpressionAttributeNames={"#claim": CLAIM},
+                    ExpressionAttributeValues=ours,
+                )
+                return
+            ddb.update_item(
+                TableName=self.config["table"],
+                Key=key,
+                UpdateExpression="SET #status = :done, #doneAt = :at REMOVE #shard, #due, #claim, #error",
+                ConditionExpression="#claim = :lease",
+                ExpressionAttributeNames={
+                    "#status": STATUS,
+                    "#doneAt": DONE_AT,
+                    "#shard": SHARD,
+                    "#due": DUE,
+                    "#claim": CLAIM,
+                    "#error": ERROR,
+                },
+                ExpressionAttributeValues={
+                    **ours,
+                    ":done": {"S": Status.DONE.value},
+                    ":at": {"S": format_due(datetime.fromtimestamp(self.now(), UTC))},
+                },
+            )
+        except Exception as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            log.warning("lease-lost", keys=decode_image(key), note="dispatched after the lease ran out")
+
+    def _failed(self, key: dict[str, Any], raw: dict[str, Any], lease: int, exc: Exception, counts: TickReport) -> None:
+        attempts = int(raw.get(ATTEMPTS, {}).get("N", "0")) + 1
+        reason = f"{type(exc).__name__}: {str(exc)[:500]}"
+        final = not is_transient(exc) or attempts >= self.polling["maxAttempts"]
+        ddb = self.clients.get("dynamodb")
+        names = {"#claim": CLAIM, "#status": STATUS, "#attempts": ATTEMPTS, "#error": ERROR}
+        values: dict[str, Any] = {
+            ":lease": {"N": str(lease)},
+            ":attempts": {"N": str(attempts)},
+            ":error": {"S": reason},
+        }
+        if final:
+            self._dead_letter(raw, reason, attempts)
+            update = "SET #status = :failed, #attempts = :attempts, #error = :error REMOVE #shard, #due, #claim"
+            names.update({"#shard": SHARD, "#due": DUE})
+            values[":failed"] = {"S": Status.FAILED.value}
+            counts.failed += 1
+        else:
+            backoff = self.polling["backoffSeconds"] * 2 ** (attempts - 1)
+            update = "SET #status = :retry, #attempts = :attempts, #error = :error, #due = :next REMOVE #claim"
+            names["#due"] = DUE
+            values.update({":retry": {"S": Status.RETRY.value}, ":next": {"N": str(int(self.now()) + backoff)}})
+            counts.retried += 1
+        try:
+            ddb.update_item(
+                TableName=self.config["table"],
+                Key=key,
+                UpdateExpression=update,
+                ConditionExpression="#claim = :lease",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except Exception as write_error:
+            if error_code(write_error) != "ConditionalCheckFailedException":
+                raise
+        log.warning("dispatch-failed", keys=decode_image(key), attempts=attempts, final=final, reason=reason)
+
+    def _dead_letter(self, raw: dict[str, Any], reason: str, attempts: int) -> None:
+        body = {
+            "reason": reason,
+            "attempts": attempts,
+            "mode": MODE,
+            "table": self.config["table"],
+            "keys": decode_image(self._key(raw)),
+            "item": without_index(decode_image(raw) or {}),
+        }
+        self.clients.get("sqs").send_message(
+            QueueUrl=self.polling["deadLetterUrl"], MessageBody=json.dumps(body, default=str, sort_keys=True)
+        )
+
+
+def process(
+    config: HandlerConfig,
+    *,
+    clients: Clients = CLIENTS,
+    now: Callable[[], float] = time.time,
+    time_left: Callable[[], float] = lambda: 900.0,
+) -> TickReport:
+    return Processor(config, clients, now, time_left).tick()
+
+
+def handler(event: dict[str, Any], context: LambdaContext | None = None) -> dict[str, Any]:
+    """Lambda entry point for the rule (`polling.handler`): one tick."""
+    if context is None:
+        report = process(load_config())
+    else:
+        report = process(load_config(), time_left=lambda: context.get_remaining_time_in_millis() / 1000)
+    return {
+        "dispatched": report.dispatched,
+        "retried": report.retried,
+        "failed": report.failed,
+        "backlog": report.backlog,
+        "outOfTime": report.out_of_time,
+    }
+
+
+# -- the assigner ------------------------------------------------------------------------------------------------
+
+
+def due_of(item: dict[str, Any], config: HandlerConfig, written: datetime) -> datetime:
+    """The item's due time: its time attribute (ISO-8601 with any offset, or epoch seconds), else now plus its
+    delay attribute (seconds), else now plus the component's default delay. Neither is a PermanentError."""
+    value = item.get(config["timeAttribute"])
+    if value is not None:
+        return parse_due(value)
+    polling = config["polling"]
+    delay = item.get(polling["delayAttribute"])
+    if delay is None:
+        delay = polling["defaultDelaySeconds"]
+    if delay is None:
+        raise PermanentError(
+            f"item has neither {config['timeAttribute']!r} (ISO-8601 or epoch seconds) nor "
+            f"{polling['delayAttribute']!r} (seconds), and the component sets no default_delay_seconds"
+        )
+    if isinstance(delay, bool) or not isinstance(delay, int | float | Decimal) or delay < 0:
+        raise PermanentError(f"delay attribute {polling['delayAttribute']!r} must be a number of seconds >= 0")
+    return written + timedelta(seconds=int(delay))
+
+
+def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: Clients, now: datetime) -> None:
+    data = record["dynamodb"]
+    new = decode_image(data.get("NewImage")) or {}
+    old = decode_image(data.get("OldImage")) or {}
+    time_attribute = config["timeAttribute"]
+    unchanged = record["eventName"] == "MODIFY" and new.get(time_attribute) == old.get(time_attribute)
+    settled = new.get(STATUS) is not None or old.get(STATUS) in (Status.DONE.value, Status.FAILED.value)
+    if unchanged and settled:
+        return  # its time did not change: leave it where it is (in the index, done or failed)
+    created = data.get("ApproximateCreationDateTime")
+    written = datetime.fromtimestamp(float(created), UTC) if created else now
+    due = due_of(new, config, written)
+    attributes = pending_attributes(key_identity(record), due, config["polling"]["shards"])
+    try:
+        clients.get("dynamodb").update_item(
+            TableName=config["table"],
+            Key=data["Keys"],
+            UpdateExpression="SET #shard = :shard, #due = :due, #status = :pending REMOVE #attempts, #error, #claim",
+            # Only the version of the item this record describes: a newer write will have its own record.
+            ConditionExpression="attribute_exists(#pk)",
+            ExpressionAttributeNames={
+                "#shard": SHARD,
+                "#due": DUE,
+                "#status": STATUS,
+                "#attempts": ATTEMPTS,
+                "#error": ERROR,
+                "#claim": CLAIM,
+                "#pk": config["partitionKey"],
+            },
+            ExpressionAttributeValues={
+                ":shard": {"N": str(attributes[SHARD])},
+                ":due": {"N": str(attributes[DUE])},
+                ":pending": {"S": Status.PENDING.value},
+            },
+        )
+    except Exception as exc:
+        if error_code(exc) != "ConditionalCheckFailedException":
+            raise
+        log.info("assign-skipped", reason="item deleted since")
+        return
+    log.info("assigned", dueAt=format_due(due), shard=attributes[SHARD])
+
+
+def handle_assign_batch(
+    event: DynamoDBStreamEvent,
+    config: HandlerConfig,
+    *,
+    clients: Clients = CLIENTS,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> BatchResponse:
+    return handle_stream_batch(
+        event, config, mode=MODE, handle=lambda record: assign_record(record, config, clients, now()), clients=clients
+    )
+
+
+def assign(event: DynamoDBStreamEvent, context: object = None) -> BatchResponse:
+    """Lambda entry point for the stream (`polling.assign`)."""
+    return handle_assign_batch(event, load_config())

@@ -1,0 +1,47 @@
+"""The polling mode's sparse due index: which attributes put an item in it, and which shard it lands on.
+
+Only items waiting to run carry `stShard` (the index's partition key, 0..shards-1) and `stDue` (its sort key, epoch
+seconds), so the index holds exactly the work to do and a processor reads `stDue <= now` per shard. `stStatus`
+records where the item is (PENDING, CLAIMED, RETRY, DONE, FAILED); every write the mode makes sets it, which is
+how the stream filter tells the mode's own writes from a user's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+SHARD = "stShard"
+DUE = "stDue"
+STATUS = "stStatus"
+CLAIM = "stClaimUntil"
+ATTEMPTS = "stAttempts"
+DONE_AT = "stDoneAt"
+ERROR = "stError"
+INDEX_NAME = "due"
+INDEX_ATTRIBUTES = (SHARD, DUE, STATUS, CLAIM, ATTEMPTS, DONE_AT, ERROR)
+
+
+class Status(StrEnum):
+    PENDING = "PENDING"
+    CLAIMED = "CLAIMED"
+    RETRY = "RETRY"
+    DONE = "DONE"
+    FAILED = "FAILED"
+
+
+def shard_of(key_identity: str, shards: int) -> int:
+    """A stable shard for an item: the same keys always land on the same shard, and keys spread evenly."""
+    return int.from_bytes(hashlib.sha256(key_identity.encode("utf-8")).digest()[:8], "big") % shards
+
+
+def pending_attributes(key_identity: str, due: datetime, shards: int) -> dict[str, Any]:
+    """The attributes that put an item in the due index (plain values; add them to the item you write)."""
+    return {SHARD: shard_of(key_identity, shards), DUE: int(due.timestamp()), STATUS: Status.PENDING.value}
+
+
+def without_index(item: dict[str, Any]) -> dict[str, Any]:
+    """The item as its writer knows it: the index's bookkeeping removed."""
+    return {k: v for k, v in item.items() if k not in INDEX_ATTRIBUTES}
