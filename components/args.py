@@ -21,7 +21,7 @@ class Mode(StrEnum):
     AGGREGATE = "aggregate"
 
 
-IMPLEMENTED_MODES = frozenset({Mode.EVENTBRIDGE, Mode.TTL})
+IMPLEMENTED_MODES = frozenset({Mode.EVENTBRIDGE, Mode.TTL, Mode.POLLING})
 
 # CloudWatch Logs accepts only these retention periods (days).
 LOG_RETENTION_DAYS = frozenset(
@@ -78,6 +78,14 @@ class ScheduledTableArgs:
     repeat_until_attribute: str = "repeatUntil"
     occurrence_attribute: str = "occurrence"
     idempotency_window_seconds: int = 172800
+    # Polling (polling mode)
+    shards: int = 8
+    poll_interval_minutes: int = 1
+    on_done: str = "mark"
+    delay_attribute: str = "delaySeconds"
+    default_delay_seconds: int | None = None
+    max_attempts: int = 5
+    retry_backoff_seconds: int = 60
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", _mode(self.mode))
@@ -94,7 +102,7 @@ def _mode(value: Mode | str) -> Mode:
     if mode not in IMPLEMENTED_MODES:
         raise NotImplementedError(
             f"mode: {mode.value!r} is not available in this release yet; use mode='eventbridge' "
-            "(stream -> one EventBridge Scheduler schedule per item) or mode='ttl' until it ships"
+            "(one EventBridge Scheduler schedule per item), 'ttl' or 'polling' until it ships"
         )
     return mode
 
@@ -195,17 +203,56 @@ def _ttl(args: ScheduledTableArgs) -> None:
     _between(args, "idempotency_window_seconds", 3600, 2592000, " (longer than any redelivery: 48 h by default)")
 
 
+POLLING_ONLY = (
+    "shards",
+    "poll_interval_minutes",
+    "on_done",
+    "delay_attribute",
+    "default_delay_seconds",
+    "max_attempts",
+    "retry_backoff_seconds",
+)
+
+
+def _polling(args: ScheduledTableArgs) -> None:
+    if args.mode is not Mode.POLLING:
+        for name in POLLING_ONLY:
+            if getattr(args, name) != _DEFAULTS[name]:
+                _fail(name, f"only applies to mode='polling' (mode is {str(args.mode)!r})", f"remove {name}")
+        return
+    _between(args, "shards", 1, 100, " (one index partition each; 8 by default)")
+    _between(args, "poll_interval_minutes", 1, 1440)
+    if args.on_done not in ("mark", "delete"):
+        _fail("on_done", f"{args.on_done!r} is not valid", "use 'mark' (keep the item, marked done) or 'delete'")
+    if not args.delay_attribute or args.delay_attribute in (args.partition_key, args.sort_key, args.time_attribute):
+        _fail("delay_attribute", f"{args.delay_attribute!r} cannot be used", "name an attribute of its own")
+    if args.default_delay_seconds is not None:
+        _between(args, "default_delay_seconds", 0, 31536000)
+    _between(args, "max_attempts", 1, 100)
+    _between(args, "retry_backoff_seconds", 1, 86400)
+    reserved = _reserved_attributes()
+    for name in ("partition_key", "sort_key", "time_attribute", "delay_attribute"):
+        if getattr(args, name) in reserved:
+            _fail(name, f"{getattr(args, name)!r} is reserved for the due index", f"use a name not in {reserved}")
+
+
+def _reserved_attributes() -> tuple[str, ...]:
+    from .packaging import runtime_module
+
+    attributes: tuple[str, ...] = runtime_module("pending").INDEX_ATTRIBUTES
+    return attributes
+
+
 def _tags(args: ScheduledTableArgs) -> None:
     for key, value in args.tags.items():
         if not isinstance(key, str) or not isinstance(value, str) or not key or key.startswith("aws:"):
             _fail("tags", f"{key!r}: {value!r} is not a valid tag", "use non-empty string keys not starting 'aws:'")
 
 
-_RULES = (_keys, _billing, _encryption, _target, _lambda, _stream, _scheduler, _ttl, _tags)
+_RULES = (_keys, _billing, _encryption, _target, _lambda, _stream, _scheduler, _ttl, _polling, _tags)
 
 
-def describe_defaults() -> dict[str, Any]:
-    """Every option with its default (mode excluded): the README's "Default settings" table is checked against it."""
+def _field_defaults() -> dict[str, Any]:
     result: dict[str, Any] = {}
     for f in fields(ScheduledTableArgs):
         if f.name == "mode":
@@ -213,3 +260,11 @@ def describe_defaults() -> dict[str, Any]:
         factory: Any = f.default_factory
         result[f.name] = factory() if f.default is MISSING else f.default
     return result
+
+
+_DEFAULTS = _field_defaults()
+
+
+def describe_defaults() -> dict[str, Any]:
+    """Every option with its default (mode excluded): the README's "Default settings" table is checked against it."""
+    return _field_defaults()

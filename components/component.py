@@ -12,8 +12,8 @@ import pulumi_aws as aws
 
 from . import policies
 from .args import Mode, ScheduledTableArgs
-from .filters import eventbridge_filters, filter_patterns, ttl_filters
-from .packaging import handler_archive
+from .filters import eventbridge_filters, filter_patterns, polling_filters, ttl_filters
+from .packaging import handler_archive, runtime_module
 from .runtime_config import ENV_VAR, handler_config
 from .targets import EmailTarget
 
@@ -54,6 +54,8 @@ class ScheduledTable(pulumi.ComponentResource):
     stream_dlq_url: pulumi.Output[str]
     target_dlq_url: pulumi.Output[str] | None
     ledger_table_name: pulumi.Output[str] | None
+    processor_function_name: pulumi.Output[str] | None
+    tick_rule_name: pulumi.Output[str] | None
     poison_queue_url: pulumi.Output[str]
 
     def __init__(self, name: str, args: ScheduledTableArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -84,6 +86,8 @@ class ScheduledTable(pulumi.ComponentResource):
         self.schedule_group_name = None
         self.target_dlq_url = None
         self.ledger_table_name = None
+        self.processor_function_name = None
+        self.tick_rule_name = None
         consumer = _MODE_BUILDERS[Mode(args.mode)](self)
         self.function = consumer.function
         self.function_name = consumer.function.name
@@ -97,7 +101,16 @@ class ScheduledTable(pulumi.ComponentResource):
             "stream_dlq_url": self.stream_dlq_url,
             "poison_queue_url": self.poison_queue_url,
         }
-        for key in ("schedule_group_name", "due_queue_url", "due_queue_arn", "target_dlq_url", "ledger_table_name"):
+        optional = (
+            "schedule_group_name",
+            "due_queue_url",
+            "due_queue_arn",
+            "target_dlq_url",
+            "ledger_table_name",
+            "processor_function_name",
+            "tick_rule_name",
+        )
+        for key in optional:
             if getattr(self, key) is not None:
                 outputs[key] = getattr(self, key)
         self.outputs: dict[str, pulumi.Output[str]] = outputs
@@ -110,6 +123,30 @@ class ScheduledTable(pulumi.ComponentResource):
         attributes = [aws.dynamodb.TableAttributeArgs(name=a.partition_key, type=a.partition_key_type)]
         if a.sort_key:
             attributes.append(aws.dynamodb.TableAttributeArgs(name=a.sort_key, type=a.sort_key_type))
+        indexes: list[aws.dynamodb.TableGlobalSecondaryIndexArgs] = []
+        if a.mode is Mode.POLLING:
+            # The sparse due index: only items waiting to run carry its keys (shard, due epoch seconds).
+            pending = runtime_module("pending")
+            attributes += [
+                aws.dynamodb.TableAttributeArgs(name=pending.SHARD, type="N"),
+                aws.dynamodb.TableAttributeArgs(name=pending.DUE, type="N"),
+            ]
+            indexes.append(
+                aws.dynamodb.TableGlobalSecondaryIndexArgs(
+                    name=pending.INDEX_NAME,
+                    key_schemas=[
+                        aws.dynamodb.TableGlobalSecondaryIndexKeySchemaArgs(
+                            attribute_name=pending.SHARD, key_type="HASH"
+                        ),
+                        aws.dynamodb.TableGlobalSecondaryIndexKeySchemaArgs(
+                            attribute_name=pending.DUE, key_type="RANGE"
+                        ),
+                    ],
+                    projection_type="ALL",
+                    read_capacity=a.read_capacity,
+                    write_capacity=a.write_capacity,
+                )
+            )
         return aws.dynamodb.Table(
             f"{self._name}-table",
             attributes=attributes,
@@ -126,6 +163,7 @@ class ScheduledTable(pulumi.ComponentResource):
             ),
             deletion_protection_enabled=a.deletion_protection,
             # ttl mode: DynamoDB deletes each item once its time attribute (epoch seconds) has passed.
+            global_secondary_indexes=indexes or None,
             ttl=aws.dynamodb.TableTtlArgs(attribute_name=a.time_attribute, enabled=True)
             if a.mode is Mode.TTL
             else None,
@@ -395,8 +433,82 @@ class ScheduledTable(pulumi.ComponentResource):
             config=self._mode_config(Mode.TTL, **sections),
         )
 
+    def _build_polling(self) -> _Consumer:
+        """A rule ticks -> processor takes due items from the sharded index; the assigner indexes new items."""
+        a = self._args
+        pending = runtime_module("pending")
+        target_dlq = self._queue("target-dlq")
+        self.target_dlq_url = target_dlq.url
+        sections = {
+            "polling": target_dlq.url.apply(
+                lambda url: {
+                    "shards": a.shards,
+                    # A claim outlives the invocation that made it: a crashed processor's items come back after it.
+                    "leaseSeconds": a.lambda_timeout_seconds + 30,
+                    "maxAttempts": a.max_attempts,
+                    "backoffSeconds": a.retry_backoff_seconds,
+                    "onDone": a.on_done,
+                    "deadLetterUrl": url,
+                    "delayAttribute": a.delay_attribute,
+                    "defaultDelaySeconds": a.default_delay_seconds,
+                    # Stop taking new items this long before the Lambda's timeout (10 s, or a third of short ones).
+                    "budgetMarginSeconds": min(10, max(1, a.lambda_timeout_seconds // 3)),
+                }
+            )
+        }
+        config = self._mode_config(Mode.POLLING, **sections)
+        done_actions = ["DeleteItem", "UpdateItem"] if a.on_done == "delete" else ["UpdateItem"]
+        processor = self._function(
+            role="processor",
+            handler="polling.handler",
+            extra_statements=pulumi.Output.all(
+                self._target_statements(policies.direct_dispatch_statements),
+                self.table.arn.apply(lambda arn: policies.index_query_statements(arn, pending.INDEX_NAME)),
+                self.table.arn.apply(lambda arn: policies.table_item_statements(arn, done_actions)),
+            ).apply(lambda v: [s for part in v for s in part]),
+            config=config,
+            stream=False,
+            send_queues=[target_dlq],
+        )
+        rule = aws.cloudwatch.EventRule(
+            f"{self._name}-tick",
+            schedule_expression=tick_expression(a.poll_interval_minutes),
+            description=f"scheduled-table polling tick for {self._name}",
+            tags=self._tags,
+            opts=self._child,
+        )
+        permission = aws.lambda_.Permission(
+            f"{self._name}-tick-permission",
+            action="lambda:InvokeFunction",
+            function=processor.function.name,
+            principal="events.amazonaws.com",
+            source_arn=rule.arn,
+            opts=self._child,
+        )
+        aws.cloudwatch.EventTarget(
+            f"{self._name}-tick-target",
+            rule=rule.name,
+            arn=processor.function.arn,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
+        )
+        self.processor_function_name = processor.function.name
+        self.tick_rule_name = rule.name
+        return self._consumer(
+            role="assigner",
+            handler="polling.assign",
+            filters=polling_filters(),
+            extra_statements=self.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),
+            config=config,
+        )
+
+
+def tick_expression(minutes: int) -> str:
+    """EventBridge's rate() wants the singular for one."""
+    return "rate(1 minute)" if minutes == 1 else f"rate({minutes} minutes)"
+
 
 _MODE_BUILDERS: dict[Mode, Callable[[ScheduledTable], _Consumer]] = {
     Mode.EVENTBRIDGE: ScheduledTable._build_eventbridge,
     Mode.TTL: ScheduledTable._build_ttl,
+    Mode.POLLING: ScheduledTable._build_polling,
 }

@@ -31,6 +31,24 @@ def ttl_filters(time_attribute: str, precise: bool) -> list[dict[str, Any]]:
     return [{"eventName": ["REMOVE"], "userIdentity": TTL_SERVICE}]
 
 
+def polling_filters() -> list[dict[str, Any]]:
+    """Writes of users, never of the mode itself: items without `stStatus` (new, or replaced by a PutItem), and
+    updates of items waiting in the index (PENDING before and after, to pick up a changed due time). The processor's
+    writes always change the status (CLAIMED, RETRY, DONE, FAILED) and the assigner's turn none into PENDING, so
+    neither comes back to the assigner: no loop."""
+    from .packaging import runtime_module
+
+    pending = runtime_module("pending")
+    status, waiting = pending.STATUS, pending.Status.PENDING.value
+    return [
+        {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": {status: {"S": [{"exists": False}]}}}},
+        {
+            "eventName": ["MODIFY"],
+            "dynamodb": {"NewImage": {status: {"S": [waiting]}}, "OldImage": {status: {"S": [waiting]}}},
+        },
+    ]
+
+
 def filter_patterns(patterns: list[dict[str, Any]]) -> list[str]:
     """The mapping's filter patterns as JSON text, one filter each (Lambda ORs them; at most 5 by default)."""
     if not 1 <= len(patterns) <= 5:

@@ -116,6 +116,11 @@ def table_item_statements(table_arn: str, actions: list[str]) -> list[Statement]
     return [{"Effect": "Allow", "Action": sorted(f"dynamodb:{a}" for a in actions), "Resource": [table_arn]}]
 
 
+def index_query_statements(table_arn: str, index_name: str) -> list[Statement]:
+    """Query one index of one table."""
+    return [{"Effect": "Allow", "Action": ["dynamodb:Query"], "Resource": [f"{table_arn}/index/{index_name}"]}]
+
+
 def ledger_statements(ledger_arn: str) -> list[Statement]:
     """Claim, complete and release occurrences in the idempotency ledger."""
     return table_item_statements(ledger_arn, ["DeleteItem", "GetItem", "PutItem", "UpdateItem"])

@@ -21,9 +21,9 @@ def handler_config(
     poison_queue_url: str,
     max_workers: int,
     email: dict[str, str] | None = None,
-    scheduler: dict[str, Any] | None = None,
-    ttl: dict[str, Any] | None = None,
+    **sections: dict[str, Any],
 ) -> str:
+    """`sections`: a mode's own parts of the document (`scheduler`, `ttl`, `polling`), each an object."""
     target: dict[str, Any] = {"kind": target_kind, "arn": target_arn}
     if email is not None:
         target["email"] = email
@@ -37,8 +37,5 @@ def handler_config(
         "poisonQueueUrl": poison_queue_url,
         "maxWorkers": max_workers,
     }
-    if scheduler is not None:
-        config["scheduler"] = scheduler
-    if ttl is not None:
-        config["ttl"] = ttl
+    config.update(sections)
     return json.dumps(config, sort_keys=True, separators=(",", ":"))

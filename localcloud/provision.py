@@ -145,11 +145,11 @@ def _gsi(index: dict[str, Any]) -> dict[str, Any]:
     projection: dict[str, Any] = {"ProjectionType": index.get("projectionType", "ALL")}
     if index.get("nonKeyAttributes"):
         projection["NonKeyAttributes"] = list(index["nonKeyAttributes"])
-    return {
-        "IndexName": index["name"],
-        "KeySchema": _key_schema(index["hashKey"], index.get("rangeKey")),
-        "Projection": projection,
-    }
+    if index.get("keySchemas"):
+        schema = [{"AttributeName": k["attributeName"], "KeyType": k["keyType"]} for k in index["keySchemas"]]
+    else:
+        schema = _key_schema(index["hashKey"], index.get("rangeKey"))
+    return {"IndexName": index["name"], "KeySchema": schema, "Projection": projection}
 
 
 def _apply_table(p: Provisioner, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -38,7 +38,7 @@ def test_ttl_mode_accepts_precise_and_its_attributes() -> None:
     assert args.mode is Mode.TTL and args.precise and args.repeat_attribute == "every"
 
 
-@pytest.mark.parametrize("mode", ["polling", "aggregate"])
+@pytest.mark.parametrize("mode", ["aggregate"])
 def test_modes_not_yet_shipped_refuse_clearly(mode: str) -> None:
     with pytest.raises(NotImplementedError, match=f"mode: '{mode}' is not available in this release yet"):
         ScheduledTableArgs(mode=mode)
