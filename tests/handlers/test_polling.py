@@ -1,0 +1,346 @@
+"""polling handlers against moto: a real table with the sparse due index and a stream; the processor's claims,
+retries and completions read back from the table and the queues."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto.events.models import EventPattern
+from polling import Processor, handle_assign_batch, process
+from st_core.clients import CLIENTS
+from st_core.config import HandlerConfig
+from st_core.pending import INDEX_NAME
+
+from components.filters import filter_patterns, polling_filters
+from tests.conftest import REGION
+from tests.handlers.conftest import Env, Stream
+
+NOW = float(int(time.time()))
+
+
+@pytest.fixture
+def polling_env(env: Env) -> Iterator[Env]:
+    """The handler env's queues and config, on a table that has the due index."""
+    table = f"polling-{env.table}"
+    created = env.ddb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": n, "AttributeType": t}
+            for n, t in (("PK", "S"), ("SK", "S"), ("stShard", "N"), ("stDue", "N"))
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": INDEX_NAME,
+                "KeySchema": [
+                    {"AttributeName": "stShard", "KeyType": "HASH"},
+                    {"AttributeName": "stDue", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+    dlq = env.sqs.create_queue(QueueName=f"dlq-{table}")["QueueUrl"]
+    config: HandlerConfig = copy.deepcopy(env.config)
+    config["mode"], config["table"] = "polling", table
+    config.pop("scheduler")
+    config["polling"] = {
+        "shards": 8,
+        "leaseSeconds": 90,
+        "maxAttempts": 3,
+        "backoffSeconds": 60,
+        "onDone": "mark",
+        "deadLetterUrl": dlq,
+        "delayAttribute": "delaySeconds",
+        "defaultDelaySeconds": None,
+        "budgetMarginSeconds": 10,
+    }
+    env.table, env.config = table, config
+    env.stream = Stream(
+        created["TableDescription"]["LatestStreamArn"], boto3.client("dynamodbstreams", region_name=REGION)
+    )
+    env.target_dlq_arn = dlq  # the URL, for these tests
+    yield env
+
+
+def pending(env: Env, pk: str, due: float, shard: int = 0, **extra: Any) -> None:
+    env.put({"PK": pk, "SK": "T", "stShard": shard, "stDue": int(due), "stStatus": "PENDING", **extra})
+
+
+def item(env: Env, pk: str) -> dict[str, Any]:
+    found: dict[str, Any] = env.ddb.get_item(TableName=env.table, Key={"PK": {"S": pk}, "SK": {"S": "T"}}).get(
+        "Item", {}
+    )
+    return found
+
+
+def due_keys(env: Env) -> list[str]:
+    return sorted(m["keys"]["PK"] for m in env.messages(env.due_queue_url))
+
+
+def tick(env: Env, now: float = NOW, **kwargs: Any) -> Any:
+    return process(env.config, now=lambda: now, **kwargs)
+
+
+# -- the processor ------------------------------------------------------------------------------------------------
+
+
+def test_due_items_run_and_later_ones_wait(polling_env: Env) -> None:
+    pending(polling_env, "due", NOW - 60)
+    pending(polling_env, "now", NOW)
+    pending(polling_env, "later", NOW + 60)
+    report = tick(polling_env)
+    assert report.dispatched == 2 and due_keys(polling_env) == ["due", "now"]
+    assert item(polling_env, "later")["stStatus"]["S"] == "PENDING"
+
+
+def test_times_off_the_rules_grid_are_never_missed(polling_env: Env) -> None:
+    # GIVEN due times at odd seconds (seed 002 queried one exact minute bucket and missed these)
+    for i, offset in enumerate((37, 61, 119, 3601)):
+        pending(polling_env, f"odd{i}", NOW - offset, shard=i % 8)
+    assert tick(polling_env).dispatched == 4
+
+
+def test_every_shard_is_drained(polling_env: Env) -> None:
+    for shard in range(8):
+        pending(polling_env, f"s{shard}", NOW - 1, shard=shard)
+    report = tick(polling_env)
+    assert report.dispatched == 8 and all(report.shards[s] == 1 for s in range(8))
+
+
+def test_a_done_item_leaves_the_index_and_is_marked_with_its_time(polling_env: Env) -> None:
+    pending(polling_env, "a", NOW - 5, payload="x")
+    tick(polling_env)
+    done = item(polling_env, "a")
+    assert done["stStatus"]["S"] == "DONE" and "stShard" not in done and "stDue" not in done and "stDoneAt" in done
+    [message] = polling_env.messages(polling_env.due_queue_url)
+    assert message["item"] == {"PK": "a", "SK": "T", "payload": "x"} and message["mode"] == "polling"
+    assert tick(polling_env, NOW + 600).dispatched == 0
+
+
+def test_on_done_delete_removes_the_item(polling_env: Env) -> None:
+    polling_env.config["polling"]["onDone"] = "delete"
+    pending(polling_env, "a", NOW - 5)
+    tick(polling_env)
+    assert item(polling_env, "a") == {}
+
+
+def test_overlapping_processors_dispatch_each_item_once(polling_env: Env) -> None:
+    # moto's conditional writes are not atomic across threads (DynamoDB's are), so the overlap is interleaved by
+    # hand: processor A reads its pages, then B runs a whole tick, then A goes on with what it read.
+    polling_env.config["maxWorkers"] = 1
+    for i in range(60):
+        pending(polling_env, f"t{i}", NOW - i, shard=i % 8)
+    other: list[Any] = []
+
+    def time_left() -> float:
+        if not other:
+            other.append(tick(polling_env))
+        return 900.0
+
+    first = tick(polling_env, time_left=time_left)
+    keys = due_keys(polling_env)
+    assert len(keys) == 60 and len(set(keys)) == 60
+    assert first.dispatched + other[0].dispatched == 60 and first.skipped > 0
+
+
+def test_a_crashed_claim_comes_back_after_the_lease(polling_env: Env) -> None:
+    # GIVEN a processor claimed the item and died before dispatching it
+    pending(polling_env, "a", NOW - 5, stClaimUntil=int(NOW) + 90)
+    # WHEN the next tick comes within the lease, nothing; after it, the item runs once
+    assert tick(polling_env, NOW + 60).dispatched == 0
+    assert tick(polling_env, NOW + 91).dispatched == 1
+    assert due_keys(polling_env) == ["a"]
+
+
+def _break_target(polling_env: Env, code: str = "ServiceUnavailable", status: int = 503) -> None:
+    """The target queue fails; the dead-letter queue (also SQS) still works."""
+    from botocore.exceptions import ClientError
+
+    def fail(params: dict[str, Any], **_: Any) -> None:
+        # `params` is the serialized request; it names the queue's URL
+        if polling_env.due_queue_url.rsplit("/", 1)[-1] not in json.dumps(params, default=str):
+            return
+        raise ClientError(
+            {"Error": {"Code": code, "Message": "down"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "SendMessage"
+        )
+
+    CLIENTS.get("sqs").meta.events.register("before-call.sqs.SendMessage", fail)
+
+
+def test_a_failed_dispatch_backs_off_then_lands_in_the_dead_letter_queue(polling_env: Env) -> None:
+    pending(polling_env, "a", NOW - 5)
+    _break_target(polling_env)
+    # Attempt 1 and 2: back into the index, 60 s then 120 s later
+    assert tick(polling_env).retried == 1
+    assert (item(polling_env, "a")["stDue"]["N"], item(polling_env, "a")["stAttempts"]["N"]) == (
+        str(int(NOW) + 60),
+        "1",
+    )
+    assert tick(polling_env, NOW + 30).retried == 0  # not due again yet
+    assert tick(polling_env, NOW + 61).retried == 1
+    assert item(polling_env, "a")["stDue"]["N"] == str(int(NOW) + 61 + 120)
+    # Attempt 3 (the last): dead-lettered with the reason, out of the index
+    assert tick(polling_env, NOW + 200).failed == 1
+    failed = item(polling_env, "a")
+    assert failed["stStatus"]["S"] == "FAILED" and "stShard" not in failed
+    CLIENTS.reset()
+    sqs = boto3.client("sqs", region_name=REGION)
+    [letter] = [
+        json.loads(m["Body"])
+        for m in sqs.receive_message(QueueUrl=polling_env.config["polling"]["deadLetterUrl"])["Messages"]
+    ]
+    assert letter["attempts"] == 3 and "ServiceUnavailable" in letter["reason"] and letter["keys"]["PK"] == "a"
+
+
+def test_a_permanent_dispatch_error_dead_letters_at_once(polling_env: Env) -> None:
+    pending(polling_env, "a", NOW - 5)
+    _break_target(polling_env, "InvalidParameterValue", 400)
+    assert tick(polling_env).failed == 1
+
+
+def test_the_time_budget_stops_before_the_lambda_would_and_reports_the_backlog(polling_env: Env) -> None:
+    polling_env.config["polling"]["shards"] = 1
+    for i in range(250):
+        pending(polling_env, f"t{i:03}", NOW - 1000 + i)
+    # GIVEN a Lambda whose remaining time runs down by one second per item
+    left = iter(range(60, 0, -1))
+    report = tick(polling_env, time_left=lambda: float(next(left, 0)))
+    # THEN it stopped with its margin (10 s) left, and reports what it left behind
+    assert report.out_of_time and 40 <= report.dispatched <= 51
+    assert report.dispatched + report.backlog == 250
+    assert tick(polling_env).dispatched == 250 - report.dispatched
+
+
+def test_the_tick_logs_the_backlog_as_an_embedded_metric(polling_env: Env, caplog: pytest.LogCaptureFixture) -> None:
+    pending(polling_env, "a", NOW - 5)
+    tick(polling_env)
+    lines = [json.loads(r.getMessage()) for r in caplog.records if '"_aws"' in r.getMessage()]
+    [metric] = lines
+    assert metric["Backlog"] == 0 and metric["Dispatched"] == 1
+    assert metric["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "ScheduledTable"
+
+
+def test_a_processor_that_lost_its_lease_does_not_overwrite_the_new_claim(polling_env: Env) -> None:
+    pending(polling_env, "a", NOW - 5)
+    processor = Processor(polling_env.config, CLIENTS, lambda: NOW, lambda: 900.0)
+    key = {"PK": {"S": "a"}, "SK": {"S": "T"}}
+    assert processor._claim(key, int(NOW) - 5, int(NOW) + 90)
+    # another processor took over after the lease
+    polling_env.ddb.update_item(
+        TableName=polling_env.table,
+        Key=key,
+        UpdateExpression="SET stClaimUntil = :x",
+        ExpressionAttributeValues={":x": {"N": str(int(NOW) + 500)}},
+    )
+    processor._done(key, int(NOW) + 90)
+    assert item(polling_env, "a")["stClaimUntil"]["N"] == str(int(NOW) + 500)
+
+
+# -- the assigner ---------------------------------------------------------------------------------------------------
+
+
+def assign(env: Env) -> Any:
+    return handle_assign_batch(env.event(), env.config)
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        ({"dueAt": "2030-01-01T10:00:00Z"}, 1893492000),
+        ({"dueAt": "2030-01-01T12:00:00+02:00"}, 1893492000),
+        ({"dueAt": "2030-01-01T10:00:00"}, 1893492000),
+        ({"dueAt": 1893492000}, 1893492000),
+        ({"dueAt": "1893492000"}, 1893492000),
+    ],
+)
+def test_the_assigner_indexes_every_time_format(polling_env: Env, written: dict[str, Any], expected: int) -> None:
+    polling_env.put({"PK": "a", "SK": "T", **written})
+    assert assign(polling_env) == {"batchItemFailures": []}
+    indexed = item(polling_env, "a")
+    assert indexed["stDue"]["N"] == str(expected) and indexed["stStatus"]["S"] == "PENDING"
+    assert 0 <= int(indexed["stShard"]["N"]) < 8
+
+
+def test_a_delay_attribute_counts_from_when_the_item_was_written(polling_env: Env) -> None:
+    before = int(time.time())
+    polling_env.put({"PK": "a", "SK": "T", "delaySeconds": 300})
+    assign(polling_env)
+    assert before + 299 <= int(item(polling_env, "a")["stDue"]["N"]) <= int(time.time()) + 301
+
+
+def test_the_default_delay_applies_when_the_item_names_no_time(polling_env: Env) -> None:
+    polling_env.config["polling"]["defaultDelaySeconds"] = 0
+    polling_env.put({"PK": "a", "SK": "T"})
+    assign(polling_env)
+    assert abs(int(item(polling_env, "a")["stDue"]["N"]) - time.time()) < 5
+
+
+@pytest.mark.parametrize(
+    ("written", "reason"),
+    [
+        ({}, "neither 'dueAt'"),
+        ({"dueAt": "next tuesday"}, "is not ISO-8601 or epoch seconds"),
+        ({"delaySeconds": "soon"}, "must be a number of seconds"),
+        ({"dueAt": 1893492000000}, "milliseconds"),
+    ],
+)
+def test_an_item_without_a_usable_time_goes_to_poison_with_the_reason(
+    polling_env: Env, written: dict[str, Any], reason: str
+) -> None:
+    polling_env.put({"PK": "a", "SK": "T", **written})
+    assert assign(polling_env) == {"batchItemFailures": []}
+    [poison] = polling_env.messages(polling_env.poison_url)
+    assert reason in poison["reason"] and "stShard" not in item(polling_env, "a")
+
+
+# -- no loop: the mode's own writes never reach the assigner ------------------------------------------------------
+
+
+def matches(record: dict[str, Any]) -> bool:
+    return any(EventPattern.load(p).matches_event(record) for p in filter_patterns(polling_filters()))  # type: ignore[arg-type]
+
+
+def test_only_users_writes_pass_the_assigners_filter(polling_env: Env) -> None:
+    # GIVEN a user's insert, the assigner indexing it, the processor claiming and completing it, a retry
+    polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})
+    user_insert = polling_env.event()
+    assert [matches(r) for r in user_insert["Records"]] == [True]
+    handle_assign_batch(user_insert, polling_env.config)
+    tick(polling_env, NOW + 1)
+    own_writes = polling_env.event()["Records"]
+    # THEN none of the mode's own writes (index, claim, done) would invoke the assigner again
+    assert len(own_writes) == 3 and not any(matches(r) for r in own_writes)
+    # AND a user moving a waiting item's time, or rewriting a done item, would
+    polling_env.put(
+        {"PK": "b", "SK": "T", "dueAt": int(NOW) + 3600, "stShard": 1, "stDue": int(NOW) + 3600, "stStatus": "PENDING"}
+    )
+    polling_env.event()
+    polling_env.ddb.update_item(
+        TableName=polling_env.table,
+        Key={"PK": {"S": "b"}, "SK": {"S": "T"}},
+        UpdateExpression="SET dueAt = :d",
+        ExpressionAttributeValues={":d": {"N": str(int(NOW) + 60)}},
+    )
+    [moved] = polling_env.event()["Records"]
+    assert matches(moved)
+    handle_assign_batch({"Records": [moved]}, polling_env.config)
+    assert item(polling_env, "b")["stDue"]["N"] == str(int(NOW) + 60)
+
+
+def test_a_user_rewriting_a_done_item_unchanged_does_not_run_it_again(polling_env: Env) -> None:
+    polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})
+    handle_assign_batch(polling_env.event(), polling_env.config)
+    tick(polling_env, NOW + 1)
+    polling_env.event()
+    polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})  # the same item, written again
+    assign(polling_env)
+    assert "stShard" not in item(polling_env, "a")
