@@ -25,6 +25,8 @@ OUTPUT_NAMES = (
     "due_queue_arn",
     "target_dlq_url",
     "ledger_table_name",
+    "processor_function_name",
+    "tick_rule_name",
 )
 
 
@@ -45,7 +47,7 @@ class Built:
         return document
 
     def handler_config(self) -> dict[str, Any]:
-        (function,) = self.of_type(":Function")
+        function = next(f for f in self.of_type(":Function") if "processor" not in f.name)
         config: dict[str, Any] = json.loads(function.inputs["environment"]["variables"]["SCHEDULED_TABLE_CONFIG"])
         return config
 

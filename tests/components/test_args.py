@@ -33,6 +33,25 @@ def test_unknown_mode_lists_the_modes() -> None:
     assert str(caught.value) == "mode: 'cron' is not a mode; use one of 'eventbridge', 'ttl', 'polling', 'aggregate'"
 
 
+POLLING_RULES: list[tuple[dict[str, Any], str]] = [
+    ({"shards": 0}, "shards: 0 is out of range; use a whole number from 1 to 100"),
+    ({"poll_interval_minutes": 0}, "poll_interval_minutes: 0 is out of range; use a whole number from 1 to 1440"),
+    ({"on_done": "archive"}, "on_done: 'archive' is not valid; use 'mark' (keep the item, marked done) or 'delete'"),
+    ({"delay_attribute": "dueAt"}, "delay_attribute: 'dueAt' cannot be used; name an attribute of its own"),
+    ({"default_delay_seconds": -1}, "default_delay_seconds: -1 is out of range"),
+    ({"max_attempts": 0}, "max_attempts: 0 is out of range; use a whole number from 1 to 100"),
+    ({"retry_backoff_seconds": 0}, "retry_backoff_seconds: 0 is out of range"),
+    ({"time_attribute": "stDue"}, "time_attribute: 'stDue' is reserved for the due index"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), POLLING_RULES, ids=[next(iter(k)) for k, _ in POLLING_RULES])
+def test_each_polling_rule_names_the_field_and_the_fix(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        ScheduledTableArgs(mode="polling", **kwargs)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
 def test_ttl_mode_accepts_precise_and_its_attributes() -> None:
     args = ScheduledTableArgs(mode="ttl", precise=True, repeat_attribute="every")
     assert args.mode is Mode.TTL and args.precise and args.repeat_attribute == "every"

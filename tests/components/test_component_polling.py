@@ -1,0 +1,143 @@
+"""ScheduledTable in `polling` mode, under Pulumi mocks: one behaviour per test."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from components.filters import filter_patterns, polling_filters
+
+from .conftest import Built
+
+Build = Callable[..., Built]
+
+
+def polling(build: Build, **kwargs: Any) -> Built:
+    return build(mode="polling", **kwargs)
+
+
+def statements(built: Built, name: str) -> list[dict[str, Any]]:
+    return list(built.policy(name)["Statement"])
+
+
+def test_creates_the_polling_resources(build: Build) -> None:
+    names = sorted(n for n, r in polling(build).mocks.by_name.items() if r.type != "pulumi:pulumi:Stack")
+    assert names == sorted(
+        ["rem", "rem-table", "rem-stream-dlq", "rem-poison", "rem-due", "rem-target-dlq"]
+        + [f"rem-{role}{part}" for role in ("processor", "assigner") for part in ("", "-logs", "-role", "-policy")]
+        + ["rem-assigner-mapping", "rem-tick", "rem-tick-permission", "rem-tick-target"]
+    )
+
+
+def test_the_table_has_the_sparse_sharded_due_index(build: Build) -> None:
+    table = polling(build).one("rem-table").inputs
+    [index] = table["globalSecondaryIndexes"]
+    assert index["name"] == "due" and index["projectionType"] == "ALL"
+    assert index["keySchemas"] == [
+        {"attributeName": "stShard", "keyType": "HASH"},
+        {"attributeName": "stDue", "keyType": "RANGE"},
+    ]
+    assert {"name": "stShard", "type": "N"} in table["attributes"] and {"name": "stDue", "type": "N"} in table[
+        "attributes"
+    ]
+    assert "ttl" not in table
+
+
+def test_other_modes_have_no_index(build: Build) -> None:
+    assert "globalSecondaryIndexes" not in build().one("rem-table").inputs
+
+
+@pytest.mark.parametrize(("minutes", "expression"), [(1, "rate(1 minute)"), (5, "rate(5 minutes)")])
+def test_a_rule_ticks_every_interval(build: Build, minutes: int, expression: str) -> None:
+    assert polling(build, poll_interval_minutes=minutes).one("rem-tick").inputs["scheduleExpression"] == expression
+
+
+def test_the_rule_targets_the_processor_which_lets_only_that_rule_invoke_it(build: Build) -> None:
+    built = polling(build)
+    processor_arn, rule = built.one("rem-processor").outputs["arn"], built.one("rem-tick").outputs
+    assert built.one("rem-tick-target").inputs["arn"] == processor_arn
+    assert built.one("rem-tick-target").inputs["rule"] == rule["name"]
+    permission = built.one("rem-tick-permission").inputs
+    assert (permission["principal"], permission["sourceArn"], permission["action"]) == (
+        "events.amazonaws.com",
+        rule["arn"],
+        "lambda:InvokeFunction",
+    )
+
+
+def test_the_processor_has_no_stream_mapping_and_the_assigner_does(build: Build) -> None:
+    built = polling(build)
+    [mapping] = built.of_type(":EventSourceMapping")
+    assert mapping.inputs["functionName"] == built.one("rem-assigner").outputs["arn"]
+    assert built.one("rem-processor").inputs["handler"] == "polling.handler"
+    assert built.one("rem-assigner").inputs["handler"] == "polling.assign"
+
+
+def test_the_assigner_sees_only_users_writes(build: Build) -> None:
+    mapping = polling(build).one("rem-assigner-mapping").inputs
+    patterns = [f["pattern"] for f in mapping["filterCriteria"]["filters"]]
+    assert patterns == filter_patterns(polling_filters())
+    assert json.loads(patterns[0])["dynamodb"]["NewImage"]["stStatus"] == {"S": [{"exists": False}]}
+
+
+def test_the_processor_may_query_only_the_due_index_and_update_only_this_table(build: Build) -> None:
+    built = polling(build)
+    table_arn = built.one("rem-table").outputs["arn"]
+    found = statements(built, "rem-processor-policy")
+    assert {"Effect": "Allow", "Action": ["dynamodb:Query"], "Resource": [f"{table_arn}/index/due"]} in found
+    assert {"Effect": "Allow", "Action": ["dynamodb:UpdateItem"], "Resource": [table_arn]} in found
+    assert not any(a.startswith("dynamodb:GetRecords") for s in found for a in s["Action"])
+    assert {
+        "Effect": "Allow",
+        "Action": ["sqs:SendMessage"],
+        "Resource": [built.one("rem-target-dlq").outputs["arn"]],
+    } in found
+
+
+def test_on_done_delete_adds_delete_item(build: Build) -> None:
+    built = polling(build, on_done="delete")
+    table_arn = built.one("rem-table").outputs["arn"]
+    found = statements(built, "rem-processor-policy")
+    assert {
+        "Effect": "Allow",
+        "Action": ["dynamodb:DeleteItem", "dynamodb:UpdateItem"],
+        "Resource": [table_arn],
+    } in found
+
+
+def test_the_assigner_may_only_update_items_and_read_the_stream(build: Build) -> None:
+    built = polling(build)
+    table_arn = built.one("rem-table").outputs["arn"]
+    found = statements(built, "rem-assigner-policy")
+    assert {"Effect": "Allow", "Action": ["dynamodb:UpdateItem"], "Resource": [table_arn]} in found
+    assert any(s["Resource"] == [f"{table_arn}/stream/*"] for s in found)
+    assert not any("dynamodb:Query" in s["Action"] for s in found)
+
+
+def test_handler_config_carries_the_polling_section(build: Build) -> None:
+    built = polling(build, shards=16, default_delay_seconds=30, max_attempts=4, retry_backoff_seconds=10)
+    config = built.handler_config()
+    assert config["polling"] == {
+        "shards": 16,
+        "leaseSeconds": 90,
+        "maxAttempts": 4,
+        "backoffSeconds": 10,
+        "onDone": "mark",
+        "deadLetterUrl": built.one("rem-target-dlq").outputs["url"],
+        "delayAttribute": "delaySeconds",
+        "defaultDelaySeconds": 30,
+        "budgetMarginSeconds": 10,
+    }
+    processor_config = json.loads(
+        built.one("rem-processor").inputs["environment"]["variables"]["SCHEDULED_TABLE_CONFIG"]
+    )
+    assert processor_config == config
+
+
+def test_polling_outputs_name_the_processor_and_rule(build: Build) -> None:
+    built = polling(build)
+    assert built.outputs["processor_function_name"] == built.one("rem-processor").outputs["name"]
+    assert built.outputs["tick_rule_name"] == built.one("rem-tick").outputs["name"]
