@@ -9,9 +9,9 @@ from collections import Counter
 
 from .demo import demo
 from .deploy import LOCAL_STACK, Deployment, down, up
-from .emulators import Emulators
+from .emulators import Emulators, fire_rule
 from .program import REPO, run_program
-from .provision import describe
+from .provision import clients, describe
 from .scenarios import verify_sender
 from .server import Ministack
 
@@ -63,6 +63,8 @@ Item={{'PK': {{'S': 'TASK#2'}}, 'SK': {{'S': 'TASK'}}, 'dueAt': {{'S': t}}}})"
   python -c "import boto3; print(boto3.client('sqs').receive_message(QueueUrl='{queue}', WaitTimeSeconds=20))"
 
 Emails sent (reminders table, attribute remindAt): curl -s {endpoint}/_ministack/ses/messages
+Polling (jobs table): the rule ticks every minute; to tick now:
+  python -m localcloud fire --rule jobs-tick --endpoint {endpoint}
 Stop with Ctrl-C.
 """
 
@@ -106,7 +108,15 @@ def main(argv: list[str] | None = None) -> int:
     destroy = commands.add_parser("down", help="delete every resource of a stack from a running ministack")
     destroy.add_argument("--stack", default=LOCAL_STACK)
     destroy.add_argument("--endpoint", required=True)
+    fire = commands.add_parser("fire", help="invoke a schedule rule's targets now instead of at its next rate() tick")
+    fire.add_argument("--rule", required=True, help="e.g. jobs-tick (output tick_rule_name)")
+    fire.add_argument("--endpoint", required=True)
+    fire.add_argument("--region", default="eu-west-1")
     args = parser.parse_args(argv)
+    if args.command == "fire":
+        invoked = fire_rule(clients(args.endpoint, args.region), args.rule, args.region)
+        print(f"rule {args.rule}: invoked {invoked} target(s)")
+        return 0
     if args.command == "demo":
         return demo(args.stack)
     if args.command == "up":

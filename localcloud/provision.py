@@ -434,8 +434,36 @@ def _mapping_request(inputs: dict[str, Any]) -> dict[str, Any]:
     if on_failure:
         request["DestinationConfig"] = {"OnFailure": {"Destination": on_failure}}
     filters = (inputs.get("filterCriteria") or {}).get("filters") or []
-    request["FilterCriteria"] = {"Filters": [{"Pattern": f["pattern"]} for f in filters]}
+    request["FilterCriteria"] = {"Filters": [{"Pattern": for_ministack(f["pattern"])} for f in filters]}
     return request
+
+
+def for_ministack(pattern: str) -> str:
+    """ministack's filter engine fails `{"attr": {"S": [{"exists": false}]}}` when `attr` is absent (it wants the
+    parent to exist; AWS and EventBridge do not). In a DynamoDB image an attribute is absent exactly when its type
+    map is, so `{"attr": [{"exists": false}]}` means the same and ministack evaluates it right. Only the copy
+    deployed locally is rewritten; the component's pattern is the AWS one."""
+
+    def rewrite(node: Any) -> Any:
+        if not isinstance(node, dict):
+            return node
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if (
+                isinstance(value, dict)
+                and len(value) == 1
+                and next(iter(value)) in _DYNAMODB_TYPES
+                and next(iter(value.values())) == [{"exists": False}]
+            ):
+                out[key] = [{"exists": False}]
+            else:
+                out[key] = rewrite(value)
+        return out
+
+    return json.dumps(rewrite(json.loads(pattern)), separators=(",", ":"), sort_keys=True)
+
+
+_DYNAMODB_TYPES = frozenset({"S", "N", "B", "BOOL", "NULL", "M", "L", "SS", "NS", "BS"})
 
 
 def _source_table(stream_arn: str) -> str:

@@ -11,10 +11,11 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from .deploy import Deployment
+from .emulators import fire_rule
 from .provision import clients
 from .server import ses_outbox
 
@@ -286,6 +287,48 @@ class ExpiringSessions(_Base):
         return result
 
 
+@dataclass
+class PollingJobs(_Base):
+    """Seed 002: jobs due at scattered, off-grid times (some already past), in every accepted format, found by a
+    processor that the scenario fires every `fire_every` seconds instead of waiting for the rule's minute. One job
+    names no time at all: the assigner parks it in the poison queue with the reason."""
+
+    fire_every: float = 2.0
+    fired: int = 0
+    _last_fire: float = 0.0
+
+    def start(self, now: float) -> None:
+        table = self.outputs["table_name"]
+        offsets = [-30.0, -7.0, 3.3, 4.7, 6.1, 8.9, 9.4, 11.2, 12.8, 14.5]
+        for i, offset in enumerate(offsets[: self.count]):
+            due = now + offset
+            # Alternate the formats the assigner accepts: ISO with Z, ISO with an offset, epoch seconds.
+            written: Any = (
+                iso(due)
+                if i % 3 == 0
+                else datetime.fromtimestamp(due, UTC).astimezone(timezone(timedelta(hours=2))).isoformat()
+                if i % 3 == 1
+                else int(due)
+            )
+            put(self.client, table, {"PK": f"JOB#{i}", "SK": "JOB", "dueAt": written, "n": i})
+            # Due times are whole seconds; one already past is due as soon as it is indexed.
+            self.expected[f"JOB#{i}"] = max(float(int(due)), now)
+        put(self.client, table, {"PK": "DELAYED#1", "SK": "JOB", "delaySeconds": 5})
+        self.expected["DELAYED#1"] = now + 5
+        put(self.client, table, {"PK": "NOTIME#1", "SK": "JOB", "note": "no dueAt, no delaySeconds"})
+        self.forbidden.add("NOTIME#1")
+        self.expected_dead["poison_queue"] = 1
+        self.written = len(self.expected) + 1
+
+    def observe(self) -> list[Delivery]:
+        if time.time() - self._last_fire >= self.fire_every:
+            self._last_fire = time.time()
+            self.fired += fire_rule(self.client, self.outputs["tick_rule_name"], self.deployment.region)
+        for body, at in drain_due_events(self.client, self.outputs["due_queue_url"]):
+            self.deliveries.append(Delivery(str(body["keys"]["PK"]), at))
+        return self.deliveries
+
+
 def _epoch(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
@@ -302,6 +345,7 @@ def scenarios(deployment: Deployment) -> list[Scenario]:
         QueuedTasks(deployment, "tasks", "tasks (due queue)", "eventbridge"),
         ExpiringSessions(deployment, "sessions", "sessions (seeds 001/004)", "ttl", count=8),
         ExpiringSessions(deployment, "offers", "offers (precise)", "ttl", count=8),
+        PollingJobs(deployment, "jobs", "jobs (seed 002)", "polling"),
     ]
 
 

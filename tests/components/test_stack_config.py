@@ -137,5 +137,6 @@ def test_the_local_stack_config_builds_its_tables() -> None:
         ("tasks", "eventbridge", "dueAt"),
         ("sessions", "ttl", "expiresAt"),
         ("offers", "ttl", "expiresAt"),
+        ("jobs", "polling", "dueAt"),
     ]
     assert all(args.deletion_protection is False for _, args in built)

@@ -3,6 +3,7 @@ resets it before it deploys, so modules do not see each other's resources."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,6 +46,12 @@ def snapshot(endpoint: str, region: str = "eu-west-1") -> dict[str, Any]:
             for p in client("iam").list_role_policies(RoleName=r["RoleName"])["PolicyNames"]
         ),
         "log_groups": sorted(g["logGroupName"] for g in client("logs").describe_log_groups()["logGroups"]),
+        "rules": sorted(r["Name"] for r in client("events").list_rules()["Rules"]),
+        "permissions": sorted(
+            json.dumps(lam.get_policy(FunctionName=f["FunctionName"])["Policy"], sort_keys=True)
+            for f in lam.list_functions()["Functions"]
+            if f["FunctionName"].endswith("-processor")
+        ),
         "schedule_groups": sorted(
             g["Name"] for g in client("scheduler").list_schedule_groups()["ScheduleGroups"] if g["Name"] != "default"
         ),

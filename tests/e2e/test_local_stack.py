@@ -83,9 +83,24 @@ def test_precise_offers_are_deleted_by_their_schedules_and_park_the_bad_ttl_with
     assert poison["record"]["dynamodb"]["Keys"]["PK"] == {"S": "BADTTL#1"} and "never expires" in poison["reason"]
 
 
+def test_polling_jobs_run_once_each_whatever_their_time_format_and_the_timeless_one_is_parked(
+    outcomes: dict[str, Outcome], deployment: Deployment
+) -> None:
+    jobs = outcomes["jobs"]
+    assert (jobs.written, jobs.expected) == (12, 11)
+    assert_exactly_once(jobs)
+    sqs = clients(deployment.endpoint, deployment.region)("sqs")
+    [message] = sqs.receive_message(QueueUrl=deployment.outputs["jobs"]["poison_queue_url"])["Messages"]
+    assert "neither 'dueAt'" in json.loads(message["Body"])["reason"]
+    table = clients(deployment.endpoint, deployment.region)("dynamodb").scan(TableName="jobs-table")["Items"]
+    done = [i for i in table if i.get("stStatus", {}).get("S") == "DONE"]
+    assert len(done) == 11 and not any("stShard" in i for i in done)
+
+
 def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment: Deployment) -> None:
     state = snapshot(deployment.endpoint)
     assert state["tables"] == [
+        "jobs-table",
         "offers-ledger",
         "offers-table",
         "reminders-table",
@@ -94,8 +109,16 @@ def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment:
         "tasks-table",
     ]
     assert state["ttl"]["sessions-table"] == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expiresAt"}
-    assert state["functions"] == ["offers-executor", "reminders-scheduler", "sessions-executor", "tasks-scheduler"]
-    assert len(state["mappings"]) == 4
+    assert state["functions"] == [
+        "jobs-assigner",
+        "jobs-processor",
+        "offers-executor",
+        "reminders-scheduler",
+        "sessions-executor",
+        "tasks-scheduler",
+    ]
+    assert len(state["mappings"]) == 5
+    assert state["rules"] == ["jobs-tick"]
     assert state["schedule_groups"] == ["offers-schedules", "reminders-schedules", "tasks-schedules"]
     assert deployment.outputs["tasks"]["due_queue_url"].startswith(deployment.endpoint)
 

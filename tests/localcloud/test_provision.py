@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 
 import pulumi
@@ -61,3 +62,12 @@ def test_function_code_is_zipped_from_file_and_string_assets() -> None:
     with zipfile.ZipFile(io.BytesIO(zip_archive(archive))) as package:
         assert package.namelist() == ["a.py", "pkg/b.py"]
         assert package.read("a.py") == b"x = 1\n"
+
+
+def test_absent_attribute_patterns_are_rewritten_for_ministack_only() -> None:
+    from localcloud.provision import for_ministack
+
+    pattern = '{"dynamodb":{"NewImage":{"stStatus":{"S":[{"exists":false}]},"x":{"S":["a"]}}},"eventName":["INSERT"]}'
+    rewritten = json.loads(for_ministack(pattern))
+    assert rewritten["dynamodb"]["NewImage"] == {"stStatus": [{"exists": False}], "x": {"S": ["a"]}}
+    assert rewritten["eventName"] == ["INSERT"]
