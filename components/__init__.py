@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .args import Mode, ScheduledTableArgs
 from .component import ScheduledTable
+from .pending import pending_attributes
 from .targets import EmailTarget, FunctionTarget, QueueTarget, StateMachineTarget, Target, TopicTarget
 
 __all__ = [
@@ -16,4 +17,5 @@ __all__ = [
     "StateMachineTarget",
     "Target",
     "TopicTarget",
+    "pending_attributes",
 ]

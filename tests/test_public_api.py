@@ -16,6 +16,7 @@ def test_public_api_is_exactly_this() -> None:
         "StateMachineTarget",
         "Target",
         "TopicTarget",
+        "pending_attributes",
     ]
     assert all(hasattr(components, name) for name in components.__all__)
 

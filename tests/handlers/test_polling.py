@@ -344,3 +344,26 @@ def test_a_user_rewriting_a_done_item_unchanged_does_not_run_it_again(polling_en
     polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})  # the same item, written again
     assign(polling_env)
     assert "stShard" not in item(polling_env, "a")
+
+
+def test_pre_insertion_scheduling_puts_an_item_where_the_assigner_would(polling_env: Env) -> None:
+    from components import pending_attributes
+
+    # GIVEN one item indexed by the assigner and the same keys indexed by the exported helper
+    polling_env.put({"PK": "pre", "SK": "T", "dueAt": "2030-01-01T10:00:00Z"})
+    assign(polling_env)
+    by_assigner = item(polling_env, "pre")
+    helper = pending_attributes({"PK": "pre", "SK": "T"}, "2030-01-01T10:00:00Z", shards=8)
+    # THEN they agree, and a helper-indexed item is found by the processor without the assigner
+    assert helper == {"stShard": int(by_assigner["stShard"]["N"]), "stDue": 1893492000, "stStatus": "PENDING"}
+    polling_env.put({"PK": "direct", "SK": "T", **pending_attributes({"PK": "direct", "SK": "T"}, int(NOW) - 1)})
+    assert tick(polling_env).dispatched == 1
+
+
+def test_the_helper_refuses_what_the_index_cannot_hold() -> None:
+    from components import pending_attributes
+
+    with pytest.raises(ValueError, match="shards: 0 is out of range"):
+        pending_attributes({"PK": "a"}, 0, shards=0)
+    with pytest.raises(ValueError, match="cannot be a boolean"):
+        pending_attributes({"PK": True}, 0)
