@@ -21,8 +21,6 @@ class Mode(StrEnum):
     AGGREGATE = "aggregate"
 
 
-IMPLEMENTED_MODES = frozenset({Mode.EVENTBRIDGE, Mode.TTL, Mode.POLLING})
-
 # CloudWatch Logs accepts only these retention periods (days).
 LOG_RETENTION_DAYS = frozenset(
     {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
@@ -86,6 +84,14 @@ class ScheduledTableArgs:
     default_delay_seconds: int | None = None
     max_attempts: int = 5
     retry_backoff_seconds: int = 60
+    # Totals (aggregate mode); the defaults are seed 003's layout
+    source_prefix: str = "SCORE"
+    value_attribute: str = "Score"
+    group_from: str = "SK"
+    total_sort_key: str = "TOTAL"
+    total_attribute: str = "totalScore"
+    aggregation: str = "sum"
+    on_change: str = "ignore"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", _mode(self.mode))
@@ -99,11 +105,6 @@ def _mode(value: Mode | str) -> Mode:
     except ValueError:
         choices = ", ".join(repr(m.value) for m in Mode)
         raise ValueError(f"mode: {value!r} is not a mode; use one of {choices}") from None
-    if mode not in IMPLEMENTED_MODES:
-        raise NotImplementedError(
-            f"mode: {mode.value!r} is not available in this release yet; use mode='eventbridge' "
-            "(one EventBridge Scheduler schedule per item), 'ttl' or 'polling' until it ships"
-        )
     return mode
 
 
@@ -215,10 +216,7 @@ POLLING_ONLY = (
 
 
 def _polling(args: ScheduledTableArgs) -> None:
-    if args.mode is not Mode.POLLING:
-        for name in POLLING_ONLY:
-            if getattr(args, name) != _DEFAULTS[name]:
-                _fail(name, f"only applies to mode='polling' (mode is {str(args.mode)!r})", f"remove {name}")
+    if not _only_in(args, Mode.POLLING, POLLING_ONLY):
         return
     _between(args, "shards", 1, 100, " (one index partition each; 8 by default)")
     _between(args, "poll_interval_minutes", 1, 1440)
@@ -243,13 +241,58 @@ def _reserved_attributes() -> tuple[str, ...]:
     return attributes
 
 
+AGGREGATE_ONLY = (
+    "source_prefix",
+    "value_attribute",
+    "group_from",
+    "total_sort_key",
+    "total_attribute",
+    "aggregation",
+    "on_change",
+)
+
+
+def _only_in(args: ScheduledTableArgs, mode: Mode, names: tuple[str, ...]) -> bool:
+    """Refuse a mode's options set on another mode; True when `args` is that mode (so its rules apply)."""
+    if args.mode is mode:
+        return True
+    for name in names:
+        if getattr(args, name) != _DEFAULTS[name]:
+            _fail(name, f"only applies to mode={mode.value!r} (mode is {str(args.mode)!r})", f"remove {name}")
+    return False
+
+
+def _aggregate(args: ScheduledTableArgs) -> None:
+    if not _only_in(args, Mode.AGGREGATE, AGGREGATE_ONLY):
+        return
+    if args.target is not None:
+        _fail("target", "aggregate mode writes totals to the table and has no target", "remove target")
+    if args.sort_key is None or args.partition_key_type != "S" or args.sort_key_type != "S":
+        _fail("sort_key", "aggregate mode keeps totals at PK=<group>, SK=total_sort_key", "use string PK and SK keys")
+    for name in ("source_prefix", "value_attribute", "group_from", "total_sort_key", "total_attribute"):
+        if not getattr(args, name):
+            _fail(name, "must not be empty", "use the default or name your own")
+    if args.total_attribute in (args.partition_key, args.sort_key, args.value_attribute):
+        _fail("total_attribute", f"{args.total_attribute!r} is a key or the value attribute", "use its own name")
+    if args.value_attribute in (args.partition_key, args.sort_key):
+        _fail("value_attribute", f"{args.value_attribute!r} is a key attribute", "name the attribute holding the value")
+    if args.aggregation not in ("sum", "count"):
+        _fail("aggregation", f"{args.aggregation!r} is not supported", "use 'sum' or 'count'")
+    if args.on_change not in ("ignore", "adjust"):
+        _fail("on_change", f"{args.on_change!r} is not valid", "use 'ignore' (inserts only, as seed 003) or 'adjust'")
+    if args.total_sort_key.startswith(args.source_prefix):
+        _fail(
+            "total_sort_key", f"starts with source_prefix {args.source_prefix!r}", "totals must not look like sources"
+        )
+
+
 def _tags(args: ScheduledTableArgs) -> None:
     for key, value in args.tags.items():
         if not isinstance(key, str) or not isinstance(value, str) or not key or key.startswith("aws:"):
             _fail("tags", f"{key!r}: {value!r} is not a valid tag", "use non-empty string keys not starting 'aws:'")
 
 
-_RULES = (_keys, _billing, _encryption, _target, _lambda, _stream, _scheduler, _ttl, _polling, _tags)
+_RULES = (_keys, _billing, _encryption, _target, _lambda, _stream, _scheduler, _ttl, _polling, _aggregate, _tags)
 
 
 def _field_defaults() -> dict[str, Any]:

@@ -12,7 +12,7 @@ import pulumi_aws as aws
 
 from . import policies
 from .args import Mode, ScheduledTableArgs
-from .filters import eventbridge_filters, filter_patterns, polling_filters, ttl_filters
+from .filters import aggregate_filters, eventbridge_filters, filter_patterns, polling_filters, ttl_filters
 from .packaging import handler_archive, runtime_module
 from .runtime_config import ENV_VAR, handler_config
 from .targets import EmailTarget
@@ -77,11 +77,16 @@ class ScheduledTable(pulumi.ComponentResource):
 
         self.due_queue: aws.sqs.Queue | None = None
         self.due_queue_url = self.due_queue_arn = None
-        if args.target is None:
+        self.target_kind = "sqs" if args.target is None else args.target.kind
+        self.target_arn: pulumi.Input[str] = ""
+        if args.mode is Mode.AGGREGATE:
+            self.target_kind = "none"  # totals are written to the table itself: there is no target
+        elif args.target is None:
             self.due_queue = self._queue("due", retention=4 * 24 * 3600)
             self.due_queue_url, self.due_queue_arn = self.due_queue.url, self.due_queue.arn
-        self.target_kind = "sqs" if args.target is None else args.target.kind
-        self.target_arn: pulumi.Input[str] = self.due_queue.arn if self.due_queue else args.target.arn  # type: ignore[union-attr]
+            self.target_arn = self.due_queue.arn
+        else:
+            self.target_arn = args.target.arn
 
         self.schedule_group_name = None
         self.target_dlq_url = None
@@ -382,9 +387,9 @@ class ScheduledTable(pulumi.ComponentResource):
             config=self._mode_config(Mode.EVENTBRIDGE, scheduler=scheduling.config),
         )
 
-    def _build_ttl(self) -> _Consumer:
-        """TTL deletion -> filtered stream -> executor -> target (seeds 001, 004); `precise` adds a delete schedule
-        per item so the action is on time, with TTL as the fallback."""
+    def _ledger(self) -> aws.dynamodb.Table:
+        """The idempotency ledger: one small item per occurrence or record, expiring by TTL, no stream (so nothing
+        written to it can trigger anything)."""
         a = self._args
         ledger = aws.dynamodb.Table(
             f"{self._name}-ledger",
@@ -400,6 +405,42 @@ class ScheduledTable(pulumi.ComponentResource):
             opts=self._child,
         )
         self.ledger_table_name = ledger.name
+        return ledger
+
+    def _build_aggregate(self) -> _Consumer:
+        """Filtered stream -> running totals in the same table, one transaction per group per batch (seed 003)."""
+        a = self._args
+        ledger = self._ledger()
+        section = ledger.name.apply(
+            lambda name: {
+                "sourcePrefix": a.source_prefix,
+                "valueAttribute": a.value_attribute,
+                "groupFrom": a.group_from,
+                "totalSortKey": a.total_sort_key,
+                "totalAttribute": a.total_attribute,
+                "aggregation": a.aggregation,
+                "onChange": a.on_change,
+                "ledgerTable": name,
+                "windowSeconds": a.idempotency_window_seconds,
+            }
+        )
+        statements = pulumi.Output.all(
+            self.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),
+            ledger.arn.apply(lambda arn: policies.table_item_statements(arn, ["PutItem"])),
+        ).apply(lambda v: v[0] + v[1])
+        return self._consumer(
+            role="aggregator",
+            handler="aggregate.handler",
+            filters=aggregate_filters(a.partition_key, a.source_prefix, a.on_change),
+            extra_statements=statements,
+            config=self._mode_config(Mode.AGGREGATE, aggregate=section),
+        )
+
+    def _build_ttl(self) -> _Consumer:
+        """TTL deletion -> filtered stream -> executor -> target (seeds 001, 004); `precise` adds a delete schedule
+        per item so the action is on time, with TTL as the fallback."""
+        a = self._args
+        ledger = self._ledger()
         item_actions = ["PutItem", "DeleteItem"] if a.precise else ["PutItem"]
         statements: list[pulumi.Output[list[policies.Statement]]] = [
             self._target_statements(policies.direct_dispatch_statements),
@@ -511,4 +552,5 @@ _MODE_BUILDERS: dict[Mode, Callable[[ScheduledTable], _Consumer]] = {
     Mode.EVENTBRIDGE: ScheduledTable._build_eventbridge,
     Mode.TTL: ScheduledTable._build_ttl,
     Mode.POLLING: ScheduledTable._build_polling,
+    Mode.AGGREGATE: ScheduledTable._build_aggregate,
 }

@@ -49,6 +49,13 @@ def polling_filters() -> list[dict[str, Any]]:
     ]
 
 
+def aggregate_filters(partition_key: str, prefix: str, on_change: str) -> list[dict[str, Any]]:
+    """Source items only, by their key's prefix (seed 003's filter): inserts, and with `adjust` also updates and
+    deletes. Totals and ledger markers never have that prefix, so the mode's own writes cannot invoke it."""
+    events = ["INSERT", "MODIFY", "REMOVE"] if on_change == "adjust" else ["INSERT"]
+    return [{"eventName": events, "dynamodb": {"Keys": {partition_key: {"S": [{"prefix": prefix}]}}}}]
+
+
 def filter_patterns(patterns: list[dict[str, Any]]) -> list[str]:
     """The mapping's filter patterns as JSON text, one filter each (Lambda ORs them; at most 5 by default)."""
     if not 1 <= len(patterns) <= 5:

@@ -54,6 +54,18 @@ class PollingConfig(TypedDict):
     budgetMarginSeconds: int
 
 
+class AggregateConfig(TypedDict):
+    sourcePrefix: str
+    valueAttribute: str
+    groupFrom: str
+    totalSortKey: str
+    totalAttribute: str
+    aggregation: str
+    onChange: str
+    ledgerTable: str
+    windowSeconds: int
+
+
 class HandlerConfig(TypedDict):
     mode: str
     table: str
@@ -66,6 +78,7 @@ class HandlerConfig(TypedDict):
     scheduler: NotRequired[SchedulerConfig]
     ttl: NotRequired[TtlConfig]
     polling: NotRequired[PollingConfig]
+    aggregate: NotRequired[AggregateConfig]
 
 
 @lru_cache(maxsize=1)

@@ -57,10 +57,9 @@ def test_ttl_mode_accepts_precise_and_its_attributes() -> None:
     assert args.mode is Mode.TTL and args.precise and args.repeat_attribute == "every"
 
 
-@pytest.mark.parametrize("mode", ["aggregate"])
-def test_modes_not_yet_shipped_refuse_clearly(mode: str) -> None:
-    with pytest.raises(NotImplementedError, match=f"mode: '{mode}' is not available in this release yet"):
-        ScheduledTableArgs(mode=mode)
+@pytest.mark.parametrize("mode", list(Mode))
+def test_every_mode_is_available_with_its_defaults(mode: Mode) -> None:
+    assert ScheduledTableArgs(mode=mode.value).mode is mode
 
 
 RULES: list[tuple[dict[str, Any], str]] = [
