@@ -89,6 +89,10 @@ def demo(stack: str = LOCAL_STACK) -> int:
             )
     print()
     print(summary(outcomes))
+    for scenario in chosen:
+        report = getattr(scenario, "report", None)
+        if report is not None:
+            print(f"{scenario.name}: {report()}")
     print()
     found = problems(outcomes)
     for problem in found:

@@ -35,6 +35,7 @@ TTL_PRINCIPAL = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 UNIVERSAL_PREFIX = "arn:aws:scheduler:::aws-sdk:"
 WATCH_HORIZON_SECONDS = 120.0
 TTL_DELAY_SECONDS = 5.0
+TABLES_REFRESH_SECONDS = 3.0
 MAX_LOCAL_RETRIES = 2
 
 Client = Callable[[str], Any]
@@ -114,9 +115,19 @@ class TtlService:
     delivered: int = 0
     failed: int = 0
     deleted: Counter[str] = field(default_factory=Counter)
+    _tables: tuple[float, list[_TtlTable]] = (0.0, [])
     _watched: dict[tuple[str, str], _Watched] = field(default_factory=dict)
 
     def tables(self) -> list[_TtlTable]:
+        """TTL-enabled tables, looked up again every few seconds (not every tick: that is many API calls)."""
+        looked_up, cached = self._tables
+        if time.monotonic() - looked_up < TABLES_REFRESH_SECONDS:
+            return cached
+        found = self._lookup_tables()
+        self._tables = (time.monotonic(), found)
+        return found
+
+    def _lookup_tables(self) -> list[_TtlTable]:
         ddb = self.client("dynamodb")
         found = []
         for name in _pages(ddb.list_tables, "TableNames", token="LastEvaluatedTableName"):

@@ -7,6 +7,7 @@ forbids, then observes deliveries. `tally` turns that into the numbers the demo 
 from __future__ import annotations
 
 import json
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from .server import ses_outbox
 Client = Callable[[str], Any]
 SENDER_DOMAIN = "example.com"
 # Longer than the local TTL delay plus processing, so the repeat's next due time is still ahead when it is written.
-REPEAT_EVERY = 10
+REPEAT_EVERY = 12
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,18 @@ def put(client: Client, table: str, item: dict[str, Any]) -> None:
 
     serializer = TypeSerializer()
     client("dynamodb").put_item(TableName=table, Item={k: serializer.serialize(v) for k, v in item.items()})
+
+
+def put_many(client: Client, table: str, items: list[dict[str, Any]]) -> None:
+    """BatchWriteItem, 25 at a time, resending what DynamoDB reports unprocessed."""
+    from boto3.dynamodb.types import TypeSerializer
+
+    serializer = TypeSerializer()
+    requests = [{"PutRequest": {"Item": {k: serializer.serialize(v) for k, v in item.items()}}} for item in items]
+    while requests:
+        chunk, requests = requests[:25], requests[25:]
+        left = client("dynamodb").batch_write_item(RequestItems={table: chunk}).get("UnprocessedItems", {})
+        requests = list(left.get(table, [])) + requests
 
 
 @dataclass
@@ -329,6 +342,59 @@ class PollingJobs(_Base):
         return self.deliveries
 
 
+@dataclass
+class ScoreTotals(_Base):
+    """Seed 003: 200 scores for 10 players written as fast as possible; each player's total must end equal to the
+    sum of their scores (more would be double counting), and one score that is not a number is parked in the
+    poison queue. A player's "delivery" is the moment their total first matches."""
+
+    players: int = 10
+    scores: int = 200
+    sums: dict[str, int] = field(default_factory=dict)
+    totals: dict[str, int] = field(default_factory=dict)
+
+    def start(self, now: float) -> None:
+        table = self.outputs["table_name"]
+        rng = random.Random(3)
+        items: list[dict[str, Any]] = []
+        for n in range(self.scores):
+            player = f"USER#player{n % self.players}"
+            value = rng.randrange(1, 100)
+            items.append({"PK": f"SCORE#{n:04}", "SK": player, "Score": value})
+            self.sums[player] = self.sums.get(player, 0) + value
+        items.append({"PK": "SCORE#bad", "SK": "USER#player0", "Score": "ninety"})
+        put_many(self.client, table, items)
+        self.expected_dead["poison_queue"] = 1
+        self.written = self.scores + 1
+        written = time.time()
+        self.expected = {player: written for player in self.sums}
+
+    def observe(self) -> list[Delivery]:
+        ddb = self.client("dynamodb")
+        for player in self.sums:
+            found = ddb.get_item(
+                TableName=self.outputs["table_name"], Key={"PK": {"S": player}, "SK": {"S": "TOTAL"}}
+            ).get("Item")
+            self.totals[player] = int(found["totalScore"]["N"]) if found else 0
+            reached = any(d.key == player for d in self.deliveries)
+            if not reached and self.totals[player] == self.sums[player]:
+                self.deliveries.append(Delivery(player, time.time()))
+        return self.deliveries
+
+    def outcome(self) -> Outcome:
+        result = super().outcome()
+        over = [p for p, t in self.totals.items() if t > self.sums[p]]
+        result.duplicates += len(over)
+        result.missing = sorted(set(result.missing) | {p for p, t in self.totals.items() if t != self.sums[p]})
+        result.delivered = len(self.sums) - len(result.missing)
+        return result
+
+    def report(self) -> str:
+        return "totals: " + ", ".join(
+            f"{p.split('#')[1]}={self.totals.get(p, 0)}/{s}" for p, s in sorted(self.sums.items())
+        )
+
+
 def _epoch(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
@@ -346,6 +412,7 @@ def scenarios(deployment: Deployment) -> list[Scenario]:
         ExpiringSessions(deployment, "sessions", "sessions (seeds 001/004)", "ttl", count=8),
         ExpiringSessions(deployment, "offers", "offers (precise)", "ttl", count=8),
         PollingJobs(deployment, "jobs", "jobs (seed 002)", "polling"),
+        ScoreTotals(deployment, "scores", "scores (seed 003)", "aggregate"),
     ]
 
 

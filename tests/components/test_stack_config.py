@@ -138,5 +138,6 @@ def test_the_local_stack_config_builds_its_tables() -> None:
         ("sessions", "ttl", "expiresAt"),
         ("offers", "ttl", "expiresAt"),
         ("jobs", "polling", "dueAt"),
+        ("scores", "aggregate", "dueAt"),
     ]
     assert all(args.deletion_protection is False for _, args in built)

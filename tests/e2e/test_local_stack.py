@@ -97,6 +97,17 @@ def test_polling_jobs_run_once_each_whatever_their_time_format_and_the_timeless_
     assert len(done) == 11 and not any("stShard" in i for i in done)
 
 
+def test_score_totals_equal_the_sum_of_each_players_scores_and_the_bad_score_is_parked(
+    outcomes: dict[str, Outcome], deployment: Deployment
+) -> None:
+    scores = outcomes["scores"]
+    assert (scores.written, scores.expected, scores.delivered) == (201, 10, 10)
+    assert_exactly_once(scores)
+    sqs = clients(deployment.endpoint, deployment.region)("sqs")
+    [message] = sqs.receive_message(QueueUrl=deployment.outputs["scores"]["poison_queue_url"])["Messages"]
+    assert "not a number" in json.loads(message["Body"])["reason"]
+
+
 def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment: Deployment) -> None:
     state = snapshot(deployment.endpoint)
     assert state["tables"] == [
@@ -104,6 +115,8 @@ def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment:
         "offers-ledger",
         "offers-table",
         "reminders-table",
+        "scores-ledger",
+        "scores-table",
         "sessions-ledger",
         "sessions-table",
         "tasks-table",
@@ -114,10 +127,11 @@ def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment:
         "jobs-processor",
         "offers-executor",
         "reminders-scheduler",
+        "scores-aggregator",
         "sessions-executor",
         "tasks-scheduler",
     ]
-    assert len(state["mappings"]) == 5
+    assert len(state["mappings"]) == 6
     assert state["rules"] == ["jobs-tick"]
     assert state["schedule_groups"] == ["offers-schedules", "reminders-schedules", "tasks-schedules"]
     assert deployment.outputs["tasks"]["due_queue_url"].startswith(deployment.endpoint)
