@@ -17,8 +17,8 @@ from .server import Ministack
 
 DESCRIPTION = """\
 scheduled-table: one Pulumi component, ScheduledTable, that makes things happen at the time named by data in
-DynamoDB. In `eventbridge` mode every item with a due time gets one EventBridge Scheduler at() schedule, kept in
-step with the item through the table's stream, that delivers a due event to the target when the time comes.
+DynamoDB, in four modes: eventbridge (one Scheduler at() schedule per item), ttl (act on TTL deletions), polling
+(a rule ticks, a processor takes due items from a sharded index) and aggregate (running totals, exactly once).
 
 This preview runs the real __main__.py and component under Pulumi mocks (no Pulumi CLI, no AWS account).
 `python -m localcloud up --stay` deploys the same program into a local AWS (ministack) and keeps it running.
