@@ -1,0 +1,34 @@
+"""`make bench`: every benchmark, its table printed as it finishes (Markdown, ready for the README)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    sys.path[:0] = [str(REPO / "handlers"), str(REPO)]
+    # One JSON log line per action is right in Lambda; here it would be CPU spent printing, not scheduling.
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    from . import bench_eventbridge
+
+    chosen = {"eventbridge": bench_eventbridge.run}
+    names = (argv if argv is not None else sys.argv[1:]) or list(chosen)
+    figures: dict[str, float] = {}
+    began = time.perf_counter()
+    for name in names:
+        started = time.perf_counter()
+        text, found = chosen[name]()
+        figures.update(found)
+        print(text)
+        print(f"({name}: {time.perf_counter() - started:.0f} s)\n", flush=True)
+    print(f"all benchmarks: {time.perf_counter() - began:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
