@@ -63,61 +63,55 @@ def _setup(clients: BenchClients) -> dict[str, Any]:
     }
 
 
-def emulator_cpu_per_call(size: int = 200) -> float:
-    """Seconds of moto CPU per CreateSchedule: the baseline's calls with no injected latency."""
-    event = {"Records": records(size)}
+def _baseline(event: dict[str, Any], latency: float = LATENCY_SECONDS) -> tuple[float, int]:
+    """Seed 000's Lambda on `event`: (wall seconds, API calls)."""
     with aws():
-        clients = BenchClients(latency=0)
+        clients = BenchClients(latency=latency)
         config = _setup(clients)
+        clients.log.reset()
+        scheduler = config["scheduler"]
+        arn = config["target"]["arn"]
         elapsed, _ = timed(
             lambda: seed000.handler(
                 event,
                 clients=clients,
-                group=config["scheduler"]["group"],
-                role_arn=config["scheduler"]["roleArn"],
-                target_arn=config["target"]["arn"],
-                dlq_arn=config["target"]["arn"],
+                group=scheduler["group"],
+                role_arn=scheduler["roleArn"],
+                target_arn=arn,
+                dlq_arn=arn,
             )
         )
-    return elapsed / size
+        return elapsed, clients.log.total()
+
+
+def _ours(event: dict[str, Any]) -> tuple[float, int]:
+    """Our scheduling handler on `event`: (wall seconds, API calls)."""
+    from eventbridge import handle_batch
+
+    with aws():
+        clients = BenchClients()
+        config = _setup(clients)
+        clients.log.reset()
+        elapsed, response = timed(lambda: handle_batch(event, config, clients=clients))  # type: ignore[arg-type]
+        if response != {"batchItemFailures": []}:
+            raise RuntimeError(f"the handler reported failures: {response}")
+        return elapsed, clients.log.total()
+
+
+def emulator_cpu_per_call(size: int = 200) -> float:
+    """Seconds of moto CPU per CreateSchedule: the baseline's calls with no injected latency."""
+    elapsed, calls = _baseline({"Records": records(size)}, latency=0)
+    return elapsed / calls
 
 
 def run() -> tuple[str, dict[str, float]]:
-    from eventbridge import handle_batch
-
     rows: list[list[Any]] = []
     figures: dict[str, float] = {}
     for size in SIZES:
         event = {"Records": records(size)}
-        with aws():
-            ours = BenchClients()
-            config = _setup(ours)
-            ours.log.reset()
-            ours_time, response = timed(lambda: handle_batch(event, config, clients=ours))  # type: ignore[arg-type]
-            assert response == {"batchItemFailures": []}, response
-            ours_calls = ours.log.total()
-            created = len(
-                ours.get("scheduler").list_schedules(GroupName=config["scheduler"]["group"], MaxResults=100)[
-                    "Schedules"
-                ]
-            )
-        with aws():
-            theirs = BenchClients()
-            config = _setup(theirs)
-            theirs.log.reset()
-            base_time, _ = timed(
-                lambda: seed000.handler(
-                    event,
-                    clients=theirs,
-                    group=config["scheduler"]["group"],
-                    role_arn=config["scheduler"]["roleArn"],
-                    target_arn=config["target"]["arn"],
-                    dlq_arn=config["target"]["arn"],
-                )
-            )
-            base_calls = theirs.log.total()
+        ours_time, ours_calls = _ours(event)
+        base_time, base_calls = _baseline(event)
         floor = math.ceil(size / WORKERS) * LATENCY_SECONDS
-        assert created > 0
         rows.append(["ours", size, ours_time, ours_calls, ours_calls / ours_time, floor, ours_time / floor])
         rows.append(["seed 000 (baseline)", size, base_time, base_calls, base_calls / base_time, "", ""])
         rows.append(["speed-up", size, ratio(ours_time, base_time), "", "", "", ""])
