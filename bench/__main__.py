@@ -14,9 +14,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path[:0] = [str(REPO / "handlers"), str(REPO)]
     # One JSON log line per action is right in Lambda; here it would be CPU spent printing, not scheduling.
     os.environ.setdefault("LOG_LEVEL", "WARNING")
-    from . import bench_eventbridge
+    from . import bench_eventbridge, bench_polling
 
-    chosen = {"eventbridge": bench_eventbridge.run}
+    chosen = {"eventbridge": bench_eventbridge.run, "polling": bench_polling.run}
     names = (argv if argv is not None else sys.argv[1:]) or list(chosen)
     figures: dict[str, float] = {}
     began = time.perf_counter()

@@ -24,11 +24,16 @@ class CallLog:
     """API calls made through the instrumented clients, by operation."""
 
     calls: Counter[str] = field(default_factory=Counter)
+    items_read: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, operation: str) -> None:
         with self.lock:
             self.calls[operation] += 1
+
+    def read(self, count: int) -> None:
+        with self.lock:
+            self.items_read += count
 
     def total(self) -> int:
         return sum(self.calls.values())
@@ -36,6 +41,7 @@ class CallLog:
     def reset(self) -> None:
         with self.lock:
             self.calls.clear()
+            self.items_read = 0
 
 
 class BenchClients:
@@ -58,6 +64,7 @@ class BenchClients:
                     service, region_name=REGION, config=Config(max_pool_connections=64, retries={"max_attempts": 1})
                 )
                 client.meta.events.register("before-call", self._before_call)
+                client.meta.events.register("after-call", self._after_call)
                 self._clients[service] = client
             return self._clients[service]
 
@@ -65,6 +72,11 @@ class BenchClients:
         self.log.record(model.name)
         if self.latency:
             time.sleep(self.latency)
+
+    def _after_call(self, parsed: dict[str, Any], **_: Any) -> None:
+        # Items a Query or Scan read (before any filter): what DynamoDB bills read capacity for.
+        if isinstance(parsed, dict) and "ScannedCount" in parsed:
+            self.log.read(int(parsed["ScannedCount"]))
 
     def override(self, service: str, client: Any) -> None:
         self._clients[service] = client

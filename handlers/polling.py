@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -109,9 +109,9 @@ class Processor:
     def _out_of_time(self) -> bool:
         return self.time_left() < self.polling["budgetMarginSeconds"]
 
-    def _drain(self, shard: int) -> TickReport:
-        counts = TickReport()
-        query: dict[str, Any] = {
+    def due_query(self, shard: int) -> dict[str, Any]:
+        """One shard's due items: a range (`stDue <= now`), never one exact time bucket."""
+        return {
             "TableName": self.config["table"],
             "IndexName": INDEX_NAME,
             "KeyConditionExpression": "#shard = :shard AND #due <= :now",
@@ -119,24 +119,34 @@ class Processor:
             "ExpressionAttributeValues": {":shard": {"N": str(shard)}, ":now": {"N": str(int(self.now()))}},
             "Limit": PAGE_SIZE,
         }
+
+    def due_pages(self, shard: int) -> Iterator[dict[str, Any]]:
+        """The shard's due items, a page at a time (also what the benchmarks count reads with)."""
+        query = self.due_query(shard)
         ddb = self.clients.get("dynamodb")
         while True:
-            page = ddb.query(**query)
+            page: dict[str, Any] = ddb.query(**query)
+            yield page
+            if not page.get("LastEvaluatedKey"):
+                return
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _drain(self, shard: int) -> TickReport:
+        counts = TickReport()
+        for page in self.due_pages(shard):
             for index, raw in enumerate(page.get("Items", [])):
                 if self._out_of_time():
                     counts.out_of_time = True
-                    counts.backlog += len(page["Items"]) - index + self._remaining(query, page)
+                    counts.backlog += len(page["Items"]) - index + self._remaining(shard, page)
                     return counts
                 self._run(raw, counts)
-            if not page.get("LastEvaluatedKey"):
-                return counts
-            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return counts
 
-    def _remaining(self, query: dict[str, Any], page: dict[str, Any]) -> int:
+    def _remaining(self, shard: int, page: dict[str, Any]) -> int:
         """How many due items are left behind in this shard beyond the current page (for the backlog metric)."""
         if not page.get("LastEvaluatedKey"):
             return 0
-        rest = {k: v for k, v in query.items() if k != "Limit"}
+        rest = {k: v for k, v in self.due_query(shard).items() if k != "Limit"}
         rest.update(Select="COUNT", ExclusiveStartKey=page["LastEvaluatedKey"])
         try:
             return int(self.clients.get("dynamodb").query(**rest).get("Count", 0))
