@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
@@ -204,14 +205,23 @@ def handle_batch(
     for item in collected.contributions:
         by_group.setdefault(item.group, []).append(item)
     totals = Totals(config, clients, now)
-    failed = [f["itemIdentifier"] for f in parsed["batchItemFailures"]]
-    for group, items in by_group.items():
+
+    def apply(group: str) -> str | None:
+        """None, or the sequence number to retry from when this group's total could not be written."""
+        items = by_group[group]
         try:
             totals.apply(group, items)
         except Exception as exc:
             # Retried from this group's first record; what was applied meanwhile is skipped by its marker.
             log.warning("total-failed", group=group, error=type(exc).__name__, reason=str(exc)[:300])
-            failed.append(min((c.sequence for c in items), key=_as_number))
+            return min((c.sequence for c in items), key=_as_number)
+        return None
+
+    failed = [f["itemIdentifier"] for f in parsed["batchItemFailures"]]
+    # Groups are independent (different items, ADD is atomic): their transactions run concurrently.
+    workers = max(1, min(config["maxWorkers"], len(by_group)))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        failed += [seq for seq in pool.map(apply, list(by_group)) if seq is not None]
     return {"batchItemFailures": [{"itemIdentifier": seq} for seq in sorted(set(failed), key=_as_number)]}
 
 

@@ -17,6 +17,7 @@ from st_core.clients import CLIENTS
 from st_core.config import HandlerConfig
 
 from tests.conftest import REGION
+from tests.moto_locks import serialize_moto_transactions
 
 ACCOUNT = "123456789012"
 
@@ -96,6 +97,7 @@ def _typed(item: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture
 def env() -> Iterator[Env]:
+    serialize_moto_transactions()
     suffix = uuid.uuid4().hex[:8]
     with mock_aws():
         CLIENTS.reset()
