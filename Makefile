@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint typecheck unit install clean
+.PHONY: test demo bench lint typecheck unit install clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ test: lint typecheck unit
 
 demo: $(STAMP)
 	$(PY) -m localcloud demo
+
+# Not part of `make test`: minutes of work, and no test asserts a timing.
+bench: $(STAMP)
+	$(PY) -m bench | tee bench/latest.md
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

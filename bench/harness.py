@@ -97,8 +97,36 @@ def aws() -> Iterator[None]:
     }.items():
         os.environ[key] = value
     os.environ.pop("AWS_ENDPOINT_URL", None)
+    from tests.moto_locks import serialize_moto_transactions
+
+    serialize_moto_transactions()
     with mock_aws():
         yield
+
+
+@contextmanager
+def ministack() -> Iterator[str]:
+    """A fresh ministack for the benchmark inside: every boto3 client created meanwhile talks to it. Used where
+    moto's own costs would swamp what is measured (moto deep-copies a whole table for every item of a transaction,
+    so transactions against a growing table get slower and slower; DynamoDB and ministack do not)."""
+    from localcloud.server import Ministack
+
+    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID")}
+    with Ministack() as server:
+        os.environ.update(
+            AWS_ENDPOINT_URL=server.endpoint,
+            AWS_DEFAULT_REGION=REGION,
+            AWS_ACCESS_KEY_ID="bench",
+            AWS_SECRET_ACCESS_KEY="bench",
+        )
+        try:
+            yield server.endpoint
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
 
 def timed(run: Callable[[], Any]) -> tuple[float, Any]:

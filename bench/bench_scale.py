@@ -1,0 +1,123 @@
+"""Benchmark 5: how each mode's cost grows from 1 to 1,000,000 items, computed from the per-item figures the other
+benchmarks measured in this run, and what a million actions cost at published AWS prices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .harness import table
+
+# us-east-1 list prices, on demand. DynamoDB: after AWS's November 2024 reduction (as summarised by airbyte.com's
+# DynamoDB pricing guide); the others from the AWS pricing pages as this author knows them. Taken 2026-11-21:
+# check them before quoting.
+PRICES = {
+    "dynamodb_write_unit": 0.625 / 1e6,
+    "dynamodb_read_unit": 0.125 / 1e6,
+    "lambda_request": 0.20 / 1e6,
+    "lambda_gb_second_arm64": 0.0000133334,
+    "scheduler_invocation": 1.00 / 1e6,
+    "sqs_request": 0.40 / 1e6,
+}
+PRICE_NOTE = (
+    "Prices (us-east-1, on demand, taken 2026-11-21; verify before quoting): DynamoDB $0.625 per million write "
+    "units and $0.125 per million read units (after the November 2024 reduction), Lambda $0.20 per million requests "
+    "and $0.0000133334 per GB-second (arm64), EventBridge Scheduler $1.00 per million invocations (after 14 million "
+    "free a month), SQS $0.40 per million requests. Stream reads by Lambda, TTL deletions and Scheduler's API calls "
+    "are free."
+)
+BATCH = 100
+MEMORY_GB = 0.25
+SIZES = (1, 100, 10_000, 1_000_000)
+
+
+def per_action(figures: dict[str, float]) -> dict[str, dict[str, float]]:
+    """Per action (a due item acted on, or a score counted): requests and units of each billed kind."""
+    lambda_share = 1 / BATCH
+    eventbridge = {
+        "api_calls": figures.get("eventbridge_calls_per_record_1000", 1.0) + 1,  # schedule, its firing
+        "writes": 0.0,
+        "reads": 0.0,
+        "scheduler": 1.0,
+        "sqs": 1.0,
+        "lambda": lambda_share,
+    }
+    ttl = {"api_calls": 3.0, "writes": 2.0, "reads": 0.0, "scheduler": 0.0, "sqs": 1.0, "lambda": lambda_share}
+    ttl_precise = {**ttl, "api_calls": 6.0, "writes": 3.0, "scheduler": 1.0}
+    reads_per_due = figures.get("polling_reads_per_due_100000", 1.0)
+    # assign, claim, done: each a table write and an index write
+    polling = {
+        "api_calls": 4.0,
+        "writes": 6.0,
+        "reads": 0.5 * reads_per_due,
+        "scheduler": 0.0,
+        "sqs": 1.0,
+        "lambda": 2 * lambda_share,
+    }
+    aggregate = {
+        "api_calls": figures.get("aggregate_requests_ratio", 1.6) ** -1,
+        "writes": figures.get("aggregate_units_per_score_ours", 3.3),
+        "reads": 0.0,
+        "scheduler": 0.0,
+        "sqs": 0.0,
+        "lambda": lambda_share,
+    }
+    seed003 = {"api_calls": 1.0, "writes": 1.0, "reads": 0.0, "scheduler": 0.0, "sqs": 0.0, "lambda": lambda_share}
+    return {
+        "eventbridge": eventbridge,
+        "ttl": ttl,
+        "ttl precise": ttl_precise,
+        "polling": polling,
+        "aggregate": aggregate,
+        "seed 003 aggregator (baseline)": seed003,
+    }
+
+
+def cost_per_million(usage: dict[str, float], seconds_per_batch: float = 0.5) -> float:
+    p = PRICES
+    per = (
+        usage["writes"] * p["dynamodb_write_unit"]
+        + usage["reads"] * p["dynamodb_read_unit"]
+        + usage["scheduler"] * p["scheduler_invocation"]
+        + usage["sqs"] * p["sqs_request"]
+        + usage["lambda"] * (p["lambda_request"] + seconds_per_batch * MEMORY_GB * p["lambda_gb_second_arm64"])
+    )
+    return per * 1e6
+
+
+def polling_fixed_per_month(shards: int = 8, interval_minutes: int = 1) -> float:
+    """What polling costs with nothing due: a processor invocation and one small query per shard each tick."""
+    ticks = 30 * 24 * 60 / interval_minutes
+    p = PRICES
+    return ticks * (
+        p["lambda_request"] + 0.2 * MEMORY_GB * p["lambda_gb_second_arm64"] + shards * 0.5 * p["dynamodb_read_unit"]
+    )
+
+
+def run(figures: dict[str, float]) -> tuple[str, dict[str, float]]:
+    usage = per_action(figures)
+    rows: list[list[Any]] = []
+    for mode, u in usage.items():
+        row: list[Any] = [mode]
+        for size in SIZES:
+            row.append(f"{u['api_calls'] * size:,.0f} / {u['reads'] * size:,.0f} / {u['writes'] * size:,.0f}")
+        row.append(f"${cost_per_million(u):.2f}")
+        rows.append(row)
+    scan_reads = figures.get("polling_scan_read_ratio_100000", 100.0)
+    rows.append(
+        [
+            "full-scan cron (baseline), 1% due",
+            *[f"reads {scan_reads * 0.5 * s:,.0f}" for s in SIZES],
+            f"${cost_per_million({**usage['polling'], 'reads': 0.5 * scan_reads}):.2f}",
+        ]
+    )
+    header = ["mode", *[f"{s:,} actions: calls / read u / write u" for s in SIZES], "per 1M actions"]
+    note = (
+        "Each cell: AWS API calls / DynamoDB read units / write units for that many actions, from the per-item "
+        "figures measured above (eventbridge calls per record, polling reads per due item, aggregate write units "
+        "per score) and each mode's design (ttl: ledger claim and completion; polling: assign, claim and done, each "
+        f"also written to the index). Lambda at {int(MEMORY_GB * 1024)} MB, batches of {BATCH}, 0.5 s a batch. "
+        f"Polling also costs ${polling_fixed_per_month():.2f} a month with nothing due (1-minute rule, 8 shards). "
+        + PRICE_NOTE
+    )
+    result = {f"cost_per_million_{m.split()[0]}": cost_per_million(u) for m, u in usage.items()}
+    return table("5. scale: growth with items, and cost per million actions", header, rows, note), result
