@@ -84,6 +84,12 @@ class ScheduledTableArgs:
     default_delay_seconds: int | None = None
     max_attempts: int = 5
     retry_backoff_seconds: int = 60
+    # Operations
+    alarms: bool = True
+    alarm_topic_arn: str | None = None
+    create_alarm_topic: bool = False
+    iterator_age_alarm_seconds: int = 300
+    dashboard: bool = True
     # Totals (aggregate mode); the defaults are seed 003's layout
     source_prefix: str = "SCORE"
     value_attribute: str = "Score"
@@ -286,13 +292,36 @@ def _aggregate(args: ScheduledTableArgs) -> None:
         )
 
 
+def _operations(args: ScheduledTableArgs) -> None:
+    if args.alarm_topic_arn is not None and args.create_alarm_topic:
+        _fail("create_alarm_topic", "conflicts with alarm_topic_arn", "give a topic or ask for one, not both")
+    if (args.alarm_topic_arn is not None or args.create_alarm_topic) and not args.alarms:
+        _fail("alarms", "is off, so an alarm topic would never be used", "turn alarms on or remove the topic")
+    if args.alarm_topic_arn is not None and not str(args.alarm_topic_arn).startswith("arn:aws"):
+        _fail("alarm_topic_arn", f"{args.alarm_topic_arn!r} is not an SNS topic ARN", "pass arn:aws:sns:<region>:...")
+    _between(args, "iterator_age_alarm_seconds", 60, 86400)
+
+
 def _tags(args: ScheduledTableArgs) -> None:
     for key, value in args.tags.items():
         if not isinstance(key, str) or not isinstance(value, str) or not key or key.startswith("aws:"):
             _fail("tags", f"{key!r}: {value!r} is not a valid tag", "use non-empty string keys not starting 'aws:'")
 
 
-_RULES = (_keys, _billing, _encryption, _target, _lambda, _stream, _scheduler, _ttl, _polling, _aggregate, _tags)
+_RULES = (
+    _keys,
+    _billing,
+    _encryption,
+    _target,
+    _lambda,
+    _stream,
+    _scheduler,
+    _ttl,
+    _polling,
+    _aggregate,
+    _operations,
+    _tags,
+)
 
 
 def _field_defaults() -> dict[str, Any]:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
-from . import policies
+from . import operations, policies
 from .args import Mode, ScheduledTableArgs
 from .filters import aggregate_filters, eventbridge_filters, filter_patterns, polling_filters, ttl_filters
 from .packaging import handler_archive, runtime_module
@@ -56,6 +57,7 @@ class ScheduledTable(pulumi.ComponentResource):
     ledger_table_name: pulumi.Output[str] | None
     processor_function_name: pulumi.Output[str] | None
     tick_rule_name: pulumi.Output[str] | None
+    alarm_topic_arn: pulumi.Output[str] | None
     poison_queue_url: pulumi.Output[str]
 
     def __init__(self, name: str, args: ScheduledTableArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -64,6 +66,10 @@ class ScheduledTable(pulumi.ComponentResource):
         self._args = args
         self._tags = {**args.tags, "scheduled-table:component": name}
         self._child = pulumi.ResourceOptions(parent=self)
+        # Every function and queue made, by role, for the alarms and the dashboard.
+        self._functions: dict[str, aws.lambda_.Function] = {}
+        self._stream_functions: dict[str, aws.lambda_.Function] = {}
+        self._queues: dict[str, aws.sqs.Queue] = {}
 
         self.table = self._table()
         self.table_name = self.table.name
@@ -94,6 +100,8 @@ class ScheduledTable(pulumi.ComponentResource):
         self.processor_function_name = None
         self.tick_rule_name = None
         consumer = _MODE_BUILDERS[Mode(args.mode)](self)
+        self.alarm_topic_arn: pulumi.Output[str] | None = None
+        self._operations()
         self.function = consumer.function
         self.function_name = consumer.function.name
 
@@ -114,12 +122,85 @@ class ScheduledTable(pulumi.ComponentResource):
             "ledger_table_name",
             "processor_function_name",
             "tick_rule_name",
+            "alarm_topic_arn",
         )
         for key in optional:
             if getattr(self, key) is not None:
                 outputs[key] = getattr(self, key)
         self.outputs: dict[str, pulumi.Output[str]] = outputs
         self.register_outputs(outputs)
+
+    # -- operations ------------------------------------------------------------------------------------------------
+
+    def _operations(self) -> None:
+        """Alarms on every dead-letter and poison queue, every function's errors and each stream consumer's
+        iterator age (to the alarm topic, if any), and one dashboard for the table."""
+        a = self._args
+        if a.alarms:
+            topic: pulumi.Input[str] | None = a.alarm_topic_arn
+            if a.create_alarm_topic:
+                created = aws.sns.Topic(
+                    f"{self._name}-alarms", kms_master_key_id="alias/aws/sns", tags=self._tags, opts=self._child
+                )
+                topic = created.arn
+            if topic is not None:
+                self.alarm_topic_arn = pulumi.Output.from_input(topic)
+            # (logical name suffix, spec): names are known now, the specs once the resources have names.
+            specs: list[tuple[str, pulumi.Output[operations.AlarmSpec]]] = []
+            for role, queue in self._queues.items():
+                if role != "due":  # the due queue is the target: messages there are the point
+                    specs.append((f"{role}-not-empty", queue.name.apply(partial(operations.queue_alarm, role))))
+            for role, function in self._functions.items():
+                specs.append((f"{role}-errors", function.name.apply(partial(operations.function_errors_alarm, role))))
+            for role, function in self._stream_functions.items():
+                age = partial(_iterator_age, role, a.iterator_age_alarm_seconds)
+                specs.append((f"{role}-iterator-age", function.name.apply(age)))
+            for suffix, spec in specs:
+                self._alarm(suffix, spec, topic)
+        if a.dashboard:
+            names = {role: q.name for role, q in self._queues.items() if role != "due"}
+            body = pulumi.Output.all(
+                self.table.name,
+                self.table.arn,
+                [f.name for f in self._functions.values()],
+                [f.name for f in self._stream_functions.values()],
+                pulumi.Output.all(**names),
+            ).apply(
+                lambda v: operations.dashboard_body(
+                    region=v[1].split(":")[3],
+                    table=v[0],
+                    mode=str(a.mode),
+                    functions=list(v[2]),
+                    stream_functions=list(v[3]),
+                    queues=dict(v[4]),
+                )
+            )
+            aws.cloudwatch.Dashboard(
+                f"{self._name}-dashboard",
+                dashboard_name=f"{self._name}-scheduled-table",
+                dashboard_body=body,
+                opts=self._child,
+            )
+
+    def _alarm(self, suffix: str, spec: pulumi.Output[operations.AlarmSpec], topic: pulumi.Input[str] | None) -> None:
+        actions = [topic] if topic is not None else []
+        aws.cloudwatch.MetricAlarm(
+            f"{self._name}-{suffix}-alarm",
+            alarm_description=spec.apply(lambda s: s.description),
+            namespace=spec.apply(lambda s: s.namespace),
+            metric_name=spec.apply(lambda s: s.metric),
+            dimensions=spec.apply(lambda s: s.dimensions),
+            statistic=spec.apply(lambda s: s.statistic),
+            period=spec.apply(lambda s: s.period),
+            evaluation_periods=spec.apply(lambda s: s.evaluation_periods),
+            threshold=spec.apply(lambda s: s.threshold),
+            comparison_operator=spec.apply(lambda s: s.comparison),
+            treat_missing_data="notBreaching",
+            alarm_actions=actions,
+            ok_actions=actions,
+            tags=self._tags,
+            opts=self._child,
+        )
 
     # -- shared pieces -------------------------------------------------------------------------------------------
 
@@ -178,13 +259,15 @@ class ScheduledTable(pulumi.ComponentResource):
 
     def _queue(self, role: str, retention: int = DLQ_RETENTION_SECONDS) -> aws.sqs.Queue:
         """Encrypted standard queue; a DLQ has no DLQ of its own (its messages are the end of the line)."""
-        return aws.sqs.Queue(
+        queue = aws.sqs.Queue(
             f"{self._name}-{role}",
             sqs_managed_sse_enabled=True,
             message_retention_seconds=retention,
             tags=self._tags,
             opts=self._child,
         )
+        self._queues[role] = queue
+        return queue
 
     def _email(self) -> EmailTarget | None:
         return self._args.target if isinstance(self._args.target, EmailTarget) else None
@@ -247,6 +330,7 @@ class ScheduledTable(pulumi.ComponentResource):
             tags=self._tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[policy, log_group]),
         )
+        self._functions[role] = function
         return _Consumer(function=function, role=lambda_role, log_group=log_group, policy=policy)
 
     def _consumer(
@@ -269,6 +353,7 @@ class ScheduledTable(pulumi.ComponentResource):
             send_queues=[self.stream_dlq, self.poison_queue],
         )
         function, policy = consumer.function, consumer.policy
+        self._stream_functions[role] = function
         mapping = aws.lambda_.EventSourceMapping(
             f"{self._name}-{role}-mapping",
             event_source_arn=self.table.stream_arn,
@@ -397,6 +482,7 @@ class ScheduledTable(pulumi.ComponentResource):
             hash_key="id",
             billing_mode="PAY_PER_REQUEST",
             ttl=aws.dynamodb.TableTtlArgs(attribute_name="expiresAt", enabled=True),
+            point_in_time_recovery=aws.dynamodb.TablePointInTimeRecoveryArgs(enabled=a.point_in_time_recovery),
             server_side_encryption=aws.dynamodb.TableServerSideEncryptionArgs(
                 enabled=a.server_side_encryption, kms_key_arn=a.kms_key_arn
             ),
@@ -511,6 +597,20 @@ class ScheduledTable(pulumi.ComponentResource):
             stream=False,
             send_queues=[target_dlq],
         )
+        # A failed tick is retried by the next one (its items are still due); no async retries, and a record of
+        # the failure in the target DLQ.
+        aws.lambda_.FunctionEventInvokeConfig(
+            f"{self._name}-processor-invoke-config",
+            function_name=processor.function.name,
+            maximum_retry_attempts=0,
+            maximum_event_age_in_seconds=60 * a.poll_interval_minutes,
+            destination_config=aws.lambda_.FunctionEventInvokeConfigDestinationConfigArgs(
+                on_failure=aws.lambda_.FunctionEventInvokeConfigDestinationConfigOnFailureArgs(
+                    destination=target_dlq.arn
+                )
+            ),
+            opts=self._child,
+        )
         rule = aws.cloudwatch.EventRule(
             f"{self._name}-tick",
             schedule_expression=tick_expression(a.poll_interval_minutes),
@@ -541,6 +641,10 @@ class ScheduledTable(pulumi.ComponentResource):
             extra_statements=self.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),
             config=config,
         )
+
+
+def _iterator_age(role: str, seconds: int, function_name: str) -> operations.AlarmSpec:
+    return operations.iterator_age_alarm(role, function_name, seconds)
 
 
 def tick_expression(minutes: int) -> str:

@@ -21,7 +21,7 @@ from threading import Lock
 from typing import Any
 
 from st_core import log
-from st_core.batch import process_batch
+from st_core.batch import batch_metrics, process_batch
 from st_core.clients import CLIENTS, Clients
 from st_core.config import AggregateConfig, HandlerConfig, load_config
 from st_core.errors import PermanentError, TransientError, error_code
@@ -222,7 +222,11 @@ def handle_batch(
     workers = max(1, min(config["maxWorkers"], len(by_group)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         failed += [seq for seq in pool.map(apply, list(by_group)) if seq is not None]
-    return {"batchItemFailures": [{"itemIdentifier": seq} for seq in sorted(set(failed), key=_as_number)]}
+    response: BatchResponse = {
+        "batchItemFailures": [{"itemIdentifier": seq} for seq in sorted(set(failed), key=_as_number)]
+    }
+    batch_metrics(config, mode=MODE, records=len(event.get("Records", [])), poison=poison, response=response)
+    return response
 
 
 def _as_number(sequence: str) -> int:

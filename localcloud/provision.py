@@ -313,6 +313,36 @@ def _delete_alarm(p: Provisioner, name: str, inputs: dict[str, Any]) -> None:
     p.client("cloudwatch").delete_alarms(AlarmNames=[name])
 
 
+def _apply_dashboard(p: Provisioner, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    dashboard = str(inputs.get("dashboardName") or name)
+    p.client("cloudwatch").put_dashboard(DashboardName=dashboard, DashboardBody=inputs["dashboardBody"])
+    arn = f"arn:aws:cloudwatch::{_account(p)}:dashboard/{dashboard}"
+    return dashboard, {**inputs, "dashboardName": dashboard, "dashboardArn": arn}
+
+
+def _delete_dashboard(p: Provisioner, name: str, inputs: dict[str, Any]) -> None:
+    p.client("cloudwatch").delete_dashboards(DashboardNames=[str(inputs.get("dashboardName") or name)])
+
+
+def _account(p: Provisioner) -> str:
+    return str(p.client("sts").get_caller_identity()["Account"])
+
+
+# -- SNS --------------------------------------------------------------------------------------------------------------
+
+
+def _apply_topic(p: Provisioner, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    attributes = {"KmsMasterKeyId": inputs["kmsMasterKeyId"]} if inputs.get("kmsMasterKeyId") else {}
+    tags = [{"Key": k, "Value": v} for k, v in _tags(inputs).items()]
+    arn = p.client("sns").create_topic(Name=name, Attributes=attributes, Tags=tags)["TopicArn"]
+    return arn, {**inputs, "name": name, "arn": arn}
+
+
+def _delete_topic(p: Provisioner, name: str, inputs: dict[str, Any]) -> None:
+    arn = f"arn:aws:sns:{p.region}:{_account(p)}:{name}"
+    p.client("sns").delete_topic(TopicArn=arn)
+
+
 # -- IAM ------------------------------------------------------------------------------------------------------------
 
 
@@ -508,6 +538,24 @@ def _delete_mapping(p: Provisioner, name: str, inputs: dict[str, Any]) -> None:
         p.client("lambda").delete_event_source_mapping(UUID=existing["UUID"])
 
 
+def _apply_invoke_config(p: Provisioner, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    function = name_from_arn(str(inputs["functionName"]))
+    request: dict[str, Any] = {"FunctionName": function}
+    if inputs.get("maximumRetryAttempts") is not None:
+        request["MaximumRetryAttempts"] = int(inputs["maximumRetryAttempts"])
+    if inputs.get("maximumEventAgeInSeconds") is not None:
+        request["MaximumEventAgeInSeconds"] = int(inputs["maximumEventAgeInSeconds"])
+    on_failure = ((inputs.get("destinationConfig") or {}).get("onFailure") or {}).get("destination")
+    if on_failure:
+        request["DestinationConfig"] = {"OnFailure": {"Destination": on_failure}}
+    p.client("lambda").put_function_event_invoke_config(**request)
+    return function, dict(inputs)
+
+
+def _delete_invoke_config(p: Provisioner, name: str, inputs: dict[str, Any]) -> None:
+    p.client("lambda").delete_function_event_invoke_config(FunctionName=name_from_arn(str(inputs["functionName"])))
+
+
 def _apply_permission(p: Provisioner, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     function = name_from_arn(str(inputs["function"]))
     statement = str(inputs.get("statementId") or name)
@@ -620,11 +668,14 @@ KINDS: dict[str, Kind] = {
     "aws:sqs/queue:Queue": Kind(_apply_queue, _delete_queue),
     "aws:cloudwatch/logGroup:LogGroup": Kind(_apply_log_group, _delete_log_group),
     "aws:cloudwatch/metricAlarm:MetricAlarm": Kind(_apply_alarm, _delete_alarm),
+    "aws:cloudwatch/dashboard:Dashboard": Kind(_apply_dashboard, _delete_dashboard),
+    "aws:sns/topic:Topic": Kind(_apply_topic, _delete_topic),
     "aws:iam/role:Role": Kind(_apply_role, _delete_role),
     "aws:iam/rolePolicy:RolePolicy": Kind(_apply_role_policy, _delete_role_policy),
     "aws:lambda/function:Function": Kind(_apply_function, _delete_function),
     "aws:lambda/eventSourceMapping:EventSourceMapping": Kind(_apply_mapping, _delete_mapping),
     "aws:lambda/permission:Permission": Kind(_apply_permission, _delete_permission),
+    "aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig": Kind(_apply_invoke_config, _delete_invoke_config),
     "aws:scheduler/scheduleGroup:ScheduleGroup": Kind(_apply_schedule_group, _delete_schedule_group),
     "aws:cloudwatch/eventRule:EventRule": Kind(_apply_rule, _delete_rule),
     "aws:cloudwatch/eventTarget:EventTarget": Kind(_apply_event_target, _delete_event_target),

@@ -86,4 +86,20 @@ def handle_stream_batch(
 ) -> BatchResponse:
     """A mode's whole batch: every record through `handle`, poison parked in the table's poison queue."""
     poison = PoisonQueue(config["poisonQueueUrl"], mode=mode, table=config["table"], clients=clients)
-    return process_batch(event.get("Records", []), handle, poison=poison, max_workers=config["maxWorkers"])
+    records = event.get("Records", [])
+    response = process_batch(records, handle, poison=poison, max_workers=config["maxWorkers"])
+    batch_metrics(config, mode=mode, records=len(records), poison=poison, response=response)
+    return response
+
+
+def batch_metrics(
+    config: HandlerConfig, *, mode: str, records: int, poison: PoisonQueue, response: BatchResponse
+) -> None:
+    """What the batch did, as embedded metrics (the dashboard's and alarms' data, at no API cost)."""
+    log.metrics(
+        "ScheduledTable",
+        {"Table": config["table"], "Mode": mode},
+        Records=records,
+        Poisoned=poison.sent,
+        Retried=len(response["batchItemFailures"]),
+    )

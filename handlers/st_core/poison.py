@@ -41,8 +41,10 @@ class PoisonQueue:
         self.mode = mode
         self.table = table
         self.clients = clients
+        self.sent = 0  # parked this invocation (for the batch's metrics); += under the GIL is enough for a count
 
     def send(self, record: dict[str, Any], reason: str, error: str) -> None:
         """Park the record; raises if SQS refuses, so the caller reports the record for retry instead of losing it."""
         body = poison_message(record=record, reason=reason, error=error, mode=self.mode, table=self.table)
         self.clients.get("sqs").send_message(QueueUrl=self.url, MessageBody=body)
+        self.sent += 1

@@ -27,6 +27,7 @@ OUTPUT_NAMES = (
     "ledger_table_name",
     "processor_function_name",
     "tick_rule_name",
+    "alarm_topic_arn",
 )
 
 

@@ -24,11 +24,13 @@ def statements(built: Built, name: str) -> list[dict[str, Any]]:
 
 
 def test_creates_the_polling_resources(build: Build) -> None:
-    names = sorted(n for n, r in polling(build).mocks.by_name.items() if r.type != "pulumi:pulumi:Stack")
+    built = polling(build, alarms=False, dashboard=False)
+    names = sorted(n for n, r in built.mocks.by_name.items() if r.type != "pulumi:pulumi:Stack")
     assert names == sorted(
         ["rem", "rem-table", "rem-stream-dlq", "rem-poison", "rem-due", "rem-target-dlq"]
         + [f"rem-{role}{part}" for role in ("processor", "assigner") for part in ("", "-logs", "-role", "-policy")]
         + ["rem-assigner-mapping", "rem-tick", "rem-tick-permission", "rem-tick-target"]
+        + ["rem-processor-invoke-config"]
     )
 
 

@@ -1,0 +1,107 @@
+"""Alarms and the dashboard, for every mode: what is watched, the thresholds, where alarms go."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from components import ScheduledTableArgs
+from components.operations import dashboard_body, iterator_age_alarm, queue_alarm
+
+from .conftest import Built
+
+Build = Callable[..., Built]
+TOPIC = "arn:aws:sns:eu-west-1:123456789012:ops"
+
+
+def alarms(built: Built) -> dict[str, dict[str, Any]]:
+    return {r.name: r.inputs for r in built.of_type(":MetricAlarm")}
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("eventbridge", {"stream-dlq", "poison", "target-dlq", "scheduler"}),
+        ("ttl", {"stream-dlq", "poison", "executor"}),
+        ("polling", {"stream-dlq", "poison", "target-dlq", "processor", "assigner"}),
+        ("aggregate", {"stream-dlq", "poison", "aggregator"}),
+    ],
+)
+def test_every_dead_letter_queue_and_function_is_watched(build: Build, mode: str, expected: set[str]) -> None:
+    names = set(alarms(build(mode=mode)))
+    for role in expected:
+        assert any(n.startswith(f"rem-{role}-") for n in names), (role, names)
+    assert not any(n.startswith("rem-due-") for n in names)  # messages in the due queue are the point
+
+
+def test_a_dead_letter_alarm_fires_on_the_first_message(build: Build) -> None:
+    alarm = alarms(build())["rem-poison-not-empty-alarm"]
+    assert (alarm["namespace"], alarm["metricName"], alarm["statistic"]) == (
+        "AWS/SQS",
+        "ApproximateNumberOfMessagesVisible",
+        "Maximum",
+    )
+    assert (alarm["comparisonOperator"], alarm["threshold"]) == ("GreaterThanThreshold", 0)
+    assert alarm["treatMissingData"] == "notBreaching"
+
+
+def test_stream_consumers_alarm_on_iterator_age_and_the_processor_does_not(build: Build) -> None:
+    found = alarms(build(mode="polling", iterator_age_alarm_seconds=120))
+    assert found["rem-assigner-iterator-age-alarm"]["threshold"] == 120_000
+    assert "rem-processor-iterator-age-alarm" not in found
+
+
+def test_alarms_go_to_the_given_topic(build: Build) -> None:
+    for alarm in alarms(build(alarm_topic_arn=TOPIC)).values():
+        assert alarm["alarmActions"] == [TOPIC] and alarm["okActions"] == [TOPIC]
+
+
+def test_a_created_topic_is_encrypted_and_exported(build: Build) -> None:
+    built = build(create_alarm_topic=True)
+    [topic] = built.of_type(":Topic")
+    assert topic.inputs["kmsMasterKeyId"] == "alias/aws/sns"
+    assert built.outputs["alarm_topic_arn"] == topic.outputs["arn"]
+    assert all(a["alarmActions"] == [topic.outputs["arn"]] for a in alarms(built).values())
+
+
+def test_alarms_and_dashboard_can_be_turned_off(build: Build) -> None:
+    built = build(alarms=False, dashboard=False)
+    assert built.of_type(":MetricAlarm") == [] and built.of_type(":Dashboard") == []
+
+
+def test_the_dashboard_shows_the_tables_functions_and_queues(build: Build) -> None:
+    built = build(mode="polling")
+    [dashboard] = built.of_type(":Dashboard")
+    body = json.loads(dashboard.inputs["dashboardBody"])
+    text = json.dumps(body)
+    for name in ("rem-processor", "rem-assigner", "rem-poison", "rem-target-dlq", "Backlog"):
+        assert name in text
+    assert {w["properties"]["title"] for w in body["widgets"]} >= {"Processor backlog (polling)"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"alarm_topic_arn": TOPIC, "create_alarm_topic": True}, "create_alarm_topic: conflicts with alarm_topic_arn"),
+        ({"alarms": False, "create_alarm_topic": True}, "alarms: is off, so an alarm topic would never be used"),
+        ({"alarm_topic_arn": "ops"}, "alarm_topic_arn: 'ops' is not an SNS topic ARN"),
+        ({"iterator_age_alarm_seconds": 10}, "iterator_age_alarm_seconds: 10 is out of range"),
+    ],
+)
+def test_operations_options_are_checked(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ScheduledTableArgs(mode="eventbridge", **kwargs)
+
+
+def test_specs_are_pure() -> None:
+    assert queue_alarm("poison", "q").dimensions == {"QueueName": "q"}
+    assert iterator_age_alarm("scheduler", "f", 300).threshold == 300_000
+    body = json.loads(
+        dashboard_body(
+            region="eu-west-1", table="t", mode="ttl", functions=["f"], stream_functions=["f"], queues={"poison": "q"}
+        )
+    )
+    assert body["widgets"][0]["properties"]["metrics"][0] == ["ScheduledTable", "Records", "Mode", "ttl", "Table", "t"]
