@@ -24,7 +24,7 @@ from st_core.batch import handle_stream_batch
 from st_core.clients import CLIENTS, Clients
 from st_core.config import HandlerConfig, load_config
 from st_core.dispatch import due_event, send_now, target_input
-from st_core.errors import PermanentError, error_code, is_transient
+from st_core.errors import PermanentError, error_code, is_transient, persist
 from st_core.naming import dedupe_name
 from st_core.pending import (
     ATTEMPTS,
@@ -178,7 +178,7 @@ class Processor:
         except Exception as exc:
             self._failed(key, raw, lease, exc, counts)
             return
-        self._done(key, lease)
+        persist(lambda: self._done(key, lease))
         counts.dispatched += 1
         log.info(
             "dispatched",

@@ -33,7 +33,7 @@ from st_core.dispatch import (
     send_now,
     target_input,
 )
-from st_core.errors import PermanentError, error_code
+from st_core.errors import PermanentError, error_code, persist
 from st_core.idempotency import Ledger
 from st_core.naming import schedule_name
 from st_core.stream import BatchResponse, DynamoDBStreamEvent, DynamoDBStreamRecord, decode_image, key_identity
@@ -183,9 +183,9 @@ class Executor:
                 clients=self.clients,
             )
         except Exception:
-            self.ledger.release(occurrence)
+            persist(lambda: self.ledger.release(occurrence))
             raise
-        self.ledger.complete(occurrence)
+        persist(lambda: self.ledger.complete(occurrence))
         late = (self.now() - due).total_seconds()
         log.info("executed", schedule=name, dueAt=format_due(due), lateSeconds=round(late, 3))
         if repeat_problem:

@@ -19,3 +19,18 @@ def _fake_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(key, value)
     for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
         monkeypatch.delenv(key, raising=False)
+
+
+def pytest_terminal_summary(terminalreporter: object) -> None:
+    """The fault-injection figures, after the run (the policy table prints from tests/policy)."""
+    from tests.handlers.faults import REPORTS
+
+    if not REPORTS:
+        return
+    write = terminalreporter.write_line  # type: ignore[attr-defined]
+    terminalreporter.write_sep("-", "fault injection: 20% of AWS calls throttled, 5xx or timed out")  # type: ignore[attr-defined]
+    header = ("handler", "AWS calls", "faults", "records", "actions", "duplicates", "losses", "deliveries")
+    write("  ".join(f"{h:>11}" for h in header))
+    for r in REPORTS:
+        row = (r.handler, r.calls, r.faults, r.records, r.actions, r.duplicates, r.losses, r.deliveries)
+        write("  ".join(f"{v:>11}" for v in row))

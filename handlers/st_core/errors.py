@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
 # Error codes AWS returns for conditions that clear up by themselves; everything else in the 4xx range is the
 # request's fault and retrying the same record would fail the same way.
 _TRANSIENT_CODES = frozenset(
@@ -62,3 +68,16 @@ def error_code(exc: BaseException) -> str:
         if code:
             return str(code)
     return type(exc).__name__
+
+
+def persist(call: Callable[[], T], *, attempts: int = 5, delay: float = 0.1) -> T:
+    """Run an idempotent bookkeeping write until it succeeds or the error is not transient. For writes that record
+    an action already taken (a completion): giving up there would make a retry take the action a second time."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return call()
+        except Exception as exc:
+            if attempt == attempts or not is_transient(exc):
+                raise
+            time.sleep(delay * 2 ** (attempt - 1))
+    raise AssertionError("unreachable")

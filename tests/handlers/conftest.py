@@ -74,7 +74,11 @@ class Env:
         return {"Records": self.stream.read()}
 
     def schedules(self) -> list[dict[str, Any]]:
-        names = [s["Name"] for s in self.scheduler.list_schedules(GroupName=self.group)["Schedules"]]
+        names = [
+            s["Name"]
+            for page in self.scheduler.get_paginator("list_schedules").paginate(GroupName=self.group)
+            for s in page["Schedules"]
+        ]
         return [self.scheduler.get_schedule(Name=name, GroupName=self.group) for name in names]
 
     def messages(self, url: str) -> list[dict[str, Any]]:

@@ -1,0 +1,112 @@
+"""Fault injection for handler tests: a share of AWS calls fail with throttling, a 5xx or a timeout before they reach
+the service, and Lambda's replay of a stream batch (retry from the reported sequence number until none fail).
+
+Faults are raised at `before-call`, so the request is never made: what the handler sees is what is left after the
+SDK's own retries gave up. (A `before-send` fault does not work with moto, which applies the request anyway, and
+it would model a different failure: a timeout *after* the service acted. That one makes any sender of a
+non-idempotent request, SQS SendMessage say, deliver twice; it is why every due event carries `keys` and `dueAt`
+for the consumer to dedupe on, and why Step Functions targets get a deterministic execution name.)"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError, ReadTimeoutError
+
+FAULTS = {
+    "throttling": (400, "ThrottlingException"),
+    "5xx": (503, "ServiceUnavailable"),
+}
+
+
+@dataclass
+class FaultInjector:
+    """Fails `rate` of all calls (seeded, so a failing run can be replayed)."""
+
+    rate: float
+    seed: int = 7
+    calls: int = 0
+    faults: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def attach(self, client: Any) -> Any:
+        client.meta.events.register("before-call", self._before_call)
+        return client
+
+    def _before_call(self, model: Any, **_: Any) -> None:
+        with self._lock:
+            self.calls += 1
+            if self._rng.random() >= self.rate:
+                return
+            kind = self._rng.choice([*FAULTS, "timeout"])
+            self.faults[kind] += 1
+        if kind == "timeout":
+            raise ReadTimeoutError(endpoint_url=f"https://injected/{model.name}")
+        status, code = FAULTS[kind]
+        raise ClientError(
+            {"Error": {"Code": code, "Message": "injected fault"}, "ResponseMetadata": {"HTTPStatusCode": status}},
+            model.name,
+        )
+
+
+class FaultyClients:
+    """The handlers' client registry, every client behind the injector (tests read state with their own)."""
+
+    def __init__(self, injector: FaultInjector) -> None:
+        self.injector = injector
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, service: str) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        with self._lock:
+            if service not in self._clients:
+                config = Config(retries={"mode": "standard", "max_attempts": 3})
+                self._clients[service] = self.injector.attach(boto3.client(service, config=config))
+            return self._clients[service]
+
+
+def replay(handle: Callable[[dict[str, Any]], Any], records: list[dict[str, Any]], max_rounds: int = 500) -> int:
+    """Deliver `records` like Lambda: on a partial failure, again from the first failed sequence number; on an
+    exception, the whole batch again. Returns the number of invocations it took."""
+    remaining = list(records)
+    rounds = 0
+    while remaining:
+        rounds += 1
+        if rounds > max_rounds:
+            raise AssertionError(f"still failing after {max_rounds} deliveries")
+        try:
+            response = handle({"Records": remaining})
+        except Exception:
+            continue
+        failures = [int(f["itemIdentifier"]) for f in response["batchItemFailures"]]
+        if not failures:
+            return rounds
+        first = min(failures)
+        remaining = [r for r in remaining if int(r["dynamodb"]["SequenceNumber"]) >= first]
+    return rounds
+
+
+@dataclass
+class FaultReport:
+    handler: str
+    calls: int
+    faults: int
+    records: int
+    actions: int
+    duplicates: int
+    losses: int
+    deliveries: int
+
+
+REPORTS: list[FaultReport] = []
