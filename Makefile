@@ -30,7 +30,7 @@ demo: $(STAMP)
 
 # Not part of `make test`: minutes of work, and no test asserts a timing.
 bench: $(STAMP)
-	$(PY) -m bench | tee bench/latest.md
+	$(PY) -m bench --out bench/latest.md
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -25,15 +25,25 @@ def main(argv: list[str] | None = None) -> int:
         "coldstart": bench_coldstart.run,
         "scale": lambda: bench_scale.run(figures),
     }
-    names = (argv if argv is not None else sys.argv[1:]) or list(chosen)
+    args = list(argv if argv is not None else sys.argv[1:])
+    out = None
+    if "--out" in args:
+        at = args.index("--out")
+        out = Path(args[at + 1])
+        del args[at : at + 2]
+    names = args or list(chosen)
     began = time.perf_counter()
+    report: list[str] = []
     for name in names:
         started = time.perf_counter()
         text, found = chosen[name]()
         figures.update(found)
-        print(text)
-        print(f"({name}: {time.perf_counter() - started:.0f} s)\n", flush=True)
-    print(f"all benchmarks: {time.perf_counter() - began:.0f} s")
+        report.append(f"{text}\n({name}: {time.perf_counter() - started:.0f} s)\n")
+        print(report[-1], flush=True)
+    report.append(f"all benchmarks: {time.perf_counter() - began:.0f} s")
+    print(report[-1])
+    if out is not None:
+        out.write_text("\n".join(report) + "\n")
     return 0
 
 
