@@ -73,6 +73,17 @@ class Env:
     def event(self) -> Any:
         return {"Records": self.stream.read()}
 
+    def ledger(self) -> str:
+        """An idempotency ledger table beside this env's table (ttl and aggregate modes); its name."""
+        name = f"ledger-{self.table}"
+        self.ddb.create_table(
+            TableName=name,
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        return name
+
     def schedules(self) -> list[dict[str, Any]]:
         names = [
             s["Name"]

@@ -21,13 +21,7 @@ from tests.handlers.conftest import Env, as_lambda_record
 
 @pytest.fixture
 def agg_env(env: Env) -> Iterator[Env]:
-    ledger = f"ledger-{env.table}"
-    env.ddb.create_table(
-        TableName=ledger,
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    ledger = env.ledger()
     config: HandlerConfig = copy.deepcopy(env.config)
     config["mode"] = "aggregate"
     config.pop("scheduler")

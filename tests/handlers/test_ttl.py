@@ -25,13 +25,7 @@ NOW = datetime.now(UTC).replace(microsecond=0)
 
 @pytest.fixture
 def ttl_env(env: Env) -> Env:
-    ledger = f"ledger-{env.table}"
-    env.ddb.create_table(
-        TableName=ledger,
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    ledger = env.ledger()
     config: HandlerConfig = copy.deepcopy(env.config)
     config["mode"] = "ttl"
     config["ttl"] = {
