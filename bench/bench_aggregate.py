@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 from .baselines import seed003
-from .harness import LATENCY_SECONDS, REGION, BenchClients, ministack, ratio, table, timed
+from .harness import LATENCY_SECONDS, REGION, BenchClients, ministack, ratio, stream_record, table, timed
 
 SCORES = 10_000
 USERS = 100
@@ -28,19 +28,7 @@ def batches() -> tuple[list[dict[str, Any]], dict[str, int]]:
             user, score = f"USER#u{rng.randrange(USERS)}", rng.randrange(1, 100)
             sums[user] += score
             keys = {"PK": {"S": f"SCORE#{n:05}"}, "SK": {"S": user}}
-            records.append(
-                {
-                    "eventID": uuid.uuid4().hex,
-                    "eventName": "INSERT",
-                    "eventSource": "aws:dynamodb",
-                    "awsRegion": REGION,
-                    "dynamodb": {
-                        "Keys": keys,
-                        "NewImage": {**keys, "Score": {"N": str(score)}},
-                        "SequenceNumber": str(10**20 + n),
-                    },
-                }
-            )
+            records.append(stream_record(keys, {"Score": {"N": str(score)}}, n))
         out.append({"Records": records})
     return out, dict(sums)
 

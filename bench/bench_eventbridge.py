@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .baselines import seed000
-from .harness import ACCOUNT, LATENCY_SECONDS, REGION, BenchClients, aws, ratio, table, timed
+from .harness import ACCOUNT, LATENCY_SECONDS, REGION, BenchClients, aws, ratio, stream_record, table, timed
 
 SIZES = (100, 1000)
 WORKERS = 16
@@ -21,20 +21,7 @@ def records(count: int) -> list[dict[str, Any]]:
     for n in range(count):
         due = (base + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%SZ")
         keys = {"PK": {"S": f"user#{n}"}, "SK": {"S": "appt"}}
-        out.append(
-            {
-                "eventID": uuid.uuid4().hex,
-                "eventName": "INSERT",
-                "eventSource": "aws:dynamodb",
-                "awsRegion": REGION,
-                "dynamodb": {
-                    "Keys": keys,
-                    "NewImage": {**keys, "dueAt": {"S": due}, "name": {"S": f"n{n}"}},
-                    "SequenceNumber": str(10**20 + n),
-                    "StreamViewType": "NEW_AND_OLD_IMAGES",
-                },
-            }
-        )
+        out.append(stream_record(keys, {"dueAt": {"S": due}, "name": {"S": f"n{n}"}}, n))
     return out
 
 

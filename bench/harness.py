@@ -5,9 +5,9 @@ show what it would in Lambda, where each call is a network round trip."""
 from __future__ import annotations
 
 import os
-import statistics
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -78,12 +78,6 @@ class BenchClients:
         if isinstance(parsed, dict) and "ScannedCount" in parsed:
             self.log.read(int(parsed["ScannedCount"]))
 
-    def override(self, service: str, client: Any) -> None:
-        self._clients[service] = client
-
-    def reset(self) -> None:
-        self._clients.clear()
-
 
 @contextmanager
 def aws() -> Iterator[None]:
@@ -129,14 +123,26 @@ def ministack() -> Iterator[str]:
                     os.environ[key] = value
 
 
+def stream_record(keys: dict[str, Any], image: dict[str, Any], sequence: int) -> dict[str, Any]:
+    """An INSERT record as Lambda delivers it from a DynamoDB stream."""
+    return {
+        "eventID": uuid.uuid4().hex,
+        "eventName": "INSERT",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": REGION,
+        "dynamodb": {
+            "Keys": keys,
+            "NewImage": {**keys, **image},
+            "SequenceNumber": str(10**20 + sequence),
+            "StreamViewType": "NEW_AND_OLD_IMAGES",
+        },
+    }
+
+
 def timed(run: Callable[[], Any]) -> tuple[float, Any]:
     start = time.perf_counter()
     result = run()
     return time.perf_counter() - start, result
-
-
-def median(values: Sequence[float]) -> float:
-    return statistics.median(values)
 
 
 def table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]], note: str = "") -> str:

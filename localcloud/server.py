@@ -80,9 +80,6 @@ class Ministack:
         """Forget every resource (ministack's own reset endpoint)."""
         http_json(self.endpoint + RESET, method="POST")
 
-    def sent_emails(self) -> list[dict[str, Any]]:
-        return ses_outbox(self.endpoint)
-
     def stop(self) -> None:
         if self._process is None or self._process.poll() is not None:
             return

@@ -47,6 +47,10 @@ class Built:
         document: dict[str, Any] = json.loads(self.one(name).inputs["policy"])
         return document
 
+    def statements(self, name: str) -> list[dict[str, Any]]:
+        """The statements of the role policy `name`."""
+        return list(self.policy(name)["Statement"])
+
     def handler_config(self) -> dict[str, Any]:
         function = next(f for f in self.of_type(":Function") if "processor" not in f.name)
         config: dict[str, Any] = json.loads(function.inputs["environment"]["variables"]["SCHEDULED_TABLE_CONFIG"])

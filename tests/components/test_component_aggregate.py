@@ -17,10 +17,6 @@ def aggregate(build: Build, **kwargs: Any) -> Built:
     return build(mode="aggregate", **kwargs)
 
 
-def statements(built: Built, name: str) -> list[dict[str, Any]]:
-    return list(built.policy(name)["Statement"])
-
-
 def test_creates_the_aggregate_resources_and_no_target_queue(build: Build) -> None:
     built = aggregate(build, alarms=False, dashboard=False)
     names = sorted(n for n, r in built.mocks.by_name.items() if r.type != "pulumi:pulumi:Stack")
@@ -51,7 +47,7 @@ def test_adjust_also_lets_through_changes_and_deletions_of_sources(build: Build)
 def test_iam_allows_only_updating_totals_and_writing_markers(build: Build) -> None:
     built = aggregate(build)
     table_arn, ledger_arn = built.one("rem-table").outputs["arn"], built.one("rem-ledger").outputs["arn"]
-    found = statements(built, "rem-aggregator-policy")
+    found = built.statements("rem-aggregator-policy")
     # Statements on the table or the ledger themselves (the stream grant is on `<table>/stream/*`).
     item_actions = [s for s in found if s["Resource"] in ([table_arn], [ledger_arn])]
     assert item_actions == [

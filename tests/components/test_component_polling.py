@@ -19,10 +19,6 @@ def polling(build: Build, **kwargs: Any) -> Built:
     return build(mode="polling", **kwargs)
 
 
-def statements(built: Built, name: str) -> list[dict[str, Any]]:
-    return list(built.policy(name)["Statement"])
-
-
 def test_creates_the_polling_resources(build: Build) -> None:
     built = polling(build, alarms=False, dashboard=False)
     names = sorted(n for n, r in built.mocks.by_name.items() if r.type != "pulumi:pulumi:Stack")
@@ -88,7 +84,7 @@ def test_the_assigner_sees_only_users_writes(build: Build) -> None:
 def test_the_processor_may_query_only_the_due_index_and_update_only_this_table(build: Build) -> None:
     built = polling(build)
     table_arn = built.one("rem-table").outputs["arn"]
-    found = statements(built, "rem-processor-policy")
+    found = built.statements("rem-processor-policy")
     assert {"Effect": "Allow", "Action": ["dynamodb:Query"], "Resource": [f"{table_arn}/index/due"]} in found
     assert {"Effect": "Allow", "Action": ["dynamodb:UpdateItem"], "Resource": [table_arn]} in found
     assert not any(a.startswith("dynamodb:GetRecords") for s in found for a in s["Action"])
@@ -102,7 +98,7 @@ def test_the_processor_may_query_only_the_due_index_and_update_only_this_table(b
 def test_on_done_delete_adds_delete_item(build: Build) -> None:
     built = polling(build, on_done="delete")
     table_arn = built.one("rem-table").outputs["arn"]
-    found = statements(built, "rem-processor-policy")
+    found = built.statements("rem-processor-policy")
     assert {
         "Effect": "Allow",
         "Action": ["dynamodb:DeleteItem", "dynamodb:UpdateItem"],
@@ -113,7 +109,7 @@ def test_on_done_delete_adds_delete_item(build: Build) -> None:
 def test_the_assigner_may_only_update_items_and_read_the_stream(build: Build) -> None:
     built = polling(build)
     table_arn = built.one("rem-table").outputs["arn"]
-    found = statements(built, "rem-assigner-policy")
+    found = built.statements("rem-assigner-policy")
     assert {"Effect": "Allow", "Action": ["dynamodb:UpdateItem"], "Resource": [table_arn]} in found
     assert any(s["Resource"] == [f"{table_arn}/stream/*"] for s in found)
     assert not any("dynamodb:Query" in s["Action"] for s in found)

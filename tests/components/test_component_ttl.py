@@ -19,10 +19,6 @@ def ttl(build: Build, **kwargs: Any) -> Built:
     return build(mode="ttl", **kwargs)
 
 
-def statements(built: Built, name: str) -> list[dict[str, Any]]:
-    return list(built.policy(name)["Statement"])
-
-
 def test_creates_the_ttl_resources_and_no_scheduler_without_precise(build: Build) -> None:
     built = ttl(build, alarms=False, dashboard=False)
     names = sorted(n for n, r in built.mocks.by_name.items() if r.type != "pulumi:pulumi:Stack")
@@ -79,7 +75,7 @@ def test_the_ledger_has_its_own_ttl_and_no_stream(build: Build) -> None:
 
 def test_the_executor_may_use_the_ledger_and_write_back_to_its_own_table_only(build: Build) -> None:
     built = ttl(build)
-    found = statements(built, "rem-executor-policy")
+    found = built.statements("rem-executor-policy")
     ledger_arn, table_arn = built.one("rem-ledger").outputs["arn"], built.one("rem-table").outputs["arn"]
     assert {
         "Effect": "Allow",
@@ -109,7 +105,7 @@ def test_handler_config_carries_the_ttl_section(build: Build) -> None:
 def test_precise_adds_a_schedule_group_whose_role_may_only_delete_this_tables_items(build: Build) -> None:
     built = ttl(build, precise=True)
     table_arn = built.one("rem-table").outputs["arn"]
-    fire = statements(built, "rem-scheduler-exec-policy")
+    fire = built.statements("rem-scheduler-exec-policy")
     assert fire[0] == {"Effect": "Allow", "Action": ["dynamodb:DeleteItem"], "Resource": [table_arn]}
     assert fire[1]["Action"] == ["sqs:SendMessage"]
     assert built.handler_config()["scheduler"]["group"] == built.one("rem-schedules").outputs["name"]
@@ -118,7 +114,7 @@ def test_precise_adds_a_schedule_group_whose_role_may_only_delete_this_tables_it
 
 def test_precise_executor_may_manage_its_schedules_and_delete_due_items(build: Build) -> None:
     built = ttl(build, precise=True)
-    found = statements(built, "rem-executor-policy")
+    found = built.statements("rem-executor-policy")
     table_arn = built.one("rem-table").outputs["arn"]
     assert {"Effect": "Allow", "Action": ["dynamodb:DeleteItem", "dynamodb:PutItem"], "Resource": [table_arn]} in found
     assert any("scheduler:CreateSchedule" in s["Action"] for s in found)
@@ -136,4 +132,4 @@ def test_an_email_target_is_rendered_by_the_executor(build: Build, target_kind: 
 
     built = ttl(build, target=EmailTarget(sender="offers@example.com", subject="Offer {PK} expired", body="Bye"))
     assert built.handler_config()["target"]["kind"] == target_kind
-    assert any("ses:SendEmail" in s["Action"] for s in statements(built, "rem-executor-policy"))
+    assert any("ses:SendEmail" in s["Action"] for s in built.statements("rem-executor-policy"))
