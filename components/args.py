@@ -69,7 +69,6 @@ class ScheduledTableArgs:
     # Scheduler (eventbridge mode)
     schedule_retry_attempts: int = 185
     schedule_max_event_age_seconds: int = 86400
-    dispatch_now_within_seconds: int = 60
     # TTL (ttl mode)
     precise: bool = False
     repeat_attribute: str = "repeatEvery"
@@ -192,7 +191,6 @@ def _stream(args: ScheduledTableArgs) -> None:
 def _scheduler(args: ScheduledTableArgs) -> None:
     _between(args, "schedule_retry_attempts", 0, 185)
     _between(args, "schedule_max_event_age_seconds", 60, 86400)
-    _between(args, "dispatch_now_within_seconds", 0, 3600)
 
 
 def _ttl(args: ScheduledTableArgs) -> None:

@@ -433,7 +433,6 @@ class ScheduledTable(pulumi.ComponentResource):
                 "deadLetterArn": v[2],
                 "maxEventAgeSeconds": a.schedule_max_event_age_seconds,
                 "maxRetryAttempts": a.schedule_retry_attempts,
-                "dispatchNowWithinSeconds": a.dispatch_now_within_seconds,
             }
         )
         return _Scheduling(consumer_statements=consumer_statements, config=config)

@@ -20,6 +20,15 @@ class ConfigSource(Protocol):
     def get_object(self, key: str) -> Any: ...
 
 
+# Keys of options that were removed: a stack that still sets one fails with the reason instead of being ignored.
+REMOVED_KEYS: dict[str, tuple[str, str]] = {
+    "dispatchNowWithinSeconds": (
+        "was removed: it delivered items up to that many seconds before their due time, and delivery is now never "
+        "early (an item is delivered at its due time or, if that has passed, at once)",
+        "delete the key from the stack configuration",
+    ),
+}
+
 _TARGETS: dict[str, tuple[type, str]] = {
     "queue": (QueueTarget, "queue_arn"),
     "function": (FunctionTarget, "function_arn"),
@@ -56,7 +65,10 @@ def target_from_config(value: Any) -> Target | None:
 
 
 def args_from_config(config: ConfigSource) -> ScheduledTableArgs:
-    """Read every option that is set; what is not set keeps the component's default."""
+    """Read every option that is set; what is not set keeps the component's default. A removed option is an error."""
+    for key, (problem, fix) in REMOVED_KEYS.items():
+        if config.get(key) is not None:
+            raise ValueError(f"{key}: {problem}; {fix}")
     values: dict[str, Any] = {"mode": config.get("mode") or "eventbridge"}
     for name, default in describe_defaults().items():
         key = camel(name)

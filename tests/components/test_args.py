@@ -105,7 +105,6 @@ RULES: list[tuple[dict[str, Any], str]] = [
         "schedule_retry_attempts: 186 is out of range; use a whole number from 0 to 185",
     ),
     ({"schedule_max_event_age_seconds": 30}, "schedule_max_event_age_seconds: 30 is out of range"),
-    ({"dispatch_now_within_seconds": -5}, "dispatch_now_within_seconds: -5 is out of range"),
     ({"batch_size": True}, "batch_size: True is out of range"),
     ({"tags": {"aws:owner": "x"}}, "tags: 'aws:owner': 'x' is not a valid tag; use non-empty string keys"),
     (

@@ -218,7 +218,7 @@ def test_mapping_filters_are_the_time_attribute_patterns(build: Build) -> None:
 
 
 def test_handler_config_wires_real_resources(build: Build) -> None:
-    built = build(dispatch_now_within_seconds=30, schedule_retry_attempts=3, schedule_max_event_age_seconds=600)
+    built = build(schedule_retry_attempts=3, schedule_max_event_age_seconds=600)
     config = built.handler_config()
     assert config["mode"] == "eventbridge"
     assert config["table"] == built.one("rem-table").outputs["name"]
@@ -230,7 +230,6 @@ def test_handler_config_wires_real_resources(build: Build) -> None:
         "deadLetterArn": built.one("rem-target-dlq").outputs["arn"],
         "maxEventAgeSeconds": 600,
         "maxRetryAttempts": 3,
-        "dispatchNowWithinSeconds": 30,
     }
 
 

@@ -99,6 +99,23 @@ def test_the_dev_stack_file_is_a_valid_configuration() -> None:
     assert args.deletion_protection is False and args.log_retention_days == 7
 
 
+def test_a_removed_option_fails_with_the_reason() -> None:
+    with pytest.raises(ValueError) as caught:
+        args_from_config(FakeConfig({"dispatchNowWithinSeconds": 60}))
+    assert str(caught.value) == (
+        "dispatchNowWithinSeconds: was removed: it delivered items up to that many seconds before their due time, "
+        "and delivery is now never early (an item is delivered at its due time or, if that has passed, at once); "
+        "delete the key from the stack configuration"
+    )
+    # In a `tables` entry too, and inherited from the top level.
+    for config in (
+        FakeConfig({"tables": [{"name": "a", "dispatchNowWithinSeconds": "1"}]}),
+        FakeConfig({"dispatchNowWithinSeconds": "1", "tables": [{"name": "a"}]}),
+    ):
+        with pytest.raises(ValueError, match=r"^dispatchNowWithinSeconds: was removed"):
+            tables_from_config(config)
+
+
 def test_a_stack_without_tables_has_one_table_named_by_name() -> None:
     assert [name for name, _ in tables_from_config(FakeConfig({"name": "offers"}))] == ["offers"]
 
