@@ -602,7 +602,7 @@ class ScheduledTable(pulumi.ComponentResource):
             f"{self._name}-processor-invoke-config",
             function_name=processor.function.name,
             maximum_retry_attempts=0,
-            maximum_event_age_in_seconds=60 * a.poll_interval_minutes,
+            maximum_event_age_in_seconds=processor_event_age_seconds(a.poll_interval_minutes),
             destination_config=aws.lambda_.FunctionEventInvokeConfigDestinationConfigArgs(
                 on_failure=aws.lambda_.FunctionEventInvokeConfigDestinationConfigOnFailureArgs(
                     destination=target_dlq.arn
@@ -644,6 +644,16 @@ class ScheduledTable(pulumi.ComponentResource):
 
 def _iterator_age(role: str, seconds: int, function_name: str) -> operations.AlarmSpec:
     return operations.iterator_age_alarm(role, function_name, seconds)
+
+
+# FunctionEventInvokeConfig.MaximumEventAgeInSeconds accepts 60..21600.
+MAX_EVENT_AGE_SECONDS = 21600
+
+
+def processor_event_age_seconds(poll_interval_minutes: int) -> int:
+    """How long a tick may wait for the processor: one interval (the next tick supersedes it), at most the six
+    hours Lambda's async invoke config allows."""
+    return min(60 * poll_interval_minutes, MAX_EVENT_AGE_SECONDS)
 
 
 def tick_expression(minutes: int) -> str:

@@ -86,12 +86,8 @@ def scheduling_statements(*, group_arn: str, scheduler_role_arn: str) -> list[St
     return [
         {
             "Effect": "Allow",
-            "Action": [
-                "scheduler:CreateSchedule",
-                "scheduler:UpdateSchedule",
-                "scheduler:DeleteSchedule",
-                "scheduler:GetSchedule",
-            ],
+            # Create, update and delete only: the handlers never read a schedule back.
+            "Action": ["scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"],
             "Resource": [schedules_in_group(group_arn)],
         },
         {

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from components.component import processor_event_age_seconds
 from components.filters import filter_patterns, polling_filters
 
 from .conftest import Built
@@ -51,6 +52,18 @@ def test_other_modes_have_no_index(build: Build) -> None:
 @pytest.mark.parametrize(("minutes", "expression"), [(1, "rate(1 minute)"), (5, "rate(5 minutes)")])
 def test_a_rule_ticks_every_interval(build: Build, minutes: int, expression: str) -> None:
     assert polling(build, poll_interval_minutes=minutes).one("rem-tick").inputs["scheduleExpression"] == expression
+
+
+@pytest.mark.parametrize(("minutes", "seconds"), [(1, 60), (360, 21600), (361, 21600), (1440, 21600)])
+def test_a_tick_waits_at_most_one_interval_and_never_over_lambdas_six_hours(minutes: int, seconds: int) -> None:
+    assert processor_event_age_seconds(minutes) == seconds
+
+
+@pytest.mark.parametrize("minutes", [1, 1440])
+def test_the_processor_invoke_config_uses_that_age(build: Build, minutes: int) -> None:
+    config = polling(build, poll_interval_minutes=minutes).one("rem-processor-invoke-config").inputs
+    assert config["maximumEventAgeInSeconds"] == processor_event_age_seconds(minutes)
+    assert config["maximumRetryAttempts"] == 0
 
 
 def test_the_rule_targets_the_processor_which_lets_only_that_rule_invoke_it(build: Build) -> None:

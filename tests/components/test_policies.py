@@ -51,3 +51,10 @@ def test_stream_consumer_statements_scope_everything() -> None:
     resources = [r for s in statements for r in s["Resource"]]
     assert "*" not in resources
     assert statements[2] == {"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": ["a", "b"]}
+
+
+def test_scheduling_statements_create_update_delete_and_never_read() -> None:
+    group = "arn:aws:scheduler:eu-west-1:123456789012:schedule-group/g"
+    manage, pass_role = policies.scheduling_statements(group_arn=group, scheduler_role_arn="arn:aws:iam::1:role/r")
+    assert manage["Action"] == ["scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"]
+    assert pass_role["Action"] == ["iam:PassRole"]
