@@ -10,7 +10,6 @@ Every write here sets `stStatus`, so the stream filter never hands these writes 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -39,13 +38,16 @@ from st_core.pending import (
     pending_attributes,
     without_index,
 )
+from st_core.poison import fit
 from st_core.stream import (
     BatchResponse,
     DynamoDBStreamEvent,
     DynamoDBStreamRecord,
+    changed_at,
     decode_image,
     identity_of,
     key_identity,
+    to_request,
 )
 from st_core.timeparse import format_due, parse_due
 
@@ -292,9 +294,8 @@ class Processor:
             "keys": decode_image(self._key(raw)),
             "item": without_index(decode_image(raw) or {}),
         }
-        self.clients.get("sqs").send_message(
-            QueueUrl=self.polling["deadLetterUrl"], MessageBody=json.dumps(body, default=str, sort_keys=True)
-        )
+        # A 400 KB item still dead-letters: without its body if need be, never retried forever for its size.
+        self.clients.get("sqs").send_message(QueueUrl=self.polling["deadLetterUrl"], MessageBody=fit(body, "item", {}))
 
 
 def process(
@@ -346,50 +347,75 @@ def due_of(item: dict[str, Any], config: HandlerConfig, written: datetime) -> da
 
 
 def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: Clients, now: datetime) -> None:
+    """Put the item this record describes in the due index, exactly once per user write.
+
+    Lambda may deliver the record again, whole batches at a time and long after: by then the item may have been
+    dispatched (DONE), claimed, backed off (RETRY) or dead-lettered (FAILED). The index write is therefore made
+    conditional on the item still being the version this record shows: no status yet (a user's PutItem, which
+    removes ours) or the same PENDING index entry (a user's update of a waiting item), and the same due time. Any
+    write of this mode changes one of those, so a stale record finds nothing to do."""
     data = record["dynamodb"]
-    new = decode_image(data.get("NewImage")) or {}
+    new_typed = data.get("NewImage") or {}
+    new = decode_image(new_typed) or {}
     old = decode_image(data.get("OldImage")) or {}
     time_attribute = config["timeAttribute"]
     unchanged = record["eventName"] == "MODIFY" and new.get(time_attribute) == old.get(time_attribute)
     settled = new.get(STATUS) is not None or old.get(STATUS) in (Status.DONE.value, Status.FAILED.value)
     if unchanged and settled:
         return  # its time did not change: leave it where it is (in the index, done or failed)
-    created = data.get("ApproximateCreationDateTime")
-    written = datetime.fromtimestamp(float(created), UTC) if created else now
+    if new.get(STATUS) not in (None, Status.PENDING.value):
+        return  # the mode's own write (filtered out on AWS; a defensive no-op here)
+    created = changed_at(record)
+    written = datetime.fromtimestamp(created, UTC) if created is not None else now
     due = due_of(new, config, written)
     attributes = pending_attributes(key_identity(record), due, config["polling"]["shards"])
+    names = {
+        "#shard": SHARD,
+        "#due": DUE,
+        "#status": STATUS,
+        "#attempts": ATTEMPTS,
+        "#error": ERROR,
+        "#claim": CLAIM,
+        "#time": time_attribute,
+    }
+    values: dict[str, Any] = {
+        ":shard": {"N": str(attributes[SHARD])},
+        ":due": {"N": str(attributes[DUE])},
+        ":pending": {"S": Status.PENDING.value},
+    }
+    if new.get(STATUS) is None:
+        conditions = ["attribute_not_exists(#status)"]
+    else:
+        conditions = ["#status = :pending"]
+        if DUE in new_typed:
+            conditions.append("#due = :indexed")
+            values[":indexed"] = new_typed[DUE]
+        else:
+            conditions.append("attribute_not_exists(#due)")
+    if time_attribute in new_typed:
+        conditions.append("#time = :time")
+        values[":time"] = to_request({"t": new_typed[time_attribute]})["t"]
+    else:
+        conditions.append("attribute_not_exists(#time)")
     try:
         clients.get("dynamodb").update_item(
             TableName=config["table"],
-            Key=data["Keys"],
+            Key=to_request(data["Keys"]),
             UpdateExpression="SET #shard = :shard, #due = :due, #status = :pending REMOVE #attempts, #error, #claim",
-            # Only the version of the item this record describes: a newer write will have its own record.
-            ConditionExpression="attribute_exists(#pk)",
-            ExpressionAttributeNames={
-                "#shard": SHARD,
-                "#due": DUE,
-                "#status": STATUS,
-                "#attempts": ATTEMPTS,
-                "#error": ERROR,
-                "#claim": CLAIM,
-                "#pk": config["partitionKey"],
-            },
-            ExpressionAttributeValues={
-                ":shard": {"N": str(attributes[SHARD])},
-                ":due": {"N": str(attributes[DUE])},
-                ":pending": {"S": Status.PENDING.value},
-            },
+            ConditionExpression=" AND ".join(conditions),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
         )
     except Exception as exc:
         if error_code(exc) != "ConditionalCheckFailedException":
             raise
-        log.info("assign-skipped", reason="item deleted since")
+        log.info("assign-skipped", reason="the item changed since this record (deleted, newer write, or done)")
         return
     log.info("assigned", dueAt=format_due(due), shard=attributes[SHARD])
 
 
 def handle_assign_batch(
-    event: DynamoDBStreamEvent,
+    event: DynamoDBStreamEvent | object,
     config: HandlerConfig,
     *,
     clients: Clients = CLIENTS,

@@ -5,15 +5,18 @@ users' deletes never invoke this function. Each deletion becomes one due event, 
 once per occurrence (see `st_core.idempotency`), and a repeating item is written back with its next due time.
 
 With `precise`, TTL's lateness (minutes to days) is cut to Scheduler's: every item also gets one `at()` schedule
-that deletes it at its due time through the universal target `dynamodb:deleteItem`, only while its TTL value is
-unchanged. Those deletes are ordinary REMOVEs, so in precise mode the mapping also passes inserts, updates and
-removes of items with a due time, and the old image decides: due means act, earlier means the user cancelled.
+that deletes it through the universal target `dynamodb:deleteItem`, only while its TTL value is unchanged, set on
+the first whole minute at or after its due time (Scheduler fires anywhere in an `at()` minute, so that is the only
+minute that is never early). Those deletes are ordinary REMOVEs, so in precise mode the mapping also passes
+inserts, updates and removes of items with a due time, and a REMOVE is judged by when it happened (its
+`ApproximateCreationDateTime`, not when it is processed, so a late or redelivered batch decides the same): in the
+due minute or after means due, before means the user cancelled. The action itself never runs before the due time.
 """
 
 from __future__ import annotations
 
 import json
-import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -36,14 +39,23 @@ from st_core.dispatch import (
 from st_core.errors import PermanentError, error_code, persist
 from st_core.idempotency import Ledger
 from st_core.naming import schedule_name
-from st_core.stream import BatchResponse, DynamoDBStreamEvent, DynamoDBStreamRecord, decode_image, key_identity
-from st_core.timeparse import format_due, parse_due
+from st_core.stream import (
+    BatchResponse,
+    DynamoDBStreamEvent,
+    DynamoDBStreamRecord,
+    changed_at,
+    decode_image,
+    key_identity,
+    to_request,
+)
+from st_core.timeparse import format_due, minute_start, parse_due
 
 MODE = "ttl"
 TTL_SERVICE = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
-# Scheduler fires at() at whole seconds; a precise delete is never early by more than this.
-PRECISE_TOLERANCE = timedelta(seconds=1)
+# A repeat interval longer than this is a mistake in the data (and overflows date arithmetic soon after).
+MAX_REPEAT_SECONDS = 100 * 366 * 24 * 3600
 Clock = Callable[[], datetime]
+Sleep = Callable[[float], None]
 
 
 class Step(StrEnum):
@@ -79,8 +91,8 @@ def expiry(image: dict[str, Any], attribute: str) -> datetime:
     return parse_due(value)
 
 
-def decide(record: DynamoDBStreamRecord, config: HandlerConfig, now: datetime) -> Decision:
-    """What one record means, without calling AWS."""
+def decide(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime) -> Decision:
+    """What one record means, without calling AWS; `changed` is when its change happened."""
     data = record["dynamodb"]
     keys = decode_image(data["Keys"]) or {}
     name = schedule_name(key_identity(record), "-".join(str(v) for v in keys.values()))
@@ -96,7 +108,8 @@ def decide(record: DynamoDBStreamRecord, config: HandlerConfig, now: datetime) -
             due = expiry(old, attribute)
         except PermanentError:
             return Decision(Step.UNSCHEDULE, name, reason="deleted; its TTL was never valid")
-        if due <= now + PRECISE_TOLERANCE:
+        # Our own delete runs in the minute at or after the due time; so does any delete that counts as due.
+        if changed >= minute_start(due):
             return Decision(Step.EXECUTE, name, due)
         return Decision(Step.CANCELLED, name, due, reason="deleted before its due time")
     if not precise:
@@ -112,21 +125,30 @@ def decide(record: DynamoDBStreamRecord, config: HandlerConfig, now: datetime) -
 
 
 def next_item(raw: dict[str, Any], item: dict[str, Any], due: datetime, now: datetime, config: HandlerConfig) -> Any:
-    """The item to write back for its next occurrence (DynamoDB JSON), or None when it does not repeat (again).
-    The next due time is the first one after `now`: missed occurrences are skipped, never fired in a burst."""
+    """The item to write back for its next occurrence (DynamoDB JSON as Lambda gives it), or None when it does not
+    repeat (again). The next due time is the first one after `now`: missed occurrences are skipped, never fired in a
+    burst. Any unusable repeat setting is a PermanentError (raised only after the occurrence fired)."""
     ttl = config["ttl"]
     every = item.get(ttl["repeatAttribute"])
     if every is None:
         return None
-    if isinstance(every, bool) or not isinstance(every, int | float | Decimal) or every <= 0:
-        raise PermanentError(f"repeat attribute {ttl['repeatAttribute']!r} must be a positive number of seconds")
+    if isinstance(every, bool) or not isinstance(every, int | Decimal) or not 1 <= every <= MAX_REPEAT_SECONDS:
+        raise PermanentError(
+            f"repeat attribute {ttl['repeatAttribute']!r} is {str(every)[:40]!r}: it must be a number of seconds "
+            f"from 1 to {MAX_REPEAT_SECONDS}"
+        )
     step = int(every)
-    skipped = max(0, math.floor((now - due).total_seconds() / step))
-    following = due + timedelta(seconds=step * (skipped + 1))
-    until = item.get(ttl["repeatUntilAttribute"])
-    if until is not None and following > parse_due(until):
-        return None
+    skipped = max(0, int((now - due).total_seconds()) // step)
+    try:
+        following = due + timedelta(seconds=step * (skipped + 1))
+        until = item.get(ttl["repeatUntilAttribute"])
+        if until is not None and following > parse_due(until):
+            return None
+    except (OverflowError, ValueError) as exc:
+        raise PermanentError(f"the next occurrence after {format_due(due)} is out of range: {exc}") from exc
     count = item.get(ttl["occurrenceAttribute"]) or 0
+    if isinstance(count, bool) or not isinstance(count, int | Decimal):
+        count = 0
     return {
         **raw,
         config["timeAttribute"]: {"N": str(int(following.timestamp()))},
@@ -137,17 +159,20 @@ def next_item(raw: dict[str, Any], item: dict[str, Any], due: datetime, now: dat
 class Executor:
     """Carries out decisions: the action (once per occurrence), repeats, and precise-mode schedules."""
 
-    def __init__(self, config: HandlerConfig, clients: Clients, now: Clock) -> None:
+    def __init__(self, config: HandlerConfig, clients: Clients, now: Clock, sleep: Sleep = time.sleep) -> None:
         self.config = config
         self.clients = clients
         self.now = now
+        self.sleep = sleep
         ttl = config["ttl"]
         self.ledger = Ledger(
             ttl["ledgerTable"], clients=clients, lease_seconds=ttl["leaseSeconds"], window_seconds=ttl["windowSeconds"]
         )
 
     def __call__(self, record: DynamoDBStreamRecord) -> None:
-        decision = decide(record, self.config, self.now())
+        moment = changed_at(record)
+        changed = datetime.fromtimestamp(moment, UTC) if moment is not None else self.now()
+        decision = decide(record, self.config, changed)
         precise = self.config["ttl"]["precise"]
         if precise and decision.step in (Step.EXECUTE, Step.CANCELLED, Step.UNSCHEDULE):
             schedules.delete(self.clients, self.config["scheduler"]["group"], decision.name)
@@ -166,6 +191,11 @@ class Executor:
         item = decode_image(raw) or {}
         keys = decode_image(data["Keys"]) or {}
         occurrence = schedules.occurrence(name, due)
+        early = (due - self.now()).total_seconds()
+        if early > 0:
+            # A delete inside the due minute but before its second (a user's, say) counts as due: the action still
+            # waits for the due second. At most a minute, within any function timeout this mode allows.
+            self.sleep(min(early, 60.0))
         if not self.ledger.claim(occurrence):
             log.info("duplicate", schedule=name, dueAt=format_due(due))
             return
@@ -174,7 +204,7 @@ class Executor:
             try:
                 self._repeat(raw, item, due)
             except PermanentError as exc:
-                repeat_problem = str(exc)
+                repeat_problem = str(exc)  # the occurrence still fires; the record is parked afterwards
             event = due_event(mode=MODE, table=self.config["table"], keys=keys, due=due, item=item)
             send_now(
                 self.config["target"],
@@ -200,7 +230,7 @@ class Executor:
             # Only if the item is still gone: a retry (or a user who re-created it) must not be overwritten.
             self.clients.get("dynamodb").put_item(
                 TableName=self.config["table"],
-                Item=following,
+                Item=to_request(following),
                 ConditionExpression="attribute_not_exists(#pk)",
                 ExpressionAttributeNames={"#pk": partition},
             )
@@ -220,12 +250,15 @@ class Executor:
                 log.debug("unchanged", schedule=name)
                 return
         scheduler = self.config["scheduler"]
+        # Scheduler's universal target takes DynamoDB JSON as Lambda delivers it (binary as base64 text).
         request = delete_item_request(self.config["table"], data["Keys"], attribute, data["NewImage"][attribute])
-        if (due - self.now()).total_seconds() < scheduler["dispatchNowWithinSeconds"]:
-            # Due (or nearly): delete it now; its REMOVE comes back here and executes.
+        now = self.now()
+        if due <= now:
+            # Due already: delete it now; its REMOVE comes back here and executes.
             schedules.delete(self.clients, scheduler["group"], name)
+            direct = {**request, "Key": to_request(request["Key"])}
             try:
-                self.clients.get("dynamodb").delete_item(**request)
+                self.clients.get("dynamodb").delete_item(**direct)
             except Exception as exc:
                 if error_code(exc) != "ConditionalCheckFailedException":
                     raise
@@ -235,16 +268,17 @@ class Executor:
             schedules.schedule_request(
                 group=scheduler["group"],
                 name=name,
-                due=due,
+                fire=schedules.fire_time(due, now),
                 target=schedule_target(DELETE_ITEM_UNIVERSAL_TARGET, scheduler, json.dumps(request)),
                 description=f"scheduled-table {MODE} precise {self.config['table']}",
             ),
             create_first=record["eventName"] == "INSERT",
+            change_id=str(record.get("eventID")),
         )
 
 
 def handle_batch(
-    event: DynamoDBStreamEvent,
+    event: DynamoDBStreamEvent | object,
     config: HandlerConfig,
     *,
     clients: Clients = CLIENTS,

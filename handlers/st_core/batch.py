@@ -16,7 +16,7 @@ from .clients import Clients
 from .config import HandlerConfig
 from .errors import PermanentError, error_code, is_transient
 from .poison import PoisonQueue
-from .stream import BatchResponse, DynamoDBStreamEvent, DynamoDBStreamRecord, key_identity, sequence_number
+from .stream import BatchResponse, DynamoDBStreamEvent, DynamoDBStreamRecord, key_identity, sequence_number, split_event
 
 RecordHandler = Callable[[DynamoDBStreamRecord], None]
 
@@ -40,7 +40,7 @@ def process_batch(
     def run(group: list[DynamoDBStreamRecord]) -> str | None:
         return _run_group(group, handle, poison)
 
-    if len(groups) == 1 or max_workers <= 1:
+    if len(groups) <= 1 or max_workers <= 1:
         failed = [run(group) for group in groups.values()]
     else:
         with ThreadPoolExecutor(max_workers=min(max_workers, len(groups))) as pool:
@@ -70,6 +70,14 @@ def _run_group(group: list[DynamoDBStreamRecord], handle: RecordHandler, poison:
     return None
 
 
+def park_malformed(poison: PoisonQueue, malformed: list[tuple[object, str]]) -> None:
+    """Park what is not a stream record at all. It has no sequence number to retry from, so if the poison queue
+    cannot take it the invocation fails as a whole and Lambda delivers the batch again: never lost."""
+    for thing, reason in malformed:
+        poison.send(thing, reason, "MalformedRecord")
+        log.warning("poisoned", error="MalformedRecord", reason=reason)
+
+
 def _park(poison: PoisonQueue, record: Any, reason: str, code: str) -> bool:
     seq = sequence_number(record)
     try:
@@ -82,13 +90,20 @@ def _park(poison: PoisonQueue, record: Any, reason: str, code: str) -> bool:
 
 
 def handle_stream_batch(
-    event: DynamoDBStreamEvent, config: HandlerConfig, *, mode: str, handle: RecordHandler, clients: Clients
+    event: DynamoDBStreamEvent | object,
+    config: HandlerConfig,
+    *,
+    mode: str,
+    handle: RecordHandler,
+    clients: Clients,
 ) -> BatchResponse:
-    """A mode's whole batch: every record through `handle`, poison parked in the table's poison queue."""
+    """A mode's whole batch: every record through `handle`, poison (malformed records included) parked in the
+    table's poison queue."""
     poison = PoisonQueue(config["poisonQueueUrl"], mode=mode, table=config["table"], clients=clients)
-    records = event.get("Records", [])
+    records, malformed = split_event(event)
+    park_malformed(poison, malformed)
     response = process_batch(records, handle, poison=poison, max_workers=config["maxWorkers"])
-    batch_metrics(config, mode=mode, records=len(records), poison=poison, response=response)
+    batch_metrics(config, mode=mode, records=len(records) + len(malformed), poison=poison, response=response)
     return response
 
 

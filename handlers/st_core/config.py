@@ -21,6 +21,7 @@ class TargetConfig(TypedDict):
     kind: str
     arn: str
     email: NotRequired[EmailConfig]
+    maxMessageBytes: NotRequired[int]  # SQS targets: the queue's MaximumMessageSize (256 KiB when absent)
 
 
 class SchedulerConfig(TypedDict):
@@ -29,7 +30,12 @@ class SchedulerConfig(TypedDict):
     deadLetterArn: str
     maxEventAgeSeconds: int
     maxRetryAttempts: int
-    dispatchNowWithinSeconds: int
+
+
+class EventBridgeConfig(TypedDict):
+    ledgerTable: str
+    leaseSeconds: int
+    windowSeconds: int
 
 
 class TtlConfig(TypedDict):
@@ -76,6 +82,7 @@ class HandlerConfig(TypedDict):
     poisonQueueUrl: str
     maxWorkers: int
     scheduler: NotRequired[SchedulerConfig]
+    eventbridge: NotRequired[EventBridgeConfig]
     ttl: NotRequired[TtlConfig]
     polling: NotRequired[PollingConfig]
     aggregate: NotRequired[AggregateConfig]

@@ -10,11 +10,13 @@ import json
 from datetime import datetime
 from enum import StrEnum
 from functools import lru_cache
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
+from . import limits
 from .clients import CLIENTS, Clients
 from .config import EmailConfig, SchedulerConfig, TargetConfig
 from .errors import PermanentError
+from .jsontext import dumps, size
 from .templates import render
 from .timeparse import format_due
 
@@ -38,10 +40,23 @@ class DueEvent(TypedDict):
     keys: dict[str, Any]
     dueAt: str
     item: dict[str, Any]
+    itemTrimmed: NotRequired[bool]
 
 
 def due_event(*, mode: str, table: str, keys: dict[str, Any], due: datetime, item: dict[str, Any]) -> DueEvent:
     return {"source": SOURCE, "mode": mode, "table": table, "keys": keys, "dueAt": format_due(due), "item": item}
+
+
+def payload_limit(target: TargetConfig, *, via_scheduler: bool) -> int:
+    """The largest payload (bytes) the target takes, and Scheduler's input limit when a schedule delivers it."""
+    kind = TargetKind(target["kind"])
+    if kind is TargetKind.SQS:
+        limit = int(target.get("maxMessageBytes") or limits.SQS_DEFAULT_MESSAGE_BYTES)
+    else:
+        limit = _LIMITS[kind]
+    if via_scheduler:
+        limit = min(limit, limits.SCHEDULER_INPUT_BYTES)
+    return limit - limits.ENVELOPE_BYTES
 
 
 def email_request(email: EmailConfig, item: dict[str, Any]) -> dict[str, Any]:
@@ -61,15 +76,25 @@ def email_request(email: EmailConfig, item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def target_input(target: TargetConfig, event: DueEvent) -> str:
-    """What the target receives, as the JSON text both Scheduler's `Input` and the direct calls take."""
+def target_input(target: TargetConfig, event: DueEvent, *, via_scheduler: bool = False) -> str:
+    """What the target receives, as the JSON text both Scheduler's `Input` and the direct calls take. A due event
+    too big for the target is sent without its item (`item` empty, `itemTrimmed` true): the keys and due time
+    always fit, so the action is never lost; the consumer reads the item by its keys."""
+    limit = payload_limit(target, via_scheduler=via_scheduler)
     if TargetKind(target["kind"]) is TargetKind.EMAIL:
-        return _dumps(email_request(target["email"], event["item"]))
-    return _dumps(event)
+        text = dumps(email_request(target["email"], event["item"]))
+        if size(text) > limit:
+            raise PermanentError(f"the email rendered from this item is {size(text)} bytes, over the {limit} allowed")
+        return text
+    text = dumps(event)
+    if size(text) <= limit:
+        return text
+    return dumps({**event, "item": {}, "itemTrimmed": True})
 
 
 def scheduler_target(target: TargetConfig, scheduler: SchedulerConfig, payload: str) -> dict[str, Any]:
-    """The `Target` of a schedule: the target's ARN (or SES's universal target), role, input, retries, DLQ."""
+    """`payload` must come from `target_input(..., via_scheduler=True)`."""
+    # The `Target` of a schedule: the target's ARN (or SES's universal target), role, input, retries, DLQ.
     arn = SES_UNIVERSAL_TARGET if TargetKind(target["kind"]) is TargetKind.EMAIL else target["arn"]
     return schedule_target(arn, scheduler, payload)
 
@@ -137,6 +162,15 @@ _SENDERS = {
 }
 
 
+_LIMITS = {
+    TargetKind.LAMBDA: limits.LAMBDA_ASYNC_PAYLOAD_BYTES,
+    TargetKind.STEP_FUNCTIONS: limits.STEP_FUNCTIONS_INPUT_BYTES,
+    TargetKind.SNS: limits.SNS_MESSAGE_BYTES,
+    # SES v2 takes far larger messages; what bounds an email request is Scheduler's input when it delivers.
+    TargetKind.EMAIL: limits.SCHEDULER_INPUT_BYTES,
+}
+
+
 @lru_cache(maxsize=64)
 def _queue_url(sqs: Any, arn: str) -> str:
     """Looked up once per client and queue (clients hash by identity, so a new client looks up again)."""
@@ -145,6 +179,3 @@ def _queue_url(sqs: Any, arn: str) -> str:
         raise PermanentError(f"target {arn!r} is not an SQS queue ARN")
     return str(sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"])
 
-
-def _dumps(document: Any) -> str:
-    return json.dumps(document, ensure_ascii=False, separators=(",", ":"), sort_keys=True)

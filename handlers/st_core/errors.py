@@ -36,6 +36,29 @@ _TRANSIENT_CODES = frozenset(
 )
 
 
+# Denials that IAM propagation explains right after a deploy (a new role or policy takes seconds to reach every
+# endpoint). They are retried while the container is younger than this, then treated as the permanent errors
+# they are (a record parked with the denial as its reason), so a real misconfiguration never blocks a shard long.
+_ACCESS_DENIED_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AccessDeniedException",
+        "AuthorizationError",
+        "AuthorizationErrorException",
+        "KMSAccessDeniedException",
+        "UnauthorizedOperation",
+        "UnrecognizedClientException",
+    }
+)
+IAM_PROPAGATION_SECONDS = 120.0
+_STARTED = time.monotonic()
+
+
+def container_age() -> float:
+    """Seconds since this container loaded the handlers (a deploy starts new containers)."""
+    return time.monotonic() - _STARTED
+
+
 class PermanentError(Exception):
     """The record can never succeed as it is: it belongs in the poison queue with this message as the reason."""
 
@@ -52,6 +75,8 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(response, dict):
         code = str(response.get("Error", {}).get("Code", ""))
         status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        if code in _ACCESS_DENIED_CODES:
+            return container_age() < IAM_PROPAGATION_SECONDS
         return code in _TRANSIENT_CODES or status >= 500 or status == 429
     # botocore's connection and timeout errors carry no response; they derive from these two bases.
     names = {cls.__name__ for cls in type(exc).__mro__}

@@ -7,6 +7,8 @@ never trigger anything), one item per occurrence:
 - claim: a conditional PutItem, status PENDING with a lease; it fails if the occurrence is DONE, or PENDING under a
   live lease (another invocation is on it: a TransientError, so the record is retried after the lease).
 - complete: status DONE. release: delete the claim after a failed action, so the retry can run at once.
+- schedule (eventbridge): status SCHEDULED, written once a schedule owns the occurrence; a later claim of that
+  occurrence returns False (the schedule delivers it), and a cancelled occurrence's marker is removed again.
 - items expire through the ledger's TTL after `windowSeconds`, longer than any redelivery.
 
 Cost: two write request units per action (claim and complete), about $1.25 per million actions at on-demand
@@ -24,6 +26,7 @@ from .errors import TransientError, error_code
 
 PENDING = "PENDING"
 DONE = "DONE"
+SCHEDULED = "SCHEDULED"
 
 
 class Ledger:
@@ -53,7 +56,7 @@ class Ledger:
         except Exception as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
-            if self._status(occurrence) == DONE:
+            if self._status(occurrence) in (DONE, SCHEDULED):
                 return False
             raise TransientError(f"occurrence {occurrence} is being acted on by another invocation") from exc
         return True
@@ -66,6 +69,35 @@ class Ledger:
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues={":done": {"S": DONE}},
         )
+
+    def scheduled(self, occurrence: str, fire_at: float) -> None:
+        """Record that a schedule delivers this occurrence (kept for `windowSeconds` after it fires)."""
+        self.clients.get("dynamodb").put_item(
+            TableName=self.table,
+            Item={
+                "id": {"S": occurrence},
+                "status": {"S": SCHEDULED},
+                "expiresAt": {"N": str(int(fire_at) + self.window_seconds)},
+            },
+        )
+
+    def unschedule(self, occurrence: str) -> None:
+        """Forget a cancelled occurrence's schedule marker (never a DONE one: that action was taken)."""
+        try:
+            self.clients.get("dynamodb").delete_item(
+                TableName=self.table,
+                Key={"id": {"S": occurrence}},
+                ConditionExpression="#status = :scheduled",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={":scheduled": {"S": SCHEDULED}},
+            )
+        except Exception as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+
+    def taken(self, occurrence: str) -> bool:
+        """True when a schedule or a completed action already owns the occurrence."""
+        return self._status(occurrence) in (DONE, SCHEDULED)
 
     def release(self, occurrence: str) -> None:
         self.clients.get("dynamodb").delete_item(TableName=self.table, Key={"id": {"S": occurrence}})

@@ -2,37 +2,51 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
+from . import limits
 from .clients import CLIENTS, Clients
+from .jsontext import dumps, size
+from .stream import sequence_number
 
-# SQS takes up to 256 KiB per message; two 400 KB item images do not fit, the keys always do.
-_MAX_BODY_BYTES = 250_000
 
-
-def poison_message(*, record: dict[str, Any], reason: str, error: str, mode: str, table: str) -> str:
-    """The message body: enough to understand, fix and replay the record without the stream (24 h retention)."""
+def poison_message(*, record: object, reason: str, error: str, mode: str, table: str) -> str:
+    """The message body: enough to understand, fix and replay the record without the stream (24 h retention).
+    Anything may be parked, a record that is not even an object included."""
+    fields = record if isinstance(record, dict) else {}
     body: dict[str, Any] = {
         "reason": reason,
         "error": error,
         "mode": mode,
         "table": table,
-        "eventID": record.get("eventID"),
-        "eventName": record.get("eventName"),
-        "sequenceNumber": record.get("dynamodb", {}).get("SequenceNumber"),
+        "eventID": fields.get("eventID"),
+        "eventName": fields.get("eventName"),
+        "sequenceNumber": sequence_number(record) or None,
         "failedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "record": record,
     }
-    text = json.dumps(body, default=str, ensure_ascii=False)
-    if len(text.encode("utf-8")) > _MAX_BODY_BYTES:
-        slim = {k: v for k, v in record.items() if k != "dynamodb"}
-        slim["dynamodb"] = {"Keys": record.get("dynamodb", {}).get("Keys")}
-        body["record"] = slim
-        body["note"] = "item images omitted: the record is larger than an SQS message"
-        text = json.dumps(body, default=str, ensure_ascii=False)
-    return text
+    return fit(body, "record", _slim(record))
+
+
+def fit(body: dict[str, Any], field: str, slim: Any, limit: int = limits.OWNED_QUEUE_MESSAGE_BYTES) -> str:
+    """`body` as JSON text, with `body[field]` replaced by `slim` (and a note) if the whole would not fit in one
+    message of the component's own queues: the reason and the keys always reach the queue."""
+    text = dumps(body)
+    if size(text) <= limit - limits.ENVELOPE_BYTES:
+        return text
+    text = dumps({**body, field: slim, "note": f"{field} trimmed: larger than an SQS message"})
+    if size(text) <= limit - limits.ENVELOPE_BYTES:
+        return text
+    return dumps({k: v for k, v in body.items() if k != field} | {"note": f"{field} omitted: too large"})
+
+
+def _slim(record: object) -> object:
+    if not isinstance(record, dict):
+        return str(record)[:1000]
+    data = record.get("dynamodb")
+    keys = data.get("Keys") if isinstance(data, dict) else None
+    return {**{k: v for k, v in record.items() if k != "dynamodb"}, "dynamodb": {"Keys": keys}}
 
 
 class PoisonQueue:
@@ -43,7 +57,7 @@ class PoisonQueue:
         self.clients = clients
         self.sent = 0  # parked this invocation (for the batch's metrics); += under the GIL is enough for a count
 
-    def send(self, record: dict[str, Any], reason: str, error: str) -> None:
+    def send(self, record: object, reason: str, error: str) -> None:
         """Park the record; raises if SQS refuses, so the caller reports the record for retry instead of losing it."""
         body = poison_message(record=record, reason=reason, error=error, mode=self.mode, table=self.table)
         self.clients.get("sqs").send_message(QueueUrl=self.url, MessageBody=body)

@@ -1,29 +1,47 @@
-"""One EventBridge Scheduler `at()` schedule per item, kept in step with the item: created, moved, deleted.
+"""EventBridge Scheduler `at()` schedules kept in step with items: created, moved, deleted.
 
-Shared by every mode that schedules per item (`eventbridge` delivers the due event; `ttl` with `precise` deletes the
-item on time). Every call is safe to repeat: a duplicate stream delivery converges on the same schedules.
+Shared by every mode that schedules (`eventbridge` delivers the due event; `ttl` with `precise` deletes the item on
+time). Scheduler ignores the seconds of an `at()` time and fires anywhere in that minute (`at(12:00:45)` may run at
+12:00:03), so a schedule is always set on the first whole minute at or after the due time, which makes it never
+early and at most 60 s (plus Scheduler's own delay) late. Every call is safe to repeat.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from . import log
 from .clients import Clients
 from .errors import TransientError, error_code
 from .naming import dedupe_name
-from .timeparse import at_expression, format_due
+from .timeparse import at_expression, format_due, minute_at_or_after
+
+# A schedule is only made for a minute that starts at least this far ahead: one whose time has passed by the time
+# Scheduler stores it would never fire. Closer than that, the following minute is used.
+MIN_LEAD = timedelta(seconds=10)
+
+
+def fire_time(due: datetime, now: datetime) -> datetime:
+    """The `at()` time for a due time: its minute boundary, or the next one when that is too close to now."""
+    fire = minute_at_or_after(due)
+    return fire if fire - now >= MIN_LEAD else minute_at_or_after(now + MIN_LEAD)
+
+
+def may_be_firing(due: datetime, now: datetime) -> bool:
+    """True when a schedule made for `due` may already be firing (or have fired): changing it now could run it a
+    second time or not at all."""
+    return now >= minute_at_or_after(due) - MIN_LEAD
 
 
 def schedule_request(
-    *, group: str, name: str, due: datetime, target: dict[str, Any], description: str
+    *, group: str, name: str, fire: datetime, target: dict[str, Any], description: str
 ) -> dict[str, Any]:
     return {
         "Name": name,
         "GroupName": group,
-        "ScheduleExpression": at_expression(due),
+        "ScheduleExpression": at_expression(fire),
         "ScheduleExpressionTimezone": "UTC",
         "FlexibleTimeWindow": {"Mode": "OFF"},
         "ActionAfterCompletion": "DELETE",
@@ -33,44 +51,47 @@ def schedule_request(
     }
 
 
-def upsert(clients: Clients, request: dict[str, Any], *, create_first: bool) -> None:
-    """Create or update the schedule; `create_first` when the item is new (saves a failed update)."""
+def upsert(clients: Clients, request: dict[str, Any], *, create_first: bool, change_id: str) -> None:
+    """Create or update the schedule; `create_first` when it is probably new (saves a failed update).
+    `change_id` names the change that asks for it (the stream record's eventID): the create's idempotency token,
+    so a retried call is one creation, while a new change (a delete and re-insert of the same content) is another."""
     client = clients.get("scheduler")
-    calls: list[Callable[[Any, dict[str, Any]], None]] = [_create, _update] if create_first else [_update, _create]
-    for call in calls:
+    token = dedupe_name(change_id, request["Name"], length=64)
+
+    def create(c: Any, r: dict[str, Any]) -> None:
+        c.create_schedule(**r, ClientToken=token)
+
+    def update(c: Any, r: dict[str, Any]) -> None:
+        c.update_schedule(**r)
+
+    calls: list[tuple[str, Callable[[Any, dict[str, Any]], None]]] = [("create", create), ("update", update)]
+    if not create_first:
+        calls.reverse()
+    for verb, call in calls:
         try:
             call(client, request)
         except Exception as exc:
-            # Create on an existing schedule (a duplicate delivery) and update of a missing one (it fired, or was
-            # never made) both mean "use the other call"; anything else is a real failure.
+            # Create on an existing schedule and update of a missing one both mean "use the other call".
             if error_code(exc) in ("ConflictException", "ResourceNotFoundException"):
                 continue
             raise
-        log.info(f"schedule-{call.__name__.strip('_')}", schedule=request["Name"], at=request["ScheduleExpression"])
+        log.debug(f"schedule-{verb}", schedule=request["Name"], at=request["ScheduleExpression"])
         return
     raise TransientError(f"schedule {request['Name']} changed under us (created and deleted concurrently); retrying")
 
 
-def delete(clients: Clients, group: str, name: str) -> None:
-    """Delete the schedule if it exists (it is gone once it fired: `ActionAfterCompletion` DELETE)."""
+def delete(clients: Clients, group: str, name: str) -> bool:
+    """Delete the schedule if it exists (it is gone once it fired: `ActionAfterCompletion` DELETE); True if it did."""
     try:
         clients.get("scheduler").delete_schedule(Name=name, GroupName=group)
     except Exception as exc:
         if error_code(exc) != "ResourceNotFoundException":
             raise
-        return
-    log.info("schedule-deleted", schedule=name)
+        return False
+    log.debug("schedule-deleted", schedule=name)
+    return True
 
 
 def occurrence(name: str, due: datetime) -> str:
     """Names one firing of an item's schedule (its schedule name and due time), for targets that dedupe by name."""
     return dedupe_name(name, format_due(due))
-
-
-def _create(client: Any, request: dict[str, Any]) -> None:
-    token = dedupe_name(request["Name"], request["ScheduleExpression"], request["Target"]["Input"], length=64)
-    client.create_schedule(**request, ClientToken=token)
-
-
-def _update(client: Any, request: dict[str, Any]) -> None:
-    client.update_schedule(**request)

@@ -1,16 +1,25 @@
-"""DynamoDB stream records as Lambda delivers them: shapes, and decoding of DynamoDB JSON into plain JSON."""
+"""DynamoDB stream records as Lambda delivers them: shapes, validation, and decoding of DynamoDB JSON.
+
+Lambda's stream events differ from what boto3 returns for the same records, and the handlers only ever see
+Lambda's form: `B`/`BS` values are base64 text, `N` values are decimal strings of up to 38 significant digits and
+`ApproximateCreationDateTime` is epoch seconds. Decoding keeps numbers exact (int, or Decimal when fractional: never
+a float) and binary as base64 text; `to_request` turns a stream image back into what boto3 expects in a request
+(bytes for binary), so a key read from a record addresses the same item when written back.
+"""
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any, Literal, NotRequired, TypedDict
 
 from .errors import PermanentError
 
 AttributeValue = dict[str, Any]
 Image = dict[str, AttributeValue]
+EVENT_NAMES = ("INSERT", "MODIFY", "REMOVE")
 
 
 class StreamRecordData(TypedDict):
@@ -49,15 +58,53 @@ class BatchResponse(TypedDict):
     batchItemFailures: list[BatchItemFailure]
 
 
+def split_event(event: object) -> tuple[list[DynamoDBStreamRecord], list[tuple[object, str]]]:
+    """The well-formed stream records of an invocation, and everything else with the reason it cannot be processed.
+    Anything can arrive: a console test event, a scheduled event, a record that is null or a string."""
+    if event is None or event == {} or (isinstance(event, dict) and event.get("Records") == []):
+        return [], []
+    if not isinstance(event, dict) or not isinstance(event.get("Records"), list):
+        return [], [(event, "not a DynamoDB stream event (no Records list)")]
+    good: list[DynamoDBStreamRecord] = []
+    bad: list[tuple[object, str]] = []
+    for record in event["Records"]:
+        problem = record_problem(record)
+        if problem:
+            bad.append((record, problem))
+        else:
+            good.append(record)
+    return good, bad
+
+
+def record_problem(record: object) -> str:
+    """Why a record is not a DynamoDB stream record Lambda could have sent, or "" when it is one."""
+    if not isinstance(record, dict):
+        return f"stream record is {type(record).__name__}, not an object"
+    if record.get("eventName") not in EVENT_NAMES:
+        return f"stream record has eventName {str(record.get('eventName'))[:40]!r}, not INSERT, MODIFY or REMOVE"
+    data = record.get("dynamodb")
+    if not isinstance(data, dict):
+        return f"stream record's dynamodb field is {type(data).__name__}, not an object"
+    if not isinstance(data.get("Keys"), dict) or not data["Keys"]:
+        return "stream record has no dynamodb.Keys"
+    if not isinstance(data.get("SequenceNumber"), str) or not data["SequenceNumber"]:
+        return "stream record has no dynamodb.SequenceNumber"
+    for image in ("NewImage", "OldImage"):
+        if image in data and not isinstance(data[image], dict):
+            return f"stream record's dynamodb.{image} is {type(data[image]).__name__}, not an object"
+    return ""
+
+
 def to_plain(value: AttributeValue) -> Any:
-    """One DynamoDB attribute value as plain JSON: numbers as numbers, sets as sorted lists, binary as base64."""
+    """One attribute value as plain data: exact numbers (int or Decimal), sets as sorted lists, binary as base64
+    text (the form Lambda delivers and due events carry)."""
     if not isinstance(value, dict) or len(value) != 1:
         raise PermanentError(f"not a DynamoDB attribute value: {str(value)[:80]}")
     ((tag, raw),) = value.items()
     if tag == "S":
         return raw
     if tag == "N":
-        return _number(raw)
+        return number(raw)
     if tag == "BOOL":
         return bool(raw)
     if tag == "NULL":
@@ -71,7 +118,7 @@ def to_plain(value: AttributeValue) -> Any:
     if tag == "SS":
         return sorted(raw)
     if tag == "NS":
-        return sorted((_number(n) for n in raw), key=Decimal)
+        return sorted((number(n) for n in raw), key=Decimal)
     if tag == "BS":
         return sorted(_b64(b) for b in raw)
     raise PermanentError(f"unknown DynamoDB type tag {tag!r}")
@@ -84,6 +131,25 @@ def decode_image(image: Image | None) -> dict[str, Any] | None:
     return {name: to_plain(value) for name, value in image.items()}
 
 
+def to_request(image: Image) -> Image:
+    """A stream image (Lambda's form) as a boto3 request wants it: binary values as bytes, so that boto3's own
+    base64 encoding does not encode them a second time."""
+    return {name: request_value(value) for name, value in image.items()}
+
+
+def request_value(value: AttributeValue) -> AttributeValue:
+    ((tag, raw),) = value.items()
+    if tag == "B":
+        return {"B": _bytes(raw)}
+    if tag == "BS":
+        return {"BS": [_bytes(b) for b in raw]}
+    if tag == "M":
+        return {"M": to_request(raw)}
+    if tag == "L":
+        return {"L": [request_value(v) for v in raw]}
+    return value
+
+
 def key_identity(record: DynamoDBStreamRecord) -> str:
     """A canonical string for the item a record belongs to; type tags included so 1 and "1" differ."""
     try:
@@ -94,19 +160,62 @@ def key_identity(record: DynamoDBStreamRecord) -> str:
 
 
 def identity_of(typed_keys: dict[str, Any]) -> str:
-    """The canonical string of an item's keys in DynamoDB JSON (what `key_identity` gives for its records)."""
-    return json.dumps(typed_keys, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The canonical string of an item's keys in DynamoDB JSON: numbers normalised (1.0 and 1 are one key in
+    DynamoDB), binary as base64 text, whichever form (Lambda's or boto3's) the keys came in."""
+    canonical = {name: _canonical(value) for name, value in typed_keys.items()}
+    return json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def sequence_number(record: DynamoDBStreamRecord) -> str:
-    return str(record.get("dynamodb", {}).get("SequenceNumber", ""))
+def sequence_number(record: object) -> str:
+    data = record.get("dynamodb") if isinstance(record, dict) else None
+    return str(data.get("SequenceNumber", "")) if isinstance(data, dict) else ""
 
 
-def _number(raw: str) -> int | float:
-    number = Decimal(raw)
-    return int(number) if number == number.to_integral_value() else float(number)
+def changed_at(record: DynamoDBStreamRecord) -> float | None:
+    """When the change happened (epoch seconds, as Lambda gives it), or None when the record does not say."""
+    value = record["dynamodb"].get("ApproximateCreationDateTime")
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def number(raw: str) -> int | Decimal:
+    """A DynamoDB number exactly: int when whole, otherwise Decimal (never float, which has 15-17 digits)."""
+    try:
+        value = Decimal(raw)
+    except (InvalidOperation, TypeError) as exc:
+        raise PermanentError(f"{str(raw)[:50]!r} is not a DynamoDB number") from exc
+    if not value.is_finite():
+        raise PermanentError(f"{raw!r} is not a DynamoDB number")
+    if value == value.to_integral_value():
+        return int(value)
+    return value
+
+
+def _canonical(value: AttributeValue) -> AttributeValue:
+    if not isinstance(value, dict) or len(value) != 1:
+        return value
+    ((tag, raw),) = value.items()
+    if tag == "N":
+        exact = number(raw)
+        return {"N": str(exact.normalize() if isinstance(exact, Decimal) else exact)}
+    if tag == "B":
+        return {"B": _b64(raw)}
+    return value
 
 
 def _b64(raw: bytes | str) -> str:
-    # Lambda delivers binary attributes base64-encoded already; moto and boto3 hand over bytes.
+    # Lambda delivers binary attributes base64-encoded already; boto3 hands over bytes.
     return raw if isinstance(raw, str) else base64.b64encode(raw).decode("ascii")
+
+
+def _bytes(raw: bytes | str) -> bytes:
+    if isinstance(raw, bytes | bytearray):
+        return bytes(raw)
+    try:
+        return base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise PermanentError(f"binary value {str(raw)[:40]!r} is not base64") from exc

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from datetime import UTC, datetime, timedelta
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
 from .errors import PermanentError
 
@@ -12,7 +12,8 @@ _MAX_EPOCH_SECONDS = 100_000_000_000
 
 
 def parse_due(value: object) -> datetime:
-    """The due time as an aware UTC datetime, truncated to whole seconds (Scheduler's `at()` precision)."""
+    """The due time as an aware UTC datetime in whole seconds, rounded up: acting at the returned second is never
+    before the time the item names (12:00:00.2 is due at 12:00:01)."""
     if isinstance(value, bool):
         raise PermanentError(f"due time must be an ISO-8601 string or epoch seconds, got a boolean ({value})")
     if isinstance(value, int | float | Decimal):
@@ -38,6 +39,18 @@ def at_expression(moment: datetime) -> str:
     return f"at({moment.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S')})"
 
 
+def minute_at_or_after(moment: datetime) -> datetime:
+    """The first whole minute at or after `moment`. Scheduler ignores the seconds of an `at()` time and fires
+    anywhere within that minute, so only a schedule set on this minute is never early for `moment`."""
+    floor = moment.astimezone(UTC).replace(second=0, microsecond=0)
+    return floor if floor == moment else floor + timedelta(minutes=1)
+
+
+def minute_start(moment: datetime) -> datetime:
+    """The start of the minute `moment` falls in."""
+    return moment.astimezone(UTC).replace(second=0, microsecond=0)
+
+
 def _looks_numeric(text: str) -> bool:
     return text.lstrip("+-").replace(".", "", 1).isdigit()
 
@@ -49,7 +62,7 @@ def _from_epoch(value: int | float | Decimal) -> datetime:
     if abs(seconds) >= _MAX_EPOCH_SECONDS:
         raise PermanentError(f"due time {value} is too large for epoch seconds (milliseconds? divide by 1000)")
     try:
-        return datetime.fromtimestamp(int(seconds), tz=UTC)
+        return datetime.fromtimestamp(int(seconds.to_integral_value(rounding=ROUND_CEILING)), tz=UTC)
     except (OverflowError, OSError, ValueError) as exc:
         raise PermanentError(f"due time {value} is out of range") from exc
 
@@ -58,4 +71,7 @@ def _from_iso(text: str) -> datetime:
     moment = datetime.fromisoformat(text.replace("z", "Z"))
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).replace(microsecond=0)
+    moment = moment.astimezone(UTC)
+    if moment.microsecond:
+        moment = moment.replace(microsecond=0) + timedelta(seconds=1)
+    return moment

@@ -1,13 +1,18 @@
 """moto-backed fixtures: a real table with a stream, a schedule group and queues; stream records read back from
-moto's own stream output, in the shape Lambda delivers them."""
+moto's own stream output and turned into exactly the shape Lambda delivers (see `as_lambda_record`); a Scheduler
+that fires schedules the way AWS may, anywhere in their minute (see `SchedulerClock`)."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import random
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -29,8 +34,22 @@ class Stream:
     arn: str
     client: Any
     _iterator: str | None = None
+    _all: list[dict[str, Any]] = field(default_factory=list)
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self, *, at: datetime | None = None) -> list[dict[str, Any]]:
+        """New records since the last read; `at` stamps them as changes made at that instant (a test's clock)."""
+        records = self._read()
+        if at is not None:
+            for record in records:
+                record["dynamodb"]["ApproximateCreationDateTime"] = int(at.timestamp())
+        self._all.extend(records)
+        return records
+
+    def since(self, count: int) -> list[dict[str, Any]]:
+        """Every record read so far from the `count`-th on: what Lambda re-sends when it retries from there."""
+        return [json.loads(json.dumps(r)) for r in self._all[count:]]
+
+    def _read(self) -> list[dict[str, Any]]:
         if self._iterator is None:
             shard = self.client.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"][0]["ShardId"]
             self._iterator = self.client.get_shard_iterator(
@@ -42,12 +61,85 @@ class Stream:
 
 
 def as_lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
-    """boto3's record (datetimes) -> Lambda's record (epoch numbers, eventSourceARN)."""
+    """boto3's record -> the record Lambda delivers: `B`/`BS` as base64 text, `N` as decimal strings (boto3 has them
+    so already), `ApproximateCreationDateTime` in whole epoch seconds, `eventSourceARN`, and `userIdentity` only where
+    DynamoDB put one (TTL deletions)."""
     data = dict(record["dynamodb"])
     created = data.get("ApproximateCreationDateTime")
     if isinstance(created, datetime):
-        data["ApproximateCreationDateTime"] = created.timestamp()
-    return {**json.loads(json.dumps({**record, "dynamodb": data})), "eventSourceARN": stream_arn, "awsRegion": REGION}
+        data["ApproximateCreationDateTime"] = int(created.timestamp())
+    shaped = {**record, "dynamodb": data, "eventSourceARN": stream_arn, "awsRegion": REGION}
+    return json.loads(json.dumps(shaped, default=_lambda_json))
+
+
+def _lambda_json(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, datetime):
+        return int(value.timestamp())
+    raise TypeError(f"{type(value).__name__} is not in a Lambda stream event")
+
+
+def _from_wire(value: Any) -> Any:
+    """A DynamoDB JSON document as an SDK receives it on the wire (binary base64) -> boto3's request form."""
+    if isinstance(value, dict):
+        if set(value) == {"B"} and isinstance(value["B"], str):
+            return {"B": base64.b64decode(value["B"])}
+        if set(value) == {"BS"}:
+            return {"BS": [base64.b64decode(b) for b in value["BS"]]}
+        return {k: _from_wire(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_wire(v) for v in value]
+    return value
+
+
+SEED = int(os.environ.get("SCHEDULER_SEED", random.SystemRandom().randrange(1_000_000)))
+
+
+class SchedulerClock:
+    """Fires schedules as EventBridge Scheduler does: an `at()` schedule runs at an instant chosen at random within
+    its minute (seconds ignored, so `at(12:00:45)` may run at 12:00:03), and is deleted after it runs. Seeded
+    (`SCHEDULER_SEED`, printed on failure) so a failing firing order can be replayed."""
+
+    def __init__(self, env: Env, seed: int = SEED) -> None:
+        self.env = env
+        self.seed = seed
+        self.random = random.Random(seed)
+        self.fired: list[tuple[datetime, dict[str, Any]]] = []
+
+    def instant(self, schedule: dict[str, Any]) -> datetime:
+        match = re.fullmatch(r"at\((.+)\)", schedule["ScheduleExpression"])
+        assert match, schedule["ScheduleExpression"]
+        named = datetime.fromisoformat(match.group(1)).replace(tzinfo=UTC)
+        return named.replace(second=0) + timedelta(seconds=self.random.uniform(0, 59.999))
+
+    def fire_due(self, until: datetime) -> list[tuple[datetime, dict[str, Any]]]:
+        """Run every schedule whose chosen instant is at or before `until`; returns (instant, schedule) pairs."""
+        ran = []
+        for schedule in sorted(self.env.schedules(), key=lambda s: s["ScheduleExpression"]):
+            moment = self.instant(schedule)
+            if moment <= until:
+                self.run(schedule)
+                ran.append((moment, schedule))
+        self.fired += ran
+        return ran
+
+    def run(self, schedule: dict[str, Any]) -> None:
+        target = schedule["Target"]
+        arn = target["Arn"]
+        if arn.startswith("arn:aws:sqs:"):
+            url = self.env.sqs.get_queue_url(QueueName=arn.split(":")[-1])["QueueUrl"]
+            self.env.sqs.send_message(QueueUrl=url, MessageBody=target["Input"])
+        elif arn == "arn:aws:scheduler:::aws-sdk:dynamodb:deleteItem":
+            request = _from_wire(json.loads(target["Input"]))
+            try:
+                self.env.ddb.delete_item(**request)
+            except self.env.ddb.exceptions.ConditionalCheckFailedException:
+                pass
+        else:
+            raise AssertionError(f"no emulation for target {arn}")
+        if schedule.get("ActionAfterCompletion") == "DELETE":
+            self.env.scheduler.delete_schedule(Name=schedule["Name"], GroupName=schedule["GroupName"])
 
 
 @dataclass
@@ -70,12 +162,14 @@ class Env:
     def delete(self, pk: str, sk: str) -> None:
         self.ddb.delete_item(TableName=self.table, Key={"PK": {"S": pk}, "SK": {"S": sk}})
 
-    def event(self) -> Any:
-        return {"Records": self.stream.read()}
+    def event(self, *, at: datetime | None = None) -> Any:
+        return {"Records": self.stream.read(at=at)}
 
     def ledger(self) -> str:
-        """An idempotency ledger table beside this env's table (ttl and aggregate modes); its name."""
+        """The idempotency ledger table beside this env's table (made on first use); its name."""
         name = f"ledger-{self.table}"
+        if name in self.ddb.list_tables()["TableNames"]:
+            return name
         self.ddb.create_table(
             TableName=name,
             KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
@@ -150,10 +244,9 @@ def env() -> Iterator[Env]:
                 "deadLetterArn": arns["tdlq"],
                 "maxEventAgeSeconds": 3600,
                 "maxRetryAttempts": 5,
-                "dispatchNowWithinSeconds": 60,
             },
         }
-        yield Env(
+        built = Env(
             table=table,
             stream=Stream(stream_arn, boto3.client("dynamodbstreams", region_name=REGION)),
             group=group,
@@ -166,4 +259,6 @@ def env() -> Iterator[Env]:
             sqs=sqs,
             scheduler=scheduler,
         )
+        built.config["eventbridge"] = {"ledgerTable": built.ledger(), "leaseSeconds": 90, "windowSeconds": 172800}
+        yield built
         CLIENTS.reset()
