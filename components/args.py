@@ -306,6 +306,14 @@ def _tags(args: ScheduledTableArgs) -> None:
             _fail("tags", f"{key!r}: {value!r} is not a valid tag", "use non-empty string keys not starting 'aws:'")
 
 
+def _environment(args: ScheduledTableArgs) -> None:
+    """Lambda refuses an environment over 4 KB: check the config document at its longest (what is not known yet
+    counted at its longest realistic length) now, rather than at `pulumi up`."""
+    from .runtime_config import estimated_document, function_environment
+
+    function_environment(args, estimated_document(args), estimated=True)
+
+
 _RULES = (
     _keys,
     _billing,
@@ -319,6 +327,7 @@ _RULES = (
     _aggregate,
     _operations,
     _tags,
+    _environment,  # last: it builds the config document, which needs every other rule to hold
 )
 
 

@@ -15,7 +15,7 @@ from . import operations, policies
 from .args import Mode, ScheduledTableArgs
 from .filters import aggregate_filters, eventbridge_filters, filter_patterns, polling_filters, ttl_filters
 from .packaging import handler_archive, runtime_module
-from .runtime_config import ENV_VAR, handler_config
+from .runtime_config import Value, function_environment, handler_document, target_kind
 from .targets import EmailTarget
 
 TYPE = "scheduled-table:index:ScheduledTable"
@@ -35,10 +35,11 @@ class _Consumer:
 
 @dataclass(frozen=True)
 class _Scheduling:
-    """What a per-item-schedule mode adds to its consumer: IAM statements and the handler's `scheduler` config."""
+    """What a per-item-schedule mode adds to its consumer: IAM statements and the values of the handler's
+    `scheduler` config."""
 
     consumer_statements: pulumi.Output[list[policies.Statement]]
-    config: pulumi.Output[dict[str, Any]]
+    values: dict[str, pulumi.Input[str]]
 
 
 class ScheduledTable(pulumi.ComponentResource):
@@ -83,15 +84,13 @@ class ScheduledTable(pulumi.ComponentResource):
 
         self.due_queue: aws.sqs.Queue | None = None
         self.due_queue_url = self.due_queue_arn = None
-        self.target_kind = "sqs" if args.target is None else args.target.kind
-        self.target_arn: pulumi.Input[str] = ""
-        if args.mode is Mode.AGGREGATE:
-            self.target_kind = "none"  # totals are written to the table itself: there is no target
-        elif args.target is None:
+        self.target_kind = target_kind(args)
+        self.target_arn: pulumi.Input[str] = ""  # aggregate: totals are written to the table itself, no target
+        if args.mode is not Mode.AGGREGATE and args.target is None:
             self.due_queue = self._queue("due", retention=4 * 24 * 3600)
             self.due_queue_url, self.due_queue_arn = self.due_queue.url, self.due_queue.arn
             self.target_arn = self.due_queue.arn
-        else:
+        elif args.target is not None:
             self.target_arn = args.target.arn
 
         self.schedule_group_name = None
@@ -325,7 +324,8 @@ class ScheduledTable(pulumi.ComponentResource):
             memory_size=a.lambda_memory_mb,
             timeout=a.lambda_timeout_seconds,
             role=lambda_role.arn,
-            environment=aws.lambda_.FunctionEnvironmentArgs(variables={ENV_VAR: config, "LOG_LEVEL": a.log_level}),
+            # Checked against Lambda's 4 KB again with the real names (raising here fails `pulumi up`).
+            environment=aws.lambda_.FunctionEnvironmentArgs(variables=config.apply(partial(function_environment, a))),
             logging_config=aws.lambda_.FunctionLoggingConfigArgs(log_format="Text", log_group=log_group.name),
             tags=self._tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[policy, log_group]),
@@ -386,23 +386,11 @@ class ScheduledTable(pulumi.ComponentResource):
             lambda v: build(self.target_kind, v[0], table_arn=v[1], sender=email.sender if email else None)
         )
 
-    def _email_config(self) -> dict[str, str] | None:
-        email = self._email()
-        if email is None:
-            return None
-        return {
-            "sender": email.sender,
-            "recipientAttribute": email.recipient_attribute,
-            "subject": email.subject,
-            "body": email.body,
-        }
-
     # -- modes ---------------------------------------------------------------------------------------------------
 
     def _scheduling(self, fire_statements: pulumi.Output[list[policies.Statement]]) -> _Scheduling:
         """Schedule group, target DLQ and the role Scheduler assumes (allowed `fire_statements` and the DLQ), plus
         what the consumer needs to manage schedules in that group and pass that role."""
-        a = self._args
         group = aws.scheduler.ScheduleGroup(f"{self._name}-schedules", tags=self._tags, opts=self._child)
         self.schedule_group_name = group.name
         target_dlq = self._queue("target-dlq")
@@ -426,37 +414,21 @@ class ScheduledTable(pulumi.ComponentResource):
         consumer_statements = pulumi.Output.all(group.arn, role.arn).apply(
             lambda v: policies.scheduling_statements(group_arn=v[0], scheduler_role_arn=v[1])
         )
-        config = pulumi.Output.all(group.name, role.arn, target_dlq.arn).apply(
-            lambda v: {
-                "group": v[0],
-                "roleArn": v[1],
-                "deadLetterArn": v[2],
-                "maxEventAgeSeconds": a.schedule_max_event_age_seconds,
-                "maxRetryAttempts": a.schedule_retry_attempts,
-            }
-        )
-        return _Scheduling(consumer_statements=consumer_statements, config=config)
+        values: dict[str, pulumi.Input[str]] = {
+            Value.SCHEDULE_GROUP: group.name,
+            Value.SCHEDULER_ROLE_ARN: role.arn,
+            Value.TARGET_DLQ_ARN: target_dlq.arn,
+        }
+        return _Scheduling(consumer_statements=consumer_statements, values=values)
 
-    def _mode_config(self, mode: Mode, **sections: pulumi.Input[Any]) -> pulumi.Output[str]:
-        """The handler's config document: the shared part, plus a mode's own sections (`scheduler`, `ttl`)."""
-        a = self._args
-        email = self._email_config()
-        names = list(sections)
-        return pulumi.Output.all(self.table.name, self.target_arn, self.poison_queue.url, *sections.values()).apply(
-            lambda v: handler_config(
-                mode=mode.value,
-                table=v[0],
-                partition_key=a.partition_key,
-                sort_key=a.sort_key,
-                time_attribute=a.time_attribute,
-                target_kind=self.target_kind,
-                target_arn=v[1],
-                poison_queue_url=v[2],
-                max_workers=a.max_workers,
-                email=email,
-                **dict(zip(names, v[3:], strict=True)),
-            )
-        )
+    def _config(self, values: dict[str, pulumi.Input[str]]) -> pulumi.Output[str]:
+        """The handler's config document, from the shared values and a mode's own (`runtime_config.needed_values`)."""
+        shared = {
+            Value.TABLE: self.table.name,
+            Value.TARGET_ARN: self.target_arn,
+            Value.POISON_QUEUE_URL: self.poison_queue.url,
+        }
+        return pulumi.Output.all(**shared, **values).apply(partial(handler_document, self._args))
 
     def _build_eventbridge(self) -> _Consumer:
         """Stream -> scheduling Lambda -> one Scheduler `at()` schedule per item -> target (seed 000)."""
@@ -468,7 +440,7 @@ class ScheduledTable(pulumi.ComponentResource):
             handler="eventbridge.handler",
             filters=eventbridge_filters(a.time_attribute),
             extra_statements=pulumi.Output.all(scheduling.consumer_statements, direct).apply(lambda v: v[0] + v[1]),
-            config=self._mode_config(Mode.EVENTBRIDGE, scheduler=scheduling.config),
+            config=self._config(scheduling.values),
         )
 
     def _ledger(self) -> aws.dynamodb.Table:
@@ -496,19 +468,6 @@ class ScheduledTable(pulumi.ComponentResource):
         """Filtered stream -> running totals in the same table, one transaction per group per batch (seed 003)."""
         a = self._args
         ledger = self._ledger()
-        section = ledger.name.apply(
-            lambda name: {
-                "sourcePrefix": a.source_prefix,
-                "valueAttribute": a.value_attribute,
-                "groupFrom": a.group_from,
-                "totalSortKey": a.total_sort_key,
-                "totalAttribute": a.total_attribute,
-                "aggregation": a.aggregation,
-                "onChange": a.on_change,
-                "ledgerTable": name,
-                "windowSeconds": a.idempotency_window_seconds,
-            }
-        )
         statements = pulumi.Output.all(
             self.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),
             ledger.arn.apply(lambda arn: policies.table_item_statements(arn, ["PutItem"])),
@@ -518,7 +477,7 @@ class ScheduledTable(pulumi.ComponentResource):
             handler="aggregate.handler",
             filters=aggregate_filters(a.partition_key, a.source_prefix, a.on_change),
             extra_statements=statements,
-            config=self._mode_config(Mode.AGGREGATE, aggregate=section),
+            config=self._config({Value.LEDGER_TABLE: ledger.name}),
         )
 
     def _build_ttl(self) -> _Consumer:
@@ -532,31 +491,18 @@ class ScheduledTable(pulumi.ComponentResource):
             ledger.arn.apply(policies.ledger_statements),
             self.table.arn.apply(lambda arn: policies.table_item_statements(arn, item_actions)),
         ]
-        sections: dict[str, pulumi.Input[Any]] = {
-            "ttl": ledger.name.apply(
-                lambda name: {
-                    "ledgerTable": name,
-                    # A claim outlives the invocation that made it, so a crashed run is retried, a live one not.
-                    "leaseSeconds": a.lambda_timeout_seconds + 30,
-                    "windowSeconds": a.idempotency_window_seconds,
-                    "repeatAttribute": a.repeat_attribute,
-                    "repeatUntilAttribute": a.repeat_until_attribute,
-                    "occurrenceAttribute": a.occurrence_attribute,
-                    "precise": a.precise,
-                }
-            )
-        }
+        values: dict[str, pulumi.Input[str]] = {Value.LEDGER_TABLE: ledger.name}
         if a.precise:
             delete_item = self.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["DeleteItem"]))
             scheduling = self._scheduling(delete_item)
             statements.append(scheduling.consumer_statements)
-            sections["scheduler"] = scheduling.config
+            values.update(scheduling.values)
         return self._consumer(
             role="executor",
             handler="ttl.handler",
             filters=ttl_filters(a.time_attribute, a.precise),
             extra_statements=pulumi.Output.all(*statements).apply(lambda v: [s for part in v for s in part]),
-            config=self._mode_config(Mode.TTL, **sections),
+            config=self._config(values),
         )
 
     def _build_polling(self) -> _Consumer:
@@ -565,24 +511,7 @@ class ScheduledTable(pulumi.ComponentResource):
         pending = runtime_module("pending")
         target_dlq = self._queue("target-dlq")
         self.target_dlq_url = target_dlq.url
-        sections = {
-            "polling": target_dlq.url.apply(
-                lambda url: {
-                    "shards": a.shards,
-                    # A claim outlives the invocation that made it: a crashed processor's items come back after it.
-                    "leaseSeconds": a.lambda_timeout_seconds + 30,
-                    "maxAttempts": a.max_attempts,
-                    "backoffSeconds": a.retry_backoff_seconds,
-                    "onDone": a.on_done,
-                    "deadLetterUrl": url,
-                    "delayAttribute": a.delay_attribute,
-                    "defaultDelaySeconds": a.default_delay_seconds,
-                    # Stop taking new items this long before the Lambda's timeout (10 s, or a third of short ones).
-                    "budgetMarginSeconds": min(10, max(1, a.lambda_timeout_seconds // 3)),
-                }
-            )
-        }
-        config = self._mode_config(Mode.POLLING, **sections)
+        config = self._config({Value.TARGET_DLQ_URL: target_dlq.url})
         done_actions = ["DeleteItem", "UpdateItem"] if a.on_done == "delete" else ["UpdateItem"]
         processor = self._function(
             role="processor",

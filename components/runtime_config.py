@@ -1,41 +1,208 @@
-"""The handler configuration document (env SCHEDULED_TABLE_CONFIG), built from plain values; read by
-handlers/st_core/config.py, whose TypedDicts describe the same shape."""
+"""The handler configuration document (env SCHEDULED_TABLE_CONFIG) as a pure function of the args and the names,
+ARNs and URLs of the resources the component creates; read by handlers/st_core/config.py, whose TypedDicts describe
+the same shape. Also the check that a function's environment fits Lambda's 4 KB: at construction with placeholders
+of the longest realistic length for what is not known yet, and again with the real values."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any
 
+from .args import Mode, ScheduledTableArgs
+from .targets import EmailTarget
+
 ENV_VAR = "SCHEDULED_TABLE_CONFIG"
+LOG_LEVEL_VAR = "LOG_LEVEL"
+# Lambda: "the total size of all environment variables doesn't exceed 4 KB" (names and values).
+ENVIRONMENT_LIMIT_BYTES = 4096
+# Stand-in for a name, ARN or URL not known at construction: as long as such a value realistically gets.
+PLACEHOLDER_CHARS = 256
 
 
-def handler_config(
-    *,
-    mode: str,
-    table: str,
-    partition_key: str,
-    sort_key: str | None,
-    time_attribute: str,
-    target_kind: str,
-    target_arn: str,
-    poison_queue_url: str,
-    max_workers: int,
-    email: dict[str, str] | None = None,
-    **sections: dict[str, Any],
-) -> str:
-    """`sections`: a mode's own parts of the document (`scheduler`, `ttl`, `polling`), each an object."""
-    target: dict[str, Any] = {"kind": target_kind, "arn": target_arn}
-    if email is not None:
-        target["email"] = email
+class Value(StrEnum):
+    """A value of the document that only exists once a resource does."""
+
+    TABLE = "table"
+    TARGET_ARN = "targetArn"
+    POISON_QUEUE_URL = "poisonQueueUrl"
+    SCHEDULE_GROUP = "scheduleGroup"
+    SCHEDULER_ROLE_ARN = "schedulerRoleArn"
+    TARGET_DLQ_ARN = "targetDlqArn"
+    TARGET_DLQ_URL = "targetDlqUrl"
+    LEDGER_TABLE = "ledgerTable"
+
+
+_SCHEDULING = (Value.SCHEDULE_GROUP, Value.SCHEDULER_ROLE_ARN, Value.TARGET_DLQ_ARN)
+
+
+def needed_values(args: ScheduledTableArgs) -> tuple[Value, ...]:
+    """The values `handler_document` reads for this configuration."""
+    shared = (Value.TABLE, Value.TARGET_ARN, Value.POISON_QUEUE_URL)
+    if args.mode is Mode.EVENTBRIDGE:
+        return (*shared, *_SCHEDULING)
+    if args.mode is Mode.TTL:
+        return (*shared, Value.LEDGER_TABLE, *(_SCHEDULING if args.precise else ()))
+    if args.mode is Mode.POLLING:
+        return (*shared, Value.TARGET_DLQ_URL)
+    return (*shared, Value.LEDGER_TABLE)
+
+
+def known_target_arn(args: ScheduledTableArgs) -> str | None:
+    """The target's ARN when the args already hold it as text; None when a resource will tell."""
+    if args.mode is Mode.AGGREGATE:
+        return ""  # totals are written to the table itself: there is no target
+    arn = None if args.target is None else args.target.arn
+    return arn if isinstance(arn, str) else None
+
+
+def handler_document(args: ScheduledTableArgs, values: Mapping[str, str]) -> str:
+    """The configuration document every function of the table reads."""
+    target: dict[str, Any] = {"kind": target_kind(args), "arn": values[Value.TARGET_ARN]}
+    if isinstance(args.target, EmailTarget):
+        target["email"] = {
+            "sender": args.target.sender,
+            "recipientAttribute": args.target.recipient_attribute,
+            "subject": args.target.subject,
+            "body": args.target.body,
+        }
     config: dict[str, Any] = {
-        "mode": mode,
-        "table": table,
-        "partitionKey": partition_key,
-        "sortKey": sort_key,
-        "timeAttribute": time_attribute,
+        "mode": Mode(args.mode).value,
+        "table": values[Value.TABLE],
+        "partitionKey": args.partition_key,
+        "sortKey": args.sort_key,
+        "timeAttribute": args.time_attribute,
         "target": target,
-        "poisonQueueUrl": poison_queue_url,
-        "maxWorkers": max_workers,
+        "poisonQueueUrl": values[Value.POISON_QUEUE_URL],
+        "maxWorkers": args.max_workers,
+        **_sections(args, values),
     }
-    config.update(sections)
     return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+def target_kind(args: ScheduledTableArgs) -> str:
+    if args.mode is Mode.AGGREGATE:
+        return "none"
+    return "sqs" if args.target is None else args.target.kind
+
+
+def _lease_seconds(args: ScheduledTableArgs) -> int:
+    # A claim outlives the invocation that made it, so a crashed run is retried, a live one not.
+    return args.lambda_timeout_seconds + 30
+
+
+def _ledger(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "ledgerTable": values[Value.LEDGER_TABLE],
+        "leaseSeconds": _lease_seconds(args),
+        "windowSeconds": args.idempotency_window_seconds,
+    }
+
+
+def _scheduler(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "group": values[Value.SCHEDULE_GROUP],
+        "roleArn": values[Value.SCHEDULER_ROLE_ARN],
+        "deadLetterArn": values[Value.TARGET_DLQ_ARN],
+        "maxEventAgeSeconds": args.schedule_max_event_age_seconds,
+        "maxRetryAttempts": args.schedule_retry_attempts,
+    }
+
+
+def _sections(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """A mode's own parts of the document."""
+    a = args
+    if a.mode is Mode.EVENTBRIDGE:
+        return {"scheduler": _scheduler(a, values)}
+    if a.mode is Mode.TTL:
+        ttl = {
+            **_ledger(a, values),
+            "repeatAttribute": a.repeat_attribute,
+            "repeatUntilAttribute": a.repeat_until_attribute,
+            "occurrenceAttribute": a.occurrence_attribute,
+            "precise": a.precise,
+        }
+        return {"ttl": ttl, **({"scheduler": _scheduler(a, values)} if a.precise else {})}
+    if a.mode is Mode.POLLING:
+        polling = {
+            "shards": a.shards,
+            "leaseSeconds": _lease_seconds(a),
+            "maxAttempts": a.max_attempts,
+            "backoffSeconds": a.retry_backoff_seconds,
+            "onDone": a.on_done,
+            "deadLetterUrl": values[Value.TARGET_DLQ_URL],
+            "delayAttribute": a.delay_attribute,
+            "defaultDelaySeconds": a.default_delay_seconds,
+            # Stop taking new items this long before the Lambda's timeout (10 s, or a third of short ones).
+            "budgetMarginSeconds": min(10, max(1, a.lambda_timeout_seconds // 3)),
+        }
+        return {"polling": polling}
+    aggregate = {
+        "sourcePrefix": a.source_prefix,
+        "valueAttribute": a.value_attribute,
+        "groupFrom": a.group_from,
+        "totalSortKey": a.total_sort_key,
+        "totalAttribute": a.total_attribute,
+        "aggregation": a.aggregation,
+        "onChange": a.on_change,
+        "ledgerTable": values[Value.LEDGER_TABLE],
+        "windowSeconds": a.idempotency_window_seconds,
+    }
+    return {"aggregate": aggregate}
+
+
+# -- the 4 KB environment --------------------------------------------------------------------------------------
+
+
+def estimated_document(args: ScheduledTableArgs) -> str:
+    """The document as long as it can realistically get: every value not known yet is a placeholder."""
+    values: dict[str, str] = {v: "x" * PLACEHOLDER_CHARS for v in needed_values(args)}
+    arn = known_target_arn(args)
+    if arn is not None:
+        values[Value.TARGET_ARN] = arn
+    return handler_document(args, values)
+
+
+def user_text(args: ScheduledTableArgs, target_arn: str | None = None) -> dict[str, str]:
+    """The text the user chose that goes into the document, by option (`target.body` for EmailTarget.body); with
+    `target_arn`, the ARN of the user's target as well (an Output until the resources exist)."""
+    names = ["partition_key", "sort_key", "time_attribute"]
+    names += {
+        Mode.TTL: ["repeat_attribute", "repeat_until_attribute", "occurrence_attribute"],
+        Mode.POLLING: ["delay_attribute"],
+        Mode.AGGREGATE: ["source_prefix", "value_attribute", "group_from", "total_sort_key", "total_attribute"],
+    }.get(Mode(args.mode), [])
+    text = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    if isinstance(args.target, EmailTarget):
+        for name in ("sender", "recipient_attribute", "subject", "body"):
+            text[f"target.{name}"] = getattr(args.target, name)
+    elif args.target is not None and target_arn is not None:
+        text["target.arn"] = target_arn
+    return text
+
+
+def environment_bytes(variables: Mapping[str, str]) -> int:
+    """What Lambda counts against its 4 KB: every variable's name and value, in bytes."""
+    return sum(len(name.encode()) + len(value.encode()) for name, value in variables.items())
+
+
+def function_environment(args: ScheduledTableArgs, document: str, *, estimated: bool = False) -> dict[str, str]:
+    """The variables of every function of the table; ValueError naming the largest text the user chose when they
+    would not fit Lambda's 4 KB (`estimated`: the document holds placeholders, so the size is an upper bound)."""
+    variables = {ENV_VAR: document, LOG_LEVEL_VAR: args.log_level}
+    size = environment_bytes(variables)
+    if size <= ENVIRONMENT_LIMIT_BYTES:
+        return variables
+    # The size each text takes in the document (JSON-escaped, as written there).
+    arn = known_target_arn(args) if estimated else json.loads(document)["target"]["arn"]
+    sizes = sorted(((len(json.dumps(v)) - 2, k) for k, v in user_text(args, arn).items()), reverse=True)
+    (largest, field_name), *rest = sizes
+    owner = type(args.target).__name__
+    label = {k: k.replace("target.", f"{owner}.") for _, k in sizes}
+    then = f"; next largest: {label[rest[0][1]]}, {rest[0][0]:,} bytes" if rest else ""
+    raise ValueError(
+        f"{field_name}: the function environment would be {'about ' if estimated else ''}{size:,} bytes, over "
+        f"Lambda's 4 KB limit ({ENVIRONMENT_LIMIT_BYTES:,} bytes); shorten {label[field_name]} "
+        f"({largest:,} bytes{then})"
+    )

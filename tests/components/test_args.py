@@ -145,6 +145,16 @@ def test_email_target_validation(kwargs: dict[str, Any], message: str) -> None:
     assert str(caught.value).startswith(message), str(caught.value)
 
 
+def test_an_email_body_that_would_overflow_lambdas_4_kb_environment_is_refused() -> None:
+    target = EmailTarget("r@example.com", subject="Your appointment", body="x" * 4000)
+    with pytest.raises(ValueError) as caught:
+        ScheduledTableArgs(mode="eventbridge", target=target)
+    assert str(caught.value) == (
+        "target.body: the function environment would be about 5,731 bytes, over Lambda's 4 KB limit (4,096 bytes); "
+        "shorten EmailTarget.body (4,000 bytes; next largest: EmailTarget.subject, 16 bytes)"
+    )
+
+
 def test_email_templates_with_literal_braces_are_fine() -> None:
     assert EmailTarget("a@b.c", body="{{literal}} and {name}").body == "{{literal}} and {name}"
 

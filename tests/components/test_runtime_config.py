@@ -1,0 +1,81 @@
+"""The handler config document and the 4 KB environment check, without Pulumi (and one check under mocks)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+import pytest
+
+from components import EmailTarget, QueueTarget, ScheduledTableArgs
+from components.runtime_config import (
+    ENV_VAR,
+    PLACEHOLDER_CHARS,
+    environment_bytes,
+    estimated_document,
+    function_environment,
+    handler_document,
+    needed_values,
+)
+from tests.components.conftest import Built
+
+QUEUE = "arn:aws:sqs:eu-west-1:123456789012:q"
+PLACEHOLDER = "x" * PLACEHOLDER_CHARS
+
+
+def test_lambda_counts_every_name_and_value_in_bytes() -> None:
+    assert environment_bytes({"AB": "cd", "E": "é"}) == 2 + 2 + 1 + 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "values"),
+    [
+        ({"mode": "eventbridge"}, {"scheduleGroup", "schedulerRoleArn", "targetDlqArn"}),
+        ({"mode": "ttl"}, {"ledgerTable"}),
+        ({"mode": "ttl", "precise": True}, {"ledgerTable", "scheduleGroup", "schedulerRoleArn", "targetDlqArn"}),
+        ({"mode": "polling"}, {"targetDlqUrl"}),
+        ({"mode": "aggregate"}, {"ledgerTable"}),
+    ],
+)
+def test_each_mode_needs_the_shared_values_and_its_own(kwargs: dict[str, Any], values: set[str]) -> None:
+    shared = {"table", "targetArn", "poisonQueueUrl"}
+    assert set(needed_values(ScheduledTableArgs(**kwargs))) == shared | values
+
+
+def test_the_estimate_puts_a_longest_placeholder_wherever_a_resource_will_tell() -> None:
+    owned = json.loads(estimated_document(ScheduledTableArgs(mode="eventbridge")))
+    assert owned["table"] == owned["poisonQueueUrl"] == owned["target"]["arn"] == PLACEHOLDER
+    assert owned["scheduler"]["group"] == owned["scheduler"]["roleArn"] == PLACEHOLDER
+    given = json.loads(estimated_document(ScheduledTableArgs(mode="polling", target=QueueTarget(QUEUE))))
+    assert given["target"]["arn"] == QUEUE and given["polling"]["deadLetterUrl"] == PLACEHOLDER
+
+
+def test_the_document_is_compact_and_sorted() -> None:
+    args = ScheduledTableArgs(mode="aggregate")
+    document = handler_document(args, {v: v.value for v in needed_values(args)})
+    assert document == json.dumps(json.loads(document), sort_keys=True, separators=(",", ":"))
+    assert json.loads(document)["target"] == {"kind": "none", "arn": "targetArn"}
+
+
+def test_the_environment_holds_the_document_and_the_log_level() -> None:
+    args = ScheduledTableArgs(mode="polling", log_level="DEBUG")
+    assert function_environment(args, "{}") == {ENV_VAR: "{}", "LOG_LEVEL": "DEBUG"}
+
+
+def test_a_body_that_fits_is_accepted() -> None:
+    target = EmailTarget("r@example.com", subject="Your appointment", body="x" * 1500)
+    assert ScheduledTableArgs(mode="eventbridge", target=target).target == target
+
+
+def test_the_real_values_are_checked_again_when_they_are_known(build: Callable[..., Built]) -> None:
+    # GIVEN a target ARN only known once resolved (counted as a 256-character placeholder at construction)
+    arn = pulumi.Output.from_input("arn:aws:sqs:eu-west-1:123456789012:" + "q" * 4000)
+    # WHEN the component is built, THEN the function's environment, with the real ARN, is refused
+    with pytest.raises(ValueError) as caught:
+        build(target=QueueTarget(arn))
+    assert "target.arn: the function environment would be 4,562 bytes, over Lambda's 4 KB limit (4,096 bytes); " in (
+        str(caught.value)
+    )
+    assert "shorten QueueTarget.arn (4,035 bytes; next largest: time_attribute, 5 bytes)" in str(caught.value)
