@@ -433,14 +433,21 @@ class ScheduledTable(pulumi.ComponentResource):
     def _build_eventbridge(self) -> _Consumer:
         """Stream -> scheduling Lambda -> one Scheduler `at()` schedule per item -> target (seed 000)."""
         a = self._args
+        ledger = self._ledger()
         scheduling = self._scheduling(self._target_statements(policies.target_statements))
-        direct = self._target_statements(policies.direct_dispatch_statements)
+        statements = pulumi.Output.all(
+            scheduling.consumer_statements,
+            self._target_statements(policies.direct_dispatch_statements),
+            # Deliveries are claimed once per occurrence in the ledger; the item is read back before acting.
+            ledger.arn.apply(policies.ledger_statements),
+            self.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["GetItem"])),
+        )
         return self._consumer(
             role="scheduler",
             handler="eventbridge.handler",
             filters=eventbridge_filters(a.time_attribute),
-            extra_statements=pulumi.Output.all(scheduling.consumer_statements, direct).apply(lambda v: v[0] + v[1]),
-            config=self._config(scheduling.values),
+            extra_statements=statements.apply(_flatten),
+            config=self._config({**scheduling.values, Value.LEDGER_TABLE: ledger.name}),
         )
 
     def _ledger(self) -> aws.dynamodb.Table:
@@ -471,7 +478,7 @@ class ScheduledTable(pulumi.ComponentResource):
         statements = pulumi.Output.all(
             self.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),
             ledger.arn.apply(lambda arn: policies.table_item_statements(arn, ["PutItem"])),
-        ).apply(lambda v: v[0] + v[1])
+        ).apply(_flatten)
         return self._consumer(
             role="aggregator",
             handler="aggregate.handler",
@@ -501,7 +508,7 @@ class ScheduledTable(pulumi.ComponentResource):
             role="executor",
             handler="ttl.handler",
             filters=ttl_filters(a.time_attribute, a.precise),
-            extra_statements=pulumi.Output.all(*statements).apply(lambda v: [s for part in v for s in part]),
+            extra_statements=pulumi.Output.all(*statements).apply(_flatten),
             config=self._config(values),
         )
 
@@ -520,7 +527,7 @@ class ScheduledTable(pulumi.ComponentResource):
                 self._target_statements(policies.direct_dispatch_statements),
                 self.table.arn.apply(lambda arn: policies.index_query_statements(arn, pending.INDEX_NAME)),
                 self.table.arn.apply(lambda arn: policies.table_item_statements(arn, done_actions)),
-            ).apply(lambda v: [s for part in v for s in part]),
+            ).apply(_flatten),
             config=config,
             stream=False,
             send_queues=[target_dlq],
@@ -569,6 +576,10 @@ class ScheduledTable(pulumi.ComponentResource):
             extra_statements=self.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),
             config=config,
         )
+
+
+def _flatten(parts: list[list[policies.Statement]]) -> list[policies.Statement]:
+    return [statement for part in parts for statement in part]
 
 
 def _iterator_age(role: str, seconds: int, function_name: str) -> operations.AlarmSpec:

@@ -41,7 +41,7 @@ def needed_values(args: ScheduledTableArgs) -> tuple[Value, ...]:
     """The values `handler_document` reads for this configuration."""
     shared = (Value.TABLE, Value.TARGET_ARN, Value.POISON_QUEUE_URL)
     if args.mode is Mode.EVENTBRIDGE:
-        return (*shared, *_SCHEDULING)
+        return (*shared, *_SCHEDULING, Value.LEDGER_TABLE)
     if args.mode is Mode.TTL:
         return (*shared, Value.LEDGER_TABLE, *(_SCHEDULING if args.precise else ()))
     if args.mode is Mode.POLLING:
@@ -114,7 +114,7 @@ def _sections(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, 
     """A mode's own parts of the document."""
     a = args
     if a.mode is Mode.EVENTBRIDGE:
-        return {"scheduler": _scheduler(a, values)}
+        return {"scheduler": _scheduler(a, values), "eventbridge": _ledger(a, values)}
     if a.mode is Mode.TTL:
         ttl = {
             **_ledger(a, values),

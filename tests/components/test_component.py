@@ -36,6 +36,7 @@ def test_creates_exactly_the_eventbridge_resources(build: Build) -> None:
         [
             "rem",
             "rem-table",
+            "rem-ledger",
             "rem-stream-dlq",
             "rem-poison",
             "rem-due",
@@ -66,7 +67,6 @@ def test_outputs_are_exposed(build: Build) -> None:
     outputs = build().outputs
     # Every eventbridge output is set in the default configuration (the due queue is owned, the group exists).
     assert set(outputs) == set(OUTPUT_NAMES) - {
-        "ledger_table_name",
         "processor_function_name",
         "tick_rule_name",
         "alarm_topic_arn",
@@ -218,7 +218,12 @@ def test_mapping_filters_are_the_time_attribute_patterns(build: Build) -> None:
 
 
 def test_handler_config_wires_real_resources(build: Build) -> None:
-    built = build(schedule_retry_attempts=3, schedule_max_event_age_seconds=600)
+    built = build(
+        schedule_retry_attempts=3,
+        schedule_max_event_age_seconds=600,
+        lambda_timeout_seconds=45,
+        idempotency_window_seconds=7200,
+    )
     config = built.handler_config()
     assert config["mode"] == "eventbridge"
     assert config["table"] == built.one("rem-table").outputs["name"]
@@ -231,6 +236,12 @@ def test_handler_config_wires_real_resources(build: Build) -> None:
         "maxEventAgeSeconds": 600,
         "maxRetryAttempts": 3,
     }
+    assert config["eventbridge"] == {
+        "ledgerTable": built.one("rem-ledger").outputs["name"],
+        "leaseSeconds": 75,
+        "windowSeconds": 7200,
+    }
+    assert built.outputs["ledger_table_name"] == built.one("rem-ledger").outputs["name"]
 
 
 # -- IAM --------------------------------------------------------------------------------------------------------
@@ -260,6 +271,27 @@ def test_lambda_manages_only_its_groups_schedules_and_passes_only_the_scheduler_
     assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
     stream = statement_for(policy, "dynamodb:GetRecords")
     assert stream["Resource"] == [built.one("rem-table").outputs["arn"] + "/stream/*"]
+
+
+def test_lambda_may_use_the_ledger_and_read_items_of_its_own_table(build: Build) -> None:
+    built = build()
+    found = built.statements("rem-scheduler-policy")
+    ledger_arn, table_arn = built.one("rem-ledger").outputs["arn"], built.one("rem-table").outputs["arn"]
+    ledger_actions = ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+    assert {"Effect": "Allow", "Action": ledger_actions, "Resource": [ledger_arn]} in found
+    assert {"Effect": "Allow", "Action": ["dynamodb:GetItem"], "Resource": [table_arn]} in found
+    # Nothing else on the table's items: the consumer never writes them.
+    assert [s for s in found if s["Resource"] == [table_arn]] == [
+        {"Effect": "Allow", "Action": ["dynamodb:GetItem"], "Resource": [table_arn]}
+    ]
+
+
+def test_the_ledger_has_its_own_ttl_no_stream_and_the_tables_encryption(build: Build) -> None:
+    key = "arn:aws:kms:eu-west-1:123456789012:key/abc"
+    ledger = build(kms_key_arn=key).one("rem-ledger").inputs
+    assert ledger["hashKey"] == "id" and ledger["ttl"] == {"attributeName": "expiresAt", "enabled": True}
+    assert not ledger.get("streamEnabled")
+    assert ledger["serverSideEncryption"] == {"enabled": True, "kmsKeyArn": key}
 
 
 def test_lambda_may_send_to_its_dead_letter_and_poison_queues(build: Build) -> None:
