@@ -109,7 +109,7 @@ def plan(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime)
         kept = old is not None and old.due == new.due
         # A write that keeps a due time that had already come is not a new occurrence: the write that set the time
         # delivers it. (A kept time still ahead may carry a new payload: the schedule is refreshed.)
-        if not (kept and new.due <= changed):
+        if not (kept and (new.due <= changed or new.item == old.item)):  # type: ignore[union-attr]
             steps.append(Step(Action.SCHEDULE, new))
     return Plan(tuple(steps), poison)
 

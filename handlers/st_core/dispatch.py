@@ -178,4 +178,3 @@ def _queue_url(sqs: Any, arn: str) -> str:
     if len(parts) != 6 or parts[2] != "sqs":
         raise PermanentError(f"target {arn!r} is not an SQS queue ARN")
     return str(sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"])
-

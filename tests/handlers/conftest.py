@@ -5,6 +5,7 @@ that fires schedules the way AWS may, anywhere in their minute (see `SchedulerCl
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import random
@@ -132,10 +133,8 @@ class SchedulerClock:
             self.env.sqs.send_message(QueueUrl=url, MessageBody=target["Input"])
         elif arn == "arn:aws:scheduler:::aws-sdk:dynamodb:deleteItem":
             request = _from_wire(json.loads(target["Input"]))
-            try:
+            with contextlib.suppress(self.env.ddb.exceptions.ConditionalCheckFailedException):
                 self.env.ddb.delete_item(**request)
-            except self.env.ddb.exceptions.ConditionalCheckFailedException:
-                pass
         else:
             raise AssertionError(f"no emulation for target {arn}")
         if schedule.get("ActionAfterCompletion") == "DELETE":

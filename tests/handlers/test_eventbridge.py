@@ -12,6 +12,7 @@ import pytest
 from botocore.exceptions import ClientError
 from eventbridge import handle_batch
 from st_core.clients import CLIENTS
+from st_core.timeparse import minute_at_or_after
 
 from tests.handlers.conftest import Env
 
@@ -23,7 +24,8 @@ def iso(moment: datetime) -> str:
 
 
 def at(moment: datetime) -> str:
-    return f"at({moment.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S')})"
+    """The `at()` a due time gets: its first whole minute at or after (Scheduler fires anywhere in the minute)."""
+    return f"at({minute_at_or_after(moment).strftime('%Y-%m-%dT%H:%M:%S')})"
 
 
 def fail_on(operation: str, code: str, status: int, only_if: str = "") -> list[int]:
@@ -81,11 +83,12 @@ def test_insert_with_iso_time_creates_one_at_schedule_with_target_dlq_and_retry(
 @pytest.mark.parametrize(
     ("written", "expected"),
     [
-        pytest.param("2031-03-04T05:06:07+02:00", "at(2031-03-04T03:06:07)", id="iso-with-offset"),
-        pytest.param("2031-03-04T05:06:07", "at(2031-03-04T05:06:07)", id="iso-without-offset-is-utc"),
-        pytest.param("2031-03-04T05:06:07.900Z", "at(2031-03-04T05:06:07)", id="iso-fraction-truncated"),
-        pytest.param(1930367167, "at(2031-03-04T05:06:07)", id="epoch-seconds-number"),
-        pytest.param("1930367167", "at(2031-03-04T05:06:07)", id="epoch-seconds-string"),
+        pytest.param("2031-03-04T05:06:07+02:00", "at(2031-03-04T03:07:00)", id="iso-with-offset"),
+        pytest.param("2031-03-04T05:06:07", "at(2031-03-04T05:07:00)", id="iso-without-offset-is-utc"),
+        pytest.param("2031-03-04T05:06:59.900Z", "at(2031-03-04T05:07:00)", id="iso-fraction-rounded-up"),
+        pytest.param("2031-03-04T05:06:00Z", "at(2031-03-04T05:06:00)", id="whole-minute-kept"),
+        pytest.param(1930367167, "at(2031-03-04T05:07:00)", id="epoch-seconds-number"),
+        pytest.param("1930367167", "at(2031-03-04T05:07:00)", id="epoch-seconds-string"),
     ],
 )
 def test_time_formats_become_utc_at_expressions(env: Env, written: object, expected: str) -> None:
@@ -106,14 +109,25 @@ def test_numbers_in_the_item_arrive_as_json_numbers(env: Env) -> None:
 # -- due now ----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("offset", [timedelta(hours=-3), timedelta(seconds=20)], ids=["past", "under-a-minute"])
-def test_due_time_past_or_imminent_is_delivered_now_not_dropped(env: Env, offset: timedelta) -> None:
-    due = datetime.now(UTC).replace(microsecond=0) + offset
+def test_due_time_in_the_past_is_delivered_now_not_dropped(env: Env) -> None:
+    due = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=3)
     env.put({"PK": "p", "SK": "late", "dueAt": iso(due)})
     assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     assert env.schedules() == []
     (message,) = env.messages(env.due_queue_url)
     assert message["dueAt"] == iso(due) and message["keys"] == {"PK": "p", "SK": "late"}
+
+
+def test_a_due_time_seconds_away_is_scheduled_not_delivered_early(env: Env) -> None:
+    # Before this round, anything due within 60 s was sent at once: up to a minute early.
+    now = datetime.now(UTC).replace(microsecond=0)
+    due = now + timedelta(seconds=20)
+    env.put({"PK": "p", "SK": "soon", "dueAt": iso(due)})
+    assert handle_batch(env.event(), env.config, now=lambda: now) == {"batchItemFailures": []}
+    assert env.messages(env.due_queue_url) == []
+    (schedule,) = env.schedules()
+    fire = datetime.fromisoformat(schedule["ScheduleExpression"][3:-1]).replace(tzinfo=UTC)
+    assert fire >= due and fire.second == 0 and fire - now >= timedelta(seconds=10)
 
 
 def test_moving_a_due_time_into_the_past_fires_now_and_removes_the_old_schedule(env: Env) -> None:

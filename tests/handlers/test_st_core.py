@@ -32,7 +32,8 @@ from tests.conftest import REGION
         ("2030-01-02T03:04:05", datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)),
         ("2030-01-02", datetime(2030, 1, 2, tzinfo=UTC)),
         (1893553445, datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)),
-        (Decimal("1893553445.75"), datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)),
+        # A fraction rounds up: acting at the returned second is never before the time the item names.
+        (Decimal("1893553445.75"), datetime(2030, 1, 2, 3, 4, 6, tzinfo=UTC)),
         (" 1893553445 ", datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)),
     ],
 )
@@ -141,7 +142,6 @@ def client_error(code: str, status: int) -> ClientError:
         (EndpointConnectionError(endpoint_url="https://x"), True),
         (TransientError("race"), True),
         (client_error("ValidationException", 400), False),
-        (client_error("AccessDeniedException", 403), False),
         (ValueError("bug"), False),
     ],
 )
@@ -150,10 +150,10 @@ def test_transient_classification(exc: Exception, transient: bool) -> None:
 
 
 def test_poison_message_drops_images_that_do_not_fit_but_keeps_keys() -> None:
-    big = {"S": "x" * 300_000}
+    big = {"S": "x" * 1_100_000}  # over the 1 MiB the component's own queues take
     record = {"eventName": "INSERT", "dynamodb": {"Keys": {"PK": {"S": "k"}}, "NewImage": {"blob": big}}}
     body = json.loads(poison_message(record=record, reason="r", error="E", mode="eventbridge", table="t"))
-    assert body["record"]["dynamodb"] == {"Keys": {"PK": {"S": "k"}}} and "omitted" in body["note"]
+    assert body["record"]["dynamodb"] == {"Keys": {"PK": {"S": "k"}}} and "trimmed" in body["note"]
 
 
 # -- dispatch ---------------------------------------------------------------------------------------------------
@@ -215,3 +215,13 @@ def test_send_now_to_lambda_is_an_async_invoke() -> None:
         )
         send_now({"kind": "lambda", "arn": arn}, payload, occurrence="o", clients=clients)
         stub.assert_no_pending_responses()
+
+
+def test_access_denied_is_retried_only_while_iam_may_still_be_propagating(monkeypatch: pytest.MonkeyPatch) -> None:
+    from st_core import errors
+
+    denied = client_error("AccessDeniedException", 403)
+    monkeypatch.setattr(errors, "container_age", lambda: 5.0)  # just deployed: the new policy may not be visible yet
+    assert is_transient(denied)
+    monkeypatch.setattr(errors, "container_age", lambda: errors.IAM_PROPAGATION_SECONDS + 1)
+    assert not is_transient(denied)  # a real misconfiguration: parked with the denial as its reason
