@@ -15,7 +15,13 @@ from . import operations, policies
 from .args import Mode, ScheduledTableArgs
 from .filters import aggregate_filters, eventbridge_filters, filter_patterns, polling_filters, ttl_filters
 from .packaging import handler_archive, runtime_module
-from .runtime_config import Value, function_environment, handler_document, target_kind
+from .runtime_config import (
+    OWNED_QUEUE_MAX_MESSAGE_BYTES,
+    Value,
+    function_environment,
+    handler_document,
+    target_kind,
+)
 from .targets import EmailTarget
 
 TYPE = "scheduled-table:index:ScheduledTable"
@@ -257,10 +263,12 @@ class ScheduledTable(pulumi.ComponentResource):
         )
 
     def _queue(self, role: str, retention: int = DLQ_RETENTION_SECONDS) -> aws.sqs.Queue:
-        """Encrypted standard queue; a DLQ has no DLQ of its own (its messages are the end of the line)."""
+        """Encrypted standard queue taking messages up to 1 MiB; a DLQ has no DLQ of its own (its messages are the
+        end of the line)."""
         queue = aws.sqs.Queue(
             f"{self._name}-{role}",
             sqs_managed_sse_enabled=True,
+            max_message_size=OWNED_QUEUE_MAX_MESSAGE_BYTES,
             message_retention_seconds=retention,
             tags=self._tags,
             opts=self._child,

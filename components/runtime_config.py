@@ -11,12 +11,14 @@ from enum import StrEnum
 from typing import Any
 
 from .args import Mode, ScheduledTableArgs
-from .targets import EmailTarget
+from .targets import SQS_MAX_MESSAGE_BYTES, EmailTarget, QueueTarget
 
 ENV_VAR = "SCHEDULED_TABLE_CONFIG"
 LOG_LEVEL_VAR = "LOG_LEVEL"
 # Lambda: "the total size of all environment variables doesn't exceed 4 KB" (names and values).
 ENVIRONMENT_LIMIT_BYTES = 4096
+# Every queue the component owns is created with SQS's largest MaximumMessageSize (1 MiB).
+OWNED_QUEUE_MAX_MESSAGE_BYTES = SQS_MAX_MESSAGE_BYTES
 # Stand-in for a name, ARN or URL not known at construction: as long as such a value realistically gets.
 PLACEHOLDER_CHARS = 256
 
@@ -67,6 +69,9 @@ def handler_document(args: ScheduledTableArgs, values: Mapping[str, str]) -> str
             "subject": args.target.subject,
             "body": args.target.body,
         }
+    size = max_message_bytes(args)
+    if size is not None:
+        target["maxMessageBytes"] = size
     config: dict[str, Any] = {
         "mode": Mode(args.mode).value,
         "table": values[Value.TABLE],
@@ -79,6 +84,16 @@ def handler_document(args: ScheduledTableArgs, values: Mapping[str, str]) -> str
         **_sections(args, values),
     }
     return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+def max_message_bytes(args: ScheduledTableArgs) -> int | None:
+    """The largest message the target queue takes: the owned due queue's 1 MiB, or a QueueTarget's own setting;
+    None for other targets."""
+    if args.mode is Mode.AGGREGATE:
+        return None
+    if args.target is None:
+        return OWNED_QUEUE_MAX_MESSAGE_BYTES
+    return args.target.max_message_bytes if isinstance(args.target, QueueTarget) else None
 
 
 def target_kind(args: ScheduledTableArgs) -> str:

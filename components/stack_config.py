@@ -43,24 +43,31 @@ def camel(name: str) -> str:
 
 
 def target_from_config(value: Any) -> Target | None:
-    """`{"type": "queue", "arn": ...}`; `{"type": "email", "sender": ..., "subject": ..., "body": ...}`; or none."""
+    """`{"type": "queue", "arn": ..., "maxMessageBytes": ...}` (each target's options in camelCase, its ARN as
+    `arn`); `{"type": "email", "sender": ..., "subject": ..., "body": ...}`; or none."""
     if value is None or value == {} or (isinstance(value, dict) and value.get("type") in (None, "dueQueue")):
         return None
     if not isinstance(value, dict):
         raise ValueError("target: must be an object with a 'type' (queue, function, stateMachine, topic, email)")
     kind = value.get("type")
+    cls: type
+    arn_field: str | None
     if kind == "email":
-        fields = {camel(f.name): f.name for f in dataclasses.fields(EmailTarget)}
-        unknown = set(value) - set(fields) - {"type"}
-        if unknown:
-            raise ValueError(f"target: unknown key(s) {sorted(unknown)} for an email target; use {sorted(fields)}")
-        return EmailTarget(**{fields[k]: v for k, v in value.items() if k != "type"})
-    if kind not in _TARGETS:
+        cls, arn_field = EmailTarget, None
+    elif kind in _TARGETS:
+        cls, arn_field = _TARGETS[kind]
+        if not value.get("arn"):
+            raise ValueError(f"target.arn: a {kind} target needs the ARN of the {kind}")
+    else:
         raise ValueError(f"target.type: {kind!r} is not a target type; use one of {[*_TARGETS, 'email', 'dueQueue']}")
-    if not value.get("arn"):
-        raise ValueError(f"target.arn: a {kind} target needs the ARN of the {kind}")
-    cls, field_name = _TARGETS[kind]
-    target: Target = cls(**{field_name: value["arn"]})
+    fields = {camel(f.name): f.name for f in dataclasses.fields(cls) if f.name != arn_field}
+    if arn_field is not None:
+        fields["arn"] = arn_field
+    unknown = set(value) - set(fields) - {"type"}
+    if unknown:
+        article = "an" if kind == "email" else "a"
+        raise ValueError(f"target: unknown key(s) {sorted(unknown)} for {article} {kind} target; use {sorted(fields)}")
+    target: Target = cls(**{fields[k]: v for k, v in value.items() if k != "type"})
     return target
 
 

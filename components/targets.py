@@ -9,13 +9,35 @@ import pulumi
 
 from .packaging import runtime_module
 
+# SQS: MaximumMessageSize is 1,024..1,048,576 bytes; a queue made without it takes 256 KiB (the provider's default).
+SQS_MIN_MESSAGE_BYTES = 1024
+SQS_MAX_MESSAGE_BYTES = 1048576
+SQS_DEFAULT_MESSAGE_BYTES = 262144
+
 
 @dataclass(frozen=True)
 class QueueTarget:
-    """A standard SQS queue receives the due event as the message body."""
+    """A standard SQS queue receives the due event as the message body.
+
+    `max_message_bytes`: the largest message the queue accepts; set this to the queue's max_message_size if you
+    raised it (up to 1 MiB). The handlers keep every due event they send to it within that size.
+    """
 
     queue_arn: pulumi.Input[str]
+    max_message_bytes: int = SQS_DEFAULT_MESSAGE_BYTES
     kind: ClassVar[str] = "sqs"
+
+    def __post_init__(self) -> None:
+        size = self.max_message_bytes
+        if (
+            isinstance(size, bool)
+            or not isinstance(size, int)
+            or not SQS_MIN_MESSAGE_BYTES <= size <= SQS_MAX_MESSAGE_BYTES
+        ):
+            raise ValueError(
+                f"QueueTarget.max_message_bytes: {size!r} is out of range; use a whole number from "
+                f"{SQS_MIN_MESSAGE_BYTES} to {SQS_MAX_MESSAGE_BYTES}, the queue's max_message_size"
+            )
 
     @property
     def arn(self) -> pulumi.Input[str]:

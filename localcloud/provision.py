@@ -215,6 +215,7 @@ _QUEUE_ATTRIBUTES = {
     "visibilityTimeoutSeconds": "VisibilityTimeout",
     "delaySeconds": "DelaySeconds",
     "receiveWaitTimeSeconds": "ReceiveMessageWaitTimeSeconds",
+    "maxMessageSize": "MaximumMessageSize",
     "sqsManagedSseEnabled": "SqsManagedSseEnabled",
     "kmsMasterKeyId": "KmsMasterKeyId",
     "redrivePolicy": "RedrivePolicy",

@@ -155,6 +155,21 @@ def test_an_email_body_that_would_overflow_lambdas_4_kb_environment_is_refused()
     )
 
 
+@pytest.mark.parametrize("size", [1023, 1048577, "262144", True])
+def test_queue_target_max_message_bytes_is_a_queues_max_message_size(size: Any) -> None:
+    with pytest.raises(ValueError) as caught:
+        QueueTarget("arn:aws:sqs:eu-west-1:1:q", max_message_bytes=size)
+    assert str(caught.value) == (
+        f"QueueTarget.max_message_bytes: {size!r} is out of range; use a whole number from 1024 to 1048576, "
+        "the queue's max_message_size"
+    )
+
+
+def test_queue_target_takes_256_kib_unless_told_otherwise() -> None:
+    assert QueueTarget("arn:aws:sqs:eu-west-1:1:q").max_message_bytes == 262144
+    assert QueueTarget("arn:aws:sqs:eu-west-1:1:q", max_message_bytes=1048576).max_message_bytes == 1048576
+
+
 def test_email_templates_with_literal_braces_are_fine() -> None:
     assert EmailTarget("a@b.c", body="{{literal}} and {name}").body == "{{literal}} and {name}"
 

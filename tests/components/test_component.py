@@ -118,6 +118,30 @@ def test_table_overrides(build: Build) -> None:
 # -- queues -----------------------------------------------------------------------------------------------------
 
 
+def test_every_queue_the_component_owns_takes_1_mib_messages(build: Build) -> None:
+    queues = build().of_type(":Queue")
+    assert sorted(q.name for q in queues) == ["rem-due", "rem-poison", "rem-stream-dlq", "rem-target-dlq"]
+    assert all(q.inputs["maxMessageSize"] == 1048576 for q in queues)
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        (None, {"maxMessageBytes": 1048576}),
+        (QueueTarget(TARGET_QUEUE), {"arn": TARGET_QUEUE, "maxMessageBytes": 262144}),
+        (QueueTarget(TARGET_QUEUE, max_message_bytes=1048576), {"arn": TARGET_QUEUE, "maxMessageBytes": 1048576}),
+        (TopicTarget("arn:aws:sns:eu-west-1:123456789012:t"), {"arn": "arn:aws:sns:eu-west-1:123456789012:t"}),
+    ],
+    ids=["due-queue", "queue-default", "queue-raised", "topic"],
+)
+def test_the_handler_knows_the_target_queues_largest_message(
+    build: Build, target: Any, expected: dict[str, Any]
+) -> None:
+    config_target = build(target=target).handler_config()["target"]
+    assert {k: v for k, v in config_target.items() if k in expected} == expected
+    assert ("maxMessageBytes" in config_target) is ("maxMessageBytes" in expected)
+
+
 @pytest.mark.parametrize("queue", ["rem-stream-dlq", "rem-target-dlq", "rem-poison"])
 def test_dead_letter_queues_are_encrypted_keep_14_days_and_have_no_dlq(build: Build, queue: str) -> None:
     inputs = build().one(queue).inputs
@@ -227,7 +251,7 @@ def test_handler_config_wires_real_resources(build: Build) -> None:
     config = built.handler_config()
     assert config["mode"] == "eventbridge"
     assert config["table"] == built.one("rem-table").outputs["name"]
-    assert config["target"] == {"kind": "sqs", "arn": built.one("rem-due").outputs["arn"]}
+    assert config["target"] == {"kind": "sqs", "arn": built.one("rem-due").outputs["arn"], "maxMessageBytes": 1048576}
     assert config["poisonQueueUrl"] == built.one("rem-poison").outputs["url"]
     assert config["scheduler"] == {
         "group": built.one("rem-schedules").outputs["name"],

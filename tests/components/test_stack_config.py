@@ -66,6 +66,8 @@ def test_targets_from_config() -> None:
     assert target_from_config(None) is None
     assert target_from_config({"type": "dueQueue"}) is None
     assert target_from_config({"type": "queue", "arn": "arn:aws:sqs:r:1:q"}) == QueueTarget("arn:aws:sqs:r:1:q")
+    raised = target_from_config({"type": "queue", "arn": "arn:aws:sqs:r:1:q", "maxMessageBytes": 1048576})
+    assert raised == QueueTarget("arn:aws:sqs:r:1:q", max_message_bytes=1048576)
     email = target_from_config({"type": "email", "sender": "a@b.c", "recipientAttribute": "to", "subject": "S"})
     assert email == EmailTarget("a@b.c", recipient_attribute="to", subject="S")
 
@@ -76,6 +78,10 @@ def test_targets_from_config() -> None:
         ({"type": "pigeon"}, "target.type: 'pigeon' is not a target type"),
         ({"type": "queue"}, "target.arn: a queue target needs the ARN of the queue"),
         ({"type": "email", "sender": "a@b.c", "colour": "red"}, "target: unknown key(s) ['colour']"),
+        (
+            {"type": "topic", "arn": "arn:aws:sns:r:1:t", "maxMessageBytes": 1024},
+            "target: unknown key(s) ['maxMessageBytes'] for a topic target; use ['arn']",
+        ),
         ("arn:aws:sqs:r:1:q", "target: must be an object with a 'type'"),
     ],
 )

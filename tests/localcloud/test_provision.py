@@ -38,8 +38,14 @@ def test_names_are_the_programs_own_or_the_logical_name_without_a_random_suffix(
 
 
 def test_queue_attributes_are_sqs_strings() -> None:
-    attributes = _queue_attributes({"messageRetentionSeconds": 1209600.0, "sqsManagedSseEnabled": True})
-    assert attributes == {"MessageRetentionPeriod": "1209600", "SqsManagedSseEnabled": "true"}
+    attributes = _queue_attributes(
+        {"messageRetentionSeconds": 1209600.0, "sqsManagedSseEnabled": True, "maxMessageSize": 1048576.0}
+    )
+    assert attributes == {
+        "MessageRetentionPeriod": "1209600",
+        "SqsManagedSseEnabled": "true",
+        "MaximumMessageSize": "1048576",
+    }
 
 
 def test_mapping_settings_are_carried_over() -> None:
