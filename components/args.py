@@ -45,6 +45,8 @@ class ScheduledTableArgs:
     write_capacity: int | None = None
     point_in_time_recovery: bool = True
     server_side_encryption: bool = True
+    # A customer-managed key for the table and the ledger: every role that reads or writes them or the stream (each
+    # Lambda; Scheduler, which deletes items, in precise ttl mode) gets kms:Decrypt, kms:Encrypt, kms:GenerateDataKey.
     kms_key_arn: pulumi.Input[str] | None = None
     deletion_protection: bool = True
     tags: dict[str, str] = field(default_factory=dict)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from email.utils import parseaddr
+
 
 def arn_parts(arn: str) -> tuple[str, str, str, str, str]:
     """(partition, service, region, account, resource) of an ARN; ValueError for anything else."""
@@ -20,8 +22,14 @@ def schedules_in_group(group_arn: str) -> str:
     return f"arn:{partition}:{service}:{region}:{account}:schedule/{group}/*"
 
 
+def email_address(sender: str) -> str:
+    """The bare address of a sender written either way: `r@example.com` or `Reminders <r@example.com>`."""
+    return parseaddr(sender)[1]
+
+
 def ses_identity_arns(table_arn: str, sender: str) -> list[str]:
-    """The SES identities a sender may be verified as: the address itself and its domain."""
+    """The SES identities a sender may be verified as: the (bare) address itself and its domain."""
     partition, _, region, account, _ = arn_parts(table_arn)
-    domain = sender.rsplit("@", 1)[-1]
-    return [f"arn:{partition}:ses:{region}:{account}:identity/{name}" for name in (sender, domain)]
+    address = email_address(sender)
+    domain = address.rsplit("@", 1)[-1]
+    return [f"arn:{partition}:ses:{region}:{account}:identity/{name}" for name in (address, domain)]

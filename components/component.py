@@ -390,8 +390,11 @@ class ScheduledTable(pulumi.ComponentResource):
 
     def _target_statements(self, build: Callable[..., list[policies.Statement]]) -> pulumi.Output[list[Any]]:
         email = self._email()
-        return pulumi.Output.all(self.target_arn, self.table.arn).apply(
-            lambda v: build(self.target_kind, v[0], table_arn=v[1], sender=email.sender if email else None)
+        target_key = getattr(self._args.target, "kms_key_arn", None)
+        return pulumi.Output.all(self.target_arn, self.table.arn, target_key).apply(
+            lambda v: build(
+                self.target_kind, v[0], table_arn=v[1], sender=email.sender if email else None, target_key_arn=v[2]
+            )
         )
 
     # -- modes ---------------------------------------------------------------------------------------------------
@@ -508,7 +511,9 @@ class ScheduledTable(pulumi.ComponentResource):
         ]
         values: dict[str, pulumi.Input[str]] = {Value.LEDGER_TABLE: ledger.name}
         if a.precise:
-            delete_item = self.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["DeleteItem"]))
+            delete_item = pulumi.Output.all(self.table.arn, a.kms_key_arn).apply(
+                lambda v: policies.scheduled_delete_statements(v[0], v[1])
+            )
             scheduling = self._scheduling(delete_item)
             statements.append(scheduling.consumer_statements)
             values.update(scheduling.values)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .arns import arn_parts, schedules_in_group, ses_identity_arns
+from .arns import arn_parts, email_address, schedules_in_group, ses_identity_arns
 
 Statement = dict[str, Any]
 
@@ -17,6 +17,10 @@ _TARGET_ACTIONS: dict[str, list[str]] = {
     "sns": ["sns:Publish"],
     "email": ["ses:SendEmail"],
 }
+# A customer-managed key on the table (and so its stream and the ledger): read and write items through it.
+TABLE_KEY_ACTIONS = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]
+# A customer-managed key on the target: send to it (encrypt a new message with a data key; Decrypt for that key).
+TARGET_KEY_ACTIONS = ["kms:Decrypt", "kms:GenerateDataKey"]
 
 
 def document(statements: list[Statement]) -> str:
@@ -32,17 +36,27 @@ def assume_role_policy(service: str, source_account: str | None = None) -> str:
     return document([statement])
 
 
-def target_statements(kind: str, target_arn: str, *, table_arn: str, sender: str | None = None) -> list[Statement]:
-    """Exactly the target's action on exactly the target's resource."""
+def target_statements(
+    kind: str, target_arn: str, *, table_arn: str, sender: str | None = None, target_key_arn: str | None = None
+) -> list[Statement]:
+    """Exactly the target's action on exactly the target's resource (email: from the sender's address only), plus
+    the use of the key that encrypts the target, if it has one."""
+    statement: Statement = {"Effect": "Allow", "Action": _TARGET_ACTIONS[kind]}
     if kind == "email":
         if not sender:
             raise ValueError("an email target needs its sender to scope ses:SendEmail")
-        resources = ses_identity_arns(table_arn, sender)
+        statement["Resource"] = ses_identity_arns(table_arn, sender)
+        statement["Condition"] = {"StringEquals": {"ses:FromAddress": email_address(sender)}}
     elif kind == "lambda":
-        resources = [target_arn, f"{target_arn}:*"]  # the function and its versions/aliases
+        statement["Resource"] = [target_arn, f"{target_arn}:*"]  # the function and its versions/aliases
     else:
-        resources = [target_arn]
-    return [{"Effect": "Allow", "Action": _TARGET_ACTIONS[kind], "Resource": resources}]
+        statement["Resource"] = [target_arn]
+    return [statement, *key_statements(target_key_arn, TARGET_KEY_ACTIONS)]
+
+
+def key_statements(key_arn: str | None, actions: list[str]) -> list[Statement]:
+    """`actions` on one customer-managed KMS key; nothing without a key (AWS-managed keys need no grant)."""
+    return [{"Effect": "Allow", "Action": sorted(actions), "Resource": [key_arn]}] if key_arn else []
 
 
 def scheduler_execution_policy(target: list[Statement], target_dlq_arn: str) -> str:
@@ -53,7 +67,8 @@ def scheduler_execution_policy(target: list[Statement], target_dlq_arn: str) -> 
 def stream_consumer_statements(
     *, table_arn: str | None, log_group_arn: str, send_queue_arns: list[str], kms_key_arn: str | None
 ) -> list[Statement]:
-    """What every handler needs: write its own logs, reach its queues; with `table_arn`, read that table's stream."""
+    """What every handler needs: write its own logs, reach its queues, use the table's own KMS key (if any); with
+    `table_arn`, read that table's stream."""
     statements: list[Statement] = []
     if table_arn is not None:
         statements.append(
@@ -76,9 +91,7 @@ def stream_consumer_statements(
         },
         {"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": sorted(send_queue_arns)},
     ]
-    if kms_key_arn:
-        statements.append({"Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": [kms_key_arn]})
-    return statements
+    return statements + key_statements(kms_key_arn, TABLE_KEY_ACTIONS)
 
 
 def scheduling_statements(*, group_arn: str, scheduler_role_arn: str) -> list[Statement]:
@@ -99,9 +112,11 @@ def scheduling_statements(*, group_arn: str, scheduler_role_arn: str) -> list[St
     ]
 
 
-def direct_dispatch_statements(kind: str, target_arn: str, *, table_arn: str, sender: str | None) -> list[Statement]:
+def direct_dispatch_statements(
+    kind: str, target_arn: str, *, table_arn: str, sender: str | None, target_key_arn: str | None = None
+) -> list[Statement]:
     """The handler delivers due-now items itself: the target's action, plus the queue URL lookup for SQS."""
-    statements = target_statements(kind, target_arn, table_arn=table_arn, sender=sender)
+    statements = target_statements(kind, target_arn, table_arn=table_arn, sender=sender, target_key_arn=target_key_arn)
     if kind == "sqs":
         statements.append({"Effect": "Allow", "Action": ["sqs:GetQueueUrl"], "Resource": [target_arn]})
     return statements
@@ -110,6 +125,12 @@ def direct_dispatch_statements(kind: str, target_arn: str, *, table_arn: str, se
 def table_item_statements(table_arn: str, actions: list[str]) -> list[Statement]:
     """Item-level actions on one table (no index, no stream, no other table)."""
     return [{"Effect": "Allow", "Action": sorted(f"dynamodb:{a}" for a in actions), "Resource": [table_arn]}]
+
+
+def scheduled_delete_statements(table_arn: str, kms_key_arn: str | None) -> list[Statement]:
+    """What Scheduler needs to delete an item at its due time (precise ttl mode): DeleteItem on the table, and
+    the table's own KMS key if it has one."""
+    return table_item_statements(table_arn, ["DeleteItem"]) + key_statements(kms_key_arn, TABLE_KEY_ACTIONS)
 
 
 def index_query_statements(table_arn: str, index_name: str) -> list[Statement]:

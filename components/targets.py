@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import pulumi
 
+from .arns import email_address
 from .packaging import runtime_module
 
 # SQS: MaximumMessageSize is 1,024..1,048,576 bytes; a queue made without it takes 256 KiB (the provider's default).
@@ -21,10 +22,15 @@ class QueueTarget:
 
     `max_message_bytes`: the largest message the queue accepts; set this to the queue's max_message_size if you
     raised it (up to 1 MiB). The handlers keep every due event they send to it within that size.
+
+    `kms_key_arn` (on every target with an ARN): the customer-managed KMS key that encrypts the target, if any;
+    whoever sends to it is then allowed kms:GenerateDataKey and kms:Decrypt on that key (the key's policy must
+    let the account's IAM policies grant that, as the default key policy does).
     """
 
     queue_arn: pulumi.Input[str]
     max_message_bytes: int = SQS_DEFAULT_MESSAGE_BYTES
+    kms_key_arn: pulumi.Input[str] | None = None
     kind: ClassVar[str] = "sqs"
 
     def __post_init__(self) -> None:
@@ -46,9 +52,13 @@ class QueueTarget:
 
 @dataclass(frozen=True)
 class FunctionTarget:
-    """A Lambda function is invoked asynchronously with the due event."""
+    """A Lambda function is invoked asynchronously with the due event.
+
+    `kms_key_arn`: the customer-managed KMS key encrypting it, if any (see QueueTarget).
+    """
 
     function_arn: pulumi.Input[str]
+    kms_key_arn: pulumi.Input[str] | None = None
     kind: ClassVar[str] = "lambda"
 
     @property
@@ -58,9 +68,13 @@ class FunctionTarget:
 
 @dataclass(frozen=True)
 class StateMachineTarget:
-    """A Step Functions state machine starts one execution with the due event as input."""
+    """A Step Functions state machine starts one execution with the due event as input.
+
+    `kms_key_arn`: the customer-managed KMS key encrypting it, if any (see QueueTarget).
+    """
 
     state_machine_arn: pulumi.Input[str]
+    kms_key_arn: pulumi.Input[str] | None = None
     kind: ClassVar[str] = "stepfunctions"
 
     @property
@@ -70,9 +84,13 @@ class StateMachineTarget:
 
 @dataclass(frozen=True)
 class TopicTarget:
-    """An SNS topic receives the due event as the message."""
+    """An SNS topic receives the due event as the message.
+
+    `kms_key_arn`: the customer-managed KMS key encrypting it, if any (see QueueTarget).
+    """
 
     topic_arn: pulumi.Input[str]
+    kms_key_arn: pulumi.Input[str] | None = None
     kind: ClassVar[str] = "sns"
 
     @property
@@ -82,7 +100,12 @@ class TopicTarget:
 
 @dataclass(frozen=True)
 class EmailTarget:
-    """SES (v2) sends a plain-text email; `subject` and `body` are `{attribute}` templates filled from the item."""
+    """SES (v2) sends a plain-text email; `subject` and `body` are `{attribute}` templates filled from the item.
+
+    `sender`: a verified SES identity (the address or its domain), bare or with a display name
+    (`Reminders <reminders@example.com>`); emails go out with it as written, and IAM allows sending only from that
+    address.
+    """
 
     sender: str
     recipient_attribute: str = "email"
@@ -91,10 +114,11 @@ class EmailTarget:
     kind: ClassVar[str] = "email"
 
     def __post_init__(self) -> None:
-        if "@" not in self.sender:
+        local, _, domain = email_address(self.sender).partition("@")
+        if not local or not domain or "@" in domain:
             raise ValueError(
-                f"EmailTarget.sender: {self.sender!r} is not an email address; "
-                "pass the verified SES identity to send from, e.g. 'reminders@example.com'"
+                f"EmailTarget.sender: {self.sender!r} is not an email address; pass the verified SES identity to "
+                "send from, e.g. 'reminders@example.com' or 'Reminders <reminders@example.com>'"
             )
         if not self.recipient_attribute:
             raise ValueError("EmailTarget.recipient_attribute: must name the item attribute holding the recipient")

@@ -133,7 +133,14 @@ def test_each_rule_names_the_field_and_the_fix(kwargs: dict[str, Any], message: 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"sender": "not-an-address"}, "EmailTarget.sender: 'not-an-address' is not an email address"),
+        (
+            {"sender": "not-an-address"},
+            "EmailTarget.sender: 'not-an-address' is not an email address; pass the verified SES identity to send "
+            "from, e.g. 'reminders@example.com' or 'Reminders <reminders@example.com>'",
+        ),
+        ({"sender": "Reminders <>"}, "EmailTarget.sender: 'Reminders <>' is not an email address"),
+        ({"sender": "r@"}, "EmailTarget.sender: 'r@' is not an email address"),
+        ({"sender": "@example.com"}, "EmailTarget.sender: '@example.com' is not an email address"),
         ({"sender": "a@b.c", "recipient_attribute": ""}, "EmailTarget.recipient_attribute: must name the item"),
         ({"sender": "a@b.c", "subject": "Hi {name"}, "EmailTarget.subject: stray or empty brace at position 3"),
         ({"sender": "a@b.c", "body": "Hi {}"}, "EmailTarget.body: stray or empty brace at position 3"),
@@ -168,6 +175,10 @@ def test_queue_target_max_message_bytes_is_a_queues_max_message_size(size: Any) 
 def test_queue_target_takes_256_kib_unless_told_otherwise() -> None:
     assert QueueTarget("arn:aws:sqs:eu-west-1:1:q").max_message_bytes == 262144
     assert QueueTarget("arn:aws:sqs:eu-west-1:1:q", max_message_bytes=1048576).max_message_bytes == 1048576
+
+
+def test_email_sender_may_carry_a_display_name() -> None:
+    assert EmailTarget("Reminders <r@example.com>").sender == "Reminders <r@example.com>"
 
 
 def test_email_templates_with_literal_braces_are_fine() -> None:

@@ -326,59 +326,81 @@ def test_lambda_may_send_to_its_dead_letter_and_poison_queues(build: Build) -> N
     assert built.one("rem-poison").outputs["arn"] in resources
 
 
-def test_kms_key_adds_decrypt_on_that_key_only(build: Build) -> None:
-    key = "arn:aws:kms:eu-west-1:123456789012:key/abc"
-    assert "kms:Decrypt" not in actions(build().policy("rem-scheduler-policy"))
-    assert statement_for(build(kms_key_arn=key).policy("rem-scheduler-policy"), "kms:Decrypt")["Resource"] == [key]
+def test_a_table_key_lets_the_lambda_read_and_write_through_that_key_only(build: Build) -> None:
+    assert not any(a.startswith("kms:") for a in actions(build().policy("rem-scheduler-policy")))
+    found = build(kms_key_arn=KEY).statements("rem-scheduler-policy")
+    assert [s for s in found if any(a.startswith("kms:") for a in s["Action"])] == [
+        {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"], "Resource": [KEY]}
+    ]
+
+
+FUNCTION = "arn:aws:lambda:eu-west-1:123456789012:function:f"
+STATE_MACHINE = "arn:aws:states:eu-west-1:123456789012:stateMachine:m"
+TOPIC = "arn:aws:sns:eu-west-1:123456789012:t"
+SES_IDENTITIES = [
+    "arn:aws:ses:eu-west-1:123456789012:identity/reminders@example.com",
+    "arn:aws:ses:eu-west-1:123456789012:identity/example.com",
+]
+KEY = "arn:aws:kms:eu-west-1:123456789012:key/abc"
+TARGET_KEY = "arn:aws:kms:eu-west-1:123456789012:key/target"
+
+
+def allow(actions: list[str], resources: list[str], **extra: Any) -> dict[str, Any]:
+    return {"Effect": "Allow", "Action": actions, "Resource": resources, **extra}
 
 
 @pytest.mark.parametrize(
-    ("target", "action", "resources"),
+    ("target", "grant"),
     [
-        (QueueTarget(TARGET_QUEUE), "sqs:SendMessage", [TARGET_QUEUE]),
+        (QueueTarget(TARGET_QUEUE), allow(["sqs:SendMessage"], [TARGET_QUEUE])),
+        (FunctionTarget(FUNCTION), allow(["lambda:InvokeFunction"], [FUNCTION, f"{FUNCTION}:*"])),
+        (StateMachineTarget(STATE_MACHINE), allow(["states:StartExecution"], [STATE_MACHINE])),
+        (TopicTarget(TOPIC), allow(["sns:Publish"], [TOPIC])),
         (
-            FunctionTarget("arn:aws:lambda:eu-west-1:123456789012:function:f"),
-            "lambda:InvokeFunction",
-            ["arn:aws:lambda:eu-west-1:123456789012:function:f", "arn:aws:lambda:eu-west-1:123456789012:function:f:*"],
-        ),
-        (
-            StateMachineTarget("arn:aws:states:eu-west-1:123456789012:stateMachine:m"),
-            "states:StartExecution",
-            ["arn:aws:states:eu-west-1:123456789012:stateMachine:m"],
-        ),
-        (TopicTarget("arn:aws:sns:eu-west-1:123456789012:t"), "sns:Publish", ["arn:aws:sns:eu-west-1:123456789012:t"]),
-        (
-            EmailTarget("reminders@example.com"),
-            "ses:SendEmail",
-            [
-                "arn:aws:ses:eu-west-1:123456789012:identity/reminders@example.com",
-                "arn:aws:ses:eu-west-1:123456789012:identity/example.com",
-            ],
+            EmailTarget("Reminders <reminders@example.com>"),
+            allow(
+                ["ses:SendEmail"],
+                SES_IDENTITIES,
+                Condition={"StringEquals": {"ses:FromAddress": "reminders@example.com"}},
+            ),
         ),
     ],
     ids=["queue", "function", "state-machine", "topic", "email"],
 )
-def test_scheduler_role_may_do_exactly_the_targets_action(
-    build: Build, target: Any, action: str, resources: list[str]
-) -> None:
+def test_scheduler_role_may_do_exactly_the_targets_action(build: Build, target: Any, grant: dict[str, Any]) -> None:
     built = build(target=target)
     policy = built.policy("rem-scheduler-exec-policy")
     target_dlq = built.one("rem-target-dlq").outputs["arn"]
-    expected = [
-        {"Effect": "Allow", "Action": [action], "Resource": resources},
-        {"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": [target_dlq]},
-    ]
-    assert policy["Statement"] == expected
+    assert policy["Statement"] == [grant, allow(["sqs:SendMessage"], [target_dlq])]
     # The scheduling Lambda delivers due-now items itself, so it holds the same target permission.
-    lambda_statements = built.policy("rem-scheduler-policy")["Statement"]
-    assert {"Effect": "Allow", "Action": [action], "Resource": resources} in lambda_statements
+    assert grant in built.policy("rem-scheduler-policy")["Statement"]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        QueueTarget(TARGET_QUEUE, kms_key_arn=TARGET_KEY),
+        FunctionTarget(FUNCTION, kms_key_arn=TARGET_KEY),
+        StateMachineTarget(STATE_MACHINE, kms_key_arn=TARGET_KEY),
+        TopicTarget(TOPIC, kms_key_arn=TARGET_KEY),
+    ],
+    ids=["queue", "function", "state-machine", "topic"],
+)
+def test_a_target_key_is_usable_by_whoever_sends_to_the_target(build: Build, target: Any) -> None:
+    built = build(target=target)
+    use_key = allow(["kms:Decrypt", "kms:GenerateDataKey"], [TARGET_KEY])
+    assert use_key in built.statements("rem-scheduler-exec-policy")
+    assert use_key in built.statements("rem-scheduler-policy")
+    assert "key/target" not in json.dumps(built.handler_config())  # the handlers need not know it
 
 
 def test_email_target_config_reaches_the_handler(build: Build) -> None:
-    target = EmailTarget("r@example.com", recipient_attribute="mail", subject="Hi {name}", body="At {when}")
+    # The sender as written, display name included (SES accepts it); IAM uses the bare address.
+    sender = "Reminders <r@example.com>"
+    target = EmailTarget(sender, recipient_attribute="mail", subject="Hi {name}", body="At {when}")
     config = build(target=target).handler_config()
     assert config["target"] == {
         "kind": "email",
         "arn": "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail",
-        "email": {"sender": "r@example.com", "recipientAttribute": "mail", "subject": "Hi {name}", "body": "At {when}"},
+        "email": {"sender": sender, "recipientAttribute": "mail", "subject": "Hi {name}", "body": "At {when}"},
     }

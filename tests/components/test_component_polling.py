@@ -108,6 +108,22 @@ def test_the_processor_may_query_only_the_due_index_and_update_only_this_table(b
     } in found
 
 
+def test_keys_of_the_table_and_of_the_target_reach_the_roles_that_use_them(build: Build) -> None:
+    from components import TopicTarget
+
+    table_key, target_key = "arn:aws:kms:eu-west-1:1:key/table", "arn:aws:kms:eu-west-1:1:key/target"
+    built = polling(build, kms_key_arn=table_key, target=TopicTarget("arn:aws:sns:eu-west-1:1:t", target_key))
+    use_table_key = {
+        "Effect": "Allow",
+        "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"],
+        "Resource": [table_key],
+    }
+    use_target_key = {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [target_key]}
+    processor, assigner = built.statements("rem-processor-policy"), built.statements("rem-assigner-policy")
+    assert use_table_key in processor and use_target_key in processor
+    assert use_table_key in assigner and use_target_key not in assigner  # the assigner never sends to the target
+
+
 def test_on_done_delete_adds_delete_item(build: Build) -> None:
     built = polling(build, on_done="delete")
     table_arn = built.one("rem-table").outputs["arn"]

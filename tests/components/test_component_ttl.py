@@ -112,6 +112,27 @@ def test_precise_adds_a_schedule_group_whose_role_may_only_delete_this_tables_it
     assert built.handler_config()["ttl"]["precise"] is True
 
 
+def test_a_table_key_is_usable_by_the_executor_and_by_scheduler_which_deletes_items(build: Build) -> None:
+    key = "arn:aws:kms:eu-west-1:123456789012:key/abc"
+    built = ttl(build, precise=True, kms_key_arn=key)
+    use_key = {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"], "Resource": [key]}
+    assert use_key in built.statements("rem-executor-policy")
+    assert built.statements("rem-scheduler-exec-policy")[:2] == [
+        {"Effect": "Allow", "Action": ["dynamodb:DeleteItem"], "Resource": [built.one("rem-table").outputs["arn"]]},
+        use_key,
+    ]
+
+
+def test_a_target_key_is_not_scheduler_s_business_in_precise_mode(build: Build) -> None:
+    from components import QueueTarget
+
+    target = QueueTarget("arn:aws:sqs:eu-west-1:123456789012:q", kms_key_arn="arn:aws:kms:eu-west-1:1:key/t")
+    built = ttl(build, precise=True, target=target)
+    use_key = {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [target.kms_key_arn]}
+    assert use_key in built.statements("rem-executor-policy")  # the executor sends to the target
+    assert use_key not in built.statements("rem-scheduler-exec-policy")  # Scheduler only deletes items
+
+
 def test_precise_executor_may_manage_its_schedules_and_delete_due_items(build: Build) -> None:
     built = ttl(build, precise=True)
     found = built.statements("rem-executor-policy")

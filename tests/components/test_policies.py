@@ -58,3 +58,35 @@ def test_scheduling_statements_create_update_delete_and_never_read() -> None:
     manage, pass_role = policies.scheduling_statements(group_arn=group, scheduler_role_arn="arn:aws:iam::1:role/r")
     assert manage["Action"] == ["scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"]
     assert pass_role["Action"] == ["iam:PassRole"]
+
+
+def test_a_display_name_sender_is_granted_by_its_bare_address_and_domain() -> None:
+    assert arns.email_address("Reminders <r@example.com>") == "r@example.com"
+    assert arns.ses_identity_arns(TABLE, "Reminders <r@example.com>") == [
+        "arn:aws:ses:eu-west-1:123456789012:identity/r@example.com",
+        "arn:aws:ses:eu-west-1:123456789012:identity/example.com",
+    ]
+    [send] = policies.target_statements("email", "x", table_arn=TABLE, sender="Reminders <r@example.com>")
+    assert send["Condition"] == {"StringEquals": {"ses:FromAddress": "r@example.com"}}
+
+
+def test_key_statements_name_one_key_and_nothing_without_one() -> None:
+    key = "arn:aws:kms:eu-west-1:123456789012:key/k"
+    assert policies.key_statements(None, policies.TABLE_KEY_ACTIONS) == []
+    assert policies.key_statements(key, ["kms:GenerateDataKey", "kms:Decrypt"]) == [
+        {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [key]}
+    ]
+    statements = policies.target_statements("sns", "arn:aws:sns:eu-west-1:1:t", table_arn=TABLE, target_key_arn=key)
+    assert statements[1] == {"Effect": "Allow", "Action": policies.TARGET_KEY_ACTIONS, "Resource": [key]}
+
+
+def test_scheduler_deletes_items_through_the_tables_key() -> None:
+    key = "arn:aws:kms:eu-west-1:123456789012:key/k"
+    assert policies.scheduled_delete_statements(TABLE, None) == [
+        {"Effect": "Allow", "Action": ["dynamodb:DeleteItem"], "Resource": [TABLE]}
+    ]
+    assert policies.scheduled_delete_statements(TABLE, key)[1]["Action"] == [
+        "kms:Decrypt",
+        "kms:Encrypt",
+        "kms:GenerateDataKey",
+    ]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from components import EmailTarget, FunctionTarget, QueueTarget
+from components import EmailTarget, FunctionTarget, QueueTarget, TopicTarget
 from components.args import Mode
 from components.stack_config import DictConfig, args_from_config, camel, tables_from_config, target_from_config
 from localcloud.program import stack_config
@@ -68,6 +68,8 @@ def test_targets_from_config() -> None:
     assert target_from_config({"type": "queue", "arn": "arn:aws:sqs:r:1:q"}) == QueueTarget("arn:aws:sqs:r:1:q")
     raised = target_from_config({"type": "queue", "arn": "arn:aws:sqs:r:1:q", "maxMessageBytes": 1048576})
     assert raised == QueueTarget("arn:aws:sqs:r:1:q", max_message_bytes=1048576)
+    keyed = target_from_config({"type": "topic", "arn": "arn:aws:sns:r:1:t", "kmsKeyArn": "arn:aws:kms:r:1:key/k"})
+    assert keyed == TopicTarget("arn:aws:sns:r:1:t", kms_key_arn="arn:aws:kms:r:1:key/k")
     email = target_from_config({"type": "email", "sender": "a@b.c", "recipientAttribute": "to", "subject": "S"})
     assert email == EmailTarget("a@b.c", recipient_attribute="to", subject="S")
 
@@ -80,7 +82,7 @@ def test_targets_from_config() -> None:
         ({"type": "email", "sender": "a@b.c", "colour": "red"}, "target: unknown key(s) ['colour']"),
         (
             {"type": "topic", "arn": "arn:aws:sns:r:1:t", "maxMessageBytes": 1024},
-            "target: unknown key(s) ['maxMessageBytes'] for a topic target; use ['arn']",
+            "target: unknown key(s) ['maxMessageBytes'] for a topic target; use ['arn', 'kmsKeyArn']",
         ),
         ("arn:aws:sqs:r:1:q", "target: must be an object with a 'type'"),
     ],

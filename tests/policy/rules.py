@@ -155,6 +155,16 @@ def pass_role_scoped(r: Registration, everything: list[Registration]) -> str | N
     return None
 
 
+def ses_from_sender_only(r: Registration, _: list[Registration]) -> str | None:
+    for statement in _statements(r):
+        if "ses:SendEmail" not in _as_list(statement.get("Action", [])):
+            continue
+        sender = (statement.get("Condition") or {}).get("StringEquals", {}).get("ses:FromAddress")
+        if not sender:
+            return "ses:SendEmail without ses:FromAddress: a domain identity would let it send as any address there"
+    return None
+
+
 RULES: tuple[Rule, ...] = (
     Rule("table: encrypted at rest", TABLE, table_encrypted),
     Rule("table: point-in-time recovery", TABLE, table_pitr),
@@ -168,6 +178,7 @@ RULES: tuple[Rule, ...] = (
     Rule("IAM: '*' resource only where AWS has nothing narrower", ROLE_POLICY, star_resource_only_where_needed),
     Rule("IAM: Scheduler trust limited by aws:SourceAccount", ROLE, scheduler_trust_scoped),
     Rule("IAM: iam:PassRole only the Scheduler role, only to Scheduler", ROLE_POLICY, pass_role_scoped),
+    Rule("IAM: ses:SendEmail only from the sender's address", ROLE_POLICY, ses_from_sender_only),
 )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from components import EmailTarget
 from localcloud.mocks import Registration
 from tests.components.conftest import Built
 
@@ -20,6 +21,12 @@ MODES: dict[str, dict[str, Any]] = {
     "ttl-precise": {"mode": "ttl", "precise": True},
     "polling": {"mode": "polling"},
     "aggregate": {"mode": "aggregate"},
+    # An email target (display-name sender) and a customer-managed key on the table.
+    "email-kms": {
+        "mode": "eventbridge",
+        "target": EmailTarget("Reminders <reminders@example.com>"),
+        "kms_key_arn": "arn:aws:kms:eu-west-1:123456789012:key/table",
+    },
 }
 
 
@@ -93,6 +100,10 @@ BREAKAGES: dict[str, tuple[str, Callable[[Registration], None]]] = {
     "IAM: iam:PassRole only the Scheduler role, only to Scheduler": (
         "rem-scheduler-policy",
         _add_statement({"Effect": "Allow", "Action": ["iam:PassRole"], "Resource": ["arn:aws:iam::1:role/admin"]}),
+    ),
+    "IAM: ses:SendEmail only from the sender's address": (
+        "rem-scheduler-exec-policy",
+        _add_statement({"Effect": "Allow", "Action": ["ses:SendEmail"], "Resource": ["arn:aws:ses:r:1:identity/x.y"]}),
     ),
 }
 
