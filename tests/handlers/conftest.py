@@ -22,6 +22,7 @@ from moto import mock_aws
 from st_core.clients import CLIENTS
 from st_core.config import HandlerConfig
 
+from tests.aws_rules import AwsRules
 from tests.conftest import REGION
 from tests.moto_locks import serialize_moto_transactions
 
@@ -154,6 +155,7 @@ class Env:
     ddb: Any = field(repr=False)
     sqs: Any = field(repr=False)
     scheduler: Any = field(repr=False)
+    rules: AwsRules = field(repr=False, default_factory=AwsRules)
 
     def put(self, item: dict[str, Any]) -> None:
         self.ddb.put_item(TableName=self.table, Item=_typed(item))
@@ -208,6 +210,8 @@ def env() -> Iterator[Env]:
     serialize_moto_transactions()
     suffix = uuid.uuid4().hex[:8]
     with mock_aws():
+        rules = AwsRules()
+        rules.install()
         CLIENTS.reset()
         ddb = boto3.client("dynamodb", region_name=REGION)
         sqs = boto3.client("sqs", region_name=REGION)
@@ -226,7 +230,12 @@ def env() -> Iterator[Env]:
         stream_arn = created["TableDescription"]["LatestStreamArn"]
         group = f"group-{suffix}"
         scheduler.create_schedule_group(Name=group)
-        urls = {role: sqs.create_queue(QueueName=f"{role}-{suffix}")["QueueUrl"] for role in ("due", "poison", "tdlq")}
+        # The component's own queues take 1 MiB messages; "due" stands for a user's queue at SQS's default size.
+        owned = {"MaximumMessageSize": str(1024 * 1024)}
+        urls = {
+            role: sqs.create_queue(QueueName=f"{role}-{suffix}", Attributes={} if role == "due" else owned)["QueueUrl"]
+            for role in ("due", "poison", "tdlq")
+        }
         arns = {role: f"arn:aws:sqs:{REGION}:{ACCOUNT}:{role}-{suffix}" for role in urls}
         config: HandlerConfig = {
             "mode": "eventbridge",
@@ -257,6 +266,7 @@ def env() -> Iterator[Env]:
             ddb=ddb,
             sqs=sqs,
             scheduler=scheduler,
+            rules=rules,
         )
         built.config["eventbridge"] = {"ledgerTable": built.ledger(), "leaseSeconds": 90, "windowSeconds": 172800}
         yield built

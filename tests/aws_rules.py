@@ -1,0 +1,170 @@
+"""AWS's limits and idempotency, enforced on every boto3 call a test makes against moto (which is silent on them).
+
+A botocore `before-call` hook on the default session, so the handlers' own clients get it too. It rejects what AWS
+rejects, with AWS's error code, and answers a repeated idempotency token as AWS does:
+- SQS SendMessage: body over the queue's MaximumMessageSize (256 KiB unless the queue allows up to 1 MiB).
+- SNS Publish, Step Functions StartExecution, Lambda async Invoke, Scheduler Target.Input: 256 KiB.
+- Scheduler names (1-64 of [0-9A-Za-z-_.]) and client tokens (1-64); a CreateSchedule whose ClientToken was used
+  before succeeds without creating anything (AWS's idempotency).
+- DynamoDB TransactWriteItems: at most 100 actions, 4 MB; an `ADD` that takes a number beyond DynamoDB's range
+  (38 digits, magnitude below 1E+126) cancels the transaction with a ValidationError reason.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from decimal import Context, Decimal, Inexact, InvalidOperation, Overflow
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+KIB = 1024
+_NAME = re.compile(r"^[0-9A-Za-z_.-]{1,64}$")
+_NUMBERS = Context(prec=38, Emax=125, Emin=-130, traps=[Inexact, Overflow, InvalidOperation])
+
+
+def _error(operation: str, code: str, message: str, status: int = 400, **extra: Any) -> ClientError:
+    response: dict[str, Any] = {
+        "Error": {"Code": code, "Message": message},
+        "ResponseMetadata": {"HTTPStatusCode": status},
+        **extra,
+    }
+    return ClientError(response, operation)  # type: ignore[arg-type]
+
+
+class AwsRules:
+    def __init__(self) -> None:
+        self.tokens: dict[str, str] = {}
+        self.queue_limits: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.rejections: list[str] = []
+
+    def install(self) -> None:
+        boto3.setup_default_session()
+        events = boto3.DEFAULT_SESSION.events  # type: ignore[union-attr]
+        events.register("before-parameter-build", self._check)
+        events.register("before-call", self._answer)
+        events.register("after-call.scheduler.CreateSchedule", self._remember_token)
+
+    def _check(self, model: Any, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        """Sees the call's parameters as the caller gave them; a rejection raises here, before moto is reached."""
+        service = model.service_model.service_name
+        handler = getattr(self, f"_{service}_{model.name}".replace("-", "_"), None)
+        if handler is None:
+            return
+        context["aws_rules_params"] = params
+        try:
+            context["aws_rules_response"] = handler(params)
+        except ClientError as exc:
+            self.rejections.append(f"{service}.{model.name}: {exc.response['Error']['Code']}")
+            raise
+
+    def _answer(self, context: dict[str, Any], **_: Any) -> Any:
+        return context.get("aws_rules_response")
+
+    # -- SQS, SNS, Step Functions, Lambda --------------------------------------------------------------------------
+
+    def _sqs_SendMessage(self, params: dict[str, Any]) -> None:
+        url = params["QueueUrl"]
+        if url not in self.queue_limits:
+            sqs = boto3.client("sqs", endpoint_url=None)
+            attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["MaximumMessageSize"])
+            self.queue_limits[url] = int(attributes["Attributes"].get("MaximumMessageSize", 256 * KIB))
+        size = len(params["MessageBody"].encode("utf-8"))
+        if size > self.queue_limits[url]:
+            raise _error("SendMessage", "InvalidParameterValue", f"message of {size} bytes is over the queue's limit")
+
+    def _sns_Publish(self, params: dict[str, Any]) -> None:
+        if len(params["Message"].encode("utf-8")) > 256 * KIB:
+            raise _error("Publish", "InvalidParameter", "Message too long")
+
+    def _stepfunctions_StartExecution(self, params: dict[str, Any]) -> None:
+        if len(params.get("input", "").encode("utf-8")) > 256 * KIB:
+            raise _error("StartExecution", "InvalidExecutionInput", "input over 256 KiB")
+        if len(params.get("name", "")) > 80:
+            raise _error("StartExecution", "InvalidName", "name over 80 characters")
+
+    def _lambda_Invoke(self, params: dict[str, Any]) -> None:
+        payload = params.get("Payload") or b""
+        if params.get("InvocationType") == "Event" and len(payload) > 256 * KIB:
+            raise _error("Invoke", "RequestEntityTooLargeException", "payload over 256 KiB", 413)
+
+    # -- Scheduler -------------------------------------------------------------------------------------------------
+
+    def _scheduler_CreateSchedule(self, params: dict[str, Any]) -> Any:
+        self._schedule_limits("CreateSchedule", params)
+        token = params.get("ClientToken")
+        if token is not None:
+            if not 1 <= len(token) <= 64:
+                raise _error("CreateSchedule", "ValidationException", "ClientToken must be 1-64 characters")
+            with self.lock:
+                if token in self.tokens:
+                    # AWS: the same token again is the same request, answered without creating anything.
+                    http = SimpleNamespace(status_code=200, headers={}, content=b"")
+                    return (http, {"ScheduleArn": self.tokens[token], "ResponseMetadata": {"HTTPStatusCode": 200}})
+        return None
+
+    def _remember_token(self, model: Any, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        """A token counts once a request carrying it succeeded (one lost on the way never reached AWS)."""
+        params = context.get("aws_rules_params") or {}
+        if params.get("ClientToken") and "ScheduleArn" in parsed:
+            with self.lock:
+                self.tokens[params["ClientToken"]] = parsed["ScheduleArn"]
+
+    def _scheduler_UpdateSchedule(self, params: dict[str, Any]) -> None:
+        self._schedule_limits("UpdateSchedule", params)
+
+    def _schedule_limits(self, operation: str, params: dict[str, Any]) -> None:
+        if not _NAME.match(params["Name"]):
+            raise _error(
+                operation, "ValidationException", f"schedule name {params['Name']!r} is not 1-64 [0-9A-Za-z-_.]"
+            )
+        if len(params["Target"].get("Input", "").encode("utf-8")) > 256 * KIB:
+            raise _error(operation, "ValidationException", "Target.Input is over 256 KiB")
+
+    # -- DynamoDB --------------------------------------------------------------------------------------------------
+
+    def _dynamodb_TransactWriteItems(self, params: dict[str, Any]) -> None:
+        items = params["TransactItems"]
+        if len(items) > 100:
+            raise _error("TransactWriteItems", "ValidationException", "at most 100 actions in a transaction")
+        reasons: list[dict[str, str]] = []
+        for item in items:
+            reasons.append(self._add_out_of_range(item.get("Update")))
+        if any(r["Code"] != "None" for r in reasons):
+            raise _error(
+                "TransactWriteItems",
+                "TransactionCanceledException",
+                "Transaction cancelled",
+                CancellationReasons=reasons,
+            )
+
+    def _add_out_of_range(self, update: dict[str, Any] | None) -> dict[str, str]:
+        ok = {"Code": "None"}
+        if not update:
+            return ok
+        match = re.fullmatch(r"ADD (#\w+) (:\w+)", update.get("UpdateExpression", "").strip())
+        if not match:
+            return ok
+        name = update["ExpressionAttributeNames"][match.group(1)]
+        delta = update["ExpressionAttributeValues"][match.group(2)].get("N")
+        if delta is None:
+            return ok
+        current = boto3.client("dynamodb").get_item(TableName=update["TableName"], Key=update["Key"]).get("Item", {})
+        value = current.get(name, {}).get("N", "0")
+        try:
+            result = _NUMBERS.add(Decimal(value), Decimal(delta))
+            if result != 0 and abs(result) >= Decimal("1E+126"):
+                raise Overflow
+        except ArithmeticError:
+            return {
+                "Code": "ValidationError",
+                "Message": "Number overflow. Attempting to store a number with magnitude larger than supported range",
+            }
+        return ok
+
+
+RULES = AwsRules()
