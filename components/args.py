@@ -88,6 +88,10 @@ class ScheduledTableArgs:
     retry_backoff_seconds: int = 60
     # Operations
     alarms: bool = True
+    # An SNS topic for the alarms. If it is encrypted, its KMS key's policy must let cloudwatch.amazonaws.com use
+    # the key (kms:Decrypt, kms:GenerateDataKey*), or no alarm ever arrives; the AWS-managed alias/aws/sns key
+    # cannot allow that. `create_alarm_topic` makes a topic with a key of its own that does
+    # (policies.alarm_topic_key_policy shows the policy to give your own key).
     alarm_topic_arn: str | None = None
     create_alarm_topic: bool = False
     iterator_age_alarm_seconds: int = 300

@@ -64,6 +64,8 @@ class ScheduledTable(pulumi.ComponentResource):
     ledger_table_name: pulumi.Output[str] | None
     processor_function_name: pulumi.Output[str] | None
     tick_rule_name: pulumi.Output[str] | None
+    # The topic alarms go to: the one given (an encrypted one needs a key policy that lets cloudwatch.amazonaws.com
+    # use the key, see policies.alarm_topic_key_policy) or the one created, with such a key.
     alarm_topic_arn: pulumi.Output[str] | None
     poison_queue_url: pulumi.Output[str]
 
@@ -144,10 +146,7 @@ class ScheduledTable(pulumi.ComponentResource):
         if a.alarms:
             topic: pulumi.Input[str] | None = a.alarm_topic_arn
             if a.create_alarm_topic:
-                created = aws.sns.Topic(
-                    f"{self._name}-alarms", kms_master_key_id="alias/aws/sns", tags=self._tags, opts=self._child
-                )
-                topic = created.arn
+                topic = self._alarm_topic().arn
             if topic is not None:
                 self.alarm_topic_arn = pulumi.Output.from_input(topic)
             # (logical name suffix, spec): names are known now, the specs once the resources have names.
@@ -186,6 +185,19 @@ class ScheduledTable(pulumi.ComponentResource):
                 dashboard_body=body,
                 opts=self._child,
             )
+
+    def _alarm_topic(self) -> aws.sns.Topic:
+        """An SNS topic encrypted with a key of its own whose policy lets CloudWatch publish to it (the AWS-managed
+        alias/aws/sns key cannot: alarms to a topic encrypted with it never arrive)."""
+        key = aws.kms.Key(
+            f"{self._name}-alarms-key",
+            description=f"Encrypts the alarm topic of scheduled table {self._name}; CloudWatch and SNS may use it",
+            enable_key_rotation=True,
+            policy=self.table.arn.apply(policies.alarm_topic_key_policy),
+            tags=self._tags,
+            opts=self._child,
+        )
+        return aws.sns.Topic(f"{self._name}-alarms", kms_master_key_id=key.arn, tags=self._tags, opts=self._child)
 
     def _alarm(self, suffix: str, spec: pulumi.Output[operations.AlarmSpec], topic: pulumi.Input[str] | None) -> None:
         actions = [topic] if topic is not None else []

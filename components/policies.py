@@ -143,5 +143,45 @@ def ledger_statements(ledger_arn: str) -> list[Statement]:
     return table_item_statements(ledger_arn, ["DeleteItem", "GetItem", "PutItem", "UpdateItem"])
 
 
+def alarm_topic_key_policy(arn_in_account: str) -> str:
+    """Key policy of the key that encrypts the alarm topic (account and partition from any ARN of the account).
+
+    The account root administers the key: the standard key-admin statement, and the one `kms:*` this project
+    writes (in a key policy `Resource: "*"` is this key only); without it no IAM policy could grant anything on the
+    key. CloudWatch (publishing alarms to the topic) and SNS (storing and delivering them) may use the key, only on
+    behalf of this account. The AWS-managed alias/aws/sns key cannot say this, so alarms to a topic encrypted with
+    it are silently dropped.
+    """
+    partition, _, _, account, _ = arn_parts(arn_in_account)
+    use = ["kms:Decrypt", "kms:GenerateDataKey*"]
+    mine = {"StringEquals": {"aws:SourceAccount": account}}
+    statements: list[Statement] = [
+        {
+            "Sid": "AccountAdministersTheKey",
+            "Effect": "Allow",
+            "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
+            "Action": "kms:*",
+            "Resource": "*",
+        },
+        {
+            "Sid": "CloudWatchPublishesAlarms",
+            "Effect": "Allow",
+            "Principal": {"Service": "cloudwatch.amazonaws.com"},
+            "Action": use,
+            "Resource": "*",
+            "Condition": mine,
+        },
+        {
+            "Sid": "SnsDeliversThem",
+            "Effect": "Allow",
+            "Principal": {"Service": "sns.amazonaws.com"},
+            "Action": use,
+            "Resource": "*",
+            "Condition": mine,
+        },
+    ]
+    return document(statements)
+
+
 def account_of(arn: str) -> str:
     return arn_parts(arn)[3]

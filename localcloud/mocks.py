@@ -45,6 +45,8 @@ def fabricate(typ: str, name: str, inputs: dict[str, Any], region: str) -> tuple
         "aws:iam/role:Role": {"arn": f"arn:aws:iam::{ACCOUNT}:role/{physical}"},
         "aws:cloudwatch/logGroup:LogGroup": {"arn": f"{prefix.format('logs')}:log-group:{physical}"},
         "aws:lambda/function:Function": {"arn": f"{prefix.format('lambda')}:function:{physical}"},
+        # A key has no name: its id stands in for the UUID AWS would give it.
+        "aws:kms/key:Key": {"arn": f"{prefix.format('kms')}:key/{name}-id", "keyId": f"{name}-id"},
     }
     outputs.setdefault("name", physical)
     outputs.update(shapes.get(typ, {"arn": f"{prefix.format('unknown')}:{physical}"}))

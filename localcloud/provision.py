@@ -32,6 +32,7 @@ NOT_FOUND = frozenset(
         "AWS.SimpleQueueService.NonExistentQueue",
         "QueueDoesNotExist",
         "ResourceNotFound",
+        "NotFoundException",
     }
 )
 
@@ -342,6 +343,43 @@ def _apply_topic(p: Provisioner, name: str, inputs: dict[str, Any]) -> tuple[str
 def _delete_topic(p: Provisioner, name: str, inputs: dict[str, Any]) -> None:
     arn = f"arn:aws:sns:{p.region}:{_account(p)}:{name}"
     p.client("sns").delete_topic(TopicArn=arn)
+
+
+# -- KMS ------------------------------------------------------------------------------------------------------------
+
+
+def key_alias(name: str) -> str:
+    """A key has no name; the local cloud finds the one it made for `name` again through this alias."""
+    return f"alias/localcloud/{name}"
+
+
+def _apply_key(p: Provisioner, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    kms = p.client("kms")
+    found = _exists(lambda: kms.describe_key(KeyId=key_alias(name)))
+    if found is None or found["KeyMetadata"].get("KeyState") == "PendingDeletion":
+        if found is not None:
+            kms.delete_alias(AliasName=key_alias(name))
+        request: dict[str, Any] = {"Description": str(inputs.get("description") or "")}
+        if inputs.get("policy"):
+            request["Policy"] = inputs["policy"]
+        tags = [{"TagKey": k, "TagValue": v} for k, v in _tags(inputs).items()]
+        metadata = kms.create_key(**request, **({"Tags": tags} if tags else {}))["KeyMetadata"]
+        kms.create_alias(AliasName=key_alias(name), TargetKeyId=metadata["KeyId"])
+    else:
+        metadata = found["KeyMetadata"]
+        if inputs.get("policy"):
+            kms.put_key_policy(KeyId=metadata["KeyId"], PolicyName="default", Policy=inputs["policy"])
+    if inputs.get("enableKeyRotation"):
+        kms.enable_key_rotation(KeyId=metadata["KeyId"])
+    return metadata["KeyId"], {**inputs, "arn": metadata["Arn"], "keyId": metadata["KeyId"]}
+
+
+def _delete_key(p: Provisioner, name: str, inputs: dict[str, Any]) -> None:
+    kms = p.client("kms")
+    key = kms.describe_key(KeyId=key_alias(name))["KeyMetadata"]
+    kms.delete_alias(AliasName=key_alias(name))
+    if key.get("KeyState") != "PendingDeletion":
+        kms.schedule_key_deletion(KeyId=key["KeyId"], PendingWindowInDays=7)
 
 
 # -- IAM ------------------------------------------------------------------------------------------------------------
@@ -671,6 +709,7 @@ KINDS: dict[str, Kind] = {
     "aws:cloudwatch/metricAlarm:MetricAlarm": Kind(_apply_alarm, _delete_alarm),
     "aws:cloudwatch/dashboard:Dashboard": Kind(_apply_dashboard, _delete_dashboard),
     "aws:sns/topic:Topic": Kind(_apply_topic, _delete_topic),
+    "aws:kms/key:Key": Kind(_apply_key, _delete_key),
     "aws:iam/role:Role": Kind(_apply_role, _delete_role),
     "aws:iam/rolePolicy:RolePolicy": Kind(_apply_role_policy, _delete_role_policy),
     "aws:lambda/function:Function": Kind(_apply_function, _delete_function),

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from components import ScheduledTableArgs
+from components import ScheduledTableArgs, policies
 from components.operations import dashboard_body, iterator_age_alarm, queue_alarm
 
 from .conftest import Built
@@ -59,12 +59,38 @@ def test_alarms_go_to_the_given_topic(build: Build) -> None:
         assert alarm["alarmActions"] == [TOPIC] and alarm["okActions"] == [TOPIC]
 
 
-def test_a_created_topic_is_encrypted_and_exported(build: Build) -> None:
+def test_a_created_topic_is_encrypted_with_its_own_key_and_exported(build: Build) -> None:
     built = build(create_alarm_topic=True)
-    [topic] = built.of_type(":Topic")
-    assert topic.inputs["kmsMasterKeyId"] == "alias/aws/sns"
+    [topic], [key] = built.of_type(":Topic"), built.of_type(":Key")
+    assert topic.inputs["kmsMasterKeyId"] == key.outputs["arn"]  # not alias/aws/sns, which CloudWatch cannot use
+    assert key.inputs["enableKeyRotation"] is True and key.inputs["description"]
+    assert key.inputs["tags"] == {"scheduled-table:component": "rem"}
+    table_arn = built.one("rem-table").outputs["arn"]
+    assert json.loads(key.inputs["policy"]) == json.loads(policies.alarm_topic_key_policy(table_arn))
     assert built.outputs["alarm_topic_arn"] == topic.outputs["arn"]
     assert all(a["alarmActions"] == [topic.outputs["arn"]] for a in alarms(built).values())
+
+
+def test_no_key_without_a_created_topic(build: Build) -> None:
+    assert build(alarm_topic_arn=TOPIC).of_type(":Key") == []
+
+
+def test_the_alarm_topic_key_lets_cloudwatch_and_sns_use_it_for_this_account_only() -> None:
+    document = json.loads(policies.alarm_topic_key_policy("arn:aws:dynamodb:eu-west-1:123456789012:table/t"))
+    admin, cloudwatch, sns = document["Statement"]
+    assert admin == {
+        "Sid": "AccountAdministersTheKey",
+        "Effect": "Allow",
+        "Principal": {"AWS": "arn:aws:iam::123456789012:root"},
+        "Action": "kms:*",
+        "Resource": "*",
+    }
+    for statement, service in ((cloudwatch, "cloudwatch.amazonaws.com"), (sns, "sns.amazonaws.com")):
+        assert statement["Principal"] == {"Service": service}
+        assert statement["Action"] == ["kms:Decrypt", "kms:GenerateDataKey*"]
+        assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
+    china = json.loads(policies.alarm_topic_key_policy("arn:aws-cn:dynamodb:cn-north-1:123456789012:table/t"))
+    assert china["Statement"][0]["Principal"] == {"AWS": "arn:aws-cn:iam::123456789012:root"}
 
 
 def test_alarms_and_dashboard_can_be_turned_off(build: Build) -> None:

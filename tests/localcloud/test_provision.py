@@ -1,4 +1,5 @@
-"""The provisioner's translation of Pulumi inputs to AWS requests (no cloud needed)."""
+"""The provisioner's translation of Pulumi inputs to AWS requests (no cloud needed), and the KMS key it makes in a
+throwaway ministack (a key has no name, so finding it again is the provisioner's own doing)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import zipfile
 import pulumi
 import pytest
 
+from components import policies
 from localcloud.provision import (
     KINDS,
     Provisioner,
@@ -18,6 +20,7 @@ from localcloud.provision import (
     physical_name,
     zip_archive,
 )
+from localcloud.server import Ministack
 
 
 def test_an_unknown_resource_type_is_an_error_that_names_it() -> None:
@@ -77,3 +80,29 @@ def test_absent_attribute_patterns_are_rewritten_for_ministack_only() -> None:
     rewritten = json.loads(for_ministack(pattern))
     assert rewritten["dynamodb"]["NewImage"] == {"stStatus": [{"exists": False}], "x": {"S": ["a"]}}
     assert rewritten["eventName"] == ["INSERT"]
+
+
+def test_the_alarm_topic_key_is_created_once_used_by_the_topic_and_scheduled_for_deletion() -> None:
+    policy = policies.alarm_topic_key_policy("arn:aws:dynamodb:eu-west-1:000000000000:table/t")
+    inputs = {"description": "alarms", "enableKeyRotation": True, "policy": policy, "tags": {"stage": "local"}}
+    with Ministack() as cloud:
+        provisioner = Provisioner(cloud.endpoint, "eu-west-1")
+        kms = provisioner.client("kms")
+        # WHEN the key is applied twice
+        key_id, outputs = provisioner.apply("aws:kms/key:Key", "t-alarms-key", inputs)
+        again, _ = provisioner.apply("aws:kms/key:Key", "t-alarms-key", inputs)
+        # THEN it is one key, with the policy, rotation and tags asked for
+        assert again == key_id and outputs["arn"].endswith(f":key/{key_id}") and outputs["keyId"] == key_id
+        assert json.loads(kms.get_key_policy(KeyId=key_id, PolicyName="default")["Policy"]) == json.loads(policy)
+        assert kms.get_key_rotation_status(KeyId=key_id)["KeyRotationEnabled"] is True
+        assert kms.list_resource_tags(KeyId=key_id)["Tags"] == [{"TagKey": "stage", "TagValue": "local"}]
+        # AND a topic can be encrypted with it
+        topic, _ = provisioner.apply("aws:sns/topic:Topic", "t-alarms", {"kmsMasterKeyId": outputs["arn"]})
+        attributes = provisioner.client("sns").get_topic_attributes(TopicArn=topic)["Attributes"]
+        assert attributes["KmsMasterKeyId"] == outputs["arn"]
+        # WHEN it is deleted (twice: the second finds nothing), THEN it waits out KMS's deletion window
+        provisioner.delete("aws:kms/key:Key", "t-alarms-key", inputs)
+        provisioner.delete("aws:kms/key:Key", "t-alarms-key", inputs)
+        assert kms.describe_key(KeyId=key_id)["KeyMetadata"]["KeyState"] == "PendingDeletion"
+        # AND a later deploy makes a new one
+        assert provisioner.apply("aws:kms/key:Key", "t-alarms-key", inputs)[0] != key_id

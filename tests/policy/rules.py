@@ -21,6 +21,7 @@ MAPPING = "aws:lambda/eventSourceMapping:EventSourceMapping"
 INVOKE_CONFIG = "aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig"
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+KMS_KEY = "aws:kms/key:Key"
 DLQ_RETENTION = 14 * 24 * 3600
 
 # Actions that AWS offers no narrower resource for. None of this project's statements needs one today.
@@ -165,6 +166,31 @@ def ses_from_sender_only(r: Registration, _: list[Registration]) -> str | None:
     return None
 
 
+def _is_account_root(principal: Any) -> bool:
+    """`{"AWS": "arn:<partition>:iam::<account>:root"}`: the account itself, whose IAM policies then decide."""
+    arn = principal.get("AWS") if isinstance(principal, dict) and len(principal) == 1 else None
+    parts = arn.split(":") if isinstance(arn, str) else []
+    return len(parts) == 6 and parts[2] == "iam" and parts[4].isdigit() and parts[5] == "root"
+
+
+def key_policy_scoped(r: Registration, _: list[Registration]) -> str | None:
+    """A key policy's `kms:*` is allowed only in the account-root statement (the standard key-admin statement:
+    without it IAM could grant nothing on the key; `Resource: "*"` there means this key). This exemption is the
+    only one from 'no * action', which is about role policies."""
+    if not r.inputs.get("enableKeyRotation"):
+        return "key rotation is off"
+    for statement in _statements(r):
+        principal = statement.get("Principal", {})
+        wildcards = [a for a in _as_list(statement.get("Action", [])) if a == "*" or a.endswith(":*")]
+        if wildcards and not _is_account_root(principal):
+            return f"{wildcards} for {principal}: only the account root may administer the key"
+        if isinstance(principal, dict) and "Service" in principal:
+            account = (statement.get("Condition") or {}).get("StringEquals", {}).get("aws:SourceAccount")
+            if not account:
+                return f"{principal['Service']} may use the key on behalf of any account (no aws:SourceAccount)"
+    return None
+
+
 RULES: tuple[Rule, ...] = (
     Rule("table: encrypted at rest", TABLE, table_encrypted),
     Rule("table: point-in-time recovery", TABLE, table_pitr),
@@ -179,6 +205,9 @@ RULES: tuple[Rule, ...] = (
     Rule("IAM: Scheduler trust limited by aws:SourceAccount", ROLE, scheduler_trust_scoped),
     Rule("IAM: iam:PassRole only the Scheduler role, only to Scheduler", ROLE_POLICY, pass_role_scoped),
     Rule("IAM: ses:SendEmail only from the sender's address", ROLE_POLICY, ses_from_sender_only),
+    Rule(
+        "KMS key: rotated; kms:* only for the account root; services for this account only", KMS_KEY, key_policy_scoped
+    ),
 )
 
 
