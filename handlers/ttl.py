@@ -283,8 +283,10 @@ def handle_batch(
     *,
     clients: Clients = CLIENTS,
     now: Clock = lambda: datetime.now(UTC),
+    sleep: Sleep = time.sleep,
 ) -> BatchResponse:
-    return handle_stream_batch(event, config, mode=MODE, handle=Executor(config, clients, now), clients=clients)
+    executor = Executor(config, clients, now, sleep)
+    return handle_stream_batch(event, config, mode=MODE, handle=executor, clients=clients)
 
 
 def handler(event: DynamoDBStreamEvent, context: object = None) -> BatchResponse:

@@ -32,7 +32,7 @@ def _error(operation: str, code: str, message: str, status: int = 400, **extra: 
         "ResponseMetadata": {"HTTPStatusCode": status},
         **extra,
     }
-    return ClientError(response, operation)  # type: ignore[arg-type]
+    return ClientError(response, operation)
 
 
 class AwsRules:
@@ -44,7 +44,7 @@ class AwsRules:
 
     def install(self) -> None:
         boto3.setup_default_session()
-        events = boto3.DEFAULT_SESSION.events  # type: ignore[union-attr]
+        events = boto3.DEFAULT_SESSION.events
         events.register("before-parameter-build", self._check)
         events.register("before-call", self._answer)
         events.register("after-call.scheduler.CreateSchedule", self._remember_token)

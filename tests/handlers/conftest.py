@@ -67,6 +67,9 @@ def as_lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
     so already), `ApproximateCreationDateTime` in whole epoch seconds, `eventSourceARN`, and `userIdentity` only where
     DynamoDB put one (TTL deletions)."""
     data = dict(record["dynamodb"])
+    # moto encodes binary key values in `Keys` twice (its images are right): take the key values from an image.
+    image = data.get("NewImage") or data.get("OldImage") or {}
+    data["Keys"] = {name: image.get(name, value) for name, value in data["Keys"].items()}
     created = data.get("ApproximateCreationDateTime")
     if isinstance(created, datetime):
         data["ApproximateCreationDateTime"] = int(created.timestamp())

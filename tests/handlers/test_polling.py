@@ -48,7 +48,8 @@ def polling_env(env: Env) -> Iterator[Env]:
         BillingMode="PAY_PER_REQUEST",
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
     )
-    dlq = env.sqs.create_queue(QueueName=f"dlq-{table}")["QueueUrl"]
+    owned = {"MaximumMessageSize": str(1024 * 1024)}  # the component's own queues take 1 MiB
+    dlq = env.sqs.create_queue(QueueName=f"dlq-{table}", Attributes=owned)["QueueUrl"]
     config: HandlerConfig = copy.deepcopy(env.config)
     config["mode"], config["table"] = "polling", table
     config.pop("scheduler")
