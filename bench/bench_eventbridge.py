@@ -30,6 +30,13 @@ def _setup(clients: BenchClients) -> dict[str, Any]:
     clients.get("scheduler").create_schedule_group(Name=group)
     queue = clients.get("sqs").create_queue(QueueName=f"q-{group}")["QueueUrl"]
     arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:q-{group}"
+    ledger = f"ledger-{group}"
+    clients.get("dynamodb").create_table(
+        TableName=ledger,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
     return {
         "mode": "eventbridge",
         "table": "bench",
@@ -45,8 +52,9 @@ def _setup(clients: BenchClients) -> dict[str, Any]:
             "deadLetterArn": arn,
             "maxEventAgeSeconds": 3600,
             "maxRetryAttempts": 3,
-            "dispatchNowWithinSeconds": 60,
         },
+        # Once per occurrence: each schedule is recorded in the idempotency ledger (one write per schedule).
+        "eventbridge": {"ledgerTable": ledger, "leaseSeconds": 90, "windowSeconds": 172800},
     }
 
 

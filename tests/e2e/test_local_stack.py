@@ -53,8 +53,9 @@ def test_every_queued_task_arrives_once_within_the_scheduler_tick(outcomes: dict
     tasks = outcomes["tasks"]
     assert tasks.expected == 10
     assert_exactly_once(tasks)
-    # ministack's Scheduler sweeps every 10 s; anything later than that plus stream latency is a bug here.
-    assert max(tasks.lateness) < 20
+    # The documented bound: schedules are set on the minute at or after the due time (never early), so up to 60 s;
+    # ministack's Scheduler sweeps every 10 s; 10 s more are allowed for the stream and a loaded machine.
+    assert max(tasks.lateness) < 80
 
 
 def test_expired_sessions_fire_once_each_repeat_once_and_never_for_a_cancelled_or_bad_ttl(
