@@ -84,3 +84,40 @@ def test_the_real_values_are_checked_again_when_they_are_known(build: Callable[.
             "shorten QueueTarget.arn (4,035 bytes; next largest: time_attribute, 5 bytes)"
         )
     )
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"mode": "eventbridge", "target": EmailTarget("r@example.com")},
+        {"mode": "eventbridge", "target": QueueTarget(QUEUE)},
+        {"mode": "ttl", "precise": True},
+        {"mode": "polling"},
+        {"mode": "aggregate"},
+    ],
+    ids=["eventbridge-email", "eventbridge-queue", "ttl-precise", "polling", "aggregate"],
+)
+def test_the_document_has_exactly_the_keys_the_handlers_read(kwargs: dict[str, Any]) -> None:
+    from st_core import config as handler_types  # the handlers' TypedDicts: the other side of the contract
+
+    document = json.loads(estimated_document(ScheduledTableArgs(**kwargs)))
+
+    def check(value: dict[str, Any], typed: Any) -> None:
+        # (The handlers use postponed annotations, so NotRequired is read from the annotation text.)
+        keys = {name: getattr(hint, "__forward_arg__", str(hint)) for name, hint in typed.__annotations__.items()}
+        required = {name for name, annotation in keys.items() if not annotation.startswith("NotRequired[")}
+        assert required <= set(value) <= set(keys), typed.__name__
+
+    check(document, handler_types.HandlerConfig)
+    check(document["target"], handler_types.TargetConfig)
+    sections = {
+        "scheduler": handler_types.SchedulerConfig,
+        "eventbridge": handler_types.EventBridgeConfig,
+        "ttl": handler_types.TtlConfig,
+        "polling": handler_types.PollingConfig,
+        "aggregate": handler_types.AggregateConfig,
+    }
+    for name in set(document) & set(sections):
+        check(document[name], sections[name])
+    if "email" in document["target"]:
+        check(document["target"]["email"], handler_types.EmailConfig)
