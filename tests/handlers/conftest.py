@@ -111,8 +111,16 @@ class SchedulerClock:
         self.seed = seed
         self.random = random.Random(seed)
         self.fired: list[tuple[datetime, dict[str, Any]]] = []
+        self._instants: dict[tuple[str, str], datetime] = {}
 
     def instant(self, schedule: dict[str, Any]) -> datetime:
+        """When this schedule runs: drawn once per schedule and time, anywhere in the minute its `at()` names."""
+        key = (schedule["Name"], schedule["ScheduleExpression"])
+        if key not in self._instants:
+            self._instants[key] = self._draw(schedule)
+        return self._instants[key]
+
+    def _draw(self, schedule: dict[str, Any]) -> datetime:
         match = re.fullmatch(r"at\((.+)\)", schedule["ScheduleExpression"])
         assert match, schedule["ScheduleExpression"]
         named = datetime.fromisoformat(match.group(1)).replace(tzinfo=UTC)

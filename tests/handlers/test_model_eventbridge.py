@@ -1,0 +1,266 @@
+"""A model check of `eventbridge` mode: random sequences of user writes, time passing, stream lag, batch
+redeliveries and Scheduler firing anywhere in its minute, compared with a plain reference model of the guarantee.
+
+The guarantee (README, "Guarantees, per mode"): an occurrence (item keys + due time) is delivered once if the item
+held that due time when it came, never before its due second, and never if the item left it before it came (unless
+that cancel was processed only once its schedule might already be firing, which AWS cannot take back).
+
+`MODEL_EXAMPLES` sets the number of sequences (50 by default); hypothesis prints a failing sequence shrunk.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import eventbridge
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from moto import mock_aws
+from st_core.clients import CLIENTS
+from st_core.schedules import MIN_LEAD
+from st_core.timeparse import format_due, minute_at_or_after
+
+from tests.aws_rules import AwsRules
+from tests.conftest import REGION
+from tests.handlers.conftest import ACCOUNT, Env, SchedulerClock, Stream
+
+START = datetime(2030, 6, 1, 12, 0, 0, tzinfo=UTC)
+KEYS = ["a", "b", "c"]
+
+
+@dataclass
+class Occurrence:
+    pk: str
+    due: datetime
+    written: datetime
+    ended: datetime | None = None
+
+    def came_due(self) -> bool:
+        return self.ended is None or self.due <= self.ended
+
+
+@dataclass
+class Reference:
+    """What the items held, and when: the plain model the deliveries are checked against."""
+
+    current: dict[str, Occurrence | None] = field(default_factory=dict)
+    all: list[Occurrence] = field(default_factory=list)
+
+    def write(self, pk: str, due: datetime | None, at: datetime) -> None:
+        before = self.current.get(pk)
+        if before is not None and due == before.due:
+            return  # the same due time: not a new occurrence
+        if before is not None:
+            before.ended = at
+        self.current[pk] = None if due is None else Occurrence(pk, due, at)
+        if due is not None:
+            self.all.append(self.current[pk])  # type: ignore[arg-type]
+
+
+class EventBridgeModel(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mock = mock_aws()
+        self.mock.start()
+        self.env = _env()
+        self.clock = SchedulerClock(self.env)
+        self.now = START
+        self.reference = Reference()
+        self.history: list[dict[str, Any]] = []  # every record, stamped with its change time
+        self.pending = 0  # records from history[pending:] not yet delivered to the handler
+        self.processed_at: dict[str, datetime] = {}  # eventID -> when the handler first saw it
+        self.delivered: list[tuple[str, datetime, datetime]] = []  # (pk, due, at)
+
+    def teardown(self) -> None:
+        CLIENTS.reset()
+        self.mock.stop()
+
+    # -- the world -------------------------------------------------------------------------------------------------
+
+    @rule(pk=st.sampled_from(KEYS), minutes=st.integers(-3, 12), second=st.integers(0, 59))
+    def put(self, pk: str, minutes: int, second: int) -> None:
+        due = self.now.replace(second=second) + timedelta(minutes=minutes)
+        self.env.put({"PK": pk, "SK": "s", "dueAt": format_due(due), "v": uuid.uuid4().hex[:6]})
+        self.reference.write(pk, due, self.now)
+        self._read()
+
+    @rule(pk=st.sampled_from(KEYS))
+    def write_back(self, pk: str) -> None:
+        """A consumer (or user) changes the item but not its due time."""
+        current = self.reference.current.get(pk)
+        if current is None:
+            return
+        self.env.put({"PK": pk, "SK": "s", "dueAt": format_due(current.due), "v": uuid.uuid4().hex[:6]})
+        self._read()
+
+    @rule(pk=st.sampled_from(KEYS))
+    def delete(self, pk: str) -> None:
+        if self.reference.current.get(pk) is None:
+            return
+        self.env.delete(pk, "s")
+        self.reference.write(pk, None, self.now)
+        self._read()
+
+    @rule(seconds=st.integers(1, 240))
+    def time_passes(self, seconds: int) -> None:
+        self.now += timedelta(seconds=seconds)
+        self._fire()
+
+    @rule()
+    def lambda_delivers(self) -> None:
+        self._handle(self.history[self.pending :])
+        self.pending = len(self.history)
+
+    @precondition(lambda self: self.pending > 0)
+    @rule(data=st.data())
+    def lambda_redelivers(self, data: st.DataObject) -> None:
+        """A batch again, whole, from a sequence number with everything after it (as after a timeout)."""
+        start = data.draw(st.integers(0, self.pending - 1))
+        self._handle(copy.deepcopy(self.history[start : self.pending]))
+
+    # -- the guarantee -----------------------------------------------------------------------------------------------
+
+    @invariant()
+    def never_early_never_twice(self) -> None:
+        for pk, due, at in self.delivered:
+            assert at >= due, f"{pk} due {due} delivered early at {at}"
+        twice = [k for k, n in Counter((pk, due) for pk, due, _ in self.delivered).items() if n > 1]
+        assert twice == [], f"delivered twice: {twice}"
+
+    def check_the_end(self) -> None:
+        """Everything processed and every schedule fired: exactly what came due was delivered."""
+        self.lambda_delivers()
+        self.now += timedelta(hours=1)
+        self._fire()
+        self.never_early_never_twice()
+        delivered = {(pk, due) for pk, due, _ in self.delivered}
+        due = {(o.pk, o.due) for o in self.reference.all if o.came_due()}
+        assert due <= delivered, f"lost: {sorted(due - delivered)}"
+        extra = delivered - due
+        assert extra <= self._late_cancels(), f"delivered though cancelled in time: {sorted(extra)}"
+
+    def _late_cancels(self) -> set[tuple[str, datetime]]:
+        """Cancels the handler saw only once the schedule might be firing: AWS cannot take those back."""
+        late = set()
+        for occurrence in self.reference.all:
+            if occurrence.came_due() or occurrence.ended is None:
+                continue
+            seen = [
+                at
+                for record, at in self._seen_records()
+                if record["dynamodb"]["Keys"]["PK"]["S"] == occurrence.pk
+                and int(record["dynamodb"]["ApproximateCreationDateTime"]) == int(occurrence.ended.timestamp())
+            ]
+            if not seen or min(seen) >= minute_at_or_after(occurrence.due) - MIN_LEAD:
+                late.add((occurrence.pk, occurrence.due))
+        return late
+
+    # -- plumbing ----------------------------------------------------------------------------------------------------
+
+    def _read(self) -> None:
+        self.history += self.env.stream.read(at=self.now)
+
+    def _seen_records(self) -> list[tuple[dict[str, Any], datetime]]:
+        return [(r, self.processed_at[r["eventID"]]) for r in self.history if r["eventID"] in self.processed_at]
+
+    def _handle(self, records: list[dict[str, Any]]) -> None:
+        if not records:
+            return
+        now = self.now
+        for record in records:
+            self.processed_at.setdefault(record["eventID"], now)
+        response = eventbridge.handle_batch({"Records": records}, self.env.config, now=lambda: now)
+        assert response == {"batchItemFailures": []}
+        assert self.env.messages(self.env.poison_url) == []
+        self._collect(now)
+
+    def _fire(self) -> None:
+        runs = sorted((self.clock.instant(s), s["Name"], s) for s in self.env.schedules())
+        for moment, _, schedule in runs:
+            if moment <= self.now:
+                self.clock.run(schedule)
+                self._collect(moment)
+
+    def _collect(self, at: datetime) -> None:
+        for message in self.env.messages(self.env.due_queue_url):
+            due = datetime.fromisoformat(message["dueAt"].replace("Z", "+00:00"))
+            self.delivered.append((message["keys"]["PK"], due, at))
+
+
+def _env() -> Env:
+    AwsRules().install()
+    CLIENTS.reset()
+    suffix = uuid.uuid4().hex[:8]
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    sqs = boto3.client("sqs", region_name=REGION)
+    scheduler = boto3.client("scheduler", region_name=REGION)
+    table = f"model-{suffix}"
+    created = ddb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "PK", "AttributeType": "S"},
+            {"AttributeName": "SK", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+    scheduler.create_schedule_group(Name=f"g-{suffix}")
+    urls = {role: sqs.create_queue(QueueName=f"{role}-{suffix}")["QueueUrl"] for role in ("due", "poison", "tdlq")}
+    env = Env(
+        table=table,
+        stream=Stream(created["TableDescription"]["LatestStreamArn"], boto3.client("dynamodbstreams", REGION)),
+        group=f"g-{suffix}",
+        due_queue_url=urls["due"],
+        due_queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:due-{suffix}",
+        poison_url=urls["poison"],
+        target_dlq_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:tdlq-{suffix}",
+        config={  # type: ignore[typeddict-item]
+            "mode": "eventbridge",
+            "table": table,
+            "partitionKey": "PK",
+            "sortKey": "SK",
+            "timeAttribute": "dueAt",
+            "target": {"kind": "sqs", "arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:due-{suffix}"},
+            "poisonQueueUrl": urls["poison"],
+            "maxWorkers": 4,
+            "scheduler": {
+                "group": f"g-{suffix}",
+                "roleArn": f"arn:aws:iam::{ACCOUNT}:role/s",
+                "deadLetterArn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:tdlq-{suffix}",
+                "maxEventAgeSeconds": 3600,
+                "maxRetryAttempts": 5,
+            },
+        },
+        ddb=ddb,
+        sqs=sqs,
+        scheduler=scheduler,
+    )
+    env.config["eventbridge"] = {"ledgerTable": env.ledger(), "leaseSeconds": 90, "windowSeconds": 172800}
+    return env
+
+
+class CheckedModel(EventBridgeModel):
+    def teardown(self) -> None:
+        try:
+            self.check_the_end()
+        finally:
+            super().teardown()
+
+
+CheckedModel.TestCase.settings = settings(
+    max_examples=int(os.environ.get("MODEL_EXAMPLES", "50")),
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    print_blob=True,
+)
+test_eventbridge_model = CheckedModel.TestCase
