@@ -27,6 +27,7 @@ from zoneinfo import ZoneInfo
 import botocore
 from botocore.exceptions import ClientError
 
+from .aws_behaviour import MinuteWindow, seed
 from .provision import clients, error_code, name_from_arn
 
 log = logging.getLogger("localcloud")
@@ -107,11 +108,13 @@ def filters_match(mapping: dict[str, Any], record: dict[str, Any]) -> bool:
 @dataclass
 class TtlService:
     """`delay`: seconds after expiry before an item is deleted. AWS takes minutes to days; the local cloud defaults
-    to a few seconds, so a demo stays short and still shows what `precise` is for."""
+    to a few seconds, so a demo stays short. `delays` overrides it per table: a table whose precise schedules
+    should be seen to win gets a delay longer than Scheduler's minute (AWS's TTL is slower still)."""
 
     client: Client
     region: str
     delay: float = 0.0
+    delays: dict[str, float] = field(default_factory=dict)
     delivered: int = 0
     failed: int = 0
     deleted: Counter[str] = field(default_factory=Counter)
@@ -170,7 +173,7 @@ class TtlService:
             current.add(ident)
             self._watched[ident] = _Watched(table.name, keys, item, float(item[table.attribute]["N"]), now)
         for ident, watched in list(self._watched.items()):
-            if watched.table != table.name or watched.expires + self.delay > now:
+            if watched.table != table.name or watched.expires + self.delays.get(table.name, self.delay) > now:
                 continue
             if ident in current:
                 self._expire(table, watched)
@@ -312,6 +315,7 @@ def _send_to_queue(client: Client, queue_arn: str, body: str, attributes: dict[s
 @dataclass
 class UniversalTargets:
     client: Client
+    window: MinuteWindow = field(default_factory=lambda: MinuteWindow(seed()))
     fired: int = 0
     failed: int = 0
     _captured: dict[tuple[str, str], _Captured] = field(default_factory=dict)
@@ -345,7 +349,9 @@ class UniversalTargets:
                 return
             raise
         target = schedule.get("Target") or {}
-        due = at_epoch(schedule.get("ScheduleExpression", ""), schedule.get("ScheduleExpressionTimezone"))
+        named = at_epoch(schedule.get("ScheduleExpression", ""), schedule.get("ScheduleExpressionTimezone"))
+        # As AWS: anywhere in the named minute, possibly before the named second.
+        due = None if named is None else self.window.instant((key, modified), named)
         if not str(target.get("Arn", "")).startswith(UNIVERSAL_PREFIX) or schedule.get("State") == "DISABLED":
             self._captured.pop(key, None)
             return
@@ -427,10 +433,15 @@ class Emulators:
     slow function invoked for a TTL deletion never holds back a schedule that is due)."""
 
     def __init__(
-        self, endpoint: str, region: str, interval: float = 0.25, ttl_delay: float = TTL_DELAY_SECONDS
+        self,
+        endpoint: str,
+        region: str,
+        interval: float = 0.25,
+        ttl_delay: float = TTL_DELAY_SECONDS,
+        ttl_delays: dict[str, float] | None = None,
     ) -> None:
         client = clients(endpoint, region)
-        self.ttl = TtlService(client, region, delay=ttl_delay)
+        self.ttl = TtlService(client, region, delay=ttl_delay, delays=dict(ttl_delays or {}))
         self.universal = UniversalTargets(client)
         self.interval = interval
         self.errors = 0

@@ -14,6 +14,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from .aws_behaviour import REDELIVER_VARIABLE, REDELIVERY_LOG_VARIABLE, seed
+
 HEALTH = "/_ministack/health"
 RESET = "/_ministack/reset"
 SES_OUTBOX = "/_ministack/ses/messages"
@@ -38,16 +40,22 @@ class Ministack:
     """One ministack server on a free loopback port, run with this interpreter (so its Lambda workers see the same
     packages), its log kept in a file. Use as a context manager; `stop()` is safe to call twice."""
 
-    def __init__(self, port: int | None = None, log_dir: Path | None = None) -> None:
+    def __init__(self, port: int | None = None, log_dir: Path | None = None, redeliver: float = 0.0) -> None:
+        """`redeliver`: the fraction of stream batches delivered again later, as Lambda may (see aws_behaviour)."""
         self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log_path = (log_dir or Path(tempfile.mkdtemp(prefix="localcloud-"))) / "ministack.log"
+        self.redeliver = redeliver
+        self.redelivery_log = self.log_path.with_name("redelivered.json")
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Ministack:
+        seed()  # chosen here, so the emulators in this process and ministack's Scheduler share it
         env = {
             **os.environ,
             "BIND_HOST": "127.0.0.1",
+            REDELIVER_VARIABLE: str(self.redeliver),
+            REDELIVERY_LOG_VARIABLE: str(self.redelivery_log),
             "GATEWAY_PORT": str(self.port),
             # Listeners the local cloud does not use and that would need extra ports.
             "IOT_MTLS_ENABLED": "0",
@@ -55,7 +63,13 @@ class Ministack:
         }
         log = self.log_path.open("wb")
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "ministack"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            # ministack, with Scheduler's AWS timing: an at() runs anywhere in its minute (seeded, see aws_behaviour).
+            [sys.executable, "-m", "localcloud.aws_behaviour"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=Path(__file__).resolve().parent.parent,
         )
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
@@ -68,6 +82,14 @@ class Ministack:
         raise RuntimeError(
             f"ministack did not answer {HEALTH} within {START_TIMEOUT_SECONDS:.0f}s; see {self.log_path}"
         )
+
+    def redelivered(self) -> dict[str, int]:
+        """Stream batches delivered again, per function name."""
+        try:
+            counts: dict[str, int] = json.loads(self.redelivery_log.read_text())
+        except (OSError, ValueError):
+            return {}
+        return counts
 
     def healthy(self) -> bool:
         try:

@@ -223,7 +223,7 @@ def _env() -> Env:
         due_queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:due-{suffix}",
         poison_url=urls["poison"],
         target_dlq_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:tdlq-{suffix}",
-        config={  # type: ignore[typeddict-item]
+        config={
             "mode": "eventbridge",
             "table": table,
             "partitionKey": "PK",
