@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import random
 import threading
@@ -38,19 +39,16 @@ def seed() -> int:
 
 
 class MinuteWindow:
-    """Draws, once per key, the instant a schedule runs: anywhere in the minute its time falls in."""
+    """The instant an `at()` expression runs: anywhere in the minute its time falls in, drawn from the seed and the
+    expression alone, so ministack's process and the emulators' agree on it without talking to each other."""
 
     def __init__(self, seed_value: int) -> None:
-        self.random = random.Random(seed_value)
-        self.drawn: dict[object, float] = {}
-        self.lock = threading.Lock()
+        self.seed = seed_value
 
-    def instant(self, key: object, named: float) -> float:
-        with self.lock:
-            if key not in self.drawn:
-                minute = datetime.fromtimestamp(named, UTC).replace(second=0, microsecond=0).timestamp()
-                self.drawn[key] = minute + self.random.uniform(0.0, 59.999)
-            return self.drawn[key]
+    def instant(self, expression: str, named: float) -> float:
+        minute = datetime.fromtimestamp(named, UTC).replace(second=0, microsecond=0).timestamp()
+        digest = hashlib.sha256(f"{self.seed}:{expression}".encode()).digest()
+        return minute + int.from_bytes(digest[:4], "big") / 2**32 * 59.999
 
 
 def patch_ministack(window: MinuteWindow) -> None:
@@ -85,6 +83,7 @@ def patch_stream_delivery(fraction: float, rng: random.Random, log_path: str | N
                 json.dump(dict(counts), out)
 
     def redeliver(func: dict, event: dict) -> None:
+        depth.inside = True  # a redelivery is not itself redelivered
         with contextlib.suppress(Exception):  # a failing redelivery is the function's business, as on AWS
             execute(func, event)
 
@@ -114,8 +113,26 @@ def patch_stream_delivery(fraction: float, rng: random.Random, log_path: str | N
     lambda_svc._execute_function = with_redelivery
 
 
+def silence_ttl_reaper() -> None:
+    """ministack's own TTL reaper deletes expired items silently (no stream record) within a minute of expiry:
+    faster than AWS's TTL, and ahead of precise delete schedules that run in the minute after the due time. The local
+    cloud's `TtlService` is the TTL process (with a stated delay and AWS's REMOVE record), so the reaper's thread is
+    given a clock at the epoch, under which nothing has expired. Other threads keep the real clock."""
+    import time as real_time
+    from types import SimpleNamespace
+
+    from ministack.services import dynamodb
+
+    def clock() -> float:
+        return 0.0 if threading.current_thread().name == "dynamodb-ttl-reaper" else real_time.time()
+
+    dynamodb.time = SimpleNamespace(**{n: getattr(real_time, n) for n in dir(real_time) if not n.startswith("__")})
+    dynamodb.time.time = clock
+
+
 def main() -> None:
     patch_ministack(MinuteWindow(seed()))
+    silence_ttl_reaper()
     fraction = float(os.environ.get(REDELIVER_VARIABLE, "0") or 0)
     if fraction > 0:
         rng = random.Random(seed() + 1)

@@ -25,7 +25,7 @@ COLUMNS = (
     "redelivered",
 )
 # The demo delivers this fraction of stream batches again, later (as Lambda may): the guarantees must hold anyway.
-REDELIVER = 0.25
+REDELIVER = 0.3
 
 
 def _seconds(value: float | None) -> str:

@@ -351,7 +351,7 @@ class UniversalTargets:
         target = schedule.get("Target") or {}
         named = at_epoch(schedule.get("ScheduleExpression", ""), schedule.get("ScheduleExpressionTimezone"))
         # As AWS: anywhere in the named minute, possibly before the named second.
-        due = None if named is None else self.window.instant((key, modified), named)
+        due = None if named is None else self.window.instant(schedule.get("ScheduleExpression", ""), named)
         if not str(target.get("Arn", "")).startswith(UNIVERSAL_PREFIX) or schedule.get("State") == "DISABLED":
             self._captured.pop(key, None)
             return

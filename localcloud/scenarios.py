@@ -52,12 +52,16 @@ class Outcome:
     redelivered: int = 0  # stream batches the local cloud delivered again (LOCALCLOUD_REDELIVER)
 
     def unexpected_dead_letters(self) -> dict[str, int]:
-        """Queues holding a different number of messages than the scenario put there on purpose."""
-        return {
-            queue: depth
-            for queue, depth in self.dead_letters.items()
-            if depth != self.expected_dead_letters.get(queue, 0)
-        }
+        """Queues holding a different number of messages than the scenario put there on purpose. Parking is at least
+        once: a bad record in a redelivered batch is parked again (its `eventID` tells the copies apart), so the
+        poison queue may hold up to one more copy per redelivered batch."""
+        found = {}
+        for queue, depth in self.dead_letters.items():
+            expected = self.expected_dead_letters.get(queue, 0)
+            copies = self.redelivered if queue == "poison_queue" and expected else 0
+            if not expected <= depth <= expected + copies:
+                found[queue] = depth
+        return found
 
     @property
     def ok(self) -> bool:
@@ -257,9 +261,14 @@ def drain_due_events(client: Client, url: str) -> list[tuple[dict[str, Any], flo
 class ExpiringSessions(_Base):
     """Seeds 001/004: sessions whose TTL (epoch seconds) is a few seconds ahead, acted on when they expire. One
     repeats once, `REPEAT_EVERY` seconds after its first due time; one is deleted by its user first (must not
-    fire); one has a TTL that is not a number (DynamoDB ignores it: it never expires and never fires)."""
+    fire); one has a TTL that is not a number (DynamoDB ignores it: it never expires and never fires).
+
+    `repeat=False` leaves out the repeating session: a precise table acts up to two minutes after the due time (the
+    minute after it, then anywhere in that minute), so a 12 s repeat's second occurrence would already be past when
+    the first fires, and is skipped by design. Repeats are shown by the plain table and tested in the handlers."""
 
     never_expired: int = 0
+    repeat: bool = True
 
     def start(self, now: float) -> None:
         table = self.outputs["table_name"]
@@ -268,14 +277,15 @@ class ExpiringSessions(_Base):
             due = first + i
             put(self.client, table, {"PK": f"SESSION#{i}", "SK": "SESSION", "expiresAt": due, "user": f"user{i}"})
             self.expected[self._key(f"SESSION#{i}", due)] = due
-        repeat_due = first + 1
-        # Repeats must outlast the TTL delay, or the next occurrence is already past when the first fires (and is
-        # skipped, by design: no bursts of missed occurrences).
-        repeating = {"PK": "REPEAT#1", "SK": "SESSION", "expiresAt": repeat_due, "repeatEvery": REPEAT_EVERY}
-        put(self.client, table, {**repeating, "repeatUntil": repeat_due + REPEAT_EVERY})
-        for n in range(2):
-            due = repeat_due + REPEAT_EVERY * n
-            self.expected[self._key("REPEAT#1", due)] = due
+        if self.repeat:
+            repeat_due = first + 1
+            # Repeats must outlast the TTL delay, or the next occurrence is already past when the first fires (and is
+            # skipped, by design: no bursts of missed occurrences).
+            repeating = {"PK": "REPEAT#1", "SK": "SESSION", "expiresAt": repeat_due, "repeatEvery": REPEAT_EVERY}
+            put(self.client, table, {**repeating, "repeatUntil": repeat_due + REPEAT_EVERY})
+            for n in range(2):
+                due = repeat_due + REPEAT_EVERY * n
+                self.expected[self._key("REPEAT#1", due)] = due
         # Cancelled well before its due minute: a delete inside the due minute counts as due in precise mode (that is
         # when Scheduler may run the delete), so a cancellation must come before it.
         cancelled_due = first + 120
@@ -286,7 +296,7 @@ class ExpiringSessions(_Base):
         if self.outputs.get("schedule_group_name"):
             # Precise mode sees the insert, so it can say why this item will never expire: one poison message.
             self.expected_dead["poison_queue"] = 1
-        self.written = self.count + 3
+        self.written = self.count + (3 if self.repeat else 2)
 
     @staticmethod
     def _key(pk: str, due: float) -> str:
@@ -417,7 +427,7 @@ def scenarios(deployment: Deployment) -> list[Scenario]:
         EmailReminders(deployment, "reminders", "reminders (seed 000, email)", "eventbridge"),
         QueuedTasks(deployment, "tasks", "tasks (due queue)", "eventbridge"),
         ExpiringSessions(deployment, "sessions", "sessions (seeds 001/004)", "ttl", count=8),
-        ExpiringSessions(deployment, "offers", "offers (precise)", "ttl", count=8),
+        ExpiringSessions(deployment, "offers", "offers (precise)", "ttl", count=8, repeat=False),
         PollingJobs(deployment, "jobs", "jobs (seed 002)", "polling"),
         ScoreTotals(deployment, "scores", "scores (seed 003)", "aggregate"),
     ]

@@ -18,7 +18,7 @@ from .conftest import snapshot
 
 # A quarter of stream batches are delivered again later, whole or from a record on (as Lambda may): every
 # scenario must still show its guarantee.
-REDELIVER = 0.25
+REDELIVER = 0.3
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +90,11 @@ def test_precise_offers_are_deleted_by_their_schedules_and_park_the_bad_ttl_with
     outcomes, emulators = emulated
     offers = outcomes["offers"]
     assert_exactly_once(offers)
-    assert offers.dead_letters["poison_queue"] == 1
-    # The local TTL service deletes 5 s after expiry; precise schedules delete at the due time, so (unless this
-    # machine stalls for seconds) they, not TTL, remove the offers. Plain ttl sessions all go through TTL.
+    assert 1 <= offers.dead_letters["poison_queue"] <= 1 + offers.redelivered  # parked again if redelivered
+    assert offers.dead_letters["target_dlq"] == 0  # no delete schedule ran after its item was gone
+    # The local TTL service deletes this table's items 90 s after expiry; precise schedules delete in the minute after
+    # the due time, so (unless this machine stalls for half a minute) they, not TTL, remove the offers. Plain ttl
+    # sessions all go through TTL.
     assert emulators.ttl.deleted["offers-table"] < offers.expected / 2
     assert emulators.ttl.deleted["sessions-table"] == outcomes["sessions"].expected
     sqs = clients(deployment.endpoint, deployment.region)("sqs")
