@@ -9,6 +9,11 @@
   or from a record in the middle with everything after it (as a retry from a reported sequence number). Counts
   per function go to the file named by `LOCALCLOUD_REDELIVERY_LOG`.
 
+- AWS limits ministack does not check (it does check SQS's `MaximumMessageSize`, SNS's 256 KiB, TransactWriteItems'
+  100 actions and 4 MB, and DynamoDB's number range): Scheduler names and client tokens (64), a schedule's
+  `Target.Input` (256 KiB), a function's environment (4 KB), and an event invoke config's
+  `MaximumEventAgeInSeconds` (60-21600), each refused with AWS's error code.
+
 `python -m localcloud.aws_behaviour` patches ministack in its own process, then runs it.
 """
 
@@ -113,6 +118,67 @@ def patch_stream_delivery(fraction: float, rng: random.Random, log_path: str | N
     lambda_svc._execute_function = with_redelivery
 
 
+SCHEDULER_INPUT_BYTES = 256 * 1024
+LAMBDA_ENVIRONMENT_BYTES = 4 * 1024
+EVENT_AGE_SECONDS = (60, 21600)
+
+
+def schedule_problem(name: str, body: dict) -> str:
+    """Why Scheduler would refuse this CreateSchedule/UpdateSchedule, or ""."""
+    if len(name) > 64:
+        return (
+            f"Value '{name}' at 'name' failed to satisfy constraint: Member must have length less than or equal to 64"
+        )
+    token = body.get("ClientToken")
+    if token is not None and not 1 <= len(str(token)) <= 64:
+        return "Value at 'clientToken' failed to satisfy constraint: Member must have length between 1 and 64"
+    payload = str((body.get("Target") or {}).get("Input") or "")
+    if len(payload.encode("utf-8")) > SCHEDULER_INPUT_BYTES:
+        return "Value at 'target.input' failed to satisfy constraint: Member must have length less than 262144"
+    return ""
+
+
+def environment_bytes(variables: dict) -> int:
+    """Lambda's count: every name and value, in bytes."""
+    return sum(len(str(k).encode()) + len(str(v).encode()) for k, v in (variables or {}).items())
+
+
+def enforce_limits() -> None:
+    from ministack.services import lambda_svc, scheduler
+
+    create, update = scheduler._create_schedule, scheduler._update_schedule
+
+    def checked_create(name: str, body: dict) -> object:
+        problem = schedule_problem(name, body)
+        return scheduler._error(400, "ValidationException", problem) if problem else create(name, body)
+
+    def checked_update(name: str, body: dict) -> object:
+        problem = schedule_problem(name, body)
+        return scheduler._error(400, "ValidationException", problem) if problem else update(name, body)
+
+    scheduler._create_schedule, scheduler._update_schedule = checked_create, checked_update
+
+    create_function = lambda_svc._create_function
+    put_invoke_config = lambda_svc._put_event_invoke_config
+
+    def checked_function(data: dict) -> object:
+        size = environment_bytes((data.get("Environment") or {}).get("Variables") or {})
+        if size > LAMBDA_ENVIRONMENT_BYTES:
+            message = f"Lambda was unable to configure your environment variables because the environment variables you have provided exceeded the 4KB limit. String measured: {size} bytes"  # noqa: E501
+            return lambda_svc.error_response_json("InvalidParameterValueException", message, 400)
+        return create_function(data)
+
+    def checked_invoke_config(func_name: str, qualifier: str | None, data: dict) -> object:
+        age = data.get("MaximumEventAgeInSeconds")
+        if age is not None and not EVENT_AGE_SECONDS[0] <= int(age) <= EVENT_AGE_SECONDS[1]:
+            message = f"1 validation error detected: Value '{age}' at 'maximumEventAgeInSeconds' failed to satisfy constraint: Member must have value between 60 and 21600"  # noqa: E501
+            return lambda_svc.error_response_json("ValidationException", message, 400)
+        return put_invoke_config(func_name, qualifier, data)
+
+    lambda_svc._create_function = checked_function
+    lambda_svc._put_event_invoke_config = checked_invoke_config
+
+
 def silence_ttl_reaper() -> None:
     """ministack's own TTL reaper deletes expired items silently (no stream record) within a minute of expiry:
     faster than AWS's TTL, and ahead of precise delete schedules that run in the minute after the due time. The local
@@ -133,6 +199,7 @@ def silence_ttl_reaper() -> None:
 def main() -> None:
     patch_ministack(MinuteWindow(seed()))
     silence_ttl_reaper()
+    enforce_limits()
     fraction = float(os.environ.get(REDELIVER_VARIABLE, "0") or 0)
     if fraction > 0:
         rng = random.Random(seed() + 1)

@@ -174,3 +174,44 @@ def test_universal_targets_fire_once_dead_letter_failures_and_skip_deleted_sched
     assert json.loads(failures[0]["Body"])["FromEmailAddress"] == "nobody@unverified.example"
     assert failures[0]["MessageAttributes"]["ERROR_CODE"]["StringValue"] == "MessageRejected"
     assert client("scheduler").list_schedules(GroupName="universal")["Schedules"] == []
+
+
+def test_the_local_cloud_refuses_what_aws_refuses(fresh_cloud: Ministack) -> None:
+    """Limits ministack does not check on its own (localcloud/aws_behaviour.py)."""
+    import io
+    import zipfile
+
+    import pytest
+    from botocore.exceptions import ClientError
+
+    client = clients(fresh_cloud.endpoint, REGION)
+    scheduler, lam = client("scheduler"), client("lambda")
+    scheduler.create_schedule_group(Name="limits")
+    target = {"Arn": "arn:aws:sqs:eu-west-1:000000000000:q", "RoleArn": "arn:aws:iam::000000000000:role/r"}
+    common = {
+        "GroupName": "limits",
+        "ScheduleExpression": "at(2030-01-01T00:00:00)",
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+    }
+    with pytest.raises(ClientError) as long_name:
+        scheduler.create_schedule(Name="n" * 65, Target=target, **common)
+    with pytest.raises(ClientError) as big_input:
+        scheduler.create_schedule(Name="big", Target={**target, "Input": "x" * 300_000}, **common)
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as archive:
+        archive.writestr("h.py", "def handler(event, context):\n    return event\n")
+    function = {"Runtime": "python3.12", "Role": target["RoleArn"], "Handler": "h.handler"}
+    with pytest.raises(ClientError) as big_environment:
+        lam.create_function(
+            FunctionName="env",
+            Code={"ZipFile": code.getvalue()},
+            Environment={"Variables": {"X": "y" * 5000}},
+            **function,
+        )
+    lam.create_function(FunctionName="ok", Code={"ZipFile": code.getvalue()}, **function)
+    with pytest.raises(ClientError) as old_events:
+        lam.put_function_event_invoke_config(FunctionName="ok", MaximumEventAgeInSeconds=86400)
+    assert long_name.value.response["Error"]["Code"] == "ValidationException"
+    assert big_input.value.response["Error"]["Code"] == "ValidationException"
+    assert big_environment.value.response["Error"]["Code"] == "InvalidParameterValueException"
+    assert old_events.value.response["Error"]["Code"] == "ValidationException"
