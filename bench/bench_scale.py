@@ -34,8 +34,9 @@ def per_action(figures: dict[str, float]) -> dict[str, dict[str, float]]:
     """Per action (a due item acted on, or a score counted): requests and units of each billed kind."""
     lambda_share = 1 / BATCH
     eventbridge = {
-        "api_calls": figures.get("eventbridge_calls_per_record_1000", 1.0) + 1,  # schedule, its firing
-        "writes": 0.0,
+        # the schedule and its ledger marker (measured), and its firing
+        "api_calls": figures.get("eventbridge_calls_per_record_1000", 2.0) + 1,
+        "writes": 1.0,  # the ledger marker that makes a batch redelivered after the firing deliver nothing
         "reads": 0.0,
         "scheduler": 1.0,
         "sqs": 1.0,
