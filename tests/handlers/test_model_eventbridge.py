@@ -156,7 +156,9 @@ class EventBridgeModel(RuleBasedStateMachine):
             seen = [
                 at
                 for record, at in self._seen_records()
-                if record["dynamodb"]["Keys"]["PK"]["S"] == occurrence.pk
+                if record["eventName"] != "INSERT"  # the change that ended it: a MODIFY or REMOVE from this due time
+                and record["dynamodb"]["Keys"]["PK"]["S"] == occurrence.pk
+                and (record["dynamodb"].get("OldImage") or {}).get("dueAt") == {"S": format_due(occurrence.due)}
                 and int(record["dynamodb"]["ApproximateCreationDateTime"]) == int(occurrence.ended.timestamp())
             ]
             if not seen or min(seen) >= minute_at_or_after(occurrence.due) - MIN_LEAD:
