@@ -209,21 +209,11 @@ def test_the_modes_own_writes_never_match_its_filter(agg_env: Env) -> None:
     assert "StreamSpecification" not in ledger or not ledger["StreamSpecification"].get("StreamEnabled")
 
 
-def test_contributions_are_pure_and_coalesce_a_move() -> None:
-    settings: Any = {
-        "sourcePrefix": "SCORE",
-        "valueAttribute": "Score",
-        "groupFrom": "SK",
-        "aggregation": "sum",
-        "onChange": "adjust",
-    }
-    record: Any = {
-        "eventID": "e1",
-        "eventName": "MODIFY",
-        "dynamodb": {
-            "SequenceNumber": "1",
-            "NewImage": {"SK": {"S": "USER#a"}, "Score": {"N": "5"}},
-            "OldImage": {"SK": {"S": "USER#a"}, "Score": {"N": "5"}},
-        },
-    }
+def test_contributions_are_pure_and_coalesce_a_move(agg_env: Env) -> None:
+    settings: Any = {**agg_env.config["aggregate"], "onChange": "adjust"}
+    agg_env.put({"PK": "SCORE#1", "SK": "USER#a", "Score": 5})
+    agg_env.event()
+    agg_env.put({"PK": "SCORE#1", "SK": "USER#a", "Score": 5, "note": "same score, same group"})
+    (record,) = agg_env.event()["Records"]
+    assert record["eventName"] == "MODIFY"
     assert contributions(record, settings) == []

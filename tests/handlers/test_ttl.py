@@ -279,5 +279,6 @@ def test_precise_ttl_that_is_not_a_number_is_parked_with_the_reason(ttl_env: Env
 
 
 def test_decide_ignores_non_ttl_records_without_precise(ttl_env: Env) -> None:
-    record: Any = {"eventName": "INSERT", "dynamodb": {"Keys": {"PK": {"S": "a"}}, "NewImage": {"PK": {"S": "a"}}}}
+    ttl_env.put({"PK": "a", "SK": "S", "dueAt": epoch(NOW)})
+    (record,) = ttl_env.event()["Records"]
     assert decide(record, ttl_env.config, NOW).step.value == "ignore"
