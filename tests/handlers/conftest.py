@@ -218,67 +218,73 @@ def _typed(item: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture
 def env() -> Iterator[Env]:
+    with mock_aws():
+        yield build_env()
+        CLIENTS.reset()
+
+
+def build_env() -> Env:
+    """A table with a stream, a schedule group, queues, a ledger and an eventbridge config, inside a running moto
+    (the `env` fixture's body, also used by the model checks, which start moto per example)."""
     serialize_moto_transactions()
     suffix = uuid.uuid4().hex[:8]
-    with mock_aws():
-        rules = AwsRules()
-        rules.install()
-        CLIENTS.reset()
-        ddb = boto3.client("dynamodb", region_name=REGION)
-        sqs = boto3.client("sqs", region_name=REGION)
-        scheduler = boto3.client("scheduler", region_name=REGION)
-        table = f"items-{suffix}"
-        created = ddb.create_table(
-            TableName=table,
-            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": "PK", "AttributeType": "S"},
-                {"AttributeName": "SK", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-        )
-        stream_arn = created["TableDescription"]["LatestStreamArn"]
-        group = f"group-{suffix}"
-        scheduler.create_schedule_group(Name=group)
-        # The component's own queues take 1 MiB messages; "due" stands for a user's queue at SQS's default size.
-        owned = {"MaximumMessageSize": str(1024 * 1024)}
-        urls = {
-            role: sqs.create_queue(QueueName=f"{role}-{suffix}", Attributes={} if role == "due" else owned)["QueueUrl"]
-            for role in ("due", "poison", "tdlq")
-        }
-        arns = {role: f"arn:aws:sqs:{REGION}:{ACCOUNT}:{role}-{suffix}" for role in urls}
-        config: HandlerConfig = {
-            "mode": "eventbridge",
-            "table": table,
-            "partitionKey": "PK",
-            "sortKey": "SK",
-            "timeAttribute": "dueAt",
-            "target": {"kind": "sqs", "arn": arns["due"]},
-            "poisonQueueUrl": urls["poison"],
-            "maxWorkers": 8,
-            "scheduler": {
-                "group": group,
-                "roleArn": f"arn:aws:iam::{ACCOUNT}:role/scheduler-{suffix}",
-                "deadLetterArn": arns["tdlq"],
-                "maxEventAgeSeconds": 3600,
-                "maxRetryAttempts": 5,
-            },
-        }
-        built = Env(
-            table=table,
-            stream=Stream(stream_arn, boto3.client("dynamodbstreams", region_name=REGION)),
-            group=group,
-            due_queue_url=urls["due"],
-            due_queue_arn=arns["due"],
-            poison_url=urls["poison"],
-            target_dlq_arn=arns["tdlq"],
-            config=config,
-            ddb=ddb,
-            sqs=sqs,
-            scheduler=scheduler,
-            rules=rules,
-        )
-        built.config["eventbridge"] = {"ledgerTable": built.ledger(), "leaseSeconds": 90, "windowSeconds": 172800}
-        yield built
-        CLIENTS.reset()
+    rules = AwsRules()
+    rules.install()
+    CLIENTS.reset()
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    sqs = boto3.client("sqs", region_name=REGION)
+    scheduler = boto3.client("scheduler", region_name=REGION)
+    table = f"items-{suffix}"
+    created = ddb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "PK", "AttributeType": "S"},
+            {"AttributeName": "SK", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+    stream_arn = created["TableDescription"]["LatestStreamArn"]
+    group = f"group-{suffix}"
+    scheduler.create_schedule_group(Name=group)
+    # The component's own queues take 1 MiB messages; "due" stands for a user's queue at SQS's default size.
+    owned = {"MaximumMessageSize": str(1024 * 1024)}
+    urls = {
+        role: sqs.create_queue(QueueName=f"{role}-{suffix}", Attributes={} if role == "due" else owned)["QueueUrl"]
+        for role in ("due", "poison", "tdlq")
+    }
+    arns = {role: f"arn:aws:sqs:{REGION}:{ACCOUNT}:{role}-{suffix}" for role in urls}
+    config: HandlerConfig = {
+        "mode": "eventbridge",
+        "table": table,
+        "partitionKey": "PK",
+        "sortKey": "SK",
+        "timeAttribute": "dueAt",
+        "target": {"kind": "sqs", "arn": arns["due"]},
+        "poisonQueueUrl": urls["poison"],
+        "maxWorkers": 8,
+        "scheduler": {
+            "group": group,
+            "roleArn": f"arn:aws:iam::{ACCOUNT}:role/scheduler-{suffix}",
+            "deadLetterArn": arns["tdlq"],
+            "maxEventAgeSeconds": 3600,
+            "maxRetryAttempts": 5,
+        },
+    }
+    built = Env(
+        table=table,
+        stream=Stream(stream_arn, boto3.client("dynamodbstreams", region_name=REGION)),
+        group=group,
+        due_queue_url=urls["due"],
+        due_queue_arn=arns["due"],
+        poison_url=urls["poison"],
+        target_dlq_arn=arns["tdlq"],
+        config=config,
+        ddb=ddb,
+        sqs=sqs,
+        scheduler=scheduler,
+        rules=rules,
+    )
+    built.config["eventbridge"] = {"ledgerTable": built.ledger(), "leaseSeconds": 90, "windowSeconds": 172800}
+    return built

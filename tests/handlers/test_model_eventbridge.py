@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import eventbridge
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -28,9 +27,7 @@ from st_core.clients import CLIENTS
 from st_core.schedules import MIN_LEAD
 from st_core.timeparse import format_due, minute_at_or_after
 
-from tests.aws_rules import AwsRules
-from tests.conftest import REGION
-from tests.handlers.conftest import ACCOUNT, Env, SchedulerClock, Stream
+from tests.handlers.conftest import Env, SchedulerClock, build_env
 
 START = datetime(2030, 6, 1, 12, 0, 0, tzinfo=UTC)
 KEYS = ["a", "b", "c"]
@@ -198,55 +195,8 @@ class EventBridgeModel(RuleBasedStateMachine):
 
 
 def _env() -> Env:
-    AwsRules().install()
-    CLIENTS.reset()
-    suffix = uuid.uuid4().hex[:8]
-    ddb = boto3.client("dynamodb", region_name=REGION)
-    sqs = boto3.client("sqs", region_name=REGION)
-    scheduler = boto3.client("scheduler", region_name=REGION)
-    table = f"model-{suffix}"
-    created = ddb.create_table(
-        TableName=table,
-        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "PK", "AttributeType": "S"},
-            {"AttributeName": "SK", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-    )
-    scheduler.create_schedule_group(Name=f"g-{suffix}")
-    urls = {role: sqs.create_queue(QueueName=f"{role}-{suffix}")["QueueUrl"] for role in ("due", "poison", "tdlq")}
-    env = Env(
-        table=table,
-        stream=Stream(created["TableDescription"]["LatestStreamArn"], boto3.client("dynamodbstreams", REGION)),
-        group=f"g-{suffix}",
-        due_queue_url=urls["due"],
-        due_queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:due-{suffix}",
-        poison_url=urls["poison"],
-        target_dlq_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:tdlq-{suffix}",
-        config={
-            "mode": "eventbridge",
-            "table": table,
-            "partitionKey": "PK",
-            "sortKey": "SK",
-            "timeAttribute": "dueAt",
-            "target": {"kind": "sqs", "arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:due-{suffix}"},
-            "poisonQueueUrl": urls["poison"],
-            "maxWorkers": 4,
-            "scheduler": {
-                "group": f"g-{suffix}",
-                "roleArn": f"arn:aws:iam::{ACCOUNT}:role/s",
-                "deadLetterArn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:tdlq-{suffix}",
-                "maxEventAgeSeconds": 3600,
-                "maxRetryAttempts": 5,
-            },
-        },
-        ddb=ddb,
-        sqs=sqs,
-        scheduler=scheduler,
-    )
-    env.config["eventbridge"] = {"ledgerTable": env.ledger(), "leaseSeconds": 90, "windowSeconds": 172800}
+    env = build_env()
+    env.config["maxWorkers"] = 4
     return env
 
 
