@@ -212,7 +212,10 @@ def _ttl(args: ScheduledTableArgs) -> None:
         if value in taken:
             _fail(name, f"{value!r} is already used by another option (keys, time, repeat)", "give it its own name")
         taken.add(value)
-    _between(args, "idempotency_window_seconds", 3600, 2592000, " (longer than any redelivery: 48 h by default)")
+    # Stream records live 24 h: a shorter memory would let a late redelivery act a second time.
+    _between(
+        args, "idempotency_window_seconds", 86400, 2592000, " (at least the stream's 24 h retention; 48 h by default)"
+    )
 
 
 POLLING_ONLY = (

@@ -161,9 +161,7 @@ class Scheduling:
             target=scheduler_target(self.config["target"], scheduler, payload),
             description=f"scheduled-table {MODE} {self.config['table']}",
         )
-        schedules.upsert(
-            self.clients, request, create_first=record["eventName"] == "INSERT", change_id=str(record.get("eventID"))
-        )
+        schedules.upsert(self.clients, request, create_first=record["eventName"] == "INSERT")
         # After the schedule exists: a crash in between can only cost a duplicate, never the occurrence.
         persist(lambda: self.ledger.scheduled(occurrence.name, fire.timestamp()))
         log.info("scheduled", schedule=occurrence.name, dueAt=format_due(occurrence.due), fireAt=format_due(fire))
@@ -172,8 +170,12 @@ class Scheduling:
         self._deliver(occurrence)
 
     def _cancel(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> None:
-        schedules.delete(self.clients, self.group, occurrence.name)
-        persist(lambda: self.ledger.unschedule(occurrence.name))
+        deleted = schedules.delete(self.clients, self.group, occurrence.name)
+        # Forget the ledger's marker only for a schedule that surely had not run: one this call deleted, before its
+        # minute. A schedule already gone may have fired (a replayed cancel after the firing): its marker stays, so a
+        # replayed INSERT after it does not deliver the occurrence a second time.
+        if deleted and not schedules.may_be_firing(occurrence.due, self.now()):
+            persist(lambda: self.ledger.unschedule(occurrence.name))
         log.info("cancelled", schedule=occurrence.name, dueAt=format_due(occurrence.due))
 
     def _deliver(self, occurrence: Occurrence) -> None:

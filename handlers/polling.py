@@ -161,7 +161,7 @@ class Processor:
     def _run(self, raw: dict[str, Any], counts: TickReport) -> None:
         key, due = self._key(raw), int(raw[DUE]["N"])
         lease = int(self.now()) + self.polling["leaseSeconds"]
-        if not self._claim(key, due, lease):
+        if self._moved(raw, due) or not self._claim(key, due, lease, raw):
             counts.skipped += 1
             return
         item = without_index(decode_image(raw) or {})
@@ -189,21 +189,43 @@ class Processor:
             lateSeconds=round(self.now() - due, 3),
         )
 
-    def _claim(self, key: dict[str, Any], due: int, lease: int) -> bool:
-        """Take the item for `leaseSeconds`, only if it is still due at `due` and nobody holds a live claim."""
+    def _moved(self, raw: dict[str, Any], due: int) -> bool:
+        """A waiting item whose time attribute no longer gives its index time: the user moved it and the assigner
+        has not re-indexed it yet. It is left for the assigner (running it now would run it at its old time)."""
+        value = raw.get(self.config["timeAttribute"])
+        if raw.get(STATUS, {}).get("S") != Status.PENDING.value or value is None:
+            return False
+        try:
+            return int(parse_due(decode_image({"t": value})["t"]).timestamp()) != due  # type: ignore[index]
+        except PermanentError:
+            return False
+
+    def _claim(self, key: dict[str, Any], due: int, lease: int, raw: dict[str, Any] | None = None) -> bool:
+        """Take the item for `leaseSeconds`, only if it is still due at `due`, nobody holds a live claim and (given
+        the item as the index showed it) its time attribute is unchanged since (the index is eventually consistent)."""
+        names = {"#claim": CLAIM, "#status": STATUS, "#due": DUE}
+        values: dict[str, Any] = {
+            ":lease": {"N": str(lease)},
+            ":claimed": {"S": Status.CLAIMED.value},
+            ":due": {"N": str(due)},
+            ":now": {"N": str(int(self.now()))},
+        }
+        condition = "#due = :due AND (attribute_not_exists(#claim) OR #claim < :now)"
+        if raw is not None:
+            names["#time"] = self.config["timeAttribute"]
+            if names["#time"] in raw:
+                condition += " AND #time = :time"
+                values[":time"] = raw[names["#time"]]
+            else:
+                condition += " AND attribute_not_exists(#time)"
         try:
             self.clients.get("dynamodb").update_item(
                 TableName=self.config["table"],
                 Key=key,
                 UpdateExpression="SET #claim = :lease, #status = :claimed",
-                ConditionExpression="#due = :due AND (attribute_not_exists(#claim) OR #claim < :now)",
-                ExpressionAttributeNames={"#claim": CLAIM, "#status": STATUS, "#due": DUE},
-                ExpressionAttributeValues={
-                    ":lease": {"N": str(lease)},
-                    ":claimed": {"S": Status.CLAIMED.value},
-                    ":due": {"N": str(due)},
-                    ":now": {"N": str(int(self.now()))},
-                },
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
             )
         except Exception as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
@@ -383,10 +405,13 @@ def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: 
         ":due": {"N": str(attributes[DUE])},
         ":pending": {"S": Status.PENDING.value},
     }
+    # The item must still exist: an UpdateItem on a deleted item would create it again (a phantom that then runs).
+    conditions = ["attribute_exists(#pk)"]
+    names["#pk"] = config["partitionKey"]
     if new.get(STATUS) is None:
-        conditions = ["attribute_not_exists(#status)"]
+        conditions.append("attribute_not_exists(#status)")
     else:
-        conditions = ["#status = :pending"]
+        conditions.append("#status = :pending")
         if DUE in new_typed:
             conditions.append("#due = :indexed")
             values[":indexed"] = new_typed[DUE]

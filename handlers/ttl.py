@@ -273,7 +273,6 @@ class Executor:
                 description=f"scheduled-table {MODE} precise {self.config['table']}",
             ),
             create_first=record["eventName"] == "INSERT",
-            change_id=str(record.get("eventID")),
         )
 
 

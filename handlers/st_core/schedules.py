@@ -51,15 +51,18 @@ def schedule_request(
     }
 
 
-def upsert(clients: Clients, request: dict[str, Any], *, create_first: bool, change_id: str) -> None:
+def upsert(clients: Clients, request: dict[str, Any], *, create_first: bool) -> None:
     """Create or update the schedule; `create_first` when it is probably new (saves a failed update).
-    `change_id` names the change that asks for it (the stream record's eventID): the create's idempotency token,
-    so a retried call is one creation, while a new change (a delete and re-insert of the same content) is another."""
+
+    No `ClientToken` of our own: the SDK gives each call one (kept across its own retries, so a retried request is
+    one creation), and the schedule's name already makes a second creation a ConflictException, answered by an
+    update. A token derived from the stream record would be wrong: when Lambda replays a REMOVE and the INSERT after
+    it, the replayed REMOVE deletes the live schedule and the INSERT's CreateSchedule, carrying a token Scheduler
+    has already seen, would succeed without creating anything."""
     client = clients.get("scheduler")
-    token = dedupe_name(change_id, request["Name"], length=64)
 
     def create(c: Any, r: dict[str, Any]) -> None:
-        c.create_schedule(**r, ClientToken=token)
+        c.create_schedule(**r)
 
     def update(c: Any, r: dict[str, Any]) -> None:
         c.update_schedule(**r)

@@ -116,7 +116,7 @@ RULES: list[tuple[dict[str, Any], str]] = [
     ({"repeat_until_attribute": "repeatEvery"}, "repeat_until_attribute: 'repeatEvery' is already used by another"),
     (
         {"idempotency_window_seconds": 60},
-        "idempotency_window_seconds: 60 is out of range; use a whole number from 3600",
+        "idempotency_window_seconds: 60 is out of range; use a whole number from 86400",
     ),
 ]
 

@@ -246,7 +246,7 @@ def test_handler_config_wires_real_resources(build: Build) -> None:
         schedule_retry_attempts=3,
         schedule_max_event_age_seconds=600,
         lambda_timeout_seconds=45,
-        idempotency_window_seconds=7200,
+        idempotency_window_seconds=90000,
     )
     config = built.handler_config()
     assert config["mode"] == "eventbridge"
@@ -263,7 +263,7 @@ def test_handler_config_wires_real_resources(build: Build) -> None:
     assert config["eventbridge"] == {
         "ledgerTable": built.one("rem-ledger").outputs["name"],
         "leaseSeconds": 75,
-        "windowSeconds": 7200,
+        "windowSeconds": 90000,
     }
     assert built.outputs["ledger_table_name"] == built.one("rem-ledger").outputs["name"]
 

@@ -65,7 +65,7 @@ def test_a_table_key_is_usable_by_the_aggregator(build: Build) -> None:
 
 
 def test_handler_config_carries_the_aggregate_section(build: Build) -> None:
-    built = aggregate(build, aggregation="count", total_attribute="scores", idempotency_window_seconds=7200)
+    built = aggregate(build, aggregation="count", total_attribute="scores", idempotency_window_seconds=90000)
     config = built.handler_config()
     assert config["target"] == {"kind": "none", "arn": ""}
     assert config["aggregate"] == {
@@ -77,7 +77,7 @@ def test_handler_config_carries_the_aggregate_section(build: Build) -> None:
         "aggregation": "count",
         "onChange": "ignore",
         "ledgerTable": built.one("rem-ledger").outputs["name"],
-        "windowSeconds": 7200,
+        "windowSeconds": 90000,
     }
 
 

@@ -87,13 +87,13 @@ def test_the_executor_may_use_the_ledger_and_write_back_to_its_own_table_only(bu
 
 
 def test_handler_config_carries_the_ttl_section(build: Build) -> None:
-    built = ttl(build, repeat_attribute="every", idempotency_window_seconds=7200, lambda_timeout_seconds=30)
+    built = ttl(build, repeat_attribute="every", idempotency_window_seconds=90000, lambda_timeout_seconds=30)
     config = built.handler_config()
     assert config["mode"] == "ttl" and "scheduler" not in config
     assert config["ttl"] == {
         "ledgerTable": built.one("rem-ledger").outputs["name"],
         "leaseSeconds": 60,
-        "windowSeconds": 7200,
+        "windowSeconds": 90000,
         "repeatAttribute": "every",
         "repeatUntilAttribute": "repeatUntil",
         "occurrenceAttribute": "occurrence",

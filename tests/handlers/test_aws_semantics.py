@@ -492,3 +492,96 @@ def test_malformed_records_are_parked_and_the_rest_of_the_batch_is_processed(mod
         assert total(env, "USER#a") == {"N": "1"}
     if name == "eventbridge":
         assert len(env.schedules()) == 1
+
+
+# -- found in review: replays of a delete and a re-insert, phantoms, a move racing the tick -----------------------
+
+
+def test_a_replayed_delete_and_reinsert_still_leaves_the_occurrence_scheduled(env: Env) -> None:
+    """Lambda retries from another record's sequence number: the item's REMOVE and INSERT run again. The replayed
+    REMOVE deletes the live schedule; the replayed INSERT must create it again (a reused idempotency token would make
+    Scheduler answer success and create nothing)."""
+    clock = SchedulerClock(env)
+    due = NOW + timedelta(hours=1)
+    item = {"PK": "a", "SK": "s", "dueAt": iso(due), "note": "v1"}
+    env.put(item)
+    eventbridge.handle_batch(env.event(at=NOW), env.config, now=lambda: NOW)
+    env.delete("a", "s")
+    env.put({**item, "note": "v2"})
+    batch = env.event(at=NOW + timedelta(seconds=5))
+    for _ in range(2):  # first delivery, then the same records again
+        assert eventbridge.handle_batch(copy.deepcopy(batch), env.config, now=lambda: NOW) == {"batchItemFailures": []}
+    clock.fire_due(due + timedelta(minutes=5))
+    assert [m["item"]["note"] for m in env.messages(env.due_queue_url)] == ["v2"]
+
+
+def test_a_cancel_replayed_after_the_firing_does_not_open_the_way_to_a_second_delivery(env: Env) -> None:
+    clock = SchedulerClock(env)
+    due = NOW + timedelta(minutes=5)
+    item = {"PK": "a", "SK": "s", "dueAt": iso(due)}
+    env.put(item)
+    eventbridge.handle_batch(env.event(at=NOW), env.config, now=lambda: NOW)
+    env.delete("a", "s")
+    env.put(item)
+    batch = env.event(at=NOW + timedelta(seconds=5))
+    eventbridge.handle_batch(copy.deepcopy(batch), env.config, now=lambda: NOW)
+    clock.fire_due(due + timedelta(minutes=2))
+    later = due + timedelta(minutes=3)
+    eventbridge.handle_batch(copy.deepcopy(batch), env.config, now=lambda: later)  # the batch again, after the firing
+    assert len(env.messages(env.due_queue_url)) == 1
+
+
+def test_ttl_precise_replayed_delete_and_reinsert_keeps_the_new_delete_schedule(ttl_env: Env) -> None:  # noqa: F811
+    env = ttl_env
+    env.config["ttl"]["precise"] = True
+    first, second = NOW + timedelta(hours=1), NOW + timedelta(hours=2)
+    env.put({"PK": "a", "SK": "s", "dueAt": int(first.timestamp())})
+    ttl.handle_batch(env.event(at=NOW), env.config, now=lambda: NOW)
+    env.delete("a", "s")
+    env.put({"PK": "a", "SK": "s", "dueAt": int(second.timestamp())})
+    batch = env.event(at=NOW + timedelta(minutes=1))
+    for _ in range(2):
+        ttl.handle_batch(copy.deepcopy(batch), env.config, now=lambda: NOW + timedelta(minutes=1))
+    (schedule,) = env.schedules()
+    assert json.loads(schedule["Target"]["Input"])["ExpressionAttributeValues"][":due"] == {
+        "N": str(int(second.timestamp()))
+    }
+
+
+@pytest.mark.parametrize("on_done", ["mark", "delete"])
+def test_polling_never_recreates_a_deleted_item(polling_env: Env, on_done: str) -> None:  # noqa: F811
+    env = polling_env
+    env.config["polling"]["onDone"] = on_done
+    # A task written and cancelled before the assigner saw it
+    env.put({"PK": "cancelled", "SK": "T", "delaySeconds": 60})
+    env.delete("cancelled", "T")
+    # A task dispatched, then its INSERT delivered again
+    env.put({"PK": "done", "SK": "T", "delaySeconds": 30})
+    batch = [r for r in env.event(at=NOW)["Records"] if r["eventName"] == "INSERT"]
+    polling.handle_assign_batch({"Records": copy.deepcopy(batch)}, env.config, now=lambda: NOW)
+    polling.process(env.config, now=lambda: NOW.timestamp() + 90)
+    polling.handle_assign_batch({"Records": copy.deepcopy(batch)}, env.config, now=lambda: NOW)
+    polling.process(env.config, now=lambda: NOW.timestamp() + 300)
+    assert [m["keys"]["PK"] for m in env.messages(env.due_queue_url)] == ["done"]
+    keys = sorted(i["PK"]["S"] for i in env.ddb.scan(TableName=env.table)["Items"])
+    assert keys == ([] if on_done == "delete" else ["done"])
+
+
+def test_polling_a_time_moved_just_before_the_tick_runs_at_the_new_time(polling_env: Env) -> None:  # noqa: F811
+    env = polling_env
+    old, new = NOW + timedelta(seconds=50), NOW + timedelta(hours=1)
+    env.put({"PK": "job", "SK": "T", "dueAt": iso(old)})
+    polling.handle_assign_batch(env.event(at=NOW), env.config, now=lambda: NOW)
+    env.ddb.update_item(
+        TableName=env.table,
+        Key={"PK": {"S": "job"}, "SK": {"S": "T"}},
+        UpdateExpression="SET dueAt = :d",
+        ExpressionAttributeValues={":d": {"S": iso(new)}},
+    )
+    moved = env.event(at=NOW + timedelta(seconds=59))
+    # The tick comes before the assigner has seen the move (stream lag): it must not run the item at its old time.
+    polling.process(env.config, now=lambda: NOW.timestamp() + 60)
+    assert env.messages(env.due_queue_url) == []
+    polling.handle_assign_batch(moved, env.config, now=lambda: NOW + timedelta(seconds=61))
+    polling.process(env.config, now=lambda: new.timestamp() + 60)
+    assert [m["dueAt"] for m in env.messages(env.due_queue_url)] == [iso(new)]
