@@ -70,9 +70,10 @@ def test_every_queued_task_arrives_once_within_the_scheduler_tick(outcomes: dict
     tasks = outcomes["tasks"]
     assert tasks.expected == 10
     assert_exactly_once(tasks)
-    # The documented bound: schedules are set on the minute at or after the due time (never early), so up to 60 s;
-    # ministack's Scheduler sweeps every 10 s; 10 s more are allowed for the stream and a loaded machine.
-    assert max(tasks.lateness) < 80
+    # The documented bound: the minute at or after the due time, anywhere in that minute: 120 s; 180 s when the
+    # record is processed less than 10 s before that minute (on a loaded machine the stream lags, so that happens),
+    # plus 20 s allowed for the stream and the local cloud's 1 s Scheduler sweep.
+    assert max(tasks.lateness) < 200
 
 
 def test_expired_sessions_fire_once_each_repeat_once_and_never_for_a_cancelled_or_bad_ttl(
@@ -92,8 +93,8 @@ def test_precise_offers_are_deleted_by_their_schedules_and_park_the_bad_ttl_with
     assert_exactly_once(offers)
     assert 1 <= offers.dead_letters["poison_queue"] <= 1 + offers.redelivered  # parked again if redelivered
     assert offers.dead_letters["target_dlq"] == 0  # no delete schedule ran after its item was gone
-    # The local TTL service deletes this table's items 90 s after expiry; precise schedules delete in the minute after
-    # the due time, so (unless this machine stalls for half a minute) they, not TTL, remove the offers. Plain ttl
+    # The local TTL service deletes this table's items 200 s after expiry; precise schedules delete within 180 s of
+    # the due time, so (unless this machine stalls for 20 s) they, not TTL, remove the offers. Plain ttl
     # sessions all go through TTL.
     assert emulators.ttl.deleted["offers-table"] < offers.expected / 2
     assert emulators.ttl.deleted["sessions-table"] == outcomes["sessions"].expected
