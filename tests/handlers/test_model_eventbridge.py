@@ -158,6 +158,7 @@ class EventBridgeModel(RuleBasedStateMachine):
                 if record["eventName"] != "INSERT"  # the change that ended it: a MODIFY or REMOVE from this due time
                 and record["dynamodb"]["Keys"]["PK"]["S"] == occurrence.pk
                 and (record["dynamodb"].get("OldImage") or {}).get("dueAt") == {"S": format_due(occurrence.due)}
+                and (record["dynamodb"].get("NewImage") or {}).get("dueAt") != {"S": format_due(occurrence.due)}
                 and int(record["dynamodb"]["ApproximateCreationDateTime"]) == int(occurrence.ended.timestamp())
             ]
             if not seen or min(seen) >= minute_at_or_after(occurrence.due) - MIN_LEAD:
