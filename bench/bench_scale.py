@@ -45,10 +45,11 @@ def per_action(figures: dict[str, float]) -> dict[str, dict[str, float]]:
     ttl = {"api_calls": 3.0, "writes": 2.0, "reads": 0.0, "scheduler": 0.0, "sqs": 1.0, "lambda": lambda_share}
     ttl_precise = {**ttl, "api_calls": 6.0, "writes": 3.0, "scheduler": 1.0}
     reads_per_due = figures.get("polling_reads_per_due_100000", 1.0)
-    # assign, claim, done: each a table write and an index write
+    # assign, claim, done: each a table write and an index write; the assign is a transaction with the record's
+    # ledger marker (two units for each of its two writes)
     polling = {
         "api_calls": 4.0,
-        "writes": 6.0,
+        "writes": 9.0,
         "reads": 0.5 * reads_per_due,
         "scheduler": 0.0,
         "sqs": 1.0,
@@ -115,8 +116,9 @@ def run(figures: dict[str, float]) -> tuple[str, dict[str, float]]:
     note = (
         "Each cell: AWS API calls / DynamoDB read units / write units for that many actions, from the per-item "
         "figures measured above (eventbridge calls per record, polling reads per due item, aggregate write units "
-        "per score) and each mode's design (ttl: ledger claim and completion; polling: assign, claim and done, each "
-        f"also written to the index). Lambda at {int(MEMORY_GB * 1024)} MB, batches of {BATCH}, 0.5 s a batch. "
+        "per score) and each mode's design (ttl: ledger claim and completion; polling: assign, with the record's "
+        "ledger marker, claim and done, each also written to the index). "
+        f"Lambda at {int(MEMORY_GB * 1024)} MB, batches of {BATCH}, 0.5 s a batch. "
         f"Polling also costs ${polling_fixed_per_month():.2f} a month with nothing due (1-minute rule, 8 shards). "
         + PRICE_NOTE
     )

@@ -76,7 +76,7 @@ class ScheduledTableArgs:
     repeat_attribute: str = "repeatEvery"
     repeat_until_attribute: str = "repeatUntil"
     occurrence_attribute: str = "occurrence"
-    # eventbridge, ttl and aggregate modes: how long the idempotency ledger remembers an action (48 h)
+    # every mode: how long the idempotency ledger remembers an action or a stream record (48 h)
     idempotency_window_seconds: int = 172800
     # Polling (polling mode)
     shards: int = 8

@@ -543,7 +543,9 @@ class ScheduledTable(pulumi.ComponentResource):
         pending = runtime_module("pending")
         target_dlq = self._queue("target-dlq")
         self.target_dlq_url = target_dlq.url
-        config = self._config({Value.TARGET_DLQ_URL: target_dlq.url})
+        # The assigner indexes an item and marks the record in the ledger in one transaction (once per record).
+        ledger = self._ledger()
+        config = self._config({Value.TARGET_DLQ_URL: target_dlq.url, Value.LEDGER_TABLE: ledger.name})
         done_actions = ["DeleteItem", "UpdateItem"] if a.on_done == "delete" else ["UpdateItem"]
         processor = self._function(
             role="processor",
@@ -598,7 +600,10 @@ class ScheduledTable(pulumi.ComponentResource):
             role="assigner",
             handler="polling.assign",
             filters=polling_filters(),
-            extra_statements=self.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),
+            extra_statements=pulumi.Output.all(
+                self.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),
+                ledger.arn.apply(lambda arn: policies.table_item_statements(arn, ["PutItem"])),
+            ).apply(_flatten),
             config=config,
         )
 

@@ -47,7 +47,7 @@ def needed_values(args: ScheduledTableArgs) -> tuple[Value, ...]:
     if args.mode is Mode.TTL:
         return (*shared, Value.LEDGER_TABLE, *(_SCHEDULING if args.precise else ()))
     if args.mode is Mode.POLLING:
-        return (*shared, Value.TARGET_DLQ_URL)
+        return (*shared, Value.TARGET_DLQ_URL, Value.LEDGER_TABLE)
     return (*shared, Value.LEDGER_TABLE)
 
 
@@ -151,6 +151,8 @@ def _sections(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, 
             "defaultDelaySeconds": a.default_delay_seconds,
             # Stop taking new items this long before the Lambda's timeout (10 s, or a third of short ones).
             "budgetMarginSeconds": min(10, max(1, a.lambda_timeout_seconds // 3)),
+            "ledgerTable": values[Value.LEDGER_TABLE],
+            "windowSeconds": a.idempotency_window_seconds,
         }
         return {"polling": polling}
     aggregate = {

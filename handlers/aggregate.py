@@ -30,6 +30,7 @@ from st_core.batch import batch_metrics, park_malformed, process_batch
 from st_core.clients import CLIENTS, Clients
 from st_core.config import AggregateConfig, HandlerConfig, load_config
 from st_core.errors import PermanentError, TransientError, error_code, is_transient
+from st_core.idempotency import marker_put
 from st_core.poison import PoisonQueue
 from st_core.stream import (
     AttributeValue,
@@ -172,7 +173,7 @@ class Totals:
                 f"group {group!r}: the batch's change to the total is beyond DynamoDB's numbers (38 digits, "
                 f"magnitude up to 1E+126): {type(exc).__name__}"
             ) from exc
-        expires = str(int(self.now()) + s["windowSeconds"])
+        expires = int(self.now()) + s["windowSeconds"]
         actions: list[dict[str, Any]] = [
             {
                 "Update": {
@@ -187,16 +188,7 @@ class Totals:
                 }
             }
         ]
-        actions += [
-            {
-                "Put": {
-                    "TableName": s["ledgerTable"],
-                    "Item": {"id": {"S": c.marker}, "expiresAt": {"N": expires}},
-                    "ConditionExpression": "attribute_not_exists(id)",
-                }
-            }
-            for c in chunk
-        ]
+        actions += [marker_put(s["ledgerTable"], c.marker, expires) for c in chunk]
         try:
             self.clients.get("dynamodb").transact_write_items(TransactItems=actions)
         except Exception as exc:

@@ -24,6 +24,7 @@ from st_core.clients import CLIENTS, Clients
 from st_core.config import HandlerConfig, load_config
 from st_core.dispatch import due_event, send_now, target_input
 from st_core.errors import PermanentError, error_code, is_transient, persist
+from st_core.idempotency import marker_put
 from st_core.naming import dedupe_name
 from st_core.pending import (
     ATTEMPTS,
@@ -52,6 +53,8 @@ from st_core.stream import (
 from st_core.timeparse import format_due, parse_due
 
 MODE = "polling"
+# The prefix of the ledger marker of a stream record the assigner has indexed.
+ASSIGN_MARKER = "assign#"
 PAGE_SIZE = 100
 
 
@@ -382,7 +385,11 @@ def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: 
     old = decode_image(data.get("OldImage")) or {}
     time_attribute = config["timeAttribute"]
     unchanged = record["eventName"] == "MODIFY" and new.get(time_attribute) == old.get(time_attribute)
-    settled = new.get(STATUS) is not None or old.get(STATUS) in (Status.DONE.value, Status.FAILED.value)
+    # A write that keeps the time only needs indexing again if it wiped a waiting task's bookkeeping (a PutItem
+    # over a PENDING, CLAIMED or RETRY item). Before it the item had no status, or a settled one: done or failed
+    # stays so, and an item never indexed is indexed by the earlier record that wrote that time (processed first,
+    # and conditional on the item as it is now), so a second PutItem over a done item does not run it again.
+    settled = new.get(STATUS) is not None or old.get(STATUS) in (None, Status.DONE.value, Status.FAILED.value)
     if unchanged and settled:
         return  # its time did not change: leave it where it is (in the index, done or failed)
     if new.get(STATUS) not in (None, Status.PENDING.value):
@@ -422,21 +429,56 @@ def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: 
         values[":time"] = to_request({"t": new_typed[time_attribute]})["t"]
     else:
         conditions.append("attribute_not_exists(#time)")
-    try:
-        clients.get("dynamodb").update_item(
-            TableName=config["table"],
-            Key=to_request(data["Keys"]),
-            UpdateExpression="SET #shard = :shard, #due = :due, #status = :pending REMOVE #attempts, #error, #claim",
-            ConditionExpression=" AND ".join(conditions),
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
+    update = {
+        "TableName": config["table"],
+        "Key": to_request(data["Keys"]),
+        "UpdateExpression": "SET #shard = :shard, #due = :due, #status = :pending REMOVE #attempts, #error, #claim",
+        "ConditionExpression": " AND ".join(conditions),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+    ddb = clients.get("dynamodb")
+    if new.get(STATUS) is not None:
+        # A waiting item's index entry: once it runs its status changes, which no PutItem can give back.
+        skipped = _conditional(lambda: ddb.update_item(**update))
+    else:
+        # An item without a status: after it ran, a PutItem that keeps its time (a consumer writing it back) leaves
+        # an item this record's conditions cannot tell from the one it shows. So the index write is paired with a
+        # marker for the record in the ledger, in one transaction: a redelivered record finds the marker.
+        polling = config["polling"]
+        marker = marker_put(
+            polling["ledgerTable"],
+            f"{ASSIGN_MARKER}{record['eventID']}",
+            int(now.timestamp()) + polling["windowSeconds"],
         )
-    except Exception as exc:
-        if error_code(exc) != "ConditionalCheckFailedException":
-            raise
-        log.info("assign-skipped", reason="the item changed since this record (deleted, newer write, or done)")
+        skipped = _conditional(lambda: ddb.transact_write_items(TransactItems=[{"Update": update}, marker]))
+    if skipped:
+        log.info(
+            "assign-skipped",
+            reason="already indexed, or the item changed since this record (deleted, newer write, done)",
+        )
         return
     log.info("assigned", dueAt=format_due(due), shard=attributes[SHARD])
+
+
+def _conditional(write: Callable[[], object]) -> bool:
+    """Make a conditional write; True when a condition failed (nothing written, nothing to retry)."""
+    try:
+        write()
+    except Exception as exc:
+        if error_code(exc) in ("ConditionalCheckFailedException", "TransactionCanceledException") and _only_conditions(
+            exc
+        ):
+            return True
+        raise
+    return False
+
+
+def _only_conditions(exc: Exception) -> bool:
+    """A cancelled transaction is a skip only if every reason is a failed condition (or none); a conflict or a
+    throttle is retried."""
+    reasons = getattr(exc, "response", {}).get("CancellationReasons", [])
+    return all(r.get("Code") in ("None", "ConditionalCheckFailed", None) for r in reasons)
 
 
 def handle_assign_batch(

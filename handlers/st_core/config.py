@@ -58,6 +58,8 @@ class PollingConfig(TypedDict):
     delayAttribute: str
     defaultDelaySeconds: int | None
     budgetMarginSeconds: int
+    ledgerTable: str
+    windowSeconds: int
 
 
 class AggregateConfig(TypedDict):

@@ -29,6 +29,18 @@ DONE = "DONE"
 SCHEDULED = "SCHEDULED"
 
 
+def marker_put(table: str, marker: str, expires_at: int) -> dict[str, Any]:
+    """A transaction's Put of a record-level marker (aggregate, polling's assigner): it fails if the marker is
+    there, so the write it is paired with happens once per stream record however often the record comes back."""
+    return {
+        "Put": {
+            "TableName": table,
+            "Item": {"id": {"S": marker}, "expiresAt": {"N": str(expires_at)}},
+            "ConditionExpression": "attribute_not_exists(id)",
+        }
+    }
+
+
 class Ledger:
     def __init__(self, table: str, *, clients: Clients, lease_seconds: int, window_seconds: int) -> None:
         self.table = table

@@ -24,7 +24,7 @@ def test_creates_the_polling_resources(build: Build) -> None:
     built = polling(build, alarms=False, dashboard=False)
     names = sorted(n for n, r in built.mocks.by_name.items() if r.type != "pulumi:pulumi:Stack")
     assert names == sorted(
-        ["rem", "rem-table", "rem-stream-dlq", "rem-poison", "rem-due", "rem-target-dlq"]
+        ["rem", "rem-table", "rem-ledger", "rem-stream-dlq", "rem-poison", "rem-due", "rem-target-dlq"]
         + [f"rem-{role}{part}" for role in ("processor", "assigner") for part in ("", "-logs", "-role", "-policy")]
         + ["rem-assigner-mapping", "rem-tick", "rem-tick-permission", "rem-tick-target"]
         + ["rem-processor-invoke-config"]
@@ -135,11 +135,15 @@ def test_on_done_delete_adds_delete_item(build: Build) -> None:
     } in found
 
 
-def test_the_assigner_may_only_update_items_and_read_the_stream(build: Build) -> None:
+def test_the_assigner_may_only_update_items_mark_records_and_read_the_stream(build: Build) -> None:
     built = polling(build)
-    table_arn = built.one("rem-table").outputs["arn"]
+    table_arn, ledger_arn = built.one("rem-table").outputs["arn"], built.one("rem-ledger").outputs["arn"]
     found = built.statements("rem-assigner-policy")
-    assert {"Effect": "Allow", "Action": ["dynamodb:UpdateItem"], "Resource": [table_arn]} in found
+    item_actions = [s for s in found if s["Resource"] in ([table_arn], [ledger_arn])]
+    assert item_actions == [
+        {"Effect": "Allow", "Action": ["dynamodb:UpdateItem"], "Resource": [table_arn]},
+        {"Effect": "Allow", "Action": ["dynamodb:PutItem"], "Resource": [ledger_arn]},
+    ]
     assert any(s["Resource"] == [f"{table_arn}/stream/*"] for s in found)
     assert not any("dynamodb:Query" in s["Action"] for s in found)
 
@@ -157,6 +161,8 @@ def test_handler_config_carries_the_polling_section(build: Build) -> None:
         "delayAttribute": "delaySeconds",
         "defaultDelaySeconds": 30,
         "budgetMarginSeconds": 10,
+        "ledgerTable": built.one("rem-ledger").outputs["name"],
+        "windowSeconds": 172800,
     }
     processor_config = json.loads(
         built.one("rem-processor").inputs["environment"]["variables"]["SCHEDULED_TABLE_CONFIG"]

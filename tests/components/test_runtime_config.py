@@ -35,7 +35,7 @@ def test_lambda_counts_every_name_and_value_in_bytes() -> None:
         ({"mode": "eventbridge"}, {"scheduleGroup", "schedulerRoleArn", "targetDlqArn", "ledgerTable"}),
         ({"mode": "ttl"}, {"ledgerTable"}),
         ({"mode": "ttl", "precise": True}, {"ledgerTable", "scheduleGroup", "schedulerRoleArn", "targetDlqArn"}),
-        ({"mode": "polling"}, {"targetDlqUrl"}),
+        ({"mode": "polling"}, {"targetDlqUrl", "ledgerTable"}),
         ({"mode": "aggregate"}, {"ledgerTable"}),
     ],
 )

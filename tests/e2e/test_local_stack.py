@@ -132,6 +132,7 @@ def test_score_totals_equal_the_sum_of_each_players_scores_and_the_bad_score_is_
 def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment: Deployment) -> None:
     state = snapshot(deployment.endpoint)
     assert state["tables"] == [
+        "jobs-ledger",
         "jobs-table",
         "offers-ledger",
         "offers-table",

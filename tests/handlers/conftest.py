@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
 import json
 import os
 import random
@@ -31,11 +32,15 @@ ACCOUNT = "123456789012"
 
 @dataclass
 class Stream:
-    """Reads the records a table's stream has gained since the last read."""
+    """Reads the records a table's stream has gained since the last read.
+
+    Each read starts from a new iterator after the last record read: moto rolls a cancelled transaction back by
+    putting a copy of the table in its place, stream shard included, so an iterator kept open would go on reading
+    the discarded shard (which even holds a record of the cancelled write) and never see a later one. DynamoDB
+    writes nothing for a cancelled transaction."""
 
     arn: str
     client: Any
-    _iterator: str | None = None
     _all: list[dict[str, Any]] = field(default_factory=list)
 
     def read(self, *, at: datetime | None = None) -> list[dict[str, Any]]:
@@ -52,14 +57,22 @@ class Stream:
         return [json.loads(json.dumps(r)) for r in self._all[count:]]
 
     def _read(self) -> list[dict[str, Any]]:
-        if self._iterator is None:
-            shard = self.client.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"][0]["ShardId"]
-            self._iterator = self.client.get_shard_iterator(
-                StreamArn=self.arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON"
-            )["ShardIterator"]
-        response = self.client.get_records(ShardIterator=self._iterator)
-        self._iterator = response["NextShardIterator"]
-        return [as_lambda_record(record, self.arn) for record in response["Records"]]
+        shard = self.client.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"][0]["ShardId"]
+        where: dict[str, Any] = {"ShardIteratorType": "TRIM_HORIZON"}
+        if self._all:
+            where = {
+                "ShardIteratorType": "AFTER_SEQUENCE_NUMBER",
+                "SequenceNumber": self._all[-1]["dynamodb"]["SequenceNumber"],
+            }
+        iterator = self.client.get_shard_iterator(StreamArn=self.arn, ShardId=shard, **where)["ShardIterator"]
+        records: list[dict[str, Any]] = []
+        while iterator:
+            response = self.client.get_records(ShardIterator=iterator)
+            if not response["Records"]:
+                break
+            records += [as_lambda_record(record, self.arn) for record in response["Records"]]
+            iterator = response.get("NextShardIterator")
+        return records
 
 
 def as_lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
@@ -288,3 +301,51 @@ def build_env() -> Env:
     )
     built.config["eventbridge"] = {"ledgerTable": built.ledger(), "leaseSeconds": 90, "windowSeconds": 172800}
     return built
+
+
+def with_due_index(env: Env) -> Env:
+    """The env moved onto a table of its own that has the polling due index, with a polling config (the
+    `polling_env` fixture's body, also used by the polling model check): 8 shards, a target DLQ (its URL in
+    `target_dlq_arn`, for the tests) and the assigner's ledger."""
+    from st_core.pending import DUE, INDEX_NAME, SHARD
+
+    table = f"polling-{env.table}"
+    created = env.ddb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": n, "AttributeType": t} for n, t in (("PK", "S"), ("SK", "S"), (SHARD, "N"), (DUE, "N"))
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": INDEX_NAME,
+                "KeySchema": [{"AttributeName": SHARD, "KeyType": "HASH"}, {"AttributeName": DUE, "KeyType": "RANGE"}],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+    owned = {"MaximumMessageSize": str(1024 * 1024)}  # the component's own queues take 1 MiB
+    dlq = env.sqs.create_queue(QueueName=f"dlq-{table}", Attributes=owned)["QueueUrl"]
+    config: HandlerConfig = copy.deepcopy(env.config)
+    config["mode"], config["table"] = "polling", table
+    config.pop("scheduler")
+    config.pop("eventbridge")
+    config["polling"] = {
+        "shards": 8,
+        "leaseSeconds": 90,
+        "maxAttempts": 3,
+        "backoffSeconds": 60,
+        "onDone": "mark",
+        "deadLetterUrl": dlq,
+        "delayAttribute": "delaySeconds",
+        "defaultDelaySeconds": None,
+        "budgetMarginSeconds": 10,
+        "ledgerTable": env.ledger(),
+        "windowSeconds": 172800,
+    }
+    env.table, env.config = table, config
+    env.stream = Stream(created["TableDescription"]["LatestStreamArn"], boto3.client("dynamodbstreams", REGION))
+    env.target_dlq_arn = dlq
+    return env

@@ -12,7 +12,6 @@ fixed ones `make test` runs; hypothesis prints a failing sequence shrunk.
 from __future__ import annotations
 
 import copy
-import os
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,7 +19,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import eventbridge
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from moto import mock_aws
@@ -29,6 +27,7 @@ from st_core.schedules import MIN_LEAD
 from st_core.timeparse import format_due, minute_at_or_after
 
 from tests.handlers.conftest import Env, SchedulerClock, build_env
+from tests.handlers.model_support import model_test
 
 START = datetime(2030, 6, 1, 12, 0, 0, tzinfo=UTC)
 KEYS = ["a", "b", "c"]
@@ -203,21 +202,4 @@ def _env() -> Env:
     return env
 
 
-class CheckedModel(EventBridgeModel):
-    def teardown(self) -> None:
-        try:
-            self.check_the_end()
-        finally:
-            super().teardown()
-
-
-CheckedModel.TestCase.settings = settings(
-    max_examples=int(os.environ.get("MODEL_EXAMPLES", "50")),
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-    print_blob=True,
-    # The same sequences on every `make test` (a CI build never fails by luck); MODEL_RANDOM=1 explores new ones.
-    derandomize=not os.environ.get("MODEL_RANDOM"),
-)
-test_eventbridge_model = CheckedModel.TestCase
+test_eventbridge_model = model_test(EventBridgeModel)

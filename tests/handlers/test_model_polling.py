@@ -1,0 +1,257 @@
+"""A model check of `polling` mode: random sequences of user writes, time passing, the assigner's stream lag and
+batch redeliveries (in order, and old batches out of order), and processor ticks, compared with a plain reference
+model of the guarantee.
+
+The guarantee (README, "Guarantees, per mode" and "`polling` mode, in detail"): each task runs exactly once, never
+before its `stDue` (its due time rounded up to a second). A task is what a user's write asks for: a new item, or a
+PutItem with a new time over a done one, is a new task; a write to a task that has not run yet (a PutItem, or an
+update of its time) moves it; a rewrite of a done item that keeps its time, or an update of a done item, is not a
+new task; a delete cancels a task that has not run. Stream records are delivered at least once, at any later time.
+
+`MODEL_EXAMPLES` sets the number of sequences (50 by default); `MODEL_RANDOM=1` draws new sequences instead of the
+fixed ones `make test` runs; hypothesis prints a failing sequence shrunk.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import polling
+from hypothesis import strategies as st
+from hypothesis.stateful import invariant, precondition, rule
+from moto import mock_aws
+from st_core.clients import CLIENTS
+from st_core.pending import without_index
+
+from components.filters import filter_patterns, polling_filters
+from tests.handlers.conftest import Env
+from tests.handlers.model_support import LambdaFilter, StreamDelivery, TargetQueue, due_time, model_env, model_test
+
+START = datetime(2030, 6, 1, 12, 0, 0, tzinfo=UTC)
+KEYS = ["a", "b", "c"]
+SK = "T"
+FORMS = ["epoch", "iso", "iso-fraction"]
+
+
+def raw_time(moment: datetime, form: str) -> Any:
+    """A due time as a user writes it."""
+    if form == "epoch":
+        return int(moment.timestamp())
+    if form == "iso":
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + ".700Z"  # runs at the next second, never before
+
+
+def st_due(raw: Any) -> int:
+    if isinstance(raw, int):
+        return raw
+    return math.ceil(datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp())
+
+
+_IDS = itertools.count(1)
+
+
+@dataclass
+class Task:
+    pk: str
+    id: int = field(default_factory=lambda: next(_IDS))
+    ran_at: float | None = None
+
+
+@dataclass
+class Item:
+    raw: Any  # the time attribute as stored
+    task: Task
+
+
+@dataclass
+class Reference:
+    items: dict[str, Item] = field(default_factory=dict)
+    tasks: list[Task] = field(default_factory=list)
+
+    def put(self, pk: str, raw: Any) -> None:
+        """A user's PutItem."""
+        item = self.items.get(pk)
+        if item is None or (item.task.ran_at is not None and raw != item.raw):
+            task = Task(pk)
+            self.tasks.append(task)
+            self.items[pk] = Item(raw, task)
+            return
+        item.raw = raw  # a waiting task moves (or stays); a done item rewritten with its time is no new task
+
+    def update_time(self, pk: str, raw: Any) -> None:
+        """A user's UpdateItem of the time attribute: moves a waiting task; a done item stays done."""
+        self.items[pk].raw = raw
+
+    def delete(self, pk: str) -> None:
+        self.items.pop(pk, None)
+
+
+class PollingModel(StreamDelivery):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mock = mock_aws()
+        self.mock.start()
+        self.env = _env()
+        self.now = START
+        self.reference = Reference()
+        self.lambda_filter = LambdaFilter(filter_patterns(polling_filters()))
+        self.queue = TargetQueue(self.env, lambda: self.now)
+        self.queue.watch()
+        self.start_stream()
+        self.runs = 0
+        self.problems: list[str] = []
+
+    def teardown(self) -> None:
+        CLIENTS.reset()
+        self.mock.stop()
+
+    # -- the world -------------------------------------------------------------------------------------------------
+
+    @rule(pk=st.sampled_from(KEYS), seconds=st.integers(-60, 120), form=st.sampled_from(FORMS))
+    def put(self, pk: str, seconds: int, form: str) -> None:
+        raw = raw_time(self.now + timedelta(seconds=seconds), form)
+        self.env.put({"PK": pk, "SK": SK, "dueAt": raw, "v": uuid.uuid4().hex[:6]})
+        self.reference.put(pk, raw)
+        self._read()
+
+    @precondition(lambda self: self.reference.items != {})
+    @rule(data=st.data())
+    def rewrite(self, data: st.DataObject) -> None:
+        """The user writes the item again (a PutItem) with the time it has and another payload."""
+        pk = self._existing(data)
+        item = self.reference.items[pk]
+        self.env.put({"PK": pk, "SK": SK, "dueAt": item.raw, "v": uuid.uuid4().hex[:6]})
+        self.reference.put(pk, item.raw)
+        self._read()
+
+    @precondition(lambda self: self._done() != [])
+    @rule(data=st.data())
+    def consumer_writes_back(self, data: st.DataObject) -> None:
+        """The task's consumer marks a done item sent by writing it back (a PutItem keeping its time)."""
+        pk = data.draw(st.sampled_from(self._done()), label="done item")
+        raw = self.reference.items[pk].raw
+        self.env.put({"PK": pk, "SK": SK, "dueAt": raw, "v": uuid.uuid4().hex[:6], "sent": True})
+        self.reference.put(pk, raw)
+        self._read()
+
+    @precondition(lambda self: self.reference.items != {})
+    @rule(data=st.data())
+    def write_back(self, data: st.DataObject) -> None:
+        """A consumer (or user) updates another attribute (an UpdateItem)."""
+        pk = self._existing(data)
+        self._update(pk, "SET v = :v", {":v": {"S": uuid.uuid4().hex[:6]}})
+
+    @precondition(lambda self: self.reference.items != {})
+    @rule(data=st.data(), seconds=st.integers(-60, 120), form=st.sampled_from(FORMS))
+    def move(self, data: st.DataObject, seconds: int, form: str) -> None:
+        """The user changes the item's time (an UpdateItem)."""
+        pk = self._existing(data)
+        raw = raw_time(self.now + timedelta(seconds=seconds), form)
+        value = {"N": str(raw)} if isinstance(raw, int) else {"S": raw}
+        self._update(pk, "SET dueAt = :d", {":d": value})
+        self.reference.update_time(pk, raw)
+
+    @precondition(lambda self: self.reference.items != {})
+    @rule(data=st.data())
+    def delete(self, data: st.DataObject) -> None:
+        pk = self._existing(data)
+        self.env.delete(pk, SK)
+        self.reference.delete(pk)
+        self._read()
+
+    @precondition(lambda self: self.reference.items != {})
+    @rule(data=st.data())
+    def reinsert(self, data: st.DataObject) -> None:
+        """The user deletes the item and puts its content (without the index's bookkeeping) back: a new task."""
+        pk = self._existing(data)
+        item = self.reference.items[pk]
+        found = self.env.ddb.get_item(TableName=self.env.table, Key=_key(pk), ConsistentRead=True)["Item"]
+        self.env.delete(pk, SK)
+        self.reference.delete(pk)
+        self.env.ddb.put_item(TableName=self.env.table, Item=without_index(found))
+        self.reference.put(pk, item.raw)
+        self._read()
+
+    @rule(seconds=st.integers(0, 120))
+    def tick(self, seconds: int) -> None:
+        """Time passes, and the rule invokes the processor."""
+        self.now += timedelta(seconds=seconds)
+        moment = self.now.timestamp()
+        report = polling.process(self.env.config, now=lambda: moment)
+        assert (report.retried, report.failed) == (0, 0), report
+        self._collect()
+        self._read()  # the processor's own writes: the assigner's filter keeps them out
+
+    # -- the guarantee -----------------------------------------------------------------------------------------------
+
+    @invariant()
+    def each_task_once_never_early(self) -> None:
+        assert self.problems == [], "\n".join(self.problems)
+
+    def check_the_end(self) -> None:
+        """Every record assigned, and a tick long after: every task that waits has run, once."""
+        self.lambda_delivers(len(self.history))
+        self.tick(24 * 3600)
+        self.each_task_once_never_early()
+        waiting = [item.task for item in self.reference.items.values() if item.task.ran_at is None]
+        assert waiting == [], f"never ran: {waiting}"
+
+    # -- plumbing ----------------------------------------------------------------------------------------------------
+
+    def _collect(self) -> None:
+        moment = self.now.timestamp()
+        for sent in self.queue.receive():
+            pk, due = sent.body["keys"]["PK"], int(due_time(sent.body).timestamp())
+            self.runs += 1
+            item = self.reference.items.get(pk)
+            if moment < due:
+                self.problems.append(f"{pk} ran at {moment:.0f}, before its stDue {due}")
+            if item is None:
+                self.problems.append(f"{pk} (stDue {due}) ran, but the item was deleted before")
+            elif item.task.ran_at is not None:
+                self.problems.append(f"{pk} task {item.task.id} ran twice: at {item.task.ran_at:.0f} and {moment:.0f}")
+            elif due != st_due(item.raw):
+                self.problems.append(f"{pk} task {item.task.id} ran at stDue {due}, not at its time {item.raw!r}")
+            else:
+                item.task.ran_at = moment
+
+    def _done(self) -> list[str]:
+        return sorted(pk for pk, item in self.reference.items.items() if item.task.ran_at is not None)
+
+    def _existing(self, data: st.DataObject) -> str:
+        return data.draw(st.sampled_from(sorted(self.reference.items)), label="item")
+
+    def _update(self, pk: str, expression: str, values: dict[str, Any]) -> None:
+        self.env.ddb.update_item(
+            TableName=self.env.table, Key=_key(pk), UpdateExpression=expression, ExpressionAttributeValues=values
+        )
+        self._read()
+
+    def _read(self) -> None:
+        self.history += self.lambda_filter(self.env.stream.read(at=self.now))
+
+    def deliver(self, records: list[dict[str, Any]]) -> None:
+        now = self.now
+        response = polling.handle_assign_batch({"Records": records}, self.env.config, now=lambda: now)
+        assert response == {"batchItemFailures": []}
+        assert self.env.messages(self.env.poison_url) == []
+        self._read()  # the assigner's own writes: its filter keeps them out
+
+
+def _key(pk: str) -> dict[str, Any]:
+    return {"PK": {"S": pk}, "SK": {"S": SK}}
+
+
+def _env() -> Env:
+    env = model_env(due_index=True)
+    env.config["polling"]["shards"] = 4
+    return env
+
+
+test_polling_model = model_test(PollingModel)
