@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
-from . import operations, policies
+from . import aggregate, eventbridge, operations, policies, polling, ttl
 from .args import Mode, ScheduledTableArgs
-from .filters import aggregate_filters, eventbridge_filters, filter_patterns, polling_filters, ttl_filters
+from .filters import filter_patterns
 from .packaging import handler_archive, runtime_module
+from .parts import Consumer, Scheduling
 from .runtime_config import (
     OWNED_QUEUE_MAX_MESSAGE_BYTES,
     Value,
@@ -26,26 +26,6 @@ from .targets import EmailTarget
 
 TYPE = "scheduled-table:index:ScheduledTable"
 DLQ_RETENTION_SECONDS = 14 * 24 * 3600
-
-
-@dataclass(frozen=True)
-class _Consumer:
-    """A stream-consuming function and the pieces every mode's consumer has."""
-
-    function: aws.lambda_.Function
-    role: aws.iam.Role
-    log_group: aws.cloudwatch.LogGroup
-    policy: aws.iam.RolePolicy
-    mapping: aws.lambda_.EventSourceMapping | None = None
-
-
-@dataclass(frozen=True)
-class _Scheduling:
-    """What a per-item-schedule mode adds to its consumer: IAM statements and the values of the handler's
-    `scheduler` config."""
-
-    consumer_statements: pulumi.Output[list[policies.Statement]]
-    values: dict[str, pulumi.Input[str]]
 
 
 class ScheduledTable(pulumi.ComponentResource):
@@ -219,7 +199,7 @@ class ScheduledTable(pulumi.ComponentResource):
             opts=self._child,
         )
 
-    # -- shared pieces -------------------------------------------------------------------------------------------
+    # -- shared pieces: every mode's module (components/<mode>.py, `build`) makes its resources with these ---------
 
     def _table(self) -> aws.dynamodb.Table:
         a = self._args
@@ -300,7 +280,7 @@ class ScheduledTable(pulumi.ComponentResource):
         config: pulumi.Output[str],
         stream: bool,
         send_queues: list[aws.sqs.Queue],
-    ) -> _Consumer:
+    ) -> Consumer:
         """Log group, role, least-privilege policy and function; `stream` adds reading this table's stream."""
         a = self._args
         log_group = aws.cloudwatch.LogGroup(
@@ -351,7 +331,7 @@ class ScheduledTable(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[policy, log_group]),
         )
         self._functions[role] = function
-        return _Consumer(function=function, role=lambda_role, log_group=log_group, policy=policy)
+        return Consumer(function=function, role=lambda_role, log_group=log_group, policy=policy)
 
     def _consumer(
         self,
@@ -361,7 +341,7 @@ class ScheduledTable(pulumi.ComponentResource):
         filters: list[dict[str, Any]],
         extra_statements: pulumi.Output[list[policies.Statement]],
         config: pulumi.Output[str],
-    ) -> _Consumer:
+    ) -> Consumer:
         """A function fed by this table's stream through a filtered event source mapping."""
         a = self._args
         consumer = self._function(
@@ -409,9 +389,9 @@ class ScheduledTable(pulumi.ComponentResource):
             )
         )
 
-    # -- modes ---------------------------------------------------------------------------------------------------
+    # -- shared by several modes: schedules, the handler config, the ledger ------------------------------------
 
-    def _scheduling(self, fire_statements: pulumi.Output[list[policies.Statement]]) -> _Scheduling:
+    def _scheduling(self, fire_statements: pulumi.Output[list[policies.Statement]]) -> Scheduling:
         """Schedule group, target DLQ and the role Scheduler assumes (allowed `fire_statements` and the DLQ), plus
         what the consumer needs to manage schedules in that group and pass that role."""
         group = aws.scheduler.ScheduleGroup(f"{self._name}-schedules", tags=self._tags, opts=self._child)
@@ -442,7 +422,7 @@ class ScheduledTable(pulumi.ComponentResource):
             Value.SCHEDULER_ROLE_ARN: role.arn,
             Value.TARGET_DLQ_ARN: target_dlq.arn,
         }
-        return _Scheduling(consumer_statements=consumer_statements, values=values)
+        return Scheduling(consumer_statements=consumer_statements, values=values)
 
     def _config(self, values: dict[str, pulumi.Input[str]]) -> pulumi.Output[str]:
         """The handler's config document, from the shared values and a mode's own (`runtime_config.needed_values`)."""
@@ -452,26 +432,6 @@ class ScheduledTable(pulumi.ComponentResource):
             Value.POISON_QUEUE_URL: self.poison_queue.url,
         }
         return pulumi.Output.all(**shared, **values).apply(partial(handler_document, self._args))
-
-    def _build_eventbridge(self) -> _Consumer:
-        """Stream -> scheduling Lambda -> one Scheduler `at()` schedule per item -> target (seed 000)."""
-        a = self._args
-        ledger = self._ledger()
-        scheduling = self._scheduling(self._target_statements(policies.target_statements))
-        statements = pulumi.Output.all(
-            scheduling.consumer_statements,
-            self._target_statements(policies.direct_dispatch_statements),
-            # Deliveries are claimed once per occurrence in the ledger; the item is read back before acting.
-            ledger.arn.apply(policies.ledger_statements),
-            self.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["GetItem"])),
-        )
-        return self._consumer(
-            role="scheduler",
-            handler="eventbridge.handler",
-            filters=eventbridge_filters(a.time_attribute),
-            extra_statements=statements.apply(_flatten),
-            config=self._config({**scheduling.values, Value.LEDGER_TABLE: ledger.name}),
-        )
 
     def _ledger(self) -> aws.dynamodb.Table:
         """The idempotency ledger: one small item per occurrence or record, expiring by TTL, no stream (so nothing
@@ -494,146 +454,14 @@ class ScheduledTable(pulumi.ComponentResource):
         self.ledger_table_name = ledger.name
         return ledger
 
-    def _build_aggregate(self) -> _Consumer:
-        """Filtered stream -> running totals in the same table, one transaction per group per batch (seed 003)."""
-        a = self._args
-        ledger = self._ledger()
-        statements = pulumi.Output.all(
-            self.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),
-            ledger.arn.apply(lambda arn: policies.table_item_statements(arn, ["PutItem"])),
-        ).apply(_flatten)
-        return self._consumer(
-            role="aggregator",
-            handler="aggregate.handler",
-            filters=aggregate_filters(a.partition_key, a.source_prefix, a.on_change),
-            extra_statements=statements,
-            config=self._config({Value.LEDGER_TABLE: ledger.name}),
-        )
-
-    def _build_ttl(self) -> _Consumer:
-        """TTL deletion -> filtered stream -> executor -> target (seeds 001, 004); `precise` adds a delete schedule
-        per item so the action is on time, with TTL as the fallback."""
-        a = self._args
-        ledger = self._ledger()
-        item_actions = ["PutItem", "DeleteItem"] if a.precise else ["PutItem"]
-        statements: list[pulumi.Output[list[policies.Statement]]] = [
-            self._target_statements(policies.direct_dispatch_statements),
-            ledger.arn.apply(policies.ledger_statements),
-            self.table.arn.apply(lambda arn: policies.table_item_statements(arn, item_actions)),
-        ]
-        values: dict[str, pulumi.Input[str]] = {Value.LEDGER_TABLE: ledger.name}
-        if a.precise:
-            delete_item = pulumi.Output.all(self.table.arn, a.kms_key_arn).apply(
-                lambda v: policies.scheduled_delete_statements(v[0], v[1])
-            )
-            scheduling = self._scheduling(delete_item)
-            statements.append(scheduling.consumer_statements)
-            values.update(scheduling.values)
-        return self._consumer(
-            role="executor",
-            handler="ttl.handler",
-            filters=ttl_filters(a.time_attribute, a.precise),
-            extra_statements=pulumi.Output.all(*statements).apply(_flatten),
-            config=self._config(values),
-        )
-
-    def _build_polling(self) -> _Consumer:
-        """A rule ticks -> processor takes due items from the sharded index; the assigner indexes new items."""
-        a = self._args
-        pending = runtime_module("pending")
-        target_dlq = self._queue("target-dlq")
-        self.target_dlq_url = target_dlq.url
-        # The assigner indexes an item and marks the record in the ledger in one transaction (once per record).
-        ledger = self._ledger()
-        config = self._config({Value.TARGET_DLQ_URL: target_dlq.url, Value.LEDGER_TABLE: ledger.name})
-        done_actions = ["DeleteItem", "UpdateItem"] if a.on_done == "delete" else ["UpdateItem"]
-        processor = self._function(
-            role="processor",
-            handler="polling.handler",
-            extra_statements=pulumi.Output.all(
-                self._target_statements(policies.direct_dispatch_statements),
-                self.table.arn.apply(lambda arn: policies.index_query_statements(arn, pending.INDEX_NAME)),
-                self.table.arn.apply(lambda arn: policies.table_item_statements(arn, done_actions)),
-            ).apply(_flatten),
-            config=config,
-            stream=False,
-            send_queues=[target_dlq],
-        )
-        # A failed tick is retried by the next one (its items are still due); no async retries, and a record of
-        # the failure in the target DLQ.
-        aws.lambda_.FunctionEventInvokeConfig(
-            f"{self._name}-processor-invoke-config",
-            function_name=processor.function.name,
-            maximum_retry_attempts=0,
-            maximum_event_age_in_seconds=processor_event_age_seconds(a.poll_interval_minutes),
-            destination_config=aws.lambda_.FunctionEventInvokeConfigDestinationConfigArgs(
-                on_failure=aws.lambda_.FunctionEventInvokeConfigDestinationConfigOnFailureArgs(
-                    destination=target_dlq.arn
-                )
-            ),
-            opts=self._child,
-        )
-        rule = aws.cloudwatch.EventRule(
-            f"{self._name}-tick",
-            schedule_expression=tick_expression(a.poll_interval_minutes),
-            description=f"scheduled-table polling tick for {self._name}",
-            tags=self._tags,
-            opts=self._child,
-        )
-        permission = aws.lambda_.Permission(
-            f"{self._name}-tick-permission",
-            action="lambda:InvokeFunction",
-            function=processor.function.name,
-            principal="events.amazonaws.com",
-            source_arn=rule.arn,
-            opts=self._child,
-        )
-        aws.cloudwatch.EventTarget(
-            f"{self._name}-tick-target",
-            rule=rule.name,
-            arn=processor.function.arn,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
-        )
-        self.processor_function_name = processor.function.name
-        self.tick_rule_name = rule.name
-        return self._consumer(
-            role="assigner",
-            handler="polling.assign",
-            filters=polling_filters(),
-            extra_statements=pulumi.Output.all(
-                self.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),
-                ledger.arn.apply(lambda arn: policies.table_item_statements(arn, ["PutItem"])),
-            ).apply(_flatten),
-            config=config,
-        )
-
-
-def _flatten(parts: list[list[policies.Statement]]) -> list[policies.Statement]:
-    return [statement for part in parts for statement in part]
-
 
 def _iterator_age(role: str, seconds: int, function_name: str) -> operations.AlarmSpec:
     return operations.iterator_age_alarm(role, function_name, seconds)
 
 
-# FunctionEventInvokeConfig.MaximumEventAgeInSeconds accepts 60..21600.
-MAX_EVENT_AGE_SECONDS = 21600
-
-
-def processor_event_age_seconds(poll_interval_minutes: int) -> int:
-    """How long a tick may wait for the processor: one interval (the next tick supersedes it), at most the six
-    hours Lambda's async invoke config allows."""
-    return min(60 * poll_interval_minutes, MAX_EVENT_AGE_SECONDS)
-
-
-def tick_expression(minutes: int) -> str:
-    """EventBridge's rate() wants the singular for one."""
-    return "rate(1 minute)" if minutes == 1 else f"rate({minutes} minutes)"
-
-
-_MODE_BUILDERS: dict[Mode, Callable[[ScheduledTable], _Consumer]] = {
-    Mode.EVENTBRIDGE: ScheduledTable._build_eventbridge,
-    Mode.TTL: ScheduledTable._build_ttl,
-    Mode.POLLING: ScheduledTable._build_polling,
-    Mode.AGGREGATE: ScheduledTable._build_aggregate,
+_MODE_BUILDERS: dict[Mode, Callable[[ScheduledTable], Consumer]] = {
+    Mode.EVENTBRIDGE: eventbridge.build,
+    Mode.TTL: ttl.build,
+    Mode.POLLING: polling.build,
+    Mode.AGGREGATE: aggregate.build,
 }

@@ -1,0 +1,102 @@
+"""`polling` mode: a rule ticks -> processor takes due items from the sharded index; the assigner indexes what users
+write (seed 002). The handler side is `handlers/polling.py`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pulumi
+import pulumi_aws as aws
+
+from . import policies
+from .filters import polling_filters
+from .packaging import runtime_module
+from .parts import Consumer, flatten
+from .runtime_config import Value
+
+if TYPE_CHECKING:
+    from .component import ScheduledTable
+
+
+def build(component: ScheduledTable) -> Consumer:
+    """A rule ticks -> processor takes due items from the sharded index; the assigner indexes new items."""
+    a = component._args
+    pending = runtime_module("pending")
+    target_dlq = component._queue("target-dlq")
+    component.target_dlq_url = target_dlq.url
+    # The assigner indexes an item and marks the record in the ledger in one transaction (once per record).
+    ledger = component._ledger()
+    config = component._config({Value.TARGET_DLQ_URL: target_dlq.url, Value.LEDGER_TABLE: ledger.name})
+    done_actions = ["DeleteItem", "UpdateItem"] if a.on_done == "delete" else ["UpdateItem"]
+    processor = component._function(
+        role="processor",
+        handler="polling.handler",
+        extra_statements=pulumi.Output.all(
+            component._target_statements(policies.direct_dispatch_statements),
+            component.table.arn.apply(lambda arn: policies.index_query_statements(arn, pending.INDEX_NAME)),
+            component.table.arn.apply(lambda arn: policies.table_item_statements(arn, done_actions)),
+        ).apply(flatten),
+        config=config,
+        stream=False,
+        send_queues=[target_dlq],
+    )
+    # A failed tick is retried by the next one (its items are still due); no async retries, and a record of
+    # the failure in the target DLQ.
+    aws.lambda_.FunctionEventInvokeConfig(
+        f"{component._name}-processor-invoke-config",
+        function_name=processor.function.name,
+        maximum_retry_attempts=0,
+        maximum_event_age_in_seconds=processor_event_age_seconds(a.poll_interval_minutes),
+        destination_config=aws.lambda_.FunctionEventInvokeConfigDestinationConfigArgs(
+            on_failure=aws.lambda_.FunctionEventInvokeConfigDestinationConfigOnFailureArgs(destination=target_dlq.arn)
+        ),
+        opts=component._child,
+    )
+    rule = aws.cloudwatch.EventRule(
+        f"{component._name}-tick",
+        schedule_expression=tick_expression(a.poll_interval_minutes),
+        description=f"scheduled-table polling tick for {component._name}",
+        tags=component._tags,
+        opts=component._child,
+    )
+    permission = aws.lambda_.Permission(
+        f"{component._name}-tick-permission",
+        action="lambda:InvokeFunction",
+        function=processor.function.name,
+        principal="events.amazonaws.com",
+        source_arn=rule.arn,
+        opts=component._child,
+    )
+    aws.cloudwatch.EventTarget(
+        f"{component._name}-tick-target",
+        rule=rule.name,
+        arn=processor.function.arn,
+        opts=pulumi.ResourceOptions(parent=component, depends_on=[permission]),
+    )
+    component.processor_function_name = processor.function.name
+    component.tick_rule_name = rule.name
+    return component._consumer(
+        role="assigner",
+        handler="polling.assign",
+        filters=polling_filters(),
+        extra_statements=pulumi.Output.all(
+            component.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),
+            ledger.arn.apply(lambda arn: policies.table_item_statements(arn, ["PutItem"])),
+        ).apply(flatten),
+        config=config,
+    )
+
+
+# FunctionEventInvokeConfig.MaximumEventAgeInSeconds accepts 60..21600.
+MAX_EVENT_AGE_SECONDS = 21600
+
+
+def processor_event_age_seconds(poll_interval_minutes: int) -> int:
+    """How long a tick may wait for the processor: one interval (the next tick supersedes it), at most the six
+    hours Lambda's async invoke config allows."""
+    return min(60 * poll_interval_minutes, MAX_EVENT_AGE_SECONDS)
+
+
+def tick_expression(minutes: int) -> str:
+    """EventBridge's rate() wants the singular for one."""
+    return "rate(1 minute)" if minutes == 1 else f"rate({minutes} minutes)"
