@@ -26,6 +26,7 @@ LOG_RETENTION_DAYS = frozenset(
     {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
 )
 LAMBDA_RUNTIMES = frozenset({"python3.12", "python3.13", "python3.14"})
+TRACING_MODES = ("PassThrough", "Active")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +61,9 @@ class ScheduledTableArgs:
     log_retention_days: int = 30
     log_level: str = "INFO"
     max_workers: int = 16
+    # X-Ray: "PassThrough" (trace only requests that arrive traced) or "Active" (sample and trace every function;
+    # adds xray:PutTraceSegments and xray:PutTelemetryRecords, which IAM only grants on "*")
+    tracing: str = "PassThrough"
     # Event source mapping
     batch_size: int = 100
     maximum_batching_window_seconds: int = 1
@@ -183,6 +187,8 @@ def _lambda(args: ScheduledTableArgs) -> None:
     if args.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         _fail("log_level", f"{args.log_level!r} is not a level", "use 'DEBUG', 'INFO', 'WARNING' or 'ERROR'")
     _between(args, "max_workers", 1, 64)
+    if args.tracing not in TRACING_MODES:
+        _fail("tracing", f"{args.tracing!r} is not an X-Ray mode", "use 'PassThrough' (the default) or 'Active'")
 
 
 def _stream(args: ScheduledTableArgs) -> None:
@@ -195,7 +201,22 @@ def _stream(args: ScheduledTableArgs) -> None:
     _between(args, "parallelization_factor", 1, 10)
 
 
+SCHEDULER_OPTIONS = ("schedule_retry_attempts", "schedule_max_event_age_seconds")
+TTL_ONLY = ("repeat_attribute", "repeat_until_attribute", "occurrence_attribute")
+
+
 def _scheduler(args: ScheduledTableArgs) -> None:
+    # Per-item schedules exist in eventbridge mode and in precise ttl mode; the options mean nothing elsewhere.
+    if args.mode is Mode.TTL and not args.precise:
+        for name in SCHEDULER_OPTIONS:
+            if getattr(args, name) != _DEFAULTS[name]:
+                _fail(
+                    name,
+                    "only applies to schedules: mode='eventbridge', or mode='ttl' with precise=True",
+                    f"remove {name} or set precise=True",
+                )
+    elif args.mode is not Mode.TTL and not _only_in(args, Mode.EVENTBRIDGE, SCHEDULER_OPTIONS, also="mode='ttl'"):
+        return
     _between(args, "schedule_retry_attempts", 0, 185)
     _between(args, "schedule_max_event_age_seconds", 60, 86400)
 
@@ -203,6 +224,9 @@ def _scheduler(args: ScheduledTableArgs) -> None:
 def _ttl(args: ScheduledTableArgs) -> None:
     if args.precise and args.mode is not Mode.TTL:
         _fail("precise", f"only applies to mode='ttl' (mode is {str(args.mode)!r})", "remove precise or set mode='ttl'")
+    if not _only_in(args, Mode.TTL, TTL_ONLY):
+        _idempotency(args)
+        return
     names = ("repeat_attribute", "repeat_until_attribute", "occurrence_attribute")
     taken = {args.partition_key, args.sort_key, args.time_attribute}
     for name in names:
@@ -212,7 +236,11 @@ def _ttl(args: ScheduledTableArgs) -> None:
         if value in taken:
             _fail(name, f"{value!r} is already used by another option (keys, time, repeat)", "give it its own name")
         taken.add(value)
-    # Stream records live 24 h: a shorter memory would let a late redelivery act a second time.
+    _idempotency(args)
+
+
+def _idempotency(args: ScheduledTableArgs) -> None:
+    # Every mode keeps a ledger. Stream records live 24 h: a shorter memory would let a late redelivery act again.
     _between(
         args, "idempotency_window_seconds", 86400, 2592000, " (at least the stream's 24 h retention; 48 h by default)"
     )
@@ -266,13 +294,14 @@ AGGREGATE_ONLY = (
 )
 
 
-def _only_in(args: ScheduledTableArgs, mode: Mode, names: tuple[str, ...]) -> bool:
+def _only_in(args: ScheduledTableArgs, mode: Mode, names: tuple[str, ...], also: str = "") -> bool:
     """Refuse a mode's options set on another mode; True when `args` is that mode (so its rules apply)."""
     if args.mode is mode:
         return True
+    where = f"mode={mode.value!r}" + (f" or {also}" if also else "")
     for name in names:
         if getattr(args, name) != _DEFAULTS[name]:
-            _fail(name, f"only applies to mode={mode.value!r} (mode is {str(args.mode)!r})", f"remove {name}")
+            _fail(name, f"only applies to {where} (mode is {str(args.mode)!r})", f"remove {name}")
     return False
 
 
@@ -294,9 +323,15 @@ def _aggregate(args: ScheduledTableArgs) -> None:
         _fail("aggregation", f"{args.aggregation!r} is not supported", "use 'sum' or 'count'")
     if args.on_change not in ("ignore", "adjust"):
         _fail("on_change", f"{args.on_change!r} is not valid", "use 'ignore' (inserts only, as seed 003) or 'adjust'")
-    if args.total_sort_key.startswith(args.source_prefix):
+    # The mapping's filter passes records whose *partition key* starts with source_prefix, and a total lives at
+    # partition key = the group: a group taken from the partition key itself always starts with the prefix, so
+    # every score would be parked (a group value that starts with it is parked at run time, with the reason).
+    if args.group_from == args.partition_key:
         _fail(
-            "total_sort_key", f"starts with source_prefix {args.source_prefix!r}", "totals must not look like sources"
+            "group_from",
+            f"{args.group_from!r} is the partition key, whose values all start with source_prefix "
+            f"{args.source_prefix!r}: each total would look like a score and every score would be parked",
+            "group by the sort key (the default, 'SK') or another attribute",
         )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from . import aggregate, eventbridge, operations, policies, polling, ttl
+from . import aggregate, descriptions, eventbridge, operations, policies, polling, ttl
 from .args import Mode, ScheduledTableArgs
 from .filters import filter_patterns
 from .packaging import handler_archive, runtime_module
@@ -161,7 +161,7 @@ class ScheduledTable(pulumi.ComponentResource):
             )
             aws.cloudwatch.Dashboard(
                 f"{self._name}-dashboard",
-                dashboard_name=f"{self._name}-scheduled-table",
+                dashboard_name=operations.dashboard_name(self._name, pulumi.get_stack()),
                 dashboard_body=body,
                 opts=self._child,
             )
@@ -288,6 +288,7 @@ class ScheduledTable(pulumi.ComponentResource):
         )
         lambda_role = aws.iam.Role(
             f"{self._name}-{role}-role",
+            description=descriptions.role(self._name, role, str(a.mode)),
             assume_role_policy=policies.assume_role_policy("lambda.amazonaws.com"),
             tags=self._tags,
             opts=self._child,
@@ -307,6 +308,7 @@ class ScheduledTable(pulumi.ComponentResource):
                     kms_key_arn=v[2],
                 )
                 + v[3]
+                + policies.tracing_statements(a.tracing)
             )
         )
         policy = aws.iam.RolePolicy(
@@ -319,6 +321,8 @@ class ScheduledTable(pulumi.ComponentResource):
             f"{self._name}-{role}",
             code=handler_archive(),
             handler=handler,
+            description=descriptions.function(self._name, role, str(a.mode)),
+            tracing_config=aws.lambda_.FunctionTracingConfigArgs(mode=a.tracing),
             runtime=a.lambda_runtime,
             architectures=[a.lambda_architecture],
             memory_size=a.lambda_memory_mb,
@@ -400,6 +404,7 @@ class ScheduledTable(pulumi.ComponentResource):
         self.target_dlq_url = target_dlq.url
         role = aws.iam.Role(
             f"{self._name}-scheduler-exec-role",
+            description=descriptions.scheduler_role(self._name),
             assume_role_policy=self.table.arn.apply(
                 lambda arn: policies.assume_role_policy("scheduler.amazonaws.com", policies.account_of(arn))
             ),

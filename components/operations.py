@@ -117,3 +117,11 @@ def dashboard_body(
         ),
     ]
     return json.dumps({"widgets": widgets}, sort_keys=True)
+
+
+def dashboard_name(component: str, stack: str) -> str:
+    """The dashboard's physical name, unique per account and region like every dashboard name must be: the stack is
+    in it, so two stacks with a component of the same name never overwrite each other's dashboard. CloudWatch takes
+    letters, digits, '-' and '_' only (a stack name may also hold '.'), up to 255 characters."""
+    raw = f"{component}-{stack}-scheduled-table"
+    return "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "-" for c in raw)[:255]

@@ -94,6 +94,17 @@ def stream_consumer_statements(
     return statements + key_statements(kms_key_arn, TABLE_KEY_ACTIONS)
 
 
+# X-Ray's write actions have no resource-level permissions: "*" is the only resource IAM accepts for them.
+XRAY_ACTIONS = ("xray:PutTraceSegments", "xray:PutTelemetryRecords")
+
+
+def tracing_statements(tracing: str) -> list[Statement]:
+    """What a function traced by X-Ray (`tracing="Active"`) needs to send its segments; nothing otherwise."""
+    if tracing != "Active":
+        return []
+    return [{"Effect": "Allow", "Action": list(XRAY_ACTIONS), "Resource": "*"}]
+
+
 def scheduling_statements(*, group_arn: str, scheduler_role_arn: str) -> list[Statement]:
     """Manage schedules in this table's group only, and hand Scheduler its role and no other."""
     return [

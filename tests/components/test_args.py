@@ -111,9 +111,6 @@ RULES: list[tuple[dict[str, Any], str]] = [
         {"precise": True},
         "precise: only applies to mode='ttl' (mode is 'eventbridge'); remove precise or set mode='ttl'",
     ),
-    ({"repeat_attribute": ""}, "repeat_attribute: must not be empty; name an attribute"),
-    ({"occurrence_attribute": "dueAt"}, "occurrence_attribute: 'dueAt' is already used by another option"),
-    ({"repeat_until_attribute": "repeatEvery"}, "repeat_until_attribute: 'repeatEvery' is already used by another"),
     (
         {"idempotency_window_seconds": 60},
         "idempotency_window_seconds: 60 is out of range; use a whole number from 86400",
@@ -128,6 +125,92 @@ def test_each_rule_names_the_field_and_the_fix(kwargs: dict[str, Any], message: 
     with pytest.raises(ValueError) as caught:
         ScheduledTableArgs(mode="eventbridge", **kwargs)
     assert str(caught.value).startswith(message), str(caught.value)
+
+
+TTL_RULES: list[tuple[dict[str, Any], str]] = [
+    ({"repeat_attribute": ""}, "repeat_attribute: must not be empty; name an attribute"),
+    ({"occurrence_attribute": "dueAt"}, "occurrence_attribute: 'dueAt' is already used by another option"),
+    ({"repeat_until_attribute": "repeatEvery"}, "repeat_until_attribute: 'repeatEvery' is already used by another"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), TTL_RULES, ids=[next(iter(k)) for k, _ in TTL_RULES])
+def test_each_ttl_rule_names_the_field_and_the_fix(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        ScheduledTableArgs(mode="ttl", **kwargs)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+# Every mode-specific option set on a mode it does not apply to: refused with the exact message, never ignored.
+MISPLACED: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "eventbridge",
+        {"repeat_attribute": "every"},
+        "repeat_attribute: only applies to mode='ttl' (mode is 'eventbridge'); remove repeat_attribute",
+    ),
+    (
+        "polling",
+        {"occurrence_attribute": "n"},
+        "occurrence_attribute: only applies to mode='ttl' (mode is 'polling'); remove occurrence_attribute",
+    ),
+    (
+        "polling",
+        {"schedule_retry_attempts": 3},
+        "schedule_retry_attempts: only applies to mode='eventbridge' or mode='ttl' (mode is 'polling'); "
+        "remove schedule_retry_attempts",
+    ),
+    (
+        "aggregate",
+        {"schedule_max_event_age_seconds": 600},
+        "schedule_max_event_age_seconds: only applies to mode='eventbridge' or mode='ttl' (mode is 'aggregate'); "
+        "remove schedule_max_event_age_seconds",
+    ),
+    (
+        "ttl",
+        {"schedule_retry_attempts": 3},
+        "schedule_retry_attempts: only applies to schedules: mode='eventbridge', or mode='ttl' with precise=True; "
+        "remove schedule_retry_attempts or set precise=True",
+    ),
+    ("eventbridge", {"shards": 4}, "shards: only applies to mode='polling' (mode is 'eventbridge'); remove shards"),
+    ("ttl", {"on_change": "adjust"}, "on_change: only applies to mode='aggregate' (mode is 'ttl'); remove on_change"),
+]
+
+
+@pytest.mark.parametrize(
+    ("mode", "kwargs", "message"), MISPLACED, ids=[f"{m}-{next(iter(k))}" for m, k, _ in MISPLACED]
+)
+def test_an_option_of_another_mode_is_refused(mode: str, kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        ScheduledTableArgs(mode=mode, **kwargs)
+    assert str(caught.value) == message
+
+
+def test_scheduler_options_apply_to_precise_ttl_and_the_ledger_window_to_every_mode() -> None:
+    assert ScheduledTableArgs(mode="ttl", precise=True, schedule_retry_attempts=3).schedule_retry_attempts == 3
+    for mode in Mode:
+        assert ScheduledTableArgs(mode=mode, idempotency_window_seconds=86400).idempotency_window_seconds == 86400
+
+
+def test_aggregate_refuses_grouping_by_the_partition_key() -> None:
+    with pytest.raises(ValueError) as caught:
+        ScheduledTableArgs(mode="aggregate", group_from="PK")
+    assert str(caught.value) == (
+        "group_from: 'PK' is the partition key, whose values all start with source_prefix 'SCORE': each total would "
+        "look like a score and every score would be parked; group by the sort key (the default, 'SK') or another "
+        "attribute"
+    )
+
+
+def test_aggregate_total_sort_key_may_share_the_source_prefix_the_filter_never_compares_it() -> None:
+    assert ScheduledTableArgs(mode="aggregate", total_sort_key="SCORE_TOTAL").total_sort_key == "SCORE_TOTAL"
+
+
+def test_tracing_is_passthrough_unless_active_is_asked_for() -> None:
+    assert ScheduledTableArgs(mode="eventbridge").tracing == "PassThrough"
+    assert ScheduledTableArgs(mode="eventbridge", tracing="Active").tracing == "Active"
+    with pytest.raises(ValueError) as caught:
+        ScheduledTableArgs(mode="eventbridge", tracing="active")
+    assert str(caught.value) == "tracing: 'active' is not an X-Ray mode; use 'PassThrough' (the default) or 'Active'"
 
 
 @pytest.mark.parametrize(

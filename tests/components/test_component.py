@@ -404,3 +404,25 @@ def test_email_target_config_reaches_the_handler(build: Build) -> None:
         "arn": "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail",
         "email": {"sender": sender, "recipientAttribute": "mail", "subject": "Hi {name}", "body": "At {when}"},
     }
+
+
+@pytest.mark.parametrize("mode", ["eventbridge", "ttl", "polling", "aggregate"])
+def test_every_function_and_role_has_a_description(build: Build, mode: str) -> None:
+    built = build(mode=mode, **({"precise": True} if mode == "ttl" else {}))
+    for registration in built.of_type("lambda/function:Function") + built.of_type("iam/role:Role"):
+        description = registration.inputs.get("description") or ""
+        assert "scheduled-table rem" in description, registration.name
+        assert len(description) <= (256 if registration.type.endswith("Function") else 1000)
+
+
+def test_tracing_passes_through_by_default_and_active_adds_xray_permissions(build: Build) -> None:
+    passthrough = build()
+    assert passthrough.one("rem-scheduler").inputs["tracingConfig"] == {"mode": "PassThrough"}
+    assert not any("xray:PutTraceSegments" in s["Action"] for s in passthrough.statements("rem-scheduler-policy"))
+    active = build(tracing="Active")
+    assert active.one("rem-scheduler").inputs["tracingConfig"] == {"mode": "Active"}
+    assert {
+        "Effect": "Allow",
+        "Action": ["xray:PutTraceSegments", "xray:PutTelemetryRecords"],
+        "Resource": "*",
+    } in active.statements("rem-scheduler-policy")

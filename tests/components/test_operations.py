@@ -6,10 +6,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pulumi
 import pytest
 
 from components import ScheduledTableArgs, policies
-from components.operations import dashboard_body, iterator_age_alarm, queue_alarm
+from components.operations import dashboard_body, dashboard_name, iterator_age_alarm, queue_alarm
 
 from .conftest import Built
 
@@ -131,3 +132,12 @@ def test_specs_are_pure() -> None:
         )
     )
     assert body["widgets"][0]["properties"]["metrics"][0] == ["ScheduledTable", "Records", "Mode", "ttl", "Table", "t"]
+
+
+def test_the_dashboard_name_holds_the_stack_so_two_stacks_never_share_one(build: Build) -> None:
+    [dashboard] = build().of_type(":Dashboard")
+    assert dashboard.inputs["dashboardName"] == f"rem-{pulumi.get_stack()}-scheduled-table"
+    # CloudWatch takes letters, digits, '-' and '_' only; a stack name may also hold '.'.
+    assert dashboard_name("rem", "team.prod") == "rem-team-prod-scheduled-table"
+    assert dashboard_name("rem", "dev") != dashboard_name("rem", "prod")
+    assert len(dashboard_name("r" * 200, "s" * 200)) == 255

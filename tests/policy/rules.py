@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from components.policies import XRAY_ACTIONS
 from localcloud.mocks import Registration
 
 TABLE = "aws:dynamodb/table:Table"
@@ -24,8 +25,8 @@ ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 KMS_KEY = "aws:kms/key:Key"
 DLQ_RETENTION = 14 * 24 * 3600
 
-# Actions that AWS offers no narrower resource for. None of this project's statements needs one today.
-STAR_RESOURCE_ALLOWED: frozenset[str] = frozenset()
+# Actions that AWS offers no narrower resource for: X-Ray's (only with tracing="Active").
+STAR_RESOURCE_ALLOWED: frozenset[str] = frozenset(XRAY_ACTIONS)
 
 Check = Callable[[Registration, list[Registration]], str | None]
 
@@ -191,6 +192,10 @@ def key_policy_scoped(r: Registration, _: list[Registration]) -> str | None:
     return None
 
 
+def described(r: Registration, _: list[Registration]) -> str | None:
+    return None if str(r.inputs.get("description") or "").strip() else "no description"
+
+
 RULES: tuple[Rule, ...] = (
     Rule("table: encrypted at rest", TABLE, table_encrypted),
     Rule("table: point-in-time recovery", TABLE, table_pitr),
@@ -200,6 +205,8 @@ RULES: tuple[Rule, ...] = (
     Rule("function: finite timeout", FUNCTION, function_timeout),
     Rule("function: a dead-letter or on-failure path", FUNCTION, function_failure_path),
     Rule("mapping: on-failure, finite retries and age, bisect, partial batches", MAPPING, mapping_settings),
+    Rule("function: a description", FUNCTION, described),
+    Rule("IAM: role has a description", ROLE, described),
     Rule("IAM: no '*' action", ROLE_POLICY, no_star_action),
     Rule("IAM: '*' resource only where AWS has nothing narrower", ROLE_POLICY, star_resource_only_where_needed),
     Rule("IAM: Scheduler trust limited by aws:SourceAccount", ROLE, scheduler_trust_scoped),

@@ -91,6 +91,8 @@ BREAKAGES: dict[str, tuple[str, Callable[[Registration], None]]] = {
         "rem-scheduler-mapping",
         _set(["maximumRetryAttempts"], -1),
     ),
+    "function: a description": ("rem-scheduler", _set(["description"], "")),
+    "IAM: role has a description": ("rem-scheduler-exec-role", _set(["description"], None)),
     "IAM: no '*' action": (
         "rem-scheduler-policy",
         _add_statement({"Effect": "Allow", "Action": "s3:*", "Resource": "x"}),
