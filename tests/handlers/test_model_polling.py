@@ -67,6 +67,7 @@ class Task:
 class Item:
     raw: Any  # the time attribute as stored
     task: Task
+    marked: bool = False  # carries stStatus=DONE: the processor marked it, and no PutItem has replaced it since
 
 
 @dataclass
@@ -83,10 +84,19 @@ class Reference:
             self.items[pk] = Item(raw, task)
             return
         item.raw = raw  # a waiting task moves (or stays); a done item rewritten with its time is no new task
+        item.marked = False  # a PutItem replaces the whole item, its stStatus too
 
     def update_time(self, pk: str, raw: Any) -> None:
-        """A user's UpdateItem of the time attribute: moves a waiting task; a done item stays done."""
-        self.items[pk].raw = raw
+        """A user's UpdateItem of the time attribute: moves a waiting task; a done item that still carries its
+        DONE mark stays done; one a PutItem replaced since (no mark) is like any item without a status: a new time
+        is a new task."""
+        item = self.items[pk]
+        if item.task.ran_at is not None and not item.marked and raw != item.raw:
+            task = Task(pk)
+            self.tasks.append(task)
+            self.items[pk] = Item(raw, task)
+            return
+        item.raw = raw
 
     def delete(self, pk: str) -> None:
         self.items.pop(pk, None)
@@ -158,6 +168,13 @@ class PollingModel(StreamDelivery):
         self.reference.update_time(pk, raw)
 
     @precondition(lambda self: self.reference.items != {})
+    @rule(data=st.data(), seconds=st.integers(-60, 120), form=st.sampled_from(FORMS), tick_after=st.integers(0, 120))
+    def move_racing_the_tick(self, data: st.DataObject, seconds: int, form: str, tick_after: int) -> None:
+        """The user moves an item's time and the rule ticks before the assigner has seen the move (stream lag)."""
+        self.move(data, seconds, form)
+        self.tick(tick_after)
+
+    @precondition(lambda self: self.reference.items != {})
     @rule(data=st.data())
     def delete(self, data: st.DataObject) -> None:
         pk = self._existing(data)
@@ -220,6 +237,7 @@ class PollingModel(StreamDelivery):
                 self.problems.append(f"{pk} task {item.task.id} ran at stDue {due}, not at its time {item.raw!r}")
             else:
                 item.task.ran_at = moment
+                item.marked = True
 
     def _done(self) -> list[str]:
         return sorted(pk for pk, item in self.reference.items.items() if item.task.ran_at is not None)

@@ -85,12 +85,14 @@ class TtlModel(StreamDelivery):
         self.mock.start()
         self.ready = False
 
-    @initialize(precise=st.booleans().map(lambda plain: not plain))
-    def setup(self, precise: bool) -> None:
+    @initialize(precise=st.booleans().map(lambda plain: not plain), seed=st.integers(0, 2**32 - 1))
+    def setup(self, precise: bool, seed: int) -> None:
+        """`seed`: where in its minute each precise delete runs, drawn per sequence (so early and late firings both
+        come up) and part of it (so a failure replays)."""
         self.env = _env(precise)
         self.reference = Reference(precise)
         self.lambda_filter = LambdaFilter(filter_patterns(ttl_filters("dueAt", precise)))
-        self.scheduler = SchedulerClock(self.env, seed=0)
+        self.scheduler = SchedulerClock(self.env, seed=seed)
         self.now = START
         self.queue = TargetQueue(self.env, lambda: self.now)
         self.queue.watch()
@@ -104,11 +106,15 @@ class TtlModel(StreamDelivery):
 
     # -- the world -------------------------------------------------------------------------------------------------
 
-    @rule(pk=st.sampled_from(KEYS), minutes=st.integers(-2, 4), second=st.integers(0, 59))
-    def put(self, pk: str, minutes: int, second: int) -> None:
+    @rule(pk=st.sampled_from(KEYS), minutes=st.integers(-2, 4), second=st.integers(0, 59), at_once=st.booleans())
+    def put(self, pk: str, minutes: int, second: int, at_once: bool) -> None:
+        """A user's PutItem; `at_once`: Lambda delivers it (and what waits before it) straight away, as it mostly
+        does, so the precise delete is scheduled before the due time."""
         due = self.now.replace(second=second, microsecond=0) + timedelta(minutes=minutes)
         self.env.put({"PK": pk, "SK": SK, "dueAt": int(due.timestamp()), "v": uuid.uuid4().hex[:6]})
         self._read(self.now, "user")
+        if at_once:
+            self.lambda_delivers(len(self.history))
 
     @precondition(lambda self: self.ready and self._existing() != [])
     @rule(data=st.data())
