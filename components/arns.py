@@ -4,18 +4,25 @@ from __future__ import annotations
 
 from email.utils import parseaddr
 
+# Under mocks that echo a resource's inputs back as its outputs (the minimal mocks of Pulumi's unit-testing guide),
+# every ARN the provider would compute is None. The component then builds its policies from this placeholder, so a
+# user's unit test of their own program does not crash inside ours. A real deployment never has a None ARN.
+UNKNOWN_ARN = "arn:aws:unknown:unknown:000000000000:unknown"
 
-def arn_parts(arn: str) -> tuple[str, str, str, str, str]:
+
+def arn_parts(arn: str | None) -> tuple[str, str, str, str, str]:
     """(partition, service, region, account, resource) of an ARN; ValueError for anything else."""
-    parts = arn.split(":", 5)
+    parts = (arn or UNKNOWN_ARN).split(":", 5)
     if len(parts) != 6 or parts[0] != "arn":
         raise ValueError(f"not an ARN: {arn!r}")
     return parts[1], parts[2], parts[3], parts[4], parts[5]
 
 
-def schedules_in_group(group_arn: str) -> str:
+def schedules_in_group(group_arn: str | None) -> str:
     """`arn:...:schedule-group/G` -> `arn:...:schedule/G/*`, the ARN pattern of every schedule in that group."""
     partition, service, region, account, resource = arn_parts(group_arn)
+    if group_arn is None:
+        resource = "schedule-group/unknown"
     if not resource.startswith("schedule-group/"):
         raise ValueError(f"not a schedule group ARN: {group_arn!r}")
     group = resource.removeprefix("schedule-group/")
@@ -27,7 +34,7 @@ def email_address(sender: str) -> str:
     return parseaddr(sender)[1]
 
 
-def ses_identity_arns(table_arn: str, sender: str) -> list[str]:
+def ses_identity_arns(table_arn: str | None, sender: str) -> list[str]:
     """The SES identities a sender may be verified as: the (bare) address itself and its domain."""
     partition, _, region, account, _ = arn_parts(table_arn)
     address = email_address(sender)

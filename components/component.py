@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from . import aggregate, descriptions, eventbridge, operations, policies, polling, ttl
+from . import aggregate, arns, descriptions, eventbridge, operations, policies, polling, ttl
 from .args import Mode, ScheduledTableArgs
 from .filters import filter_patterns
 from .packaging import handler_archive, runtime_module
@@ -151,7 +151,7 @@ class ScheduledTable(pulumi.ComponentResource):
                 pulumi.Output.all(**names),
             ).apply(
                 lambda v: operations.dashboard_body(
-                    region=v[1].split(":")[3],
+                    region=arns.arn_parts(v[1])[2],
                     table=v[0],
                     mode=str(a.mode),
                     functions=list(v[2]),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .arns import arn_parts, email_address, schedules_in_group, ses_identity_arns
+from .arns import UNKNOWN_ARN, arn_parts, email_address, schedules_in_group, ses_identity_arns
 
 Statement = dict[str, Any]
 
@@ -65,7 +65,7 @@ def scheduler_execution_policy(target: list[Statement], target_dlq_arn: str) -> 
 
 
 def stream_consumer_statements(
-    *, table_arn: str | None, log_group_arn: str, send_queue_arns: list[str], kms_key_arn: str | None
+    *, table_arn: str | None, log_group_arn: str, send_queue_arns: list[str | None], kms_key_arn: str | None
 ) -> list[Statement]:
     """What every handler needs: write its own logs, reach its queues, use the table's own KMS key (if any); with
     `table_arn`, read that table's stream."""
@@ -89,7 +89,11 @@ def stream_consumer_statements(
             "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
             "Resource": [log_group_arn, f"{log_group_arn}:*"],
         },
-        {"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": sorted(send_queue_arns)},
+        {
+            "Effect": "Allow",
+            "Action": ["sqs:SendMessage"],
+            "Resource": sorted(a or UNKNOWN_ARN for a in send_queue_arns),
+        },
     ]
     return statements + key_statements(kms_key_arn, TABLE_KEY_ACTIONS)
 
@@ -194,5 +198,5 @@ def alarm_topic_key_policy(arn_in_account: str) -> str:
     return document(statements)
 
 
-def account_of(arn: str) -> str:
+def account_of(arn: str | None) -> str:
     return arn_parts(arn)[3]

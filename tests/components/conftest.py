@@ -6,11 +6,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import pulumi
 import pytest
 
 from components import ScheduledTable, ScheduledTableArgs
-from localcloud.mocks import RecordingMocks, Registration, install
+from components.testing import Registration, ScheduledTableMocks, run_with_mocks
 
 COMPONENT_TYPE = "scheduled-table:index:ScheduledTable"
 OUTPUT_NAMES = (
@@ -32,7 +31,7 @@ OUTPUT_NAMES = (
 
 
 class Built:
-    def __init__(self, mocks: RecordingMocks, component: ScheduledTable, outputs: dict[str, Any]) -> None:
+    def __init__(self, mocks: ScheduledTableMocks, component: ScheduledTable, outputs: dict[str, Any]) -> None:
         self.mocks = mocks
         self.component = component
         self.outputs = outputs
@@ -61,17 +60,14 @@ class Built:
 def build() -> Callable[..., Built]:
     def _build(name: str = "rem", **kwargs: Any) -> Built:
         kwargs.setdefault("mode", "eventbridge")
-        mocks = install()
-        holder: dict[str, Any] = {}
+        holder: dict[str, ScheduledTable] = {}
 
-        @pulumi.runtime.test
-        def run() -> Any:
-            component = ScheduledTable(name, ScheduledTableArgs(**kwargs))
-            holder["component"] = component
-            present = {n: getattr(component, n) for n in OUTPUT_NAMES if getattr(component, n) is not None}
-            return pulumi.Output.all(**present).apply(lambda values: holder.__setitem__("outputs", values))
+        def program() -> dict[str, Any]:
+            component = holder["component"] = ScheduledTable(name, ScheduledTableArgs(**kwargs))
+            return {n: getattr(component, n) for n in OUTPUT_NAMES if getattr(component, n) is not None}
 
-        run()
-        return Built(mocks, holder["component"], holder["outputs"])
+        # invokes={}: the component must not need lookups.
+        stack = run_with_mocks(program, project="scheduled-table", stack="test", invokes={})
+        return Built(stack.mocks, holder["component"], stack.result)
 
     return _build

@@ -1,27 +1,31 @@
-"""`pip install` of this repo gives other Pulumi projects `scheduled_table`, handlers included.
+"""`pip install` of this repo gives other Pulumi projects `scheduled_table`, handlers included, and asks for nothing
+but what the component imports.
 
 GIVEN a wheel built from the repo, installed into a fresh venv (its dependencies borrowed from the dev venv so the
-test needs no network) WHEN a small mocked Pulumi program outside the repo creates a ScheduledTable THEN the
-Lambda archive it registers points at handler files inside the installed package.
+tests need no network) WHEN a small mocked Pulumi program outside the repo creates a ScheduledTable, with boto3
+unimportable THEN the Lambda archive it registers points at handler files inside the installed package. The wheel
+requires pulumi and pulumi-aws only, as ranges; the boto3 pins that moto and ministack need are in the dev extra.
 """
 
 from __future__ import annotations
 
 import json
-import site
 import subprocess
-import sys
 import textwrap
-import venv
+import zipfile
+from importlib import metadata
 from pathlib import Path
 
-import pytest
+from packaging.requirements import Requirement
 
-REPO = Path(__file__).resolve().parents[2]
+from .conftest import python_of
 
 PROGRAM = textwrap.dedent(
     """
     import json, sys
+
+    # The component never imports boto3 (the handlers do, in Lambda): any boto3 in a user's venv is fine.
+    sys.modules["boto3"] = sys.modules["botocore"] = None
     import pulumi
 
     records = {}
@@ -64,42 +68,11 @@ PROGRAM = textwrap.dedent(
 )
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(work), str(REPO)],
-        check=True,
-        cwd=work,
-    )
-    (wheel,) = work.glob("scheduled_table-*.whl")
-    env_dir = work / "venv"
-    venv.create(env_dir, with_pip=False)
-    purelib = next((env_dir / "lib").glob("python3*/site-packages"))
-    # Dependencies (pulumi, pulumi-aws, boto3) come from the dev venv; the package itself only from the wheel.
-    (purelib / "borrowed-deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(env_dir / "bin" / "python"),
-            "install",
-            "-q",
-            "--no-deps",
-            str(wheel),
-        ],
-        check=True,
-    )
-    return env_dir
-
-
 def test_installed_package_builds_a_stack_with_its_own_handlers(installed: Path, tmp_path: Path) -> None:
     script = tmp_path / "program.py"
     script.write_text(PROGRAM)
     result = subprocess.run(
-        [str(installed / "bin" / "python"), str(script)],
+        [str(python_of(installed)), str(script)],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -114,3 +87,62 @@ def test_installed_package_builds_a_stack_with_its_own_handlers(installed: Path,
     for path in report["assets"].values():
         assert Path(path).is_file() and Path(path).is_relative_to(package_dir / "handlers")
     assert "ScheduledTable" in report["all"]
+
+
+def wheel_requirements(wheel: Path) -> list[Requirement]:
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        text = archive.read(name).decode()
+    lines = [line for line in text.splitlines() if line.startswith("Requires-Dist:")]
+    return [Requirement(line.partition(":")[2].strip()) for line in lines]
+
+
+def closure(names: set[str]) -> set[str]:
+    """Every distribution the installed `names` need, themselves included (extras and other platforms' markers out)."""
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for text in metadata.distribution(name).requires or []:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name.lower().replace("_", "-"))
+    return seen
+
+
+def test_users_get_pulumi_and_pulumi_aws_as_ranges_and_no_boto3_pin(wheel: Path) -> None:
+    requirements = wheel_requirements(wheel)
+    base = {r.name: r for r in requirements if r.marker is None}
+    assert set(base) == {"pulumi", "pulumi-aws"}
+    for requirement in base.values():
+        operators = {spec.operator for spec in requirement.specifier}
+        assert operators == {">=", "<"}, f"{requirement}: a floor and a ceiling, not a pin"
+    aws = base["pulumi-aws"].specifier  # the floor pyproject.toml explains: key_schemas arrived in 7.17.0
+    assert "7.17.0" in aws and "7.16.0" not in aws and "8.0.0" not in aws
+    dev = {r.name: r for r in requirements if r.marker is not None and r.marker.evaluate({"extra": "dev"})}
+    assert {"boto3", "botocore", "moto", "ministack"} <= set(dev)
+    # Nor does anything pulumi and pulumi-aws pull in bring boto3 (their versions in the dev venv).
+    assert not {"boto3", "botocore", "s3transfer"} & closure({"pulumi", "pulumi-aws"})
+
+
+def test_testing_kit_needs_neither_pytest_nor_boto3(installed: Path, tmp_path: Path) -> None:
+    check = (
+        "import sys\n"
+        "for name in ('pytest', 'boto3', 'botocore', 'moto'):\n"
+        "    sys.modules[name] = None\n"
+        "import scheduled_table.testing as kit\n"
+        "print(kit.__file__)\n"
+    )
+    result = subprocess.run(
+        [str(python_of(installed)), "-c", check],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert Path(result.stdout.strip()).is_relative_to(installed)

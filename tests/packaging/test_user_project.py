@@ -1,0 +1,122 @@
+"""The user's project in examples/user_project, run as a user would: from a folder outside this repo, against the
+installed wheel.
+
+GIVEN a venv with the wheel installed WHEN the example's own unit tests run (they use scheduled_table.testing) THEN
+they pass; WHEN mypy checks the example strictly THEN it is clean and misuse of the API is caught, so the types
+come from the wheel (py.typed), not from Any. And GIVEN the newest boto3 on the package index installed beside the
+wheel by pip's resolver THEN the same tests still build their stacks.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import EXAMPLE, fresh_venv, pip_into, python_of
+
+# A user's mistakes, each on its own line, and the mypy error code each must get.
+MISUSE = """\
+from scheduled_table import ScheduledTable, ScheduledTableArgs
+from scheduled_table.testing import run_with_mocks
+
+args = ScheduledTableArgs(mode="eventbridge", batch_size="100")
+name: int = ScheduledTable("t", ScheduledTableArgs(mode="ttl")).table_name
+stack = run_with_mocks(42)
+region: int = stack.mocks.region
+"""
+MISUSE_ERRORS = {(4, "arg-type"), (5, "assignment"), (6, "arg-type"), (7, "assignment")}
+
+# mypy reading all of pulumi_aws (every AWS service, each a large module) takes about a minute and 240 MB of cache
+# on a cold run; what is checked here is scheduled_table's annotations, so the test skips pulumi_aws's.
+SKIP_PULUMI_AWS = """
+[[tool.mypy.overrides]]
+module = ["pulumi_aws", "pulumi_aws.*"]
+follow_imports = "skip"
+"""
+
+
+def copy_example(destination: Path) -> Path:
+    project = destination / "user_project"
+    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".mypy_cache"))
+    return project
+
+
+def example_test_count() -> int:
+    tree = ast.parse((EXAMPLE / "test_stack.py").read_text())
+    return sum(isinstance(node, ast.FunctionDef) and node.name.startswith("test_") for node in tree.body)
+
+
+def run_example_tests(env_dir: Path, where: Path) -> None:
+    project = copy_example(where)
+    result = subprocess.run(
+        [str(python_of(env_dir)), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(where)},
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert f"{example_test_count()} passed" in output, output[-2000:]
+
+
+def test_example_project_passes_its_own_tests_outside_the_repo(installed: Path, tmp_path: Path) -> None:
+    run_example_tests(installed, tmp_path)
+
+
+def test_example_project_type_checks_strictly_against_the_wheel(installed: Path, tmp_path: Path) -> None:
+    project = copy_example(tmp_path)
+    with (project / "pyproject.toml").open("a") as config:
+        config.write(SKIP_PULUMI_AWS)
+    (project / "misuse.py").write_text(MISUSE)
+    mypy = [sys.executable, "-m", "mypy", "--python-executable", str(python_of(installed)), "--cache-dir", "/dev/null"]
+    result = subprocess.run(
+        [*mypy, "__main__.py", "test_stack.py", "misuse.py"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        check=False,
+    )
+    errors = re.findall(r"^(\S+?):(\d+): error: .*\[([a-z-]+)\]$", result.stdout, re.MULTILINE)
+    assert [e for e in errors if e[0] != "misuse.py"] == [], result.stdout
+    assert {(int(line), code) for _, line, code in errors} == MISUSE_ERRORS, result.stdout + result.stderr
+
+
+def newest_on_index(package: str) -> str:
+    """The newest release on the package index, as pip sees it (the index's answer, not a remembered one)."""
+    command = [sys.executable, "-m", "pip", "index", "versions", package, "--timeout", "60"]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    found = re.match(rf"{package} \(([^)]+)\)", result.stdout)
+    if result.returncode != 0 or found is None:
+        pytest.fail(
+            f"cannot tell the newest {package}: the package index did not answer `{' '.join(command[2:])}`. This "
+            f"test needs the index (PyPI) reachable; pip said:\n{(result.stdout + result.stderr)[-2000:]}"
+        )
+    return found.group(1)
+
+
+def test_wheel_installs_beside_the_newest_boto3_and_still_builds_stacks(wheel: Path, tmp_path: Path) -> None:
+    """Needs the package index, and fails (does not skip) without it. pip's own cache keeps the downloads, so a rerun
+    only asks the index which boto3 is newest."""
+    newest = newest_on_index("boto3")
+    env_dir = fresh_venv(tmp_path / "venv", wheel)
+    # pip resolves the wheel's requirements together with boto3==newest: a boto3 ceiling in them fails here.
+    # Everything else the wheel needs is already there (borrowed), so only boto3 and what it needs are fetched.
+    result = pip_into(env_dir, "--only-binary", ":all:", "--timeout", "60", str(wheel), f"boto3=={newest}")
+    assert result.returncode == 0, f"pip could not install the wheel beside boto3 {newest}:\n{result.stderr[-3000:]}"
+    where = subprocess.run(
+        [str(python_of(env_dir)), "-c", "import boto3; print(boto3.__version__, boto3.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert where[0] == newest and Path(where[1]).is_relative_to(env_dir), where
+    run_example_tests(env_dir, tmp_path)
