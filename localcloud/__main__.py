@@ -1,19 +1,29 @@
-"""`python -m localcloud preview --stack dev`: what the stack would create, without the CLI or an account."""
+"""`python -m localcloud`: preview a stack under mocks, run the demo, deploy a stack into a local AWS (`up`, `--stay`
+to keep it and try it by hand), remove it (`down`), tick a polling rule now (`fire`), read the local SES outbox
+(`emails`)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import signal
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from botocore.exceptions import ClientError, EndpointConnectionError
 
 from .demo import demo
-from .deploy import LOCAL_STACK, Deployment, down, up
+from .deploy import LOCAL_STACK, down, up
 from .emulators import Emulators, fire_rule
-from .program import REPO, run_program
+from .program import ConfigError, config_path, run_program, stack_tables
 from .provision import clients, describe
-from .scenarios import verify_sender
-from .server import Ministack
+from .server import Ministack, ses_outbox
+from .stay import instructions, verify_senders
 
 DESCRIPTION = """\
 scheduled-table: one Pulumi component, ScheduledTable, that makes things happen at the time named by data in
@@ -25,11 +35,12 @@ This preview runs the real __main__.py and component under Pulumi mocks (no Pulu
 """
 
 
-def preview(stack: str) -> int:
-    mocks = run_program(stack)
+def preview(stack: str, config_file: Path | None = None) -> int:
+    mocks = run_program(stack, config_file=config_file)
     registrations = [r for r in mocks.by_name.values() if r.type != "pulumi:pulumi:Stack"]
     print(DESCRIPTION)
-    print(f"Stack '{stack}' ({REPO / f'Pulumi.{stack}.yaml'}) would create {len(registrations)} resources:\n")
+    source = config_path(stack, config_file=config_file)
+    print(f"Stack '{stack}' ({source}) would create {len(registrations)} resources:\n")
     width = max(len(r.type) for r in registrations)
     for registration in registrations:
         print(f"  {registration.type:<{width}}  {registration.name}")
@@ -39,59 +50,79 @@ def preview(stack: str) -> int:
     return 0
 
 
-def ready_commands(deployment: Deployment) -> str:
-    """Copy-paste commands to write an item and watch its action fire (the seed's CLI loop, against ministack)."""
-    endpoint, region = deployment.endpoint, deployment.region
-    tasks = deployment.outputs.get("tasks", {})
-    table, queue = tasks.get("table_name", "tasks-table"), tasks.get("due_queue_url", "<due queue url>")
-    due = "$(date -u -d '+30 seconds' +%Y-%m-%dT%H:%M:%SZ)"
-    item = '{"PK":{"S":"TASK#1"},"SK":{"S":"TASK"},"dueAt":{"S":"\'"' + due + '"\'"}}'
-    return f"""
-Endpoint: {endpoint}   (region {region}; any credentials work)
-
-  export AWS_ENDPOINT_URL={endpoint} AWS_DEFAULT_REGION={region} AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test
-
-With the AWS CLI:
-  aws dynamodb put-item --table-name {table} --item '{item}'
-  aws scheduler list-schedules --group-name {tasks.get("schedule_group_name", "tasks-schedules")}
-  aws sqs receive-message --queue-url {queue} --wait-time-seconds 20
-
-With boto3 (same environment):
-  python -c "import boto3, datetime as d; t=(d.datetime.now(d.UTC)+d.timedelta(seconds=30)).isoformat(); \\
-boto3.client('dynamodb').put_item(TableName='{table}', \\
-Item={{'PK': {{'S': 'TASK#2'}}, 'SK': {{'S': 'TASK'}}, 'dueAt': {{'S': t}}}})"
-  python -c "import boto3; print(boto3.client('sqs').receive_message(QueueUrl='{queue}', WaitTimeSeconds=20))"
-
-Emails sent (reminders table, attribute remindAt): curl -s {endpoint}/_ministack/ses/messages
-Polling (jobs table): the rule ticks every minute; to tick now:
-  python -m localcloud fire --rule jobs-tick --endpoint {endpoint}
-Stop with Ctrl-C.
-"""
-
-
-def up_command(stack: str, endpoint: str | None, stay: bool) -> int:
-    cloud = None if endpoint else Ministack().start()
+def up_command(stack: str, endpoint: str | None, stay: bool, config_file: Path | None) -> int:
+    stack_tables(stack, config_file=config_file)  # a configuration error stops here, before a cloud is started
+    cloud = None if endpoint else Ministack()
     try:
-        target = endpoint or cloud.endpoint  # type: ignore[union-attr]
-        deployment = up(target, stack)
+        target = endpoint or cloud.start().endpoint  # type: ignore[union-attr]
+        deployment = up(target, stack, config_file=config_file)
         print(f"deployed stack '{stack}' to {target}: {len(deployment.resources)} resources")
         print(describe(deployment.outputs))
         if not stay:
             if cloud is not None:
                 print("ministack stops as this command exits; use --stay to keep it, or --endpoint for your own.")
             return 0
-        verify_sender(deployment)
+        verify_senders(deployment)
         with Emulators(target, deployment.region):
-            print(ready_commands(deployment))
+            print(instructions(deployment, _stack_options(stack, config_file)), flush=True)
             try:
                 while True:
                     time.sleep(3600)
             except KeyboardInterrupt:
-                print("stopping")
+                print("stopping", flush=True)
         return 0
     finally:
         if cloud is not None:
             cloud.stop()
+
+
+def _stack_options(stack: str, config_file: Path | None) -> list[str]:
+    """The options that name this stack again in a later command."""
+    options = [] if stack == LOCAL_STACK else ["--stack", stack]
+    return options + (["--config-file", str(config_file.resolve())] if config_file is not None else [])
+
+
+def emails(endpoint: str) -> int:
+    """The local SES outbox, oldest first: what an email target sent."""
+    sent = ses_outbox(endpoint)
+    for message in sent:
+        at = datetime.fromtimestamp(float(message.get("Timestamp", 0)), UTC).strftime("%H:%M:%S")
+        print(f"{at}  to {', '.join(message.get('To', []))}: {message.get('Subject', '')}")
+    if not sent:
+        print("no email sent yet")
+    return 0
+
+
+@contextmanager
+def _interrupted_by_signals() -> Iterator[None]:
+    """`kill` and a closed terminal end a command as Ctrl-C does, so its `finally` blocks stop ministack and remove
+    its temporary directory instead of leaving them behind; a second signal does not cut that cleanup short."""
+    interrupted = False
+
+    def interrupt(signum: int, frame: object) -> None:
+        nonlocal interrupted
+        if not interrupted:
+            interrupted = True
+            raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _show_emulator_notes() -> None:
+    """The emulators' notes (a table gone after `down`, a failed delivery) as plain lines on stderr."""
+    logger = logging.getLogger("localcloud")
+    if logger.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("localcloud: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,20 +143,48 @@ def main(argv: list[str] | None = None) -> int:
     fire.add_argument("--rule", required=True, help="e.g. jobs-tick (output tick_rule_name)")
     fire.add_argument("--endpoint", required=True)
     fire.add_argument("--region", default="eu-west-1")
+    outbox = commands.add_parser("emails", help="print the emails the local SES sent (email targets)")
+    outbox.add_argument("--endpoint", required=True)
+    for command in (show, deploy, destroy):
+        command.add_argument(
+            "--config-file", type=Path, help="the stack's settings from this file, not Pulumi.<stack>.yaml"
+        )
     args = parser.parse_args(argv)
+    _show_emulator_notes()
+    try:
+        with _interrupted_by_signals():
+            return _run(args)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except EndpointConnectionError as error:
+        print(f"error: {error} (is the local cloud running there?)", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "fire":
-        invoked = fire_rule(clients(args.endpoint, args.region), args.rule, args.region)
+        try:
+            invoked = fire_rule(clients(args.endpoint, args.region), args.rule, args.region)
+        except ClientError as error:
+            print(f"error: rule {args.rule}: {error}", file=sys.stderr)
+            return 1
         print(f"rule {args.rule}: invoked {invoked} target(s)")
         return 0
+    if args.command == "emails":
+        return emails(args.endpoint)
     if args.command == "demo":
         return demo(args.stack)
     if args.command == "up":
-        return up_command(args.stack, args.endpoint, args.stay)
+        return up_command(args.stack, args.endpoint, args.stay, args.config_file)
     if args.command == "down":
-        removed = down(args.endpoint, args.stack)
+        removed = down(args.endpoint, args.stack, config_file=args.config_file)
         print(f"removed {len(removed)} resources of stack '{args.stack}' from {args.endpoint}")
         return 0
-    return preview(args.stack)
+    return preview(args.stack, args.config_file)
 
 
 if __name__ == "__main__":

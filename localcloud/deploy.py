@@ -3,12 +3,14 @@ AWS, or replays it to delete what `up` created, newest first."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components.args import ScheduledTableArgs
+
 from .mocks import Registration
-from .program import REPO, run_program, stack_region
+from .program import REPO, run_program, stack_region, stack_tables
 from .provision import Provisioner
 
 LOCAL_STACK = "local"
@@ -21,23 +23,30 @@ class Deployment:
     region: str
     resources: list[Registration]
     outputs: dict[str, Any]
+    # Each table's name and settings as the stack configures them (what `up --stay` tells the user to write).
+    tables: list[tuple[str, ScheduledTableArgs]] = field(default_factory=list)
 
     def of_type(self, suffix: str) -> list[Registration]:
         return [r for r in self.resources if r.type.endswith(suffix)]
 
 
-def up(endpoint: str, stack: str = LOCAL_STACK, project_dir: Path = REPO) -> Deployment:
+def up(
+    endpoint: str, stack: str = LOCAL_STACK, project_dir: Path = REPO, config_file: Path | None = None
+) -> Deployment:
     """Create or update every resource of the stack in the local AWS; returns them and the stack's exports."""
-    region = stack_region(stack, project_dir)
-    mocks = run_program(stack, project_dir, backend=Provisioner(endpoint, region).apply)
-    return Deployment(stack, endpoint, region, mocks.registrations(), mocks.stack_outputs)
+    region = stack_region(stack, project_dir, config_file)
+    tables = stack_tables(stack, project_dir, config_file)
+    mocks = run_program(stack, project_dir, backend=Provisioner(endpoint, region).apply, config_file=config_file)
+    return Deployment(stack, endpoint, region, mocks.registrations(), mocks.stack_outputs, tables)
 
 
-def down(endpoint: str, stack: str = LOCAL_STACK, project_dir: Path = REPO) -> list[str]:
+def down(
+    endpoint: str, stack: str = LOCAL_STACK, project_dir: Path = REPO, config_file: Path | None = None
+) -> list[str]:
     """Delete every resource the stack defines, dependents first; returns their names. Absent ones are skipped."""
-    region = stack_region(stack, project_dir)
+    region = stack_region(stack, project_dir, config_file)
     provisioner = Provisioner(endpoint, region)
-    planned = run_program(stack, project_dir, backend=provisioner.plan).registrations()
+    planned = run_program(stack, project_dir, backend=provisioner.plan, config_file=config_file).registrations()
     for registration in reversed(planned):
         provisioner.delete(registration.type, registration.name, registration.inputs)
     return [r.name for r in planned]

@@ -8,6 +8,9 @@
   ministack drops. Definitions are captured as soon as they appear (ministack deletes such a schedule at its due
   time as though it had fired it), the API is called with the schedule's `Input` when due, failures go to the
   schedule's dead-letter queue, and `ActionAfterCompletion` is honoured.
+
+The stack may be removed under them (`python -m localcloud down` while `up --stay` runs): a table, queue, function
+or schedule group that is gone is let go of with one line in the log, never a traceback.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import botocore
 from botocore.exceptions import ClientError
 
 from .aws_behaviour import MinuteWindow, seed
-from .provision import clients, error_code, name_from_arn
+from .provision import NOT_FOUND, clients, error_code, name_from_arn
 
 log = logging.getLogger("localcloud")
 
@@ -40,6 +43,11 @@ TABLES_REFRESH_SECONDS = 3.0
 MAX_LOCAL_RETRIES = 2
 
 Client = Callable[[str], Any]
+
+
+def gone(error: BaseException) -> bool:
+    """The resource a call named does not exist (any more)."""
+    return isinstance(error, ClientError) and error_code(error) in NOT_FOUND
 
 
 def _pages(call: Callable[..., dict[str, Any]], key: str, token: str = "NextToken", **kwargs: Any) -> list[Any]:
@@ -127,17 +135,33 @@ class TtlService:
         if time.monotonic() - looked_up < TABLES_REFRESH_SECONDS:
             return cached
         found = self._lookup_tables()
+        self._forget({t.name for t in cached} - {t.name for t in found})
         self._tables = (time.monotonic(), found)
         return found
+
+    def _forget(self, names: set[str]) -> None:
+        """Stop watching tables that were deleted, saying so once."""
+        looked_up, cached = self._tables
+        known = sorted(names & {t.name for t in cached})
+        if known:
+            log.info("TTL no longer emulated for deleted table(s): %s", ", ".join(known))
+        self._tables = (looked_up, [t for t in cached if t.name not in names])
+        for ident in [i for i in self._watched if i[0] in names]:
+            del self._watched[ident]
 
     def _lookup_tables(self) -> list[_TtlTable]:
         ddb = self.client("dynamodb")
         found = []
         for name in _pages(ddb.list_tables, "TableNames", token="LastEvaluatedTableName"):
-            ttl = ddb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
-            if ttl.get("TimeToLiveStatus") != "ENABLED":
-                continue
-            table = ddb.describe_table(TableName=name)["Table"]
+            try:
+                ttl = ddb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+                if ttl.get("TimeToLiveStatus") != "ENABLED":
+                    continue
+                table = ddb.describe_table(TableName=name)["Table"]
+            except ClientError as error:
+                if gone(error):
+                    continue  # deleted since it was listed
+                raise
             spec = table.get("StreamSpecification") or {}
             found.append(
                 _TtlTable(
@@ -152,7 +176,25 @@ class TtlService:
 
     def tick(self, now: float | None = None) -> None:
         for table in self.tables():
-            self._sweep(table, time.time() if now is None else now)
+            try:
+                self._sweep(table, time.time() if now is None else now)
+            except ClientError as error:
+                if not gone(error):
+                    raise
+                if self._exists(table.name):
+                    # Its function or queue went first (`down` removes dependents first); the table is next.
+                    log.warning("TTL deletion in %s not delivered: %s", table.name, error)
+                else:
+                    self._forget({table.name})
+
+    def _exists(self, name: str) -> bool:
+        try:
+            self.client("dynamodb").describe_table(TableName=name)
+        except ClientError as error:
+            if gone(error):
+                return False
+            raise
+        return True
 
     def _sweep(self, table: _TtlTable, now: float) -> None:
         ddb = self.client("dynamodb")
@@ -326,7 +368,13 @@ class UniversalTargets:
         scheduler = self.client("scheduler")
         listed: set[tuple[str, str]] = set()
         for group in _pages(scheduler.list_schedule_groups, "ScheduleGroups"):
-            for summary in _pages(scheduler.list_schedules, "Schedules", GroupName=group["Name"]):
+            try:
+                summaries = _pages(scheduler.list_schedules, "Schedules", GroupName=group["Name"])
+            except ClientError as error:
+                if gone(error):
+                    continue  # deleted since it was listed
+                raise
+            for summary in summaries:
                 key = (group["Name"], summary["Name"])
                 listed.add(key)
                 modified = str(summary.get("LastModificationDate", ""))
@@ -388,7 +436,12 @@ class UniversalTargets:
                     "SCHEDULE_ARN": captured.arn,
                     "TARGET_ARN": captured.target["Arn"],
                 }
-                _send_to_queue(self.client, dead_letter, captured.target.get("Input") or "{}", attributes)
+                try:
+                    _send_to_queue(self.client, dead_letter, captured.target.get("Input") or "{}", attributes)
+                except ClientError as queue_error:
+                    if not gone(queue_error):
+                        raise
+                    log.warning("schedule %s/%s: its dead-letter queue is gone", captured.group, captured.name)
         if captured.after == "DELETE":
             try:
                 self.client("scheduler").delete_schedule(GroupName=captured.group, Name=captured.name)
@@ -455,9 +508,12 @@ class Emulators:
         while not self._stop.is_set():
             try:
                 service.tick()
-            except Exception:  # keep emulating; the error is logged and counted
+            except Exception as error:  # keep emulating; the error is logged and counted
                 self.errors += 1
-                log.exception("emulator %s failed a tick", type(service).__name__)
+                if gone(error):  # removed under it (`down`): nothing to debug, one line
+                    log.warning("emulator %s: %s", type(service).__name__, error)
+                else:
+                    log.exception("emulator %s failed a tick", type(service).__name__)
             self._stop.wait(self.interval)
 
     def start(self) -> Emulators:

@@ -11,36 +11,90 @@ import pulumi
 import yaml
 from pulumi.runtime.settings import get_root_resource
 
+from components.args import ScheduledTableArgs
+from components.stack_config import tables_from_config
+
 from .mocks import Backend, RecordingMocks, install
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def stack_config(stack: str, project_dir: Path = REPO) -> dict[str, str]:
+class ConfigError(Exception):
+    """The stack's configuration cannot be used; the message names the file and says what to change, so the CLI
+    prints it as one line instead of a traceback."""
+
+
+def config_path(stack: str, project_dir: Path = REPO, config_file: Path | None = None) -> Path:
+    """`Pulumi.<stack>.yaml` beside the project, or the file given instead (as `pulumi --config-file` would)."""
+    return config_file if config_file is not None else project_dir / f"Pulumi.{stack}.yaml"
+
+
+def _project_name(project_dir: Path) -> str:
+    try:
+        project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
+    except (OSError, yaml.YAMLError, TypeError, KeyError) as error:
+        raise ConfigError(f"{project_dir / 'Pulumi.yaml'}: not a Pulumi project file with a name ({error})") from None
+    return str(project)
+
+
+def stack_config(stack: str, project_dir: Path = REPO, config_file: Path | None = None) -> dict[str, str]:
     """`Pulumi.<stack>.yaml` as the CLI passes it: namespaced keys, strings, objects as JSON."""
-    project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
-    document = yaml.safe_load((project_dir / f"Pulumi.{stack}.yaml").read_text()) or {}
+    project = _project_name(project_dir)
+    path = config_path(stack, project_dir, config_file)
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError:
+        known = ", ".join(sorted(p.name.split(".")[1] for p in project_dir.glob("Pulumi.*.yaml"))) or "none"
+        raise ConfigError(f"{path}: no such stack configuration (stacks here: {known})") from None
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise ConfigError(f"{where}: not valid YAML: {error.problem or error}") from None
+    except (OSError, yaml.YAMLError) as error:
+        raise ConfigError(f"{path}: {' '.join(str(error).split())}") from None
+    config = document.get("config") if isinstance(document, dict) else None
+    if not isinstance(document, dict) or not isinstance(config or {}, dict):
+        raise ConfigError(f"{path}: must be a mapping with a 'config' mapping of keys to values")
     result: dict[str, str] = {}
-    for key, value in (document.get("config") or {}).items():
+    for key, value in (config or {}).items():
         full = key if ":" in key else f"{project}:{key}"
         result[full] = _as_config_string(value)
     return result
 
 
-def stack_region(stack: str, project_dir: Path = REPO) -> str:
-    return stack_config(stack, project_dir).get("aws:region", "eu-west-1")
+def stack_region(stack: str, project_dir: Path = REPO, config_file: Path | None = None) -> str:
+    return stack_config(stack, project_dir, config_file).get("aws:region", "eu-west-1")
 
 
-def run_program(stack: str, project_dir: Path = REPO, backend: Backend | None = None) -> RecordingMocks:
+def stack_tables(
+    stack: str, project_dir: Path = REPO, config_file: Path | None = None
+) -> list[tuple[str, ScheduledTableArgs]]:
+    """The tables the stack's configuration describes, read and checked as the program does (`ScheduledTableArgs`
+    refuses bad values), without running it: a configuration error is found before any cloud is started."""
+    config = stack_config(stack, project_dir, config_file)
+    pulumi.runtime.set_all_config(config)
+    try:
+        return tables_from_config(pulumi.Config(_project_name(project_dir)))
+    except (ValueError, pulumi.RunError) as error:
+        raise ConfigError(f"{config_path(stack, project_dir, config_file)}: {error}") from None
+
+
+def run_program(
+    stack: str, project_dir: Path = REPO, backend: Backend | None = None, config_file: Path | None = None
+) -> RecordingMocks:
     """Execute the program under recording mocks whose backend creates (or fabricates) each resource; returns what
-    it registered and exported."""
-    config = stack_config(stack, project_dir)
-    mocks = install(stack_region(stack, project_dir), stack=stack, backend=backend)
+    it registered and exported. The program's own checks raise ValueError naming the setting and the fix; those
+    become a `ConfigError` naming the file too."""
+    config = stack_config(stack, project_dir, config_file)
+    mocks = install(stack_region(stack, project_dir, config_file), stack=stack, backend=backend)
     pulumi.runtime.set_all_config(config)
 
     @pulumi.runtime.test
     def execute() -> pulumi.Output[Any]:
-        runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
+        try:
+            runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
+        except (ValueError, pulumi.RunError) as error:
+            raise ConfigError(f"{config_path(stack, project_dir, config_file)}: {error}") from None
         # Under mocks the stack never registers its outputs; read what the program exported and resolve it.
         root = get_root_resource()
         exported = dict(getattr(root, "outputs", {}) or {})

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -12,7 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 from .aws_behaviour import REDELIVER_VARIABLE, REDELIVERY_LOG_VARIABLE, seed
 
@@ -38,19 +41,26 @@ def http_json(url: str, method: str = "GET", timeout: float = 5.0) -> object:
 
 class Ministack:
     """One ministack server on a free loopback port, run with this interpreter (so its Lambda workers see the same
-    packages), its log kept in a file. Use as a context manager; `stop()` is safe to call twice."""
+    packages). Use as a context manager; `stop()` is safe to call twice.
+
+    Everything it writes goes into one scratch directory of its own, removed by `stop()`: ministack's temporary
+    files (its pid file, each Lambda worker's unpacked code) follow `TMPDIR` there, and its log goes there unless
+    `log_dir` keeps it elsewhere (tests keep theirs in pytest's tmp_path)."""
 
     def __init__(self, port: int | None = None, log_dir: Path | None = None, redeliver: float = 0.0) -> None:
         """`redeliver`: the fraction of stream batches delivered again later, as Lambda may (see aws_behaviour)."""
         self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.log_path = (log_dir or Path(tempfile.mkdtemp(prefix="localcloud-"))) / "ministack.log"
+        self.scratch = Path(tempfile.mkdtemp(prefix="localcloud-"))
+        self.log_path = (log_dir or self.scratch) / "ministack.log"
         self.redeliver = redeliver
         self.redelivery_log = self.log_path.with_name("redelivered.json")
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Ministack:
         seed()  # chosen here, so the emulators in this process and ministack's Scheduler share it
+        temporary = self.scratch / "tmp"
+        temporary.mkdir(parents=True, exist_ok=True)  # parents: started again after a stop()
         env = {
             **os.environ,
             "BIND_HOST": "127.0.0.1",
@@ -60,28 +70,39 @@ class Ministack:
             # Listeners the local cloud does not use and that would need extra ports.
             "IOT_MTLS_ENABLED": "0",
             "SFTP_ENABLED": "0",
+            # ministack's files (pid file, Lambda workers' code, any persisted state) go where stop() removes them.
+            "TMPDIR": str(temporary),
+            "STATE_DIR": str(temporary / "state"),
+            "S3_DATA_DIR": str(temporary / "s3"),
         }
-        log = self.log_path.open("wb")
-        self._process = subprocess.Popen(
-            # ministack, with Scheduler's AWS timing: an at() runs anywhere in its minute (seeded, see aws_behaviour).
-            [sys.executable, "-m", "localcloud.aws_behaviour"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=Path(__file__).resolve().parent.parent,
-        )
+        with self.log_path.open("wb") as log:
+            self._process = subprocess.Popen(
+                # ministack, with Scheduler's AWS timing: an at() runs anywhere in its minute (seeded, see
+                # aws_behaviour).
+                [sys.executable, "-m", "localcloud.aws_behaviour"],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=Path(__file__).resolve().parent.parent,
+            )
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                raise RuntimeError(f"ministack exited with {self._process.returncode}; see {self.log_path}")
+                self._fail(f"ministack exited with {self._process.returncode}")
             if self.healthy():
                 return self
             time.sleep(0.2)
+        self._fail(f"ministack did not answer {HEALTH} within {START_TIMEOUT_SECONDS:.0f}s")
+
+    def _fail(self, problem: str) -> NoReturn:
+        """Stop, and raise with the end of the log (the scratch directory holding it is gone after `stop()`)."""
+        try:
+            tail = self.log_path.read_text(errors="replace").splitlines()[-20:]
+        except OSError:
+            tail = []
         self.stop()
-        raise RuntimeError(
-            f"ministack did not answer {HEALTH} within {START_TIMEOUT_SECONDS:.0f}s; see {self.log_path}"
-        )
+        raise RuntimeError("\n".join([f"{problem}; the end of its log:", *tail]))
 
     def redelivered(self) -> dict[str, int]:
         """Stream batches delivered again, per function name."""
@@ -103,14 +124,20 @@ class Ministack:
         http_json(self.endpoint + RESET, method="POST")
 
     def stop(self) -> None:
-        if self._process is None or self._process.poll() is not None:
-            return
-        self._process.terminate()
-        try:
-            self._process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait(timeout=10)
+        """Stop ministack and whatever it started (Lambda workers share its process group), then remove the scratch
+        directory."""
+        process = self._process
+        if process is not None:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(timeout=10)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)  # its own session: only ministack's leftover children
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> Ministack:
         return self.start()

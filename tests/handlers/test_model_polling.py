@@ -144,7 +144,9 @@ class PollingModel(StreamDelivery):
     @rule(data=st.data())
     def consumer_writes_back(self, data: st.DataObject) -> None:
         """The task's consumer marks a done item sent by writing it back (a PutItem keeping its time)."""
-        pk = data.draw(st.sampled_from(self._done()), label="done item")
+        self._write_back(data.draw(st.sampled_from(self._done()), label="done item"))
+
+    def _write_back(self, pk: str) -> None:
         raw = self.reference.items[pk].raw
         self.env.put({"PK": pk, "SK": SK, "dueAt": raw, "v": uuid.uuid4().hex[:6], "sent": True})
         self.reference.put(pk, raw)
@@ -195,15 +197,18 @@ class PollingModel(StreamDelivery):
         self.reference.put(pk, item.raw)
         self._read()
 
-    @rule(seconds=st.integers(0, 120))
-    def tick(self, seconds: int) -> None:
-        """Time passes, and the rule invokes the processor."""
+    @rule(seconds=st.integers(0, 120), write_backs=st.integers(0, 2))
+    def tick(self, seconds: int, write_backs: int = 0) -> None:
+        """Time passes, and the rule invokes the processor; the consumer then writes back each item it received
+        `write_backs` times (a PutItem keeping its time, to mark it sent: a common consumer)."""
         self.now += timedelta(seconds=seconds)
         moment = self.now.timestamp()
         report = polling.process(self.env.config, now=lambda: moment)
         assert (report.retried, report.failed) == (0, 0), report
-        self._collect()
+        received = self._collect()
         self._read()  # the processor's own writes: the assigner's filter keeps them out
+        for pk in received * write_backs:
+            self._write_back(pk)
 
     # -- the guarantee -----------------------------------------------------------------------------------------------
 
@@ -221,8 +226,10 @@ class PollingModel(StreamDelivery):
 
     # -- plumbing ----------------------------------------------------------------------------------------------------
 
-    def _collect(self) -> None:
+    def _collect(self) -> list[str]:
+        """Check what the target received against the reference; the keys of the items it received."""
         moment = self.now.timestamp()
+        received = []
         for sent in self.queue.receive():
             pk, due = sent.body["keys"]["PK"], int(due_time(sent.body).timestamp())
             self.runs += 1
@@ -238,6 +245,8 @@ class PollingModel(StreamDelivery):
             else:
                 item.task.ran_at = moment
                 item.marked = True
+                received.append(pk)
+        return received
 
     def _done(self) -> list[str]:
         return sorted(pk for pk, item in self.reference.items.items() if item.task.ran_at is not None)
