@@ -22,7 +22,7 @@ from .runtime_config import (
     handler_document,
     target_kind,
 )
-from .targets import EmailTarget
+from .targets import EmailTarget, checked_arn
 
 TYPE = "scheduled-table:index:ScheduledTable"
 DLQ_RETENTION_SECONDS = 14 * 24 * 3600
@@ -79,7 +79,7 @@ class ScheduledTable(pulumi.ComponentResource):
             self.due_queue_url, self.due_queue_arn = self.due_queue.url, self.due_queue.arn
             self.target_arn = self.due_queue.arn
         elif args.target is not None:
-            self.target_arn = args.target.arn
+            self.target_arn = checked_arn(args.target)
 
         self.schedule_group_name = None
         self.target_dlq_url = None

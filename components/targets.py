@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -14,6 +15,71 @@ from .packaging import runtime_module
 SQS_MIN_MESSAGE_BYTES = 1024
 SQS_MAX_MESSAGE_BYTES = 1048576
 SQS_DEFAULT_MESSAGE_BYTES = 262144
+
+
+# Per target kind: the ARN field, the service in the ARN, what the resource is called, the resource part's shape and
+# an example. A plain-string ARN is checked when the target is made, an Output when it resolves (`checked_arn`).
+_ARN_SHAPES: dict[str, tuple[str, str, str, str, str]] = {
+    "sqs": ("queue_arn", "sqs", "queue", r"[A-Za-z0-9_-]{1,80}(\.fifo)?", "arn:aws:sqs:eu-west-1:123456789012:jobs"),
+    "lambda": (
+        "function_arn",
+        "lambda",
+        "function",
+        r"function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]{1,128})?",
+        "arn:aws:lambda:eu-west-1:123456789012:function:notify",
+    ),
+    "stepfunctions": (
+        "state_machine_arn",
+        "states",
+        "state machine",
+        r"stateMachine:[A-Za-z0-9_.-]{1,80}",
+        "arn:aws:states:eu-west-1:123456789012:stateMachine:flow",
+    ),
+    "sns": ("topic_arn", "sns", "topic", r"[A-Za-z0-9_-]{1,256}(\.fifo)?", "arn:aws:sns:eu-west-1:123456789012:news"),
+}
+_ARN = re.compile(r"arn:(aws|aws-cn|aws-us-gov):([a-z0-9-]+):([a-z0-9-]*):(\d{12}):(.+)")
+
+
+def arn_problem(kind: str, owner: str, arn: str) -> str | None:
+    """Why `arn` cannot be the ARN of a `kind` target (None if it can): a URL, a name, another service's ARN or
+    another resource type, each with the fix. `owner` is the class name, for the message."""
+    field_name, service, what, resource, example = _ARN_SHAPES[kind]
+    where = f"{owner}.{field_name}: {arn!r}"
+    if arn.startswith(("https://", "http://")):
+        hint = "this is a queue URL; pass the queue's `.arn`" if kind == "sqs" else f"pass the {what}'s `.arn`"
+        return f"{where} is a URL, not an ARN; {hint}"
+    found = _ARN.fullmatch(arn)
+    if found is None:
+        return f"{where} is not a full ARN (a name?); pass the {what}'s `.arn`, e.g. {example!r}"
+    if found.group(2) != service:
+        return f"{where} is an ARN of {found.group(2)!r}, not of a {what} ({service!r}); pass the {what}'s `.arn`"
+    if not found.group(3) or not re.fullmatch(resource, found.group(5)):
+        return f"{where} is not a {what} ARN; pass the {what}'s `.arn`, e.g. {example!r}"
+    return None
+
+
+def _check(target: QueueTarget | FunctionTarget | StateMachineTarget | TopicTarget) -> None:
+    if isinstance(target.arn, str):
+        problem = arn_problem(target.kind, type(target).__name__, target.arn)
+        if problem:
+            raise ValueError(problem)
+
+
+def checked_arn(target: Target) -> pulumi.Input[str]:
+    """The target's ARN; an Output is checked once it resolves, so a wrong one fails `pulumi up` with the same
+    message a plain string gets at construction."""
+    arn = target.arn
+    if isinstance(arn, str) or isinstance(target, EmailTarget):
+        return arn
+    owner, kind = type(target).__name__, target.kind
+
+    def check(value: str | None) -> str | None:
+        problem = None if value is None else arn_problem(kind, owner, value)  # None: mocks that echo inputs
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    return pulumi.Output.from_input(arn).apply(check)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -34,6 +100,7 @@ class QueueTarget:
     kind: ClassVar[str] = "sqs"
 
     def __post_init__(self) -> None:
+        _check(self)
         size = self.max_message_bytes
         if (
             isinstance(size, bool)
@@ -61,6 +128,9 @@ class FunctionTarget:
     kms_key_arn: pulumi.Input[str] | None = None
     kind: ClassVar[str] = "lambda"
 
+    def __post_init__(self) -> None:
+        _check(self)
+
     @property
     def arn(self) -> pulumi.Input[str]:
         return self.function_arn
@@ -77,6 +147,9 @@ class StateMachineTarget:
     kms_key_arn: pulumi.Input[str] | None = None
     kind: ClassVar[str] = "stepfunctions"
 
+    def __post_init__(self) -> None:
+        _check(self)
+
     @property
     def arn(self) -> pulumi.Input[str]:
         return self.state_machine_arn
@@ -92,6 +165,9 @@ class TopicTarget:
     topic_arn: pulumi.Input[str]
     kms_key_arn: pulumi.Input[str] | None = None
     kind: ClassVar[str] = "sns"
+
+    def __post_init__(self) -> None:
+        _check(self)
 
     @property
     def arn(self) -> pulumi.Input[str]:

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,6 +17,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from .demo import demo
 from .deploy import LOCAL_STACK, down, up
 from .emulators import Emulators, fire_rule
+from .interrupts import interrupting
 from .program import ConfigError, config_path, run_program, stack_tables
 from .provision import clients, describe
 from .server import Ministack, ses_outbox
@@ -93,26 +91,6 @@ def emails(endpoint: str) -> int:
     return 0
 
 
-@contextmanager
-def _interrupted_by_signals() -> Iterator[None]:
-    """`kill` and a closed terminal end a command as Ctrl-C does, so its `finally` blocks stop ministack and remove
-    its temporary directory instead of leaving them behind; a second signal does not cut that cleanup short."""
-    interrupted = False
-
-    def interrupt(signum: int, frame: object) -> None:
-        nonlocal interrupted
-        if not interrupted:
-            interrupted = True
-            raise KeyboardInterrupt
-
-    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-
-
 def _show_emulator_notes() -> None:
     """The emulators' notes (a table gone after `down`, a failed delivery) as plain lines on stderr."""
     logger = logging.getLogger("localcloud")
@@ -152,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _show_emulator_notes()
     try:
-        with _interrupted_by_signals():
+        with interrupting():
             return _run(args)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)

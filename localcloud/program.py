@@ -14,6 +14,7 @@ from pulumi.runtime.settings import get_root_resource
 from components.args import ScheduledTableArgs
 from components.stack_config import tables_from_config
 
+from .interrupts import deferred
 from .mocks import Backend, RecordingMocks, install
 
 REPO = Path(__file__).resolve().parent.parent
@@ -100,7 +101,8 @@ def run_program(
         exported = dict(getattr(root, "outputs", {}) or {})
         return pulumi.Output.from_input(exported).apply(mocks.stack_outputs.update)
 
-    execute()
+    with deferred("stopping once the program has run (a few seconds)"):
+        execute()
     return mocks
 
 

@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any, NoReturn
 
 from .aws_behaviour import REDELIVER_VARIABLE, REDELIVERY_LOG_VARIABLE, seed
+from .interrupts import deferred
 
 HEALTH = "/_ministack/health"
 RESET = "/_ministack/reset"
@@ -125,7 +126,11 @@ class Ministack:
 
     def stop(self) -> None:
         """Stop ministack and whatever it started (Lambda workers share its process group), then remove the scratch
-        directory."""
+        directory; a Ctrl-C meanwhile waits until that is done."""
+        with deferred():
+            self._stop()
+
+    def _stop(self) -> None:
         process = self._process
         if process is not None:
             if process.poll() is None:

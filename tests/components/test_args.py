@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from components import EmailTarget, QueueTarget, ScheduledTableArgs
+from components import EmailTarget, FunctionTarget, QueueTarget, ScheduledTableArgs, StateMachineTarget, TopicTarget
 from components.args import Mode, describe_defaults
 
 
@@ -77,8 +77,11 @@ RULES: list[tuple[dict[str, Any], str]] = [
         {"server_side_encryption": False, "kms_key_arn": "arn:aws:kms:eu-west-1:1:key/k"},
         "kms_key_arn: a KMS key needs server_side_encryption=True; remove kms_key_arn or enable encryption",
     ),
-    ({"target": "arn:aws:sqs:eu-west-1:1:q"}, "target: str is not a target; pass one of QueueTarget"),
-    ({"target": QueueTarget("arn:aws:sqs:eu-west-1:1:q.fifo")}, "target: FIFO queues are not supported as targets"),
+    ({"target": "arn:aws:sqs:eu-west-1:123456789012:q"}, "target: str is not a target; pass one of QueueTarget"),
+    (
+        {"target": QueueTarget("arn:aws:sqs:eu-west-1:123456789012:q.fifo")},
+        "target: FIFO queues are not supported as targets",
+    ),
     ({"lambda_memory_mb": 64}, "lambda_memory_mb: 64 is out of range; use a whole number from 128 to 10240"),
     ({"lambda_timeout_seconds": 901}, "lambda_timeout_seconds: 901 is out of range; use a whole number from 1 to 900"),
     ({"lambda_architecture": "arm"}, "lambda_architecture: 'arm' is not supported; use 'arm64' or 'x86_64'"),
@@ -248,7 +251,7 @@ def test_an_email_body_that_would_overflow_lambdas_4_kb_environment_is_refused()
 @pytest.mark.parametrize("size", [1023, 1048577, "262144", True])
 def test_queue_target_max_message_bytes_is_a_queues_max_message_size(size: Any) -> None:
     with pytest.raises(ValueError) as caught:
-        QueueTarget("arn:aws:sqs:eu-west-1:1:q", max_message_bytes=size)
+        QueueTarget("arn:aws:sqs:eu-west-1:123456789012:q", max_message_bytes=size)
     assert str(caught.value) == (
         f"QueueTarget.max_message_bytes: {size!r} is out of range; use a whole number from 1024 to 1048576, "
         "the queue's max_message_size"
@@ -256,8 +259,8 @@ def test_queue_target_max_message_bytes_is_a_queues_max_message_size(size: Any) 
 
 
 def test_queue_target_takes_256_kib_unless_told_otherwise() -> None:
-    assert QueueTarget("arn:aws:sqs:eu-west-1:1:q").max_message_bytes == 262144
-    assert QueueTarget("arn:aws:sqs:eu-west-1:1:q", max_message_bytes=1048576).max_message_bytes == 1048576
+    assert QueueTarget("arn:aws:sqs:eu-west-1:123456789012:q").max_message_bytes == 262144
+    assert QueueTarget("arn:aws:sqs:eu-west-1:123456789012:q", max_message_bytes=1048576).max_message_bytes == 1048576
 
 
 def test_email_sender_may_carry_a_display_name() -> None:
@@ -272,3 +275,50 @@ def test_describe_defaults_covers_every_option_but_mode() -> None:
     defaults = describe_defaults()
     assert set(defaults) == {f.name for f in dataclasses.fields(ScheduledTableArgs)} - {"mode"}
     assert defaults["batch_size"] == 100 and defaults["target"] is None and defaults["tags"] == {}
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        (
+            lambda: QueueTarget("https://sqs.eu-west-1.amazonaws.com/123456789012/jobs"),
+            "QueueTarget.queue_arn: 'https://sqs.eu-west-1.amazonaws.com/123456789012/jobs' is a URL, not an ARN; "
+            "this is a queue URL; pass the queue's `.arn`",
+        ),
+        (
+            lambda: QueueTarget("jobs"),
+            "QueueTarget.queue_arn: 'jobs' is not a full ARN (a name?); pass the queue's `.arn`, e.g. "
+            "'arn:aws:sqs:eu-west-1:123456789012:jobs'",
+        ),
+        (
+            lambda: QueueTarget("arn:aws:sns:eu-west-1:123456789012:news"),
+            "QueueTarget.queue_arn: 'arn:aws:sns:eu-west-1:123456789012:news' is an ARN of 'sns', not of a queue "
+            "('sqs'); pass the queue's `.arn`",
+        ),
+        (
+            lambda: FunctionTarget("arn:aws:lambda:eu-west-1:123456789012:layer:x:1"),
+            "FunctionTarget.function_arn: 'arn:aws:lambda:eu-west-1:123456789012:layer:x:1' is not a function ARN; "
+            "pass the function's `.arn`, e.g. 'arn:aws:lambda:eu-west-1:123456789012:function:notify'",
+        ),
+        (
+            lambda: StateMachineTarget("arn:aws:states:eu-west-1:123456789012:execution:flow:1"),
+            "StateMachineTarget.state_machine_arn: 'arn:aws:states:eu-west-1:123456789012:execution:flow:1' is not a "
+            "state machine ARN",
+        ),
+        (
+            lambda: TopicTarget("arn:aws:sns:eu-west-1:1:news"),
+            "TopicTarget.topic_arn: 'arn:aws:sns:eu-west-1:1:news' is not a full ARN (a name?)",
+        ),
+    ],
+)
+def test_a_plain_target_arn_is_checked_at_construction(target: Any, message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        target()
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_good_target_arns_pass() -> None:
+    QueueTarget("arn:aws:sqs:eu-west-1:123456789012:jobs")
+    FunctionTarget("arn:aws:lambda:eu-west-1:123456789012:function:notify:live")
+    StateMachineTarget("arn:aws-cn:states:cn-north-1:123456789012:stateMachine:flow")
+    TopicTarget("arn:aws:sns:eu-west-1:123456789012:news")

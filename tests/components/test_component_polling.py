@@ -112,7 +112,9 @@ def test_keys_of_the_table_and_of_the_target_reach_the_roles_that_use_them(build
     from components import TopicTarget
 
     table_key, target_key = "arn:aws:kms:eu-west-1:1:key/table", "arn:aws:kms:eu-west-1:1:key/target"
-    built = polling(build, kms_key_arn=table_key, target=TopicTarget("arn:aws:sns:eu-west-1:1:t", target_key))
+    built = polling(
+        build, kms_key_arn=table_key, target=TopicTarget("arn:aws:sns:eu-west-1:123456789012:t", target_key)
+    )
     use_table_key = {
         "Effect": "Allow",
         "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"],

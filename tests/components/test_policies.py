@@ -37,8 +37,14 @@ def test_email_target_needs_a_sender() -> None:
 
 
 def test_direct_sqs_dispatch_may_look_up_the_queue_url() -> None:
-    statements = policies.direct_dispatch_statements("sqs", "arn:aws:sqs:eu-west-1:1:q", table_arn=TABLE, sender=None)
-    assert {"Effect": "Allow", "Action": ["sqs:GetQueueUrl"], "Resource": ["arn:aws:sqs:eu-west-1:1:q"]} in statements
+    statements = policies.direct_dispatch_statements(
+        "sqs", "arn:aws:sqs:eu-west-1:123456789012:q", table_arn=TABLE, sender=None
+    )
+    assert {
+        "Effect": "Allow",
+        "Action": ["sqs:GetQueueUrl"],
+        "Resource": ["arn:aws:sqs:eu-west-1:123456789012:q"],
+    } in statements
 
 
 def test_stream_consumer_statements_scope_everything() -> None:
@@ -76,7 +82,9 @@ def test_key_statements_name_one_key_and_nothing_without_one() -> None:
     assert policies.key_statements(key, ["kms:GenerateDataKey", "kms:Decrypt"]) == [
         {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [key]}
     ]
-    statements = policies.target_statements("sns", "arn:aws:sns:eu-west-1:1:t", table_arn=TABLE, target_key_arn=key)
+    statements = policies.target_statements(
+        "sns", "arn:aws:sns:eu-west-1:123456789012:t", table_arn=TABLE, target_key_arn=key
+    )
     assert statements[1] == {"Effect": "Allow", "Action": policies.TARGET_KEY_ACTIONS, "Resource": [key]}
 
 

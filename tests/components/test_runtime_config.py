@@ -69,21 +69,21 @@ def test_a_body_that_fits_is_accepted() -> None:
     assert ScheduledTableArgs(mode="eventbridge", target=target).target == target
 
 
-def test_the_real_values_are_checked_again_when_they_are_known(build: Callable[..., Built]) -> None:
-    # GIVEN a target ARN only known once resolved (counted as a 256-character placeholder at construction)
+def test_an_output_target_arn_is_checked_when_it_resolves(build: Callable[..., Built]) -> None:
+    # GIVEN a target ARN only known once resolved, and wrong: a queue name far over SQS's 80 characters
     arn = pulumi.Output.from_input("arn:aws:sqs:eu-west-1:123456789012:" + "q" * 4000)
-    # WHEN the component is built, THEN the function's environment, with the real ARN, is refused
+    # WHEN the component is built, THEN the deployment fails with the message a plain string gets at construction
     with pytest.raises(ValueError) as caught:
         build(target=QueueTarget(arn))
     # (Pulumi wraps it in the resource and input it was resolving; the message is the last line.)
     assert (
         str(caught.value)
         .splitlines()[-1]
-        .endswith(
-            "target.arn: the function environment would be 4,679 bytes, over Lambda's 4 KB limit (4,096 bytes); "
-            "shorten QueueTarget.arn (4,035 bytes; next largest: time_attribute, 5 bytes)"
-        )
+        .endswith("' is not a queue ARN; pass the queue's `.arn`, e.g. 'arn:aws:sqs:eu-west-1:123456789012:jobs'")
     )
+    with pytest.raises(ValueError) as plain:
+        QueueTarget("arn:aws:sqs:eu-west-1:123456789012:" + "q" * 4000)
+    assert str(plain.value).endswith(str(caught.value).splitlines()[-1].split("QueueTarget.queue_arn: ", 1)[1])
 
 
 @pytest.mark.parametrize(

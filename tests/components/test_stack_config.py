@@ -48,7 +48,7 @@ def test_every_kind_of_value_is_read() -> None:
                 "tags": {"a": "b"},
                 "timeAttribute": "remindAt",
                 "sortKey": "none",
-                "target": {"type": "function", "arn": "arn:aws:lambda:eu-west-1:1:function:f"},
+                "target": {"type": "function", "arn": "arn:aws:lambda:eu-west-1:123456789012:function:f"},
             }
         )
     )
@@ -59,17 +59,21 @@ def test_every_kind_of_value_is_read() -> None:
         "remindAt",
     )
     assert args.sort_key is None
-    assert args.target == FunctionTarget("arn:aws:lambda:eu-west-1:1:function:f")
+    assert args.target == FunctionTarget("arn:aws:lambda:eu-west-1:123456789012:function:f")
 
 
 def test_targets_from_config() -> None:
     assert target_from_config(None) is None
     assert target_from_config({"type": "dueQueue"}) is None
-    assert target_from_config({"type": "queue", "arn": "arn:aws:sqs:r:1:q"}) == QueueTarget("arn:aws:sqs:r:1:q")
-    raised = target_from_config({"type": "queue", "arn": "arn:aws:sqs:r:1:q", "maxMessageBytes": 1048576})
-    assert raised == QueueTarget("arn:aws:sqs:r:1:q", max_message_bytes=1048576)
-    keyed = target_from_config({"type": "topic", "arn": "arn:aws:sns:r:1:t", "kmsKeyArn": "arn:aws:kms:r:1:key/k"})
-    assert keyed == TopicTarget("arn:aws:sns:r:1:t", kms_key_arn="arn:aws:kms:r:1:key/k")
+    assert target_from_config({"type": "queue", "arn": "arn:aws:sqs:r:123456789012:q"}) == QueueTarget(
+        "arn:aws:sqs:r:123456789012:q"
+    )
+    raised = target_from_config({"type": "queue", "arn": "arn:aws:sqs:r:123456789012:q", "maxMessageBytes": 1048576})
+    assert raised == QueueTarget("arn:aws:sqs:r:123456789012:q", max_message_bytes=1048576)
+    keyed = target_from_config(
+        {"type": "topic", "arn": "arn:aws:sns:r:123456789012:t", "kmsKeyArn": "arn:aws:kms:r:1:key/k"}
+    )
+    assert keyed == TopicTarget("arn:aws:sns:r:123456789012:t", kms_key_arn="arn:aws:kms:r:1:key/k")
     email = target_from_config({"type": "email", "sender": "a@b.c", "recipientAttribute": "to", "subject": "S"})
     assert email == EmailTarget("a@b.c", recipient_attribute="to", subject="S")
 
@@ -81,10 +85,10 @@ def test_targets_from_config() -> None:
         ({"type": "queue"}, "target.arn: a queue target needs the ARN of the queue"),
         ({"type": "email", "sender": "a@b.c", "colour": "red"}, "target: unknown key(s) ['colour']"),
         (
-            {"type": "topic", "arn": "arn:aws:sns:r:1:t", "maxMessageBytes": 1024},
+            {"type": "topic", "arn": "arn:aws:sns:r:123456789012:t", "maxMessageBytes": 1024},
             "target: unknown key(s) ['maxMessageBytes'] for a topic target; use ['arn', 'kmsKeyArn']",
         ),
-        ("arn:aws:sqs:r:1:q", "target: must be an object with a 'type'"),
+        ("arn:aws:sqs:r:123456789012:q", "target: must be an object with a 'type'"),
     ],
 )
 def test_bad_target_config_is_explained(value: Any, message: str) -> None:
