@@ -5,9 +5,9 @@ from __future__ import annotations
 import pulumi
 
 from components import ScheduledTable
-from components.stack_config import tables_from_config
+from components.stack_config import StackConfig, tables_from_config
 
-tables = [ScheduledTable(name, args) for name, args in tables_from_config(pulumi.Config())]
+tables = [ScheduledTable(name, args) for name, args in tables_from_config(StackConfig())]
 
 for table in tables:
     pulumi.export(table.name, table.outputs)

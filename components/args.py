@@ -130,8 +130,24 @@ def _fail(field_name: str, problem: str, fix: str) -> None:
 
 def _between(args: ScheduledTableArgs, name: str, low: int, high: int, why: str = "") -> None:
     value = getattr(args, name)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+    if isinstance(value, bool) or not isinstance(value, int):
+        _fail(name, f"expected a whole number, got {value!r}", f"use a whole number from {low} to {high}{why}")
+    if not low <= value <= high:
         _fail(name, f"{value!r} is out of range", f"use a whole number from {low} to {high}{why}")
+
+
+def _types(args: ScheduledTableArgs) -> None:
+    """A value of the wrong type says so (a YAML `"true"` or `"10"` read as text, say), before any range check."""
+    for name, default in _DEFAULTS.items():
+        value = getattr(args, name)
+        if value is None or value == default:
+            continue
+        if isinstance(default, bool) and not isinstance(value, bool):
+            _fail(name, f"expected true or false, got {value!r}", f"pass {name}=True or {name}=False")
+        if isinstance(default, str) and not isinstance(value, str):
+            _fail(name, f"expected text, got {value!r}", f"pass {name} as a string, e.g. {default!r}")
+        if isinstance(default, dict) and not isinstance(value, dict):
+            _fail(name, f"expected a mapping, got {value!r}", f"pass {name} as a dict of strings")
 
 
 def _keys(args: ScheduledTableArgs) -> None:
@@ -360,6 +376,7 @@ def _environment(args: ScheduledTableArgs) -> None:
 
 
 _RULES = (
+    _types,
     _keys,
     _billing,
     _encryption,

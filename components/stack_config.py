@@ -4,7 +4,9 @@ the config reference is the args reference; `target` is an object with a `type`.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from .args import ScheduledTableArgs, describe_defaults
@@ -63,20 +65,45 @@ def target_from_config(value: Any) -> Target | None:
     fields = {camel(f.name): f.name for f in dataclasses.fields(cls) if f.name != arn_field}
     if arn_field is not None:
         fields["arn"] = arn_field
-    unknown = set(value) - set(fields) - {"type"}
-    if unknown:
-        article = "an" if kind == "email" else "a"
-        raise ValueError(f"target: unknown key(s) {sorted(unknown)} for {article} {kind} target; use {sorted(fields)}")
+    check_keys(value, [*fields, "type"], where="target.")
     target: Target = cls(**{fields[k]: v for k, v in value.items() if k != "type"})
     return target
 
 
+# Keys a stack may set besides the options: `name` (the component's name) and `tables` (several components).
+STACK_KEYS = ("name", "tables")
+
+
+def option_keys() -> list[str]:
+    """Every option's stack key (camelCase), `mode` included."""
+    return ["mode", *(camel(name) for name in describe_defaults())]
+
+
+def check_keys(keys: Iterable[str], allowed: Iterable[str], where: str = "") -> None:
+    """Refuse a key nobody reads, naming the closest valid one: a misspelt key silently keeping its default is the
+    worst kind of configuration error. `where` says which object the keys are in (`tables[1].`, `target.`)."""
+    valid = sorted(set(allowed))
+    for key in sorted(keys):
+        if key in valid or key in REMOVED_KEYS:
+            continue
+        close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6) or [v for v in valid if v.lower() == key.lower()]
+        hint = f"did you mean {close[0]}?" if close else f"valid keys: {', '.join(valid)}"
+        raise ValueError(f"{where}{key}: unknown key; {hint}")
+
+
 def args_from_config(config: ConfigSource) -> ScheduledTableArgs:
-    """Read every option that is set; what is not set keeps the component's default. A removed option is an error."""
+    """Read every option that is set; what is not set keeps the component's default. A removed option is an error,
+    and so is a missing `mode`: there is no sensible default for what the table is for."""
     for key, (problem, fix) in REMOVED_KEYS.items():
         if config.get(key) is not None:
             raise ValueError(f"{key}: {problem}; {fix}")
-    values: dict[str, Any] = {"mode": config.get("mode") or "eventbridge"}
+    mode = config.get("mode")
+    if not mode:
+        raise ValueError(
+            "mode: missing; set it in the stack configuration (`pulumi config set mode eventbridge`, or `mode:` in a "
+            "tables entry) to one of 'eventbridge', 'ttl', 'polling', 'aggregate'"
+        )
+    values: dict[str, Any] = {"mode": mode}
     for name, default in describe_defaults().items():
         key = camel(name)
         if name == "target":
@@ -145,6 +172,9 @@ class DictConfig:
 def tables_from_config(config: ConfigSource, default_name: str = "reminders") -> list[tuple[str, ScheduledTableArgs]]:
     """One table from the top-level keys, or, when `tables` is set, one per entry (each needs a unique `name`;
     top-level keys are the defaults every entry inherits)."""
+    names = getattr(config, "names", None)
+    if callable(names):  # the stack's own keys (a pulumi.Config cannot list them; `StackConfig` can)
+        check_keys(names(), [*option_keys(), *STACK_KEYS])
     entries = config.get_object("tables")
     if not entries:
         return [(config.get("name") or default_name, args_from_config(config))]
@@ -155,7 +185,41 @@ def tables_from_config(config: ConfigSource, default_name: str = "reminders") ->
         raise ValueError("tables[].name: every entry needs a name; add `name: <resource prefix>` to each")
     if len(set(names)) != len(names):
         raise ValueError(f"tables[].name: names must be unique, got {names}; rename the duplicates")
+    for index, entry in enumerate(entries):
+        check_keys(entry, [*option_keys(), "name"], where=f"tables[{index}].")
     return [(str(entry["name"]), args_from_config(DictConfig(entry, config))) for entry in entries]
+
+
+class StackConfig:
+    """`pulumi.Config` for the project's namespace, plus the one thing it cannot do: list the keys the stack sets
+    (from the configuration Pulumi hands the program), so unknown ones are refused instead of ignored."""
+
+    def __init__(self, config: Any = None) -> None:
+        import pulumi
+
+        self.config = config if config is not None else pulumi.Config()
+
+    def names(self) -> list[str]:
+        from pulumi.runtime import config as runtime
+
+        prefix = f"{self.config.name}:"
+        every = {**runtime.get_config_env(), **dict(runtime.CONFIG.get() or {})}
+        return [key.removeprefix(prefix) for key in every if key.startswith(prefix)]
+
+    def get(self, key: str) -> str | None:
+        value: str | None = self.config.get(key)
+        return value
+
+    def get_bool(self, key: str) -> bool | None:
+        value: bool | None = self.config.get_bool(key)
+        return value
+
+    def get_int(self, key: str) -> int | None:
+        value: int | None = self.config.get_int(key)
+        return value
+
+    def get_object(self, key: str) -> Any:
+        return self.config.get_object(key)
 
 
 def _set(values: dict[str, Any], name: str, value: Any) -> None:

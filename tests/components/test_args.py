@@ -108,7 +108,10 @@ RULES: list[tuple[dict[str, Any], str]] = [
         "schedule_retry_attempts: 186 is out of range; use a whole number from 0 to 185",
     ),
     ({"schedule_max_event_age_seconds": 30}, "schedule_max_event_age_seconds: 30 is out of range"),
-    ({"batch_size": True}, "batch_size: True is out of range"),
+    ({"batch_size": True}, "batch_size: expected a whole number, got True; use a whole number from 1 to 10000"),
+    ({"batch_size": "10"}, "batch_size: expected a whole number, got '10'; use a whole number from 1 to 10000"),
+    ({"bisect_on_error": "yes"}, "bisect_on_error: expected true or false, got 'yes'; pass bisect_on_error=True"),
+    ({"time_attribute": 5}, "time_attribute: expected text, got 5; pass time_attribute as a string, e.g. 'dueAt'"),
     ({"tags": {"aws:owner": "x"}}, "tags: 'aws:owner': 'x' is not a valid tag; use non-empty string keys"),
     (
         {"precise": True},

@@ -34,15 +34,74 @@ def test_camel_case_keys() -> None:
     assert camel("maximum_record_age_seconds") == "maximumRecordAgeSeconds" and camel("mode") == "mode"
 
 
-def test_empty_config_gives_the_defaults() -> None:
-    args = args_from_config(FakeConfig({}))
-    assert args.mode is Mode.EVENTBRIDGE and args.batch_size == 100 and args.target is None
+def test_a_config_with_only_a_mode_gives_the_defaults() -> None:
+    args = args_from_config(FakeConfig({"mode": "ttl"}))
+    assert args.mode is Mode.TTL and args.batch_size == 100 and args.target is None
+
+
+def test_a_missing_mode_is_an_error_not_eventbridge() -> None:
+    with pytest.raises(ValueError) as caught:
+        args_from_config(FakeConfig({"batchSize": 7}))
+    assert str(caught.value) == (
+        "mode: missing; set it in the stack configuration (`pulumi config set mode eventbridge`, or `mode:` in a "
+        "tables entry) to one of 'eventbridge', 'ttl', 'polling', 'aggregate'"
+    )
+
+
+class ListingConfig(FakeConfig):
+    """A config that can list its keys, as `StackConfig` does for a real stack."""
+
+    def names(self) -> list[str]:
+        return list(self.values)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"mode": "ttl", "batchsize": 7}, "batchsize: unknown key; did you mean batchSize?"),
+        ({"mode": "ttl", "presice": True}, "presice: unknown key; did you mean precise?"),
+        (
+            {"mode": "ttl", "tables": [{"name": "a"}, {"name": "b", "timeAtribute": "x"}]},
+            "tables[1].timeAtribute: unknown key; did you mean timeAttribute?",
+        ),
+        (
+            {
+                "mode": "eventbridge",
+                "target": {"type": "queue", "arn": "arn:aws:sqs:r:123456789012:q", "maxMessageByte": 2048},
+            },
+            "target.maxMessageByte: unknown key; did you mean maxMessageBytes?",
+        ),
+        ({"mode": "ttl", "zzz": 1}, "zzz: unknown key; valid keys: "),
+    ],
+)
+def test_an_unknown_key_anywhere_is_refused_with_the_closest_valid_one(values: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        tables_from_config(ListingConfig(values))
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_the_stack_config_lists_the_projects_keys_only() -> None:
+    import pulumi
+
+    from components.stack_config import StackConfig
+
+    pulumi.runtime.set_all_config(
+        {"scheduled-table:mode": "ttl", "scheduled-table:batchsize": "7", "aws:region": "eu-west-1"}
+    )
+    try:
+        config = StackConfig(pulumi.Config("scheduled-table"))
+        assert sorted(config.names()) == ["batchsize", "mode"]
+        with pytest.raises(ValueError, match="batchsize: unknown key; did you mean batchSize"):
+            tables_from_config(config)
+    finally:
+        pulumi.runtime.set_all_config({})
 
 
 def test_every_kind_of_value_is_read() -> None:
     args = args_from_config(
         FakeConfig(
             {
+                "mode": "eventbridge",
                 "batchSize": 7,
                 "deletionProtection": False,
                 "tags": {"a": "b"},
@@ -83,10 +142,10 @@ def test_targets_from_config() -> None:
     [
         ({"type": "pigeon"}, "target.type: 'pigeon' is not a target type"),
         ({"type": "queue"}, "target.arn: a queue target needs the ARN of the queue"),
-        ({"type": "email", "sender": "a@b.c", "colour": "red"}, "target: unknown key(s) ['colour']"),
+        ({"type": "email", "sender": "a@b.c", "colour": "red"}, "target.colour: unknown key; valid keys: body"),
         (
             {"type": "topic", "arn": "arn:aws:sns:r:123456789012:t", "maxMessageBytes": 1024},
-            "target: unknown key(s) ['maxMessageBytes'] for a topic target; use ['arn', 'kmsKeyArn']",
+            "target.maxMessageBytes: unknown key; valid keys: arn, kmsKeyArn, type",
         ),
         ("arn:aws:sqs:r:123456789012:q", "target: must be an object with a 'type'"),
     ],
@@ -129,12 +188,13 @@ def test_a_removed_option_fails_with_the_reason() -> None:
 
 
 def test_a_stack_without_tables_has_one_table_named_by_name() -> None:
-    assert [name for name, _ in tables_from_config(FakeConfig({"name": "offers"}))] == ["offers"]
+    assert [name for name, _ in tables_from_config(FakeConfig({"mode": "ttl", "name": "offers"}))] == ["offers"]
 
 
 def test_tables_inherit_top_level_keys_and_override_them() -> None:
     config = FakeConfig(
         {
+            "mode": "ttl",
             "batchSize": 7,
             "tables": [{"name": "a", "timeAttribute": "remindAt"}, {"name": "b", "batchSize": "9"}],
         }
