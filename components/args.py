@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 import pulumi
 
@@ -21,6 +21,9 @@ class Mode(StrEnum):
     AGGREGATE = "aggregate"
 
 
+ModeName = Literal["eventbridge", "ttl", "polling", "aggregate"]
+KeyType = Literal["S", "N", "B"]
+
 # CloudWatch Logs accepts only these retention periods (days).
 LOG_RETENTION_DAYS = frozenset(
     {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
@@ -31,17 +34,20 @@ TRACING_MODES = ("PassThrough", "Active")
 
 @dataclass(frozen=True, kw_only=True)
 class ScheduledTableArgs:
-    mode: Mode | str
+    """Everything a ScheduledTable can be told; every option but `mode` is optional, with a secure default, and a
+    bad value or combination raises ValueError at construction naming the field and the fix."""
+
+    mode: Mode | ModeName
     # Table
     partition_key: str = "PK"
-    partition_key_type: str = "S"
+    partition_key_type: KeyType = "S"
     sort_key: str | None = "SK"
-    sort_key_type: str = "S"
+    sort_key_type: KeyType = "S"
     # ISO-8601 or epoch seconds; in ttl mode epoch seconds only. DynamoDB TTL silently ignores anything else (a
     # string, epoch milliseconds, a value more than five years old): such an item never expires and never fires.
     # Only precise ttl mode sees it (on insert) and parks it in the poison queue with that reason.
     time_attribute: str = "dueAt"
-    billing_mode: str = "PAY_PER_REQUEST"
+    billing_mode: Literal["PAY_PER_REQUEST", "PROVISIONED"] = "PAY_PER_REQUEST"
     read_capacity: int | None = None
     write_capacity: int | None = None
     point_in_time_recovery: bool = True
@@ -56,18 +62,18 @@ class ScheduledTableArgs:
     # Lambda
     lambda_memory_mb: int = 256
     lambda_timeout_seconds: int = 60
-    lambda_architecture: str = "arm64"
-    lambda_runtime: str = "python3.12"
+    lambda_architecture: Literal["arm64", "x86_64"] = "arm64"
+    lambda_runtime: Literal["python3.12", "python3.13", "python3.14"] = "python3.12"
     log_retention_days: int = 30
-    log_level: str = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     max_workers: int = 16
     # X-Ray: "PassThrough" (trace only requests that arrive traced) or "Active" (sample and trace every function;
     # adds xray:PutTraceSegments and xray:PutTelemetryRecords, which IAM only grants on "*")
-    tracing: str = "PassThrough"
+    tracing: Literal["PassThrough", "Active"] = "PassThrough"
     # Event source mapping
     batch_size: int = 100
     maximum_batching_window_seconds: int = 1
-    starting_position: str = "TRIM_HORIZON"
+    starting_position: Literal["TRIM_HORIZON", "LATEST"] = "TRIM_HORIZON"
     maximum_retry_attempts: int = 10
     maximum_record_age_seconds: int = 3600
     bisect_on_error: bool = True
@@ -85,7 +91,7 @@ class ScheduledTableArgs:
     # Polling (polling mode)
     shards: int = 8
     poll_interval_minutes: int = 1
-    on_done: str = "mark"
+    on_done: Literal["mark", "delete"] = "mark"
     delay_attribute: str = "delaySeconds"
     default_delay_seconds: int | None = None
     max_attempts: int = 5
@@ -106,8 +112,8 @@ class ScheduledTableArgs:
     group_from: str = "SK"
     total_sort_key: str = "TOTAL"
     total_attribute: str = "totalScore"
-    aggregation: str = "sum"
-    on_change: str = "ignore"
+    aggregation: Literal["sum", "count"] = "sum"
+    on_change: Literal["ignore", "adjust"] = "ignore"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", _mode(self.mode))
@@ -404,6 +410,112 @@ def _field_defaults() -> dict[str, Any]:
 
 
 _DEFAULTS = _field_defaults()
+
+# What each option does, its range and the mode it belongs to: shown by help(ScheduledTableArgs) and editors, with
+# the default (tests check every field has one, and that the README's configuration table has a row for each).
+OPTION_DOCS: dict[str, str] = {
+    "mode": "`eventbridge`, `ttl`, `polling` or `aggregate`",
+    "partition_key": "the table's partition key attribute",
+    "partition_key_type": "key types `S`, `N`, `B`",
+    "sort_key": "the table's sort key attribute; `None` (stack: `none`) for a table without one",
+    "sort_key_type": "key types `S`, `N`, `B`",
+    "time_attribute": (
+        "ISO-8601 string or epoch seconds; in `ttl` mode epoch seconds only (TTL's rule); not a key attribute"
+    ),
+    "billing_mode": "`PROVISIONED` requires `read_capacity` and `write_capacity`",
+    "read_capacity": "only with `PROVISIONED`",
+    "write_capacity": "only with `PROVISIONED`",
+    "point_in_time_recovery": "continuous backups of the table and the ledger",
+    "server_side_encryption": "AWS-managed KMS key unless `kms_key_arn`",
+    "kms_key_arn": (
+        "customer key for the table (and ledger); every role that reads or writes the table, its stream or "
+        "the ledger (each Lambda, and Scheduler in precise `ttl` mode) gets `kms:Decrypt`, `kms:Encrypt`, "
+        "`kms:GenerateDataKey` on it only"
+    ),
+    "deletion_protection": "turn off before `pulumi destroy`",
+    "tags": "applied to every taggable resource, plus `scheduled-table:component`",
+    "target": (
+        "see above; stack: `{type: queue|function|stateMachine|topic|email, arn: ...}` plus any target option"
+        " in camelCase (`maxMessageBytes`, `kmsKeyArn`)"
+    ),
+    "lambda_memory_mb": "128-10240",
+    "lambda_timeout_seconds": "1-900",
+    "lambda_architecture": "or `x86_64`",
+    "lambda_runtime": "`python3.12`, `python3.13`, `python3.14`",
+    "log_retention_days": "an explicit log group per function",
+    "log_level": "JSON lines, one per action; items only at `DEBUG`",
+    "max_workers": "concurrent items per batch (Scheduler calls are network round trips)",
+    "tracing": (
+        "X-Ray on every function: `PassThrough` or `Active` (adds `xray:PutTraceSegments` and "
+        "`xray:PutTelemetryRecords`, which IAM grants only on `*`)"
+    ),
+    "batch_size": "1-10000",
+    "maximum_batching_window_seconds": "0-300",
+    "starting_position": "nothing written before the mapping exists is missed",
+    "maximum_retry_attempts": "finite: `-1` (forever) is refused, it lets one record block a shard",
+    "maximum_record_age_seconds": "finite, 60-604800",
+    "bisect_on_error": "split a failing batch to isolate the record that fails",
+    "parallelization_factor": "1-10; per-item order holds at any value",
+    "schedule_retry_attempts": "`eventbridge`, and `ttl` with `precise`: Scheduler's retries of the target, 0-185",
+    "schedule_max_event_age_seconds": "`eventbridge`, and `ttl` with `precise`: 60-86400",
+    "precise": "`ttl` mode only: a delete schedule per item, so actions are on time; TTL stays the fallback",
+    "repeat_attribute": "`ttl` mode: seconds between occurrences; items without it fire once",
+    "repeat_until_attribute": "`ttl` mode: no occurrence after this time",
+    "occurrence_attribute": "`ttl` mode: counts firings of a repeating item",
+    "idempotency_window_seconds": (
+        "every mode: how long the ledger remembers an occurrence or record, 86400-2592000 (longer than the "
+        "stream's 24 h, so no redelivery outlives it)"
+    ),
+    "shards": "`polling` mode: partitions of the due index, 1-100",
+    "poll_interval_minutes": (
+        "`polling` mode: how often the rule ticks, 1-1440; a tick that cannot reach the processor is dropped "
+        "after one interval (at most 6 h, Lambda's maximum event age), the next one takes over its work"
+    ),
+    "on_done": '`polling` mode: keep a done item marked `DONE`, or `"delete"` it',
+    "delay_attribute": "`polling` mode: an item without a time runs this many seconds after it was written",
+    "default_delay_seconds": "`polling` mode: the delay for items with neither; `None` sends them to the poison queue",
+    "max_attempts": "`polling` mode: dispatch attempts before the target DLQ, 1-100",
+    "retry_backoff_seconds": "`polling` mode: first retry delay, doubled each attempt",
+    "alarms": (
+        "CloudWatch alarms: any message in a DLQ or poison queue, any function error, a stream consumer's iterator age"
+    ),
+    "alarm_topic_arn": "SNS topic the alarms notify (and notify again when they clear)",
+    "create_alarm_topic": (
+        "create `{name}-alarms` for them instead, encrypted with a KMS key of its own (rotation on; its "
+        "policy lets the account administer it and CloudWatch and SNS use it for this account only: the "
+        "AWS-managed `alias/aws/sns` key cannot let CloudWatch publish, so alarms to a topic encrypted with "
+        "it never arrive); exported as `alarm_topic_arn`. A topic of your own that is encrypted needs a key "
+        "policy allowing `cloudwatch.amazonaws.com` `kms:Decrypt` and `kms:GenerateDataKey*`"
+    ),
+    "iterator_age_alarm_seconds": "iterator age that counts as falling behind, 60-86400",
+    "dashboard": (
+        "one CloudWatch dashboard per table, named `{name}-{stack}-scheduled-table` (two stacks never share "
+        "one): records, actions, failures, backlog, invocations, errors, DLQ depths, iterator age"
+    ),
+    "source_prefix": "`aggregate` mode: partition-key prefix of the items that count",
+    "value_attribute": "`aggregate` mode: the number each source item adds",
+    "group_from": (
+        "`aggregate` mode: the attribute whose value is the group (and the total's partition key); not the "
+        "partition key, whose values all start with `source_prefix` (a group value that does is parked with "
+        "the reason)"
+    ),
+    "total_sort_key": "`aggregate` mode: the total's sort key",
+    "total_attribute": "`aggregate` mode: the attribute holding the total",
+    "aggregation": "`aggregate` mode: `sum` or `count`",
+    "on_change": "`aggregate` mode: `ignore` (inserts only, as seed 003) or `adjust` (also updates and deletes)",
+}
+
+
+def _documented() -> str:
+    lines = [(ScheduledTableArgs.__doc__ or "").strip(), "", "Options, with their defaults:", ""]
+    for f in fields(ScheduledTableArgs):
+        default = "required" if f.name == "mode" else f"default {_DEFAULTS[f.name]!r}"
+        lines.append(f"{f.name} ({default})")
+        lines.append(f"    {OPTION_DOCS[f.name]}")
+    return "\n".join(lines)
+
+
+ScheduledTableArgs.__doc__ = _documented()
 
 
 def describe_defaults() -> dict[str, Any]:

@@ -50,6 +50,17 @@ class ScheduledTable(pulumi.ComponentResource):
     poison_queue_url: pulumi.Output[str]
 
     def __init__(self, name: str, args: ScheduledTableArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        """Create the table and, for `args.mode`, everything that acts on its items' times.
+
+        name: the prefix of every child resource (`{name}-table`, `{name}-scheduler`, ...), unique in the stack.
+        args: a ScheduledTableArgs; `help(ScheduledTableArgs)` lists every option with its default. Invalid values
+            and conflicting options raise ValueError here, before anything is created.
+        opts: Pulumi resource options for the component (provider, protect, depends_on, ...).
+
+        Outputs: table_name, table_arn, stream_arn, function_name, stream_dlq_url, poison_queue_url, and per mode
+        schedule_group_name, due_queue_url/due_queue_arn, target_dlq_url, ledger_table_name,
+        processor_function_name, tick_rule_name, alarm_topic_arn; all of them in `outputs`.
+        """
         super().__init__(TYPE, name, {}, opts)
         self._name = name
         self._args = args

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import pydoc
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +31,7 @@ def test_args_are_frozen_and_keyword_only() -> None:
 
 def test_unknown_mode_lists_the_modes() -> None:
     with pytest.raises(ValueError) as caught:
-        ScheduledTableArgs(mode="cron")
+        ScheduledTableArgs(mode="cron")  # type: ignore[arg-type]
     assert str(caught.value) == "mode: 'cron' is not a mode; use one of 'eventbridge', 'ttl', 'polling', 'aggregate'"
 
 
@@ -187,7 +189,7 @@ MISPLACED: list[tuple[str, dict[str, Any], str]] = [
 )
 def test_an_option_of_another_mode_is_refused(mode: str, kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as caught:
-        ScheduledTableArgs(mode=mode, **kwargs)
+        ScheduledTableArgs(mode=mode, **kwargs)  # type: ignore[arg-type]
     assert str(caught.value) == message
 
 
@@ -215,7 +217,7 @@ def test_tracing_is_passthrough_unless_active_is_asked_for() -> None:
     assert ScheduledTableArgs(mode="eventbridge").tracing == "PassThrough"
     assert ScheduledTableArgs(mode="eventbridge", tracing="Active").tracing == "Active"
     with pytest.raises(ValueError) as caught:
-        ScheduledTableArgs(mode="eventbridge", tracing="active")
+        ScheduledTableArgs(mode="eventbridge", tracing="active")  # type: ignore[arg-type]
     assert str(caught.value) == "tracing: 'active' is not an X-Ray mode; use 'PassThrough' (the default) or 'Active'"
 
 
@@ -325,3 +327,28 @@ def test_good_target_arns_pass() -> None:
     FunctionTarget("arn:aws:lambda:eu-west-1:123456789012:function:notify:live")
     StateMachineTarget("arn:aws-cn:states:cn-north-1:123456789012:stateMachine:flow")
     TopicTarget("arn:aws:sns:eu-west-1:123456789012:news")
+
+
+def test_every_option_is_documented_with_its_default_in_help() -> None:
+    from components.args import OPTION_DOCS
+
+    names = [f.name for f in dataclasses.fields(ScheduledTableArgs)]
+    assert sorted(OPTION_DOCS) == sorted(names) and all(OPTION_DOCS[n].strip() for n in names)
+    text = pydoc.render_doc(ScheduledTableArgs, renderer=pydoc.plaintext)  # type: ignore[attr-defined]
+    for name in names:
+        assert f"{name} (" in text, name
+    assert "batch_size (default 100)" in text and "mode (required)" in text
+
+
+def test_help_on_the_component_shows_its_constructor() -> None:
+    from components import ScheduledTable
+
+    text = pydoc.render_doc(ScheduledTable, renderer=pydoc.plaintext)  # type: ignore[attr-defined]
+    assert "help(ScheduledTableArgs)" in text and "poison_queue_url" in text
+
+
+def test_the_readme_configuration_table_has_a_row_for_every_option() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme[readme.index("| option | default | notes |") :].split("\n\n", 1)[0]
+    for f in dataclasses.fields(ScheduledTableArgs):
+        assert f"`{f.name}`" in table, f.name
