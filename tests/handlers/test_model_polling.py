@@ -123,12 +123,14 @@ class PollingModel(StreamDelivery):
 
     # -- the world -------------------------------------------------------------------------------------------------
 
-    @rule(pk=st.sampled_from(KEYS), seconds=st.integers(-60, 120), form=st.sampled_from(FORMS))
-    def put(self, pk: str, seconds: int, form: str) -> None:
+    @rule(pk=st.sampled_from(KEYS), seconds=st.integers(-60, 120), form=st.sampled_from(FORMS), at_once=st.booleans())
+    def put(self, pk: str, seconds: int, form: str, at_once: bool) -> None:
         raw = raw_time(self.now + timedelta(seconds=seconds), form)
         self.env.put({"PK": pk, "SK": SK, "dueAt": raw, "v": uuid.uuid4().hex[:6]})
         self.reference.put(pk, raw)
         self._read()
+        if at_once:  # Lambda delivers it (and what waits before it) straight away, as it mostly does
+            self.lambda_delivers(len(self.history))
 
     @precondition(lambda self: self.reference.items != {})
     @rule(data=st.data())
@@ -197,7 +199,7 @@ class PollingModel(StreamDelivery):
         self.reference.put(pk, item.raw)
         self._read()
 
-    @rule(seconds=st.integers(0, 120), write_backs=st.integers(0, 2))
+    @rule(seconds=st.integers(0, 120), write_backs=st.sampled_from([2, 0, 1]))
     def tick(self, seconds: int, write_backs: int = 0) -> None:
         """Time passes, and the rule invokes the processor; the consumer then writes back each item it received
         `write_backs` times (a PutItem keeping its time, to mark it sent: a common consumer)."""
