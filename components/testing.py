@@ -425,7 +425,7 @@ def run_with_mocks(
     settings.setdefault("aws:region", region)
     mocks = set_mocks(region, account=account, project=project, stack=stack, backend=backend, invokes=invokes)
     pulumi.runtime.set_all_config(
-        {(key if ":" in key else f"{project}:{key}"): _config_string(value) for key, value in settings.items()}
+        {(key if ":" in key else f"{project}:{key}"): config_string(value) for key, value in settings.items()}
     )
     resolved: dict[str, Any] = {}
 
@@ -463,7 +463,8 @@ def _importable(folder: Path) -> Iterator[None]:
         sys.path.remove(entry)
 
 
-def _config_string(value: object) -> str:
+def config_string(value: object) -> str:
+    """A stack setting as the Pulumi CLI hands it to a program: text, booleans as true/false, objects as JSON."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict | list):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import runpy
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from pulumi.runtime.settings import get_root_resource
 
 from components.args import ScheduledTableArgs
 from components.stack_config import tables_from_config
+from components.testing import config_string
 
 from .interrupts import deferred
 from .mocks import Backend, RecordingMocks, install
@@ -59,7 +59,7 @@ def stack_config(stack: str, project_dir: Path = REPO, config_file: Path | None 
     result: dict[str, str] = {}
     for key, value in (config or {}).items():
         full = key if ":" in key else f"{project}:{key}"
-        result[full] = _as_config_string(value)
+        result[full] = config_string(value)
     return result
 
 
@@ -104,11 +104,3 @@ def run_program(
     with deferred("stopping once the program has run (a few seconds)"):
         execute()
     return mocks
-
-
-def _as_config_string(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict | list):
-        return json.dumps(value)
-    return str(value)
