@@ -5,6 +5,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+# At least as many pooled connections as the most workers a batch can run (`max_workers` is 1-64): with botocore's
+# default of 10, workers beyond the tenth wait for a connection (and log "Connection pool is full").
+POOL_CONNECTIONS = 64
+
 
 class Clients:
     """A lazy registry: boto3 is imported only when a handler first talks to AWS."""
@@ -19,7 +23,12 @@ class Clients:
                 import boto3
                 from botocore.config import Config
 
-                config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=15)
+                config = Config(
+                    retries={"mode": "standard", "max_attempts": 3},
+                    connect_timeout=5,
+                    read_timeout=15,
+                    max_pool_connections=POOL_CONNECTIONS,
+                )
                 self._clients[service] = boto3.client(service, config=config)
             return self._clients[service]
 
