@@ -15,14 +15,16 @@ Once per occurrence, under AWS's real behaviour:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
+from threading import Lock
 from typing import Any
 
 from st_core import log, schedules
-from st_core.batch import handle_stream_batch
+from st_core.batch import Parked, handle_stream_batch, permanent_outcome
 from st_core.clients import CLIENTS, Clients
 from st_core.config import HandlerConfig, load_config
 from st_core.dispatch import due_event, scheduler_target, send_now, target_input
@@ -36,6 +38,7 @@ from st_core.stream import (
     changed_at,
     decode_image,
     key_identity,
+    sequence_number,
     to_request,
 )
 from st_core.timeparse import format_due, parse_due
@@ -62,6 +65,7 @@ class Occurrence:
 class Step:
     action: Action
     occurrence: Occurrence
+    fresh: bool = True  # SCHEDULE: a due time the item did not hold before, so its schedule is probably new
 
 
 @dataclass(frozen=True)
@@ -110,8 +114,42 @@ def plan(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime)
         # A write that keeps a due time that had already come is not a new occurrence: the write that set the time
         # delivers it. (A kept time still ahead may carry a new payload: the schedule is refreshed.)
         if not (kept and (new.due <= changed or new.item == old.item)):  # type: ignore[union-attr]
-            steps.append(Step(Action.SCHEDULE, new))
+            steps.append(Step(Action.SCHEDULE, new, fresh=not kept))
     return Plan(tuple(steps), poison)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A step and the record it came from (where a failure of the step is parked)."""
+
+    step: Step
+    record: DynamoDBStreamRecord
+
+
+def coalesce(planned: list[tuple[DynamoDBStreamRecord, Plan]]) -> list[Planned]:
+    """One item's plans of a batch, in stream order, reduced to their net effect on each occurrence (pure).
+
+    A delivery (SETTLE) always stays: that due time came while the item held it. Otherwise only an occurrence's last
+    step counts: a schedule later cancelled or refreshed in the same batch is never made, a cancel followed by a new
+    schedule of the same occurrence is just the schedule. What cannot go is a cancel whose occurrence was scheduled
+    earlier in the batch: Lambda may have run part of this batch before (a timeout, a retry from a sequence number
+    with more records after it, a bisected batch) and made that schedule, so the delete is the one call that keeps
+    a cancelled occurrence from firing; it finds nothing on a first delivery (ResourceNotFound is success)."""
+    settled: list[Planned] = []
+    last: dict[str, Planned] = {}
+    for record, record_plan in planned:
+        for step in record_plan.steps:
+            name = step.occurrence.name
+            if step.action is Action.SETTLE:
+                last.pop(name, None)
+                settled.append(Planned(step, record))
+            else:
+                before = last.pop(name, None)  # re-inserted, so it keeps the order of its latest step
+                if before is not None and before.step.action is step.action is Action.SCHEDULE:
+                    # A schedule refreshed within the batch is still as new as its first version was.
+                    step = replace(step, fresh=before.step.fresh)
+                last[name] = Planned(step, record)
+    return settled + list(last.values())
 
 
 class Scheduling:
@@ -129,18 +167,68 @@ class Scheduling:
             window_seconds=section["windowSeconds"],
         )
         self.group = config["scheduler"]["group"]
+        self.actions = {Action.SCHEDULE: self._schedule, Action.SETTLE: self._settle, Action.CANCEL: self._cancel}
+        # Ledger markers of schedules made in this batch, written together at its end (`finish`).
+        self._markers: list[tuple[str, float, str]] = []
+        self._counts: Counter[str] = Counter()
+        self._lock = Lock()
 
     def __call__(self, record: DynamoDBStreamRecord) -> None:
-        moment = changed_at(record)
-        changed = datetime.fromtimestamp(moment, UTC) if moment is not None else self.now()
-        step_plan = plan(record, self.config, changed)
-        actions = {Action.SCHEDULE: self._schedule, Action.SETTLE: self._settle, Action.CANCEL: self._cancel}
+        """One record on its own (the fallback when an item's merged records fail in a way no record explains)."""
+        step_plan = self._plan(record)
         for step in step_plan.steps:
-            actions[step.action](record, step.occurrence)
+            self.actions[step.action](record, step)
         if step_plan.poison_reason:
             raise PermanentError(step_plan.poison_reason)
 
-    def _schedule(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> None:
+    def item(self, records: list[DynamoDBStreamRecord]) -> list[Parked]:
+        """All of one item's records of the batch, acted on by their net effect: k changes of an item make one
+        schedule call for its final due time (plus a delete per due time it left, see `coalesce`), not k."""
+        parked: list[Parked] = []
+        planned = []
+        for record in records:
+            step_plan = self._plan(record)
+            planned.append((record, step_plan))
+            if step_plan.poison_reason:
+                parked.append((record, step_plan.poison_reason, "PermanentError"))
+        for entry in coalesce(planned):
+            try:
+                self.actions[entry.step.action](entry.record, entry.step)
+            except Exception as exc:
+                outcome = permanent_outcome(exc, sequence_number(entry.record))
+                if outcome is None:
+                    raise
+                parked.append((entry.record, *outcome))
+        return parked
+
+    def finish(self) -> list[str]:
+        """Write the batch's schedule markers, 25 to a request. Sequence numbers to retry from if that fails: the
+        records are safe to run again, and their schedules are only remembered once the markers are written."""
+        with self._lock:
+            markers, self._markers = self._markers, []
+        try:
+            persist(lambda: self.ledger.scheduled_many([(name, fire) for name, fire, _ in markers]))
+        except Exception as exc:
+            if permanent_outcome(exc, "ledger") is not None:
+                raise
+            return sorted({seq for _, _, seq in markers})
+        return []
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def _count(self, action: str) -> None:
+        with self._lock:
+            self._counts[action] += 1
+
+    def _plan(self, record: DynamoDBStreamRecord) -> Plan:
+        moment = changed_at(record)
+        changed = datetime.fromtimestamp(moment, UTC) if moment is not None else self.now()
+        return plan(record, self.config, changed)
+
+    def _schedule(self, record: DynamoDBStreamRecord, step: Step) -> None:
+        occurrence = step.occurrence
         now = self.now()
         if occurrence.due <= now:
             # Scheduler cannot fire in the past. Deliver now, if the item still holds this time (otherwise a later
@@ -161,27 +249,33 @@ class Scheduling:
             target=scheduler_target(self.config["target"], scheduler, payload),
             description=f"scheduled-table {MODE} {self.config['table']}",
         )
-        schedules.upsert(self.clients, request, create_first=record["eventName"] == "INSERT")
-        # After the schedule exists: a crash in between can only cost a duplicate, never the occurrence.
-        persist(lambda: self.ledger.scheduled(occurrence.name, fire.timestamp()))
-        log.info("scheduled", schedule=occurrence.name, dueAt=format_due(occurrence.due), fireAt=format_due(fire))
+        schedules.upsert(self.clients, request, create_first=step.fresh)
+        # After the schedule exists (written at the end of the batch): a crash in between can only cost a duplicate,
+        # never the occurrence.
+        with self._lock:
+            self._markers.append((occurrence.name, fire.timestamp(), sequence_number(record)))
+            self._counts["scheduled"] += 1
+        log.debug("scheduled", schedule=occurrence.name, dueAt=format_due(occurrence.due), fireAt=format_due(fire))
 
-    def _settle(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> None:
-        self._deliver(occurrence)
+    def _settle(self, record: DynamoDBStreamRecord, step: Step) -> None:
+        self._deliver(step.occurrence)
 
-    def _cancel(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> None:
+    def _cancel(self, record: DynamoDBStreamRecord, step: Step) -> None:
+        occurrence = step.occurrence
         deleted = schedules.delete(self.clients, self.group, occurrence.name)
         # Forget the ledger's marker only for a schedule that surely had not run: one this call deleted, before its
         # minute. A schedule already gone may have fired (a replayed cancel after the firing): its marker stays, so a
         # replayed INSERT after it does not deliver the occurrence a second time.
         if deleted and not schedules.may_be_firing(occurrence.due, self.now()):
             persist(lambda: self.ledger.unschedule(occurrence.name))
-        log.info("cancelled", schedule=occurrence.name, dueAt=format_due(occurrence.due))
+        self._count("cancelled")
+        log.debug("cancelled", schedule=occurrence.name, dueAt=format_due(occurrence.due))
 
     def _deliver(self, occurrence: Occurrence) -> None:
         """Deliver a come-due occurrence now, once: unless a schedule or an earlier delivery owns it."""
         if not self.ledger.claim(occurrence.name):
-            log.info("duplicate", schedule=occurrence.name, dueAt=format_due(occurrence.due))
+            self._count("duplicates")
+            log.debug("duplicate", schedule=occurrence.name, dueAt=format_due(occurrence.due))
             return
         try:
             payload = target_input(self.config["target"], self._event(occurrence))
@@ -196,7 +290,8 @@ class Scheduling:
             raise
         persist(lambda: self.ledger.complete(occurrence.name))
         late = (self.now() - occurrence.due).total_seconds()
-        log.info("dispatched-now", schedule=occurrence.name, dueAt=format_due(occurrence.due), lateSeconds=late)
+        self._count("delivered")
+        log.debug("dispatched-now", schedule=occurrence.name, dueAt=format_due(occurrence.due), lateSeconds=late)
 
     def _still_holds(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> bool:
         attribute = self.config["timeAttribute"]
@@ -226,7 +321,17 @@ def handle_batch(
     clients: Clients = CLIENTS,
     now: Clock = lambda: datetime.now(UTC),
 ) -> BatchResponse:
-    return handle_stream_batch(event, config, mode=MODE, handle=Scheduling(config, clients, now), clients=clients)
+    scheduling = Scheduling(config, clients, now)
+    return handle_stream_batch(
+        event,
+        config,
+        mode=MODE,
+        handle=scheduling,
+        clients=clients,
+        handle_group=scheduling.item,
+        finish=scheduling.finish,
+        counts=scheduling.counts,
+    )
 
 
 def handler(event: DynamoDBStreamEvent, context: object = None) -> BatchResponse:

@@ -6,6 +6,7 @@ reported in batchItemFailures so Lambda retries from there). Nothing is dropped 
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +20,10 @@ from .poison import PoisonQueue
 from .stream import BatchResponse, DynamoDBStreamEvent, DynamoDBStreamRecord, key_identity, sequence_number, split_event
 
 RecordHandler = Callable[[DynamoDBStreamRecord], None]
+# A record that can never succeed, with its reason and error code.
+Parked = tuple[DynamoDBStreamRecord, str, str]
+# Handles all of one item's records of a batch at once (to act on their net effect); returns the records to park.
+GroupHandler = Callable[[list[DynamoDBStreamRecord]], list[Parked]]
 
 
 def process_batch(
@@ -27,8 +32,10 @@ def process_batch(
     *,
     poison: PoisonQueue,
     max_workers: int,
+    handle_group: GroupHandler | None = None,
 ) -> BatchResponse:
-    """Apply `handle` to every record; return the partial-batch response Lambda expects for stream sources."""
+    """Apply `handle` to every record (or `handle_group` to each item's records); return the partial-batch response
+    Lambda expects for stream sources."""
     groups: dict[str, list[DynamoDBStreamRecord]] = {}
     for index, record in enumerate(records):
         try:
@@ -38,6 +45,8 @@ def process_batch(
         groups.setdefault(identity, []).append(record)
 
     def run(group: list[DynamoDBStreamRecord]) -> str | None:
+        if handle_group is not None:
+            return _run_merged(group, handle_group, handle, poison)
         return _run_group(group, handle, poison)
 
     if len(groups) <= 1 or max_workers <= 1:
@@ -55,19 +64,45 @@ def _run_group(group: list[DynamoDBStreamRecord], handle: RecordHandler, poison:
         try:
             handle(record)
             continue
-        except PermanentError as exc:
-            reason, code = str(exc), "PermanentError"
         except Exception as exc:
-            if is_transient(exc):
-                log.warning("retry", sequenceNumber=seq, error=error_code(exc), detail=str(exc)[:300])
+            outcome = permanent_outcome(exc, seq)
+            if outcome is None:
                 return seq
-            # A 4xx the API will always give for this input, or a defect: either way retrying cannot help.
-            reason = f"{error_code(exc)}: {exc}"[:1000]
-            code = error_code(exc)
-            log.debug("poison-traceback", sequenceNumber=seq, traceback=traceback.format_exc())
+            reason, code = outcome
         if not _park(poison, record, reason, code):
             return seq
     return None
+
+
+def _run_merged(
+    group: list[DynamoDBStreamRecord], handle_group: GroupHandler, handle: RecordHandler, poison: PoisonQueue
+) -> str | None:
+    """One item's records through `handle_group`. A transient failure retries the item from its first record (every
+    step is safe to repeat); a failure it could not pin on one record falls back to record by record, which can."""
+    first = sequence_number(group[0])
+    try:
+        parked = handle_group(group)
+    except Exception as exc:
+        if permanent_outcome(exc, first) is None:
+            return first
+        log.warning("merged-fallback", sequenceNumber=first, error=error_code(exc))
+        return _run_group(group, handle, poison)
+    for record, reason, code in parked:
+        if not _park(poison, record, reason, code):
+            return sequence_number(record)
+    return None
+
+
+def permanent_outcome(exc: Exception, seq: str) -> tuple[str, str] | None:
+    """(reason, code) for a failure retrying cannot fix; None (after logging the retry) for a transient one."""
+    if isinstance(exc, PermanentError):
+        return str(exc), "PermanentError"
+    if is_transient(exc):
+        log.warning("retry", sequenceNumber=seq, error=error_code(exc), detail=str(exc)[:300])
+        return None
+    # A 4xx the API will always give for this input, or a defect: either way retrying cannot help.
+    log.debug("poison-traceback", sequenceNumber=seq, traceback=traceback.format_exc())
+    return f"{error_code(exc)}: {exc}"[:1000], error_code(exc)
 
 
 def park_malformed(poison: PoisonQueue, malformed: list[tuple[object, str]]) -> None:
@@ -96,25 +131,52 @@ def handle_stream_batch(
     mode: str,
     handle: RecordHandler,
     clients: Clients,
+    handle_group: GroupHandler | None = None,
+    finish: Callable[[], list[str]] | None = None,
+    counts: Callable[[], dict[str, int]] | None = None,
 ) -> BatchResponse:
-    """A mode's whole batch: every record through `handle`, poison (malformed records included) parked in the
-    table's poison queue."""
+    """A mode's whole batch: every record through `handle` (or each item's records through `handle_group`), poison
+    (malformed records included) parked in the table's poison queue. `finish` runs once after every item (work
+    deferred to the end of the batch) and returns sequence numbers to retry from; `counts` adds the mode's action
+    counts to the batch's one summary line."""
+    started = time.perf_counter()
     poison = PoisonQueue(config["poisonQueueUrl"], mode=mode, table=config["table"], clients=clients)
     records, malformed = split_event(event)
     park_malformed(poison, malformed)
-    response = process_batch(records, handle, poison=poison, max_workers=config["maxWorkers"])
-    batch_metrics(config, mode=mode, records=len(records) + len(malformed), poison=poison, response=response)
+    response = process_batch(
+        records, handle, poison=poison, max_workers=config["maxWorkers"], handle_group=handle_group
+    )
+    if finish is not None:
+        retry = {f["itemIdentifier"] for f in response["batchItemFailures"]} | set(finish())
+        response = {"batchItemFailures": [{"itemIdentifier": seq} for seq in sorted(retry, key=_as_number)]}
+    summary = dict(counts() if counts is not None else {})
+    summary["milliseconds"] = round((time.perf_counter() - started) * 1000)
+    batch_metrics(
+        config, mode=mode, records=len(records) + len(malformed), poison=poison, response=response, summary=summary
+    )
     return response
 
 
 def batch_metrics(
-    config: HandlerConfig, *, mode: str, records: int, poison: PoisonQueue, response: BatchResponse
+    config: HandlerConfig,
+    *,
+    mode: str,
+    records: int,
+    poison: PoisonQueue,
+    response: BatchResponse,
+    summary: dict[str, int] | None = None,
 ) -> None:
-    """What the batch did, as embedded metrics (the dashboard's and alarms' data, at no API cost)."""
+    """What the batch did, in one line at INFO: embedded metrics (the dashboard's and alarms' data, at no API cost)
+    plus the mode's action counts as plain fields (searchable in Logs Insights, not billed as metrics)."""
     log.metrics(
         "ScheduledTable",
         {"Table": config["table"], "Mode": mode},
+        properties=summary,
         Records=records,
         Poisoned=poison.sent,
         Retried=len(response["batchItemFailures"]),
     )
+
+
+def _as_number(sequence: str) -> int:
+    return int(sequence) if sequence.isdigit() else 0

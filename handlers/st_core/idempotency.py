@@ -7,7 +7,8 @@ never trigger anything), one item per occurrence:
 - claim: a conditional PutItem, status PENDING with a lease; it fails if the occurrence is DONE, or PENDING under a
   live lease (another invocation is on it: a TransientError, so the record is retried after the lease).
 - complete: status DONE. release: delete the claim after a failed action, so the retry can run at once.
-- schedule (eventbridge): status SCHEDULED, written once a schedule owns the occurrence; a later claim of that
+- schedule (eventbridge): status SCHEDULED, written once a schedule owns the occurrence (a batch's markers in one
+  BatchWriteItem per 25); a later claim of that
   occurrence returns False (the schedule delivers it), and a cancelled occurrence's marker is removed again.
 - items expire through the ledger's TTL after `windowSeconds`, longer than any redelivery.
 
@@ -27,6 +28,8 @@ from .errors import TransientError, error_code
 PENDING = "PENDING"
 DONE = "DONE"
 SCHEDULED = "SCHEDULED"
+BATCH_WRITE_LIMIT = 25  # DynamoDB's most items in one BatchWriteItem
+UNPROCESSED_ATTEMPTS = 5
 
 
 def marker_put(table: str, marker: str, expires_at: int) -> dict[str, Any]:
@@ -82,16 +85,34 @@ class Ledger:
             ExpressionAttributeValues={":done": {"S": DONE}},
         )
 
-    def scheduled(self, occurrence: str, fire_at: float) -> None:
-        """Record that a schedule delivers this occurrence (kept for `windowSeconds` after it fires)."""
-        self.clients.get("dynamodb").put_item(
-            TableName=self.table,
-            Item={
-                "id": {"S": occurrence},
-                "status": {"S": SCHEDULED},
-                "expiresAt": {"N": str(int(fire_at) + self.window_seconds)},
-            },
-        )
+    def scheduled_many(self, markers: list[tuple[str, float]]) -> None:
+        """`scheduled` for many occurrences, 25 to a BatchWriteItem (a batch's schedules: one request, not 25).
+        Unprocessed items (throttling) are sent again; TransientError if some never go through."""
+        ddb = self.clients.get("dynamodb")
+        latest = {name: fire_at for name, fire_at in markers}  # a batch may not name an item twice
+        requests = [
+            {
+                "PutRequest": {
+                    "Item": {
+                        "id": {"S": name},
+                        "status": {"S": SCHEDULED},
+                        "expiresAt": {"N": str(int(fire_at) + self.window_seconds)},
+                    }
+                }
+            }
+            for name, fire_at in latest.items()
+        ]
+        for start in range(0, len(requests), BATCH_WRITE_LIMIT):
+            pending = requests[start : start + BATCH_WRITE_LIMIT]
+            for attempt in range(UNPROCESSED_ATTEMPTS):
+                if attempt:
+                    time.sleep(0.05 * 2**attempt)
+                answer = ddb.batch_write_item(RequestItems={self.table: pending})
+                pending = answer.get("UnprocessedItems", {}).get(self.table, [])
+                if not pending:
+                    break
+            else:
+                raise TransientError(f"{len(pending)} schedule marker(s) left unprocessed by BatchWriteItem")
 
     def unschedule(self, occurrence: str) -> None:
         """Forget a cancelled occurrence's schedule marker (never a DONE one: that action was taken)."""

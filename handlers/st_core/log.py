@@ -41,8 +41,11 @@ def debug(action: str, **fields: Any) -> None:
     log(logging.DEBUG, action, **fields)
 
 
-def metrics(namespace: str, dimensions: dict[str, str], **values: int | float) -> None:
-    """CloudWatch metrics as an Embedded Metric Format line: CloudWatch extracts them from the log, no API call."""
+def metrics(
+    namespace: str, dimensions: dict[str, str], *, properties: dict[str, Any] | None = None, **values: int | float
+) -> None:
+    """CloudWatch metrics as an Embedded Metric Format line: CloudWatch extracts them from the log, no API call.
+    `properties` ride along as plain fields (searchable, not metrics: each metric is billed per month)."""
     document = {
         "_aws": {
             "Timestamp": int(time.time() * 1000),
@@ -54,6 +57,7 @@ def metrics(namespace: str, dimensions: dict[str, str], **values: int | float) -
                 }
             ],
         },
+        **(properties or {}),
         **dimensions,
         **values,
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -201,6 +202,69 @@ def test_records_of_one_item_in_one_batch_apply_in_stream_order(env: Env) -> Non
     assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     (schedule,) = env.schedules()
     assert schedule["ScheduleExpression"] == at(last)
+
+
+# -- an item's records in one batch act by their net effect ------------------------------------------------------
+
+
+def test_an_item_inserted_and_removed_in_one_batch_makes_no_schedule_only_a_safety_delete(env: Env) -> None:
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
+    env.delete("p", "s")
+    calls = count_scheduler_calls()
+    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    # One DeleteSchedule (an earlier run of this batch may have made the schedule), never a CreateSchedule.
+    assert calls == ["DeleteSchedule"]
+    assert env.schedules() == []
+
+
+def test_five_changes_of_one_item_make_one_schedule_call_for_its_final_time(env: Env) -> None:
+    times = [FUTURE + timedelta(hours=n) for n in range(5)]
+    for due in times:
+        env.put({"PK": "p", "SK": "s", "dueAt": iso(due)})
+    calls = count_scheduler_calls()
+    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert calls.count("CreateSchedule") == 1 and "UpdateSchedule" not in calls
+    assert calls.count("DeleteSchedule") == 4  # one per due time the item left, each finding nothing
+    (schedule,) = env.schedules()
+    assert schedule["ScheduleExpression"] == at(times[-1])
+
+
+def test_a_payload_rewritten_in_the_same_batch_is_scheduled_once_with_the_last_payload(env: Env) -> None:
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "note": "old"})
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "note": "new"})
+    calls = count_scheduler_calls()
+    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert calls == ["CreateSchedule"]
+    (schedule,) = env.schedules()
+    assert json.loads(schedule["Target"]["Input"])["item"]["note"] == "new"
+
+
+@pytest.mark.parametrize("then", ["move", "remove"])
+def test_a_schedule_made_by_an_earlier_run_is_cancelled_when_the_batch_comes_back_longer(env: Env, then: str) -> None:
+    # GIVEN a first delivery that held only the INSERT (its run timed out after making the schedule)
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
+    (insert,) = env.event()["Records"]
+    assert handle_batch({"Records": [insert]}, env.config) == {"batchItemFailures": []}
+    # WHEN Lambda delivers the batch again, now with the item's next change after the INSERT
+    if then == "move":
+        env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE + timedelta(hours=3))})
+    else:
+        env.delete("p", "s")
+    (change,) = env.event()["Records"]
+    assert handle_batch({"Records": [insert, change]}, env.config) == {"batchItemFailures": []}
+    # THEN the first due time's schedule is gone: coalescing the INSERT away must not forget the schedule it made
+    expected = [at(FUTURE + timedelta(hours=3))] if then == "move" else []
+    assert [s["ScheduleExpression"] for s in env.schedules()] == expected
+
+
+def test_a_batch_logs_one_summary_line_at_info(env: Env, caplog: pytest.LogCaptureFixture) -> None:
+    for n in range(5):
+        env.put({"PK": f"user#{n}", "SK": "appt", "dueAt": iso(FUTURE)})
+    batch = env.event()
+    with caplog.at_level(logging.INFO, logger="scheduled_table"):
+        assert handle_batch(batch, env.config) == {"batchItemFailures": []}
+    (summary,) = [json.loads(r.getMessage()) for r in caplog.records if r.levelno >= logging.INFO]
+    assert summary["Records"] == 5 and summary["scheduled"] == 5 and summary["Mode"] == "eventbridge"
 
 
 # -- at-least-once delivery -------------------------------------------------------------------------------------
