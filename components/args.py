@@ -60,7 +60,9 @@ class ScheduledTableArgs:
     # Target
     target: Target | None = None
     # Lambda
-    lambda_memory_mb: int = 256
+    # Lambda gives CPU in proportion to memory (one vCPU at 1,769 MB); the handlers are bound by the SDK's CPU per call,
+    # so 1,024 MB runs a batch about 4x faster than 256 MB for the same cost per record (see README "Performance").
+    lambda_memory_mb: int = 1024
     lambda_timeout_seconds: int = 60
     lambda_architecture: Literal["arm64", "x86_64"] = "arm64"
     lambda_runtime: Literal["python3.12", "python3.13", "python3.14"] = "python3.12"
@@ -438,12 +440,15 @@ OPTION_DOCS: dict[str, str] = {
         "see above; stack: `{type: queue|function|stateMachine|topic|email, arn: ...}` plus any target option"
         " in camelCase (`maxMessageBytes`, `kmsKeyArn`)"
     ),
-    "lambda_memory_mb": "128-10240",
+    "lambda_memory_mb": (
+        "128-10240; CPU comes with memory (1,024 MB is about 0.58 vCPU), and CPU-bound work costs the same per "
+        "record at any size, so the default runs about 4x faster than 256 MB at the same cost"
+    ),
     "lambda_timeout_seconds": "1-900",
     "lambda_architecture": "or `x86_64`",
     "lambda_runtime": "`python3.12`, `python3.13`, `python3.14`",
     "log_retention_days": "an explicit log group per function",
-    "log_level": "JSON lines, one per action; items only at `DEBUG`",
+    "log_level": "JSON lines: one summary per batch at `INFO`, one per action at `DEBUG`; items only at `DEBUG`",
     "max_workers": "concurrent items per batch (Scheduler calls are network round trips)",
     "tracing": (
         "X-Ray on every function: `PassThrough` or `Active` (adds `xray:PutTraceSegments` and "

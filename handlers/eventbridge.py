@@ -28,8 +28,8 @@ from st_core.batch import Parked, handle_stream_batch, permanent_outcome
 from st_core.clients import CLIENTS, Clients
 from st_core.config import HandlerConfig, load_config
 from st_core.dispatch import due_event, scheduler_target, send_now, target_input
-from st_core.errors import PermanentError, persist
-from st_core.idempotency import Ledger
+from st_core.errors import PermanentError, error_code, persist
+from st_core.idempotency import BATCH_WRITE_LIMIT, Ledger
 from st_core.naming import schedule_name
 from st_core.stream import (
     BatchResponse,
@@ -202,8 +202,8 @@ class Scheduling:
         return parked
 
     def finish(self) -> list[str]:
-        """Write the batch's schedule markers, 25 to a request. Sequence numbers to retry from if that fails: the
-        records are safe to run again, and their schedules are only remembered once the markers are written."""
+        """Write the batch's remaining schedule markers. Sequence numbers to retry from for those that could not be
+        written: the records are safe to run again, and a schedule is only remembered once its marker is written."""
         with self._lock:
             markers, self._markers = self._markers, []
         try:
@@ -213,6 +213,16 @@ class Scheduling:
                 raise
             return sorted({seq for _, _, seq in markers})
         return []
+
+    def _write(self, chunk: list[tuple[str, float, str]]) -> None:
+        """A full BatchWriteItem of markers, written by the worker that filled it (overlapping the other workers'
+        calls); if it fails, the markers go back to the batch's list and `finish` tries again or reports them."""
+        try:
+            persist(lambda: self.ledger.scheduled_many([(name, fire) for name, fire, _ in chunk]))
+        except Exception as exc:
+            log.debug("markers-deferred", markers=len(chunk), error=error_code(exc))
+            with self._lock:
+                self._markers.extend(chunk)
 
     def counts(self) -> dict[str, int]:
         with self._lock:
@@ -252,9 +262,14 @@ class Scheduling:
         schedules.upsert(self.clients, request, create_first=step.fresh)
         # After the schedule exists (written at the end of the batch): a crash in between can only cost a duplicate,
         # never the occurrence.
+        chunk: list[tuple[str, float, str]] = []
         with self._lock:
             self._markers.append((occurrence.name, fire.timestamp(), sequence_number(record)))
             self._counts["scheduled"] += 1
+            if len(self._markers) >= BATCH_WRITE_LIMIT:
+                chunk, self._markers = self._markers[:BATCH_WRITE_LIMIT], self._markers[BATCH_WRITE_LIMIT:]
+        if chunk:
+            self._write(chunk)
         log.debug("scheduled", schedule=occurrence.name, dueAt=format_due(occurrence.due), fireAt=format_due(fire))
 
     def _settle(self, record: DynamoDBStreamRecord, step: Step) -> None:

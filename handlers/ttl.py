@@ -183,7 +183,7 @@ class Executor:
         elif decision.poison:
             raise PermanentError(decision.reason)
         else:
-            log.info(decision.step.value, schedule=decision.name, reason=decision.reason)
+            log.debug(decision.step.value, schedule=decision.name, reason=decision.reason)
 
     def _execute(self, record: DynamoDBStreamRecord, name: str, due: datetime) -> None:
         data = record["dynamodb"]
@@ -197,7 +197,7 @@ class Executor:
             # waits for the due second. At most a minute, within any function timeout this mode allows.
             self.sleep(min(early, 60.0))
         if not self.ledger.claim(occurrence):
-            log.info("duplicate", schedule=name, dueAt=format_due(due))
+            log.debug("duplicate", schedule=name, dueAt=format_due(due))
             return
         repeat_problem = ""
         try:
@@ -217,7 +217,7 @@ class Executor:
             raise
         persist(lambda: self.ledger.complete(occurrence))
         late = (self.now() - due).total_seconds()
-        log.info("executed", schedule=name, dueAt=format_due(due), lateSeconds=round(late, 3))
+        log.debug("executed", schedule=name, dueAt=format_due(due), lateSeconds=round(late, 3))
         if repeat_problem:
             raise PermanentError(f"fired, but not repeated: {repeat_problem}")
 
@@ -237,9 +237,9 @@ class Executor:
         except Exception as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
-            log.info("repeat-exists", keys=json.dumps(decode_image(raw) or {}, default=str)[:200])
+            log.debug("repeat-exists", keys=json.dumps(decode_image(raw) or {}, default=str)[:200])
             return
-        log.info("repeated", nextDueAt=following[self.config["timeAttribute"]]["N"])
+        log.debug("repeated", nextDueAt=following[self.config["timeAttribute"]]["N"])
 
     def _schedule(self, record: DynamoDBStreamRecord, name: str, due: datetime) -> None:
         data = record["dynamodb"]

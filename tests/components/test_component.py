@@ -164,7 +164,7 @@ def test_function_defaults(build: Build) -> None:
     assert fn["handler"] == "eventbridge.handler"
     assert fn["runtime"] == "python3.12"
     assert fn["architectures"] == ["arm64"]
-    assert (fn["memorySize"], fn["timeout"]) == (256, 60)
+    assert (fn["memorySize"], fn["timeout"]) == (1024, 60)
     assert fn["loggingConfig"]["logGroup"] == build().one("rem-scheduler-logs").outputs["name"]
     assert fn["environment"]["variables"]["LOG_LEVEL"] == "INFO"
 

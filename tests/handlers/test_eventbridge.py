@@ -257,6 +257,33 @@ def test_a_schedule_made_by_an_earlier_run_is_cancelled_when_the_batch_comes_bac
     assert [s["ScheduleExpression"] for s in env.schedules()] == expected
 
 
+def test_schedule_markers_that_cannot_be_written_send_their_records_back(env: Env) -> None:
+    # GIVEN 30 new items (a full BatchWriteItem of markers mid-batch, 5 more at its end) and a ledger that throttles
+    for n in range(30):
+        env.put({"PK": f"user#{n}", "SK": "appt", "dueAt": iso(FUTURE)})
+    batch = env.event()
+    throttled: list[int] = []
+
+    def throttle(**_: Any) -> None:
+        throttled.append(1)
+        raise ClientError(
+            {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "injected"}}, "BatchWriteItem"
+        )
+
+    ddb = CLIENTS.get("dynamodb")
+    ddb.meta.events.register("before-call.dynamodb.BatchWriteItem", throttle)
+    response = handle_batch(batch, env.config)
+    # THEN every record whose marker is missing is retried (from the lowest: Lambda resumes there), none is dropped
+    assert throttled and len(env.schedules()) == 30
+    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    assert failed == {r["dynamodb"]["SequenceNumber"] for r in batch["Records"]}
+    # AND once the ledger answers, the retried batch records all 30 markers
+    ddb.meta.events.unregister("before-call.dynamodb.BatchWriteItem", throttle)
+    assert handle_batch(batch, env.config) == {"batchItemFailures": []}
+    ledger = env.config["eventbridge"]["ledgerTable"]
+    assert env.ddb.scan(TableName=ledger, Select="COUNT")["Count"] == 30
+
+
 def test_a_batch_logs_one_summary_line_at_info(env: Env, caplog: pytest.LogCaptureFixture) -> None:
     for n in range(5):
         env.put({"PK": f"user#{n}", "SK": "appt", "dueAt": iso(FUTURE)})
