@@ -1,0 +1,119 @@
+"""AWS's recurring expressions against AWS's documented examples, and daylight saving time as Scheduler handles it."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from st_core.errors import PermanentError
+from st_core.recurrence import Cron, Rate, parse, zone
+
+LONDON = ZoneInfo("Europe/London")
+
+
+def fires(expression: str, after: datetime, count: int, where: str = "UTC") -> list[datetime]:
+    parsed = parse(expression)
+    assert isinstance(parsed, Cron)
+    out: list[datetime] = []
+    moment = after
+    for _ in range(count):
+        found = parsed.next_after(moment, zone(where))
+        assert found is not None
+        out.append(found)
+        moment = found
+    return out
+
+
+def utc(*parts: int) -> datetime:
+    return datetime(*parts, tzinfo=UTC)  # type: ignore[arg-type, misc]
+
+
+# AWS's documented cron examples (EventBridge Scheduler user guide), each with the times it must give.
+@pytest.mark.parametrize(
+    ("expression", "after", "expected"),
+    [
+        ("cron(0 10 * * ? *)", utc(2026, 11, 21, 10, 0), [utc(2026, 11, 22, 10, 0), utc(2026, 11, 23, 10, 0)]),
+        ("cron(15 12 * * ? *)", utc(2026, 11, 21), [utc(2026, 11, 21, 12, 15), utc(2026, 11, 22, 12, 15)]),
+        # 18:00 Monday to Friday: 2026-11-20 is a Friday, so the next is Monday the 23rd.
+        ("cron(0 18 ? * MON-FRI *)", utc(2026, 11, 20, 18, 0), [utc(2026, 11, 23, 18, 0), utc(2026, 11, 24, 18, 0)]),
+        ("cron(0 8 1 * ? *)", utc(2026, 11, 21), [utc(2026, 12, 1, 8, 0), utc(2027, 1, 1, 8, 0)]),
+        ("cron(0/15 * * * ? *)", utc(2026, 11, 21, 9, 7), [utc(2026, 11, 21, 9, 15), utc(2026, 11, 21, 9, 30)]),
+        ("cron(0/5 8-17 ? * MON-FRI *)", utc(2026, 11, 20, 17, 55), [utc(2026, 11, 23, 8, 0), utc(2026, 11, 23, 8, 5)]),
+        # 09:00 on the first Monday of the month.
+        ("cron(0 9 ? * 2#1 *)", utc(2026, 11, 21), [utc(2026, 12, 7, 9, 0), utc(2027, 1, 4, 9, 0)]),
+        # Last day of the month; last Friday; nearest weekday to the 15th (2026-11-15 is a Sunday -> Monday 16th).
+        ("cron(0 0 L * ? *)", utc(2026, 11, 21), [utc(2026, 11, 30), utc(2026, 12, 31)]),
+        ("cron(0 0 ? * 6L *)", utc(2026, 11, 1), [utc(2026, 11, 27), utc(2026, 12, 25)]),
+        ("cron(0 0 15W * ? *)", utc(2026, 11, 1), [utc(2026, 11, 16), utc(2026, 12, 15)]),
+        # A year field: nothing after the last year named.
+        ("cron(0 12 1 JAN ? 2027)", utc(2026, 11, 21), [utc(2027, 1, 1, 12, 0)]),
+    ],
+)
+def test_documented_cron_examples(expression: str, after: datetime, expected: list[datetime]) -> None:
+    assert fires(expression, after, len(expected)) == expected
+
+
+def test_a_year_that_has_passed_has_no_next_time() -> None:
+    parsed = parse("cron(0 12 1 JAN ? 2027)")
+    assert isinstance(parsed, Cron)
+    assert parsed.next_after(utc(2027, 1, 1, 12, 0), UTC) is None
+
+
+def test_weekly_0900_london_stays_0900_local_across_both_dst_changes() -> None:
+    # Mondays from early March to mid November 2026: BST starts 29 March, ends 25 October.
+    times = fires("cron(0 9 ? * MON *)", utc(2026, 3, 1), 38, where="Europe/London")
+    assert {t.astimezone(LONDON).strftime("%a %H:%M") for t in times} == {"Mon 09:00"}
+    offsets = {t.astimezone(LONDON).date().isoformat(): t.hour for t in times}
+    assert offsets["2026-03-23"] == 9 and offsets["2026-03-30"] == 8  # 09:00 GMT, then 09:00 BST (08:00 UTC)
+    assert offsets["2026-10-19"] == 8 and offsets["2026-10-26"] == 9
+    assert all(
+        b - a in (timedelta(days=7), timedelta(days=7, hours=-1), timedelta(days=7, hours=1))
+        for a, b in itertools.pairwise(times)
+    )
+
+
+def test_a_time_the_clocks_skip_is_skipped_and_a_repeated_time_runs_once() -> None:
+    # 01:30 London does not exist on 29 March 2026 and happens twice on 25 October 2026.
+    spring = fires("cron(30 1 * * ? *)", utc(2026, 3, 27), 3, where="Europe/London")
+    assert [t.astimezone(LONDON).date().isoformat() for t in spring] == ["2026-03-27", "2026-03-28", "2026-03-30"]
+    autumn = fires("cron(30 1 * * ? *)", utc(2026, 10, 24), 3, where="Europe/London")
+    assert [t.astimezone(LONDON).date().isoformat() for t in autumn] == ["2026-10-24", "2026-10-25", "2026-10-26"]
+    assert autumn[1] == utc(2026, 10, 25, 0, 30)  # the first 01:30 (BST), not the second (GMT)
+
+
+def test_rates_count_fixed_durations() -> None:
+    assert parse("rate(5 minutes)") == Rate(300) and parse("rate(1 hour)") == Rate(3600)
+    day = parse("rate(1 day)")
+    assert isinstance(day, Rate)
+    start = utc(2026, 3, 28, 9, 0)
+    assert day.next_after(start, start) == utc(2026, 3, 29, 9, 0)  # 24 hours, whatever the clocks do
+    assert day.next_after(utc(2026, 3, 1), start) == start
+
+
+@pytest.mark.parametrize(
+    ("expression", "fragment"),
+    [
+        ("every monday", "not a Scheduler expression"),
+        ("cron(0 9 * * MON *)", "exactly one of day-of-month and day-of-week"),
+        ("cron(0 9 ? * MON)", "5 fields, not six"),
+        ("cron(60 9 ? * MON *)", "outside 0-59"),
+        ("cron(0 24 ? * MON *)", "outside 0-23"),
+        ("cron(0 9 32 * ? *)", "outside 1-31"),
+        ("cron(0 9 ? * 8 *)", "outside 1-7"),
+        ("cron(0 9 ? * MON#6 *)", "not a valid day term"),
+        ("rate(0 minutes)", "positive whole number"),
+        ("rate(2 hour)", "singular for 1"),
+        ("rate(1 weeks)", "positive whole number"),
+    ],
+)
+def test_invalid_expressions_are_refused_with_the_reason(expression: str, fragment: str) -> None:
+    with pytest.raises(PermanentError, match=fragment):
+        parse(expression)
+
+
+def test_unknown_zone_is_refused_with_an_example() -> None:
+    with pytest.raises(PermanentError, match="not an IANA zone name"):
+        zone("Mars/Olympus_Mons")
+    assert zone(None) is UTC and zone("Europe/London") == LONDON
