@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from .args import Mode, ScheduledTableArgs
 from .component import ScheduledTable
+from .existing import ExistingTable
 from .pending import pending_attributes
 from .targets import EmailTarget, FunctionTarget, QueueTarget, StateMachineTarget, Target, TopicTarget
 
 __all__ = [
     "EmailTarget",
+    "ExistingTable",
     "FunctionTarget",
     "Mode",
     "QueueTarget",

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import pulumi
 
+from .existing import TABLE_OPTIONS, ExistingTable, same_table, stream_arn_problem
 from .targets import TARGET_TYPES, Target
 
 
@@ -38,7 +39,9 @@ class ScheduledTableArgs:
     bad value or combination raises ValueError at construction naming the field and the fix."""
 
     mode: Mode | ModeName
-    # Table
+    # Table: a new one by default; or one you have (its name and stream ARN), and then the component makes only
+    # what acts on it (see components/existing.py for what each mode needs of that table)
+    existing_table: ExistingTable | None = None
     partition_key: str = "PK"
     partition_key_type: KeyType = "S"
     sort_key: str | None = "SK"
@@ -172,6 +175,31 @@ def _keys(args: ScheduledTableArgs) -> None:
         _fail("time_attribute", "must not be empty", "name the attribute that holds the due time, e.g. 'dueAt'")
     if args.time_attribute in (args.partition_key, args.sort_key):
         _fail("time_attribute", f"{args.time_attribute!r} is a key attribute", "keep the due time in its own attribute")
+
+
+def _existing(args: ScheduledTableArgs) -> None:
+    table = args.existing_table
+    if table is None:
+        return
+    if not isinstance(table, ExistingTable):
+        _fail(
+            "existing_table", f"{type(table).__name__} is not an ExistingTable", "pass ExistingTable(name, stream_arn)"
+        )
+    if isinstance(table.name, str) and not table.name:
+        _fail("existing_table.name", "must not be empty", "pass the table's name")
+    problem = stream_arn_problem(table.stream_arn)
+    if problem:
+        _fail("existing_table.stream_arn", problem, "enable the stream (NEW_AND_OLD_IMAGES) and pass its ARN")
+    mismatch = same_table(table.name, table.stream_arn)
+    if mismatch:
+        _fail("existing_table", mismatch, "the name and the stream ARN must be the same table's")
+    for name in TABLE_OPTIONS:
+        if getattr(args, name) != _DEFAULTS[name]:
+            _fail(
+                name,
+                "only shapes a table the component creates, and existing_table is set",
+                "remove it: the existing table keeps its own settings",
+            )
 
 
 def _billing(args: ScheduledTableArgs) -> None:
@@ -385,6 +413,7 @@ def _environment(args: ScheduledTableArgs) -> None:
 
 _RULES = (
     _types,
+    _existing,
     _keys,
     _billing,
     _encryption,
@@ -417,6 +446,11 @@ _DEFAULTS = _field_defaults()
 # the default (tests check every field has one, and that the README's configuration table has a row for each).
 OPTION_DOCS: dict[str, str] = {
     "mode": "`eventbridge`, `ttl`, `polling` or `aggregate`",
+    "existing_table": (
+        "`ExistingTable(name, stream_arn)` (stack: `{name: ..., streamArn: ...}`): act on a table you have instead of "
+        "creating one; refuses the table-shaping options (billing, capacities, PITR, encryption, deletion protection, "
+        'key types); see "Bring your own table"'
+    ),
     "partition_key": "the table's partition key attribute",
     "partition_key_type": "key types `S`, `N`, `B`",
     "sort_key": "the table's sort key attribute; `None` (stack: `none`) for a table without one",

@@ -12,6 +12,7 @@ import pulumi_aws as aws
 
 from . import aggregate, arns, descriptions, eventbridge, operations, policies, polling, ttl
 from .args import Mode, ScheduledTableArgs
+from .existing import table_arn_of
 from .filters import filter_patterns
 from .packaging import handler_archive, runtime_module
 from .parts import Consumer, Scheduling
@@ -23,6 +24,16 @@ from .runtime_config import (
     target_kind,
 )
 from .targets import EmailTarget, checked_arn
+
+
+@dataclasses.dataclass(frozen=True)
+class TableRef:
+    """What the component needs of its table, whether it made it or was given it."""
+
+    name: pulumi.Output[str]
+    arn: pulumi.Output[str]
+    stream_arn: pulumi.Output[str]
+
 
 TYPE = "scheduled-table:index:ScheduledTable"
 DLQ_RETENTION_SECONDS = 14 * 24 * 3600
@@ -212,7 +223,20 @@ class ScheduledTable(pulumi.ComponentResource):
 
     # -- shared pieces: every mode's module (components/<mode>.py, `build`) makes its resources with these ---------
 
-    def _table(self) -> aws.dynamodb.Table:
+    def _table(self) -> TableRef:
+        """The table acted on: the one given (`existing_table`), or a new one."""
+        given = self._args.existing_table
+        if given is not None:
+            stream_arn = pulumi.Output.from_input(given.stream_arn)
+            return TableRef(
+                name=pulumi.Output.from_input(given.name),
+                arn=stream_arn.apply(table_arn_of),
+                stream_arn=stream_arn,
+            )
+        table = self._new_table()
+        return TableRef(name=table.name, arn=table.arn, stream_arn=table.stream_arn)
+
+    def _new_table(self) -> aws.dynamodb.Table:
         a = self._args
         attributes = [aws.dynamodb.TableAttributeArgs(name=a.partition_key, type=a.partition_key_type)]
         if a.sort_key:

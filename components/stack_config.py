@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from .args import ScheduledTableArgs, describe_defaults
+from .existing import ExistingTable
 from .targets import EmailTarget, FunctionTarget, QueueTarget, StateMachineTarget, Target, TopicTarget
 
 
@@ -74,6 +75,18 @@ def target_from_config(value: Any) -> Target | None:
 STACK_KEYS = ("name", "tables")
 
 
+def existing_from_config(value: Any) -> ExistingTable | None:
+    """`{"name": ..., "streamArn": ...}`: a table the stack already has."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError("existingTable: must be an object with 'name' and 'streamArn'")
+    check_keys(value, ["name", "streamArn"], where="existingTable.")
+    if "name" not in value or "streamArn" not in value:
+        raise ValueError("existingTable: needs both 'name' and 'streamArn' (the table's LatestStreamArn)")
+    return ExistingTable(name=value["name"], stream_arn=value["streamArn"])
+
+
 def option_keys() -> list[str]:
     """Every option's stack key (camelCase), `mode` included."""
     return ["mode", *(camel(name) for name in describe_defaults())]
@@ -108,6 +121,8 @@ def args_from_config(config: ConfigSource) -> ScheduledTableArgs:
         key = camel(name)
         if name == "target":
             values[name] = target_from_config(config.get_object(key))
+        elif name == "existing_table":
+            _set(values, name, existing_from_config(config.get_object(key)))
         elif name == "sort_key":
             raw = config.get(key)
             if raw is not None:
