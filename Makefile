@@ -28,9 +28,11 @@ test: lint typecheck unit
 demo: $(STAMP)
 	$(PY) -m localcloud demo
 
-# Not part of `make test`: minutes of work, and no test asserts a timing.
+# Not part of `make test`: minutes of work, and no test asserts a timing. Writes bench/latest.md (and .json) and
+# bench/plots/*.png; `make bench BENCH="coldstart scale"` runs a subset (its report holds only those).
+BENCH ?=
 bench: $(STAMP)
-	$(PY) -m bench --out bench/latest.md
+	$(PY) -m bench --out bench/latest.md $(BENCH)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,6 +1,7 @@
 """What every benchmark shares: moto in-process with a fixed latency injected per AWS call, call counting, timing,
-and printing tables. moto answers in-process with no round trip; the injected latency is what makes concurrency
-show what it would in Lambda, where each call is a network round trip."""
+CPU accounting (`cpu_split`: how much of a run's CPU the emulator spent, how much botocore) and printing tables.
+moto answers in-process with no round trip; the injected latency is what makes concurrency show what it would in
+Lambda, where each call is a network round trip."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 LATENCY_SECONDS = float(os.environ.get("BENCH_LATENCY_MS", "10")) / 1000
@@ -46,7 +48,13 @@ class CallLog:
 
 class BenchClients:
     """A drop-in for the handlers' `Clients` registry: boto3 clients whose every call waits `latency` first and is
-    counted. Baselines use the same clients, so both sides pay the same per-call price."""
+    counted. Baselines use the same clients, so both sides pay the same per-call price.
+
+    Configured as production configures its clients (`st_core.clients`): the same connection pool size, so workers
+    beyond botocore's default of 10 do not queue for a connection here when they would not in Lambda, and the same
+    retry mode; but with retries off (one attempt in all: botocore's `max_attempts` counts retries, so the
+    `max_attempts: 1` used before allowed one), so an injected fault or a throttle shows as itself instead of as
+    latency. Every client is instrumented for `cpu_split`."""
 
     def __init__(self, latency: float = LATENCY_SECONDS) -> None:
         self.latency = latency
@@ -59,10 +67,13 @@ class BenchClients:
             if service not in self._clients:
                 import boto3
                 from botocore.config import Config
+                from st_core.clients import POOL_CONNECTIONS
 
-                client = boto3.client(
-                    service, region_name=REGION, config=Config(max_pool_connections=64, retries={"max_attempts": 1})
+                config = Config(
+                    max_pool_connections=POOL_CONNECTIONS, retries={"mode": "standard", "total_max_attempts": 1}
                 )
+                client = boto3.client(service, region_name=REGION, config=config)
+                instrument(client)
                 client.meta.events.register("before-call", self._before_call)
                 client.meta.events.register("after-call", self._after_call)
                 self._clients[service] = client
@@ -77,6 +88,187 @@ class BenchClients:
         # Items a Query or Scan read (before any filter): what DynamoDB bills read capacity for.
         if isinstance(parsed, dict) and "ScannedCount" in parsed:
             self.log.read(int(parsed["ScannedCount"]))
+
+
+class _CpuAccount:
+    """Thread CPU spent inside instrumented clients' API calls, and inside the emulator's part of them, summed over
+    every thread since the process started (`cpu_split` takes differences). Each thread marks where it entered a
+    call and where it entered the send; a lock guards only the sums."""
+
+    def __init__(self) -> None:
+        self.in_calls = 0.0
+        self.in_emulator = 0.0
+        self.calls = 0
+        self._lock = threading.Lock()
+        self._marks = threading.local()
+
+    def call_started(self, **_: Any) -> None:
+        self._marks.call = time.thread_time()
+
+    def call_ended(self, **_: Any) -> None:
+        started = getattr(self._marks, "call", None)
+        if started is None:
+            return
+        self._marks.call = None
+        spent = time.thread_time() - started
+        with self._lock:
+            self.in_calls += spent
+            self.calls += 1
+
+    def send_started(self, **_: Any) -> None:
+        self._marks.send = time.thread_time()
+
+    def send_ended(self, **_: Any) -> None:
+        started = getattr(self._marks, "send", None)
+        if started is None:
+            return
+        self._marks.send = None
+        spent = time.thread_time() - started
+        with self._lock:
+            self.in_emulator += spent
+
+    def snapshot(self) -> tuple[float, float, int]:
+        with self._lock:
+            return self.in_calls, self.in_emulator, self.calls
+
+
+_CPU = _CpuAccount()
+
+
+def instrument(client: Any) -> Any:
+    """Make `client`'s API calls count in `cpu_split` (BenchClients does this to every client it makes; call it
+    on any other client a benchmark creates). Returns the client.
+
+    A call is timed from its first event (`provide-client-params`) to its last (`after-call`, or `after-call-error`
+    when the HTTP layer raised). The emulator's part is the `before-send` event: moto answers inside a handler of
+    it, so hooks registered first and last around it enclose exactly moto's work. With a real endpoint (ministack,
+    AWS) or a Stubber (which answers at `before-call`), nothing runs between them: the send happens after the event
+    and counts as the client's."""
+    events = client.meta.events
+    events.register_first("provide-client-params", _CPU.call_started, unique_id="bench-cpu-call-start")
+    events.register_last("after-call", _CPU.call_ended, unique_id="bench-cpu-call-end")
+    events.register_last("after-call-error", _CPU.call_ended, unique_id="bench-cpu-call-error")
+    events.register_first("before-send", _CPU.send_started, unique_id="bench-cpu-send-start")
+    events.register_last("before-send", _CPU.send_ended, unique_id="bench-cpu-send-end")
+    return client
+
+
+@dataclass
+class CpuSplit:
+    """CPU seconds of one window (see `cpu_split`), split by who spent them; total = emulator + client + rest.
+
+    - `total`: this process's CPU (every thread, user and system) plus its child processes'.
+    - `emulator`: AWS's side, which Lambda does not pay for: moto inside this process (the `before-send` event of
+      instrumented clients) plus every child process (ministack and its workers; a benchmark that starts other
+      subprocesses inside the window would have them counted here too).
+    - `client`: botocore inside instrumented clients' API calls, the emulator's part taken out: building,
+      serialising and signing requests, the HTTP layer, parsing responses. Lambda pays this.
+    - `rest`: everything else in this process: the handler's own code, the benchmark's, thread scheduling, the
+      garbage collector.
+    - `calls`: API calls made by instrumented clients that got a response (a call that raises before one, such as
+      a fault injected at `before-call`, is not counted, and its CPU falls into `rest`); `wall`: elapsed seconds."""
+
+    wall: float = 0.0
+    total: float = 0.0
+    emulator: float = 0.0
+    client: float = 0.0
+    calls: int = 0
+    emulator_processes: float = 0.0  # the part of `emulator` spent in child processes
+
+    @property
+    def rest(self) -> float:
+        return self.total - self.emulator - self.client
+
+    @property
+    def client_per_call(self) -> float:
+        """botocore CPU seconds per API call (0 when no call was made)."""
+        return self.client / self.calls if self.calls else 0.0
+
+    @property
+    def emulator_per_call(self) -> float:
+        return self.emulator / self.calls if self.calls else 0.0
+
+    def figures(self, prefix: str) -> dict[str, float]:
+        """The split as report figures, e.g. `{prefix}_cpu_emulator_s`."""
+        return {
+            f"{prefix}_cpu_total_s": self.total,
+            f"{prefix}_cpu_emulator_s": self.emulator,
+            f"{prefix}_cpu_client_s": self.client,
+            f"{prefix}_cpu_rest_s": self.rest,
+            f"{prefix}_cpu_client_ms_per_call": self.client_per_call * 1000,
+        }
+
+    def describe(self) -> str:
+        """One line for a table's note: `CPU 2.61 s = emulator 1.95 + client 0.52 (0.26 ms a call) + rest 0.14`."""
+        return (
+            f"CPU {self.total:.2f} s = emulator {self.emulator:.2f} + client {self.client:.2f} "
+            f"({self.client_per_call * 1000:.2f} ms a call, {self.calls:,} calls) + rest {self.rest:.2f}"
+        )
+
+
+@contextmanager
+def cpu_split() -> Iterator[CpuSplit]:
+    """Measure the CPU spent inside the block, split between the emulator and botocore (see `CpuSplit`). The
+    yielded object is filled in when the block ends:
+
+        with cpu_split() as cpu:
+            handler(event, None)
+        print(cpu.describe())  # or cpu.total, cpu.emulator, cpu.client, cpu.rest, cpu.client_per_call
+
+    Only clients made by `BenchClients` (or passed to `instrument`) are split; calls of other clients count in
+    `rest`. Windows may nest or overlap (each takes differences of running sums), but other threads' calls made
+    meanwhile count in every open window, so measure one run at a time."""
+    split = CpuSplit()
+    wall, process, children = time.perf_counter(), time.process_time(), _children_cpu()
+    in_calls, in_emulator, calls = _CPU.snapshot()
+    try:
+        yield split
+    finally:
+        end_in_calls, end_in_emulator, end_calls = _CPU.snapshot()
+        split.wall = time.perf_counter() - wall
+        split.emulator_processes = max(0.0, _children_cpu() - children)
+        moto = end_in_emulator - in_emulator
+        split.total = time.process_time() - process + split.emulator_processes
+        split.emulator = moto + split.emulator_processes
+        split.client = (end_in_calls - in_calls) - moto
+        split.calls = end_calls - calls
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's live descendants, and of the children they have reaped, read
+    from /proc (0 where there is none). A descendant that exits inside a window takes its CPU with it, unless this
+    process reaps it: that is counted by `resource`'s RUSAGE_CHILDREN."""
+    import resource
+
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = reaped.ru_utime + reaped.ru_stime
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return total
+    parents: dict[int, int] = {}
+    spent: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        spent[pid] = sum(int(v) for v in fields[11:15]) / tick  # utime, stime, cutime, cstime
+    me = os.getpid()
+    for pid in spent:
+        ancestor, hops = parents.get(pid), 0
+        while ancestor is not None and hops < 64:
+            if ancestor == me:
+                total += spent[pid]
+                break
+            if ancestor <= 1:
+                break
+            ancestor, hops = parents.get(ancestor), hops + 1
+    return total
 
 
 @contextmanager

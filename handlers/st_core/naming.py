@@ -7,7 +7,9 @@ import re
 
 # Scheduler names: 1-64 characters of [0-9a-zA-Z-_.]. 24 hex digits (96 bits) of SHA-256 make collisions between
 # distinct keys practically impossible; the readable prefix only helps people find a schedule in the console.
-_UNSAFE = re.compile(r"[^0-9A-Za-z_.-]+")
+# A pattern, compiled on first use (`re` caches it) rather than at import: polling imports this module for
+# `dedupe_name` alone and never needs it.
+_UNSAFE = r"[^0-9A-Za-z_.-]+"
 _HASH_CHARS = 24
 _PREFIX_CHARS = 64 - _HASH_CHARS - 1
 
@@ -15,7 +17,7 @@ _PREFIX_CHARS = 64 - _HASH_CHARS - 1
 def schedule_name(key_identity: str, readable: str = "") -> str:
     """`<readable prefix>-<hash of the canonical keys>`, always 1-64 chars of [0-9a-zA-Z-_.]."""
     digest = hashlib.sha256(key_identity.encode("utf-8")).hexdigest()[:_HASH_CHARS]
-    prefix = _UNSAFE.sub("-", readable).strip("-.")[:_PREFIX_CHARS].rstrip("-.")
+    prefix = re.sub(_UNSAFE, "-", readable).strip("-.")[:_PREFIX_CHARS].rstrip("-.")
     return f"{prefix}-{digest}" if prefix else digest
 
 

@@ -13,7 +13,7 @@ import base64
 import binascii
 import json
 from decimal import Decimal, InvalidOperation
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from .errors import PermanentError
 
@@ -22,40 +22,44 @@ Image = dict[str, AttributeValue]
 EVENT_NAMES = ("INSERT", "MODIFY", "REMOVE")
 
 
-class StreamRecordData(TypedDict):
-    Keys: Image
-    SequenceNumber: str
-    NewImage: NotRequired[Image]
-    OldImage: NotRequired[Image]
-    ApproximateCreationDateTime: NotRequired[float]
-    StreamViewType: NotRequired[str]
+# The shapes below exist for the type checker only. Building a TypedDict class at import costs about 0.3 ms
+# (each string annotation is compiled into a ForwardRef), paid on every cold start for nothing the handlers use
+# at run time: there they are plain dicts.
+if TYPE_CHECKING:
 
+    class StreamRecordData(TypedDict):
+        Keys: Image
+        SequenceNumber: str
+        NewImage: NotRequired[Image]
+        OldImage: NotRequired[Image]
+        ApproximateCreationDateTime: NotRequired[float]
+        StreamViewType: NotRequired[str]
 
-class UserIdentity(TypedDict):
-    type: str
-    principalId: str
+    class UserIdentity(TypedDict):
+        type: str
+        principalId: str
 
+    class DynamoDBStreamRecord(TypedDict):
+        eventID: str
+        eventName: Literal["INSERT", "MODIFY", "REMOVE"]
+        dynamodb: StreamRecordData
+        eventSource: NotRequired[str]
+        eventSourceARN: NotRequired[str]
+        awsRegion: NotRequired[str]
+        userIdentity: NotRequired[UserIdentity]
 
-class DynamoDBStreamRecord(TypedDict):
-    eventID: str
-    eventName: Literal["INSERT", "MODIFY", "REMOVE"]
-    dynamodb: StreamRecordData
-    eventSource: NotRequired[str]
-    eventSourceARN: NotRequired[str]
-    awsRegion: NotRequired[str]
-    userIdentity: NotRequired[UserIdentity]
+    class DynamoDBStreamEvent(TypedDict):
+        Records: list[DynamoDBStreamRecord]
 
+    class BatchItemFailure(TypedDict):
+        itemIdentifier: str
 
-class DynamoDBStreamEvent(TypedDict):
-    Records: list[DynamoDBStreamRecord]
+    class BatchResponse(TypedDict):
+        batchItemFailures: list[BatchItemFailure]
 
-
-class BatchItemFailure(TypedDict):
-    itemIdentifier: str
-
-
-class BatchResponse(TypedDict):
-    batchItemFailures: list[BatchItemFailure]
+else:
+    StreamRecordData = UserIdentity = DynamoDBStreamRecord = DynamoDBStreamEvent = dict
+    BatchItemFailure = BatchResponse = dict
 
 
 def split_event(event: object) -> tuple[list[DynamoDBStreamRecord], list[tuple[object, str]]]:

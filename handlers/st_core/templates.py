@@ -12,13 +12,15 @@ from typing import Any
 
 from .errors import PermanentError
 
-_TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+# A pattern, not a compiled one: only email targets render templates, so other modes never pay for compiling it
+# at import; `re` compiles it on first use and keeps it in its cache.
+_TOKEN = r"\{\{|\}\}|\{([^{}]*)\}|[{}]"
 
 
 def template_fields(template: str) -> list[str]:
     """The attribute names a template needs, in order; raises ValueError for a stray or empty brace."""
     fields: list[str] = []
-    for match in _TOKEN.finditer(template):
+    for match in re.finditer(_TOKEN, template):
         token = match.group(0)
         if token in ("{{", "}}"):
             continue
@@ -47,7 +49,7 @@ def render(template: str, item: Mapping[str, Any]) -> str:
             return "}"
         return _text(item[match.group(1).strip()])
 
-    return _TOKEN.sub(substitute, template)
+    return re.sub(_TOKEN, substitute, template)
 
 
 def _text(value: Any) -> str:
