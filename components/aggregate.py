@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 
 def build(component: ScheduledTable) -> Consumer:
-    """Filtered stream -> running totals in the same table, one transaction per group per batch (seed 003)."""
+    """Filtered stream -> running totals in the same table, one conditional write per group per batch (seed 003);
+    a transaction with ledger markers only for a total with more recent records than its ids can hold."""
     a = component._args
     ledger = component._ledger()
     statements = pulumi.Output.all(

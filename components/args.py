@@ -86,6 +86,9 @@ class ScheduledTableArgs:
     # Scheduler (eventbridge mode)
     schedule_retry_attempts: int = 185
     schedule_max_event_age_seconds: int = 86400
+    # eventbridge mode: one occurrence per offset, in seconds from the due time ([-86400, -3600, 0]: a day before, an
+    # hour before, and at the time), each with its own schedule, moved and cancelled with the item
+    offsets: list[int] = field(default_factory=lambda: [0])
     # TTL (ttl mode)
     precise: bool = False
     repeat_attribute: str = "repeatEvery"
@@ -273,6 +276,24 @@ def _scheduler(args: ScheduledTableArgs) -> None:
     _between(args, "schedule_max_event_age_seconds", 60, 86400)
 
 
+MAX_OFFSETS = 10
+MAX_OFFSET_SECONDS = 366 * 86400
+
+
+def _offsets(args: ScheduledTableArgs) -> None:
+    if not _only_in(args, Mode.EVENTBRIDGE, ("offsets",)):
+        return
+    values = args.offsets
+    if not isinstance(values, list) or not values or any(isinstance(v, bool) or not isinstance(v, int) for v in values):
+        _fail("offsets", f"expected a non-empty list of whole seconds, got {values!r}", "e.g. offsets=[-3600, 0]")
+    if len(set(values)) != len(values):
+        _fail("offsets", f"{values!r} names an offset twice", "list each offset once")
+    if len(values) > MAX_OFFSETS:
+        _fail("offsets", f"{len(values)} offsets", f"use at most {MAX_OFFSETS} (each is a schedule per item)")
+    if any(abs(v) > MAX_OFFSET_SECONDS for v in values):
+        _fail("offsets", f"{values!r} has an offset beyond a year", f"keep each within +-{MAX_OFFSET_SECONDS} seconds")
+
+
 def _ttl(args: ScheduledTableArgs) -> None:
     if args.precise and args.mode is not Mode.TTL:
         _fail("precise", f"only applies to mode='ttl' (mode is {str(args.mode)!r})", "remove precise or set mode='ttl'")
@@ -371,6 +392,13 @@ def _aggregate(args: ScheduledTableArgs) -> None:
         _fail("total_attribute", f"{args.total_attribute!r} is a key or the value attribute", "use its own name")
     if args.value_attribute in (args.partition_key, args.sort_key):
         _fail("value_attribute", f"{args.value_attribute!r} is a key attribute", "name the attribute holding the value")
+    if args.total_attribute.startswith("stIds") or args.total_attribute == "stLedgerUntil":
+        _fail(
+            "total_attribute",
+            f"{args.total_attribute!r} is reserved: the total item keeps its recent record ids in stIds<n> and "
+            "stLedgerUntil",
+            "use another name",
+        )
     if args.aggregation not in ("sum", "count"):
         _fail("aggregation", f"{args.aggregation!r} is not supported", "use 'sum' or 'count'")
     if args.on_change not in ("ignore", "adjust"):
@@ -421,6 +449,7 @@ _RULES = (
     _lambda,
     _stream,
     _scheduler,
+    _offsets,
     _ttl,
     _polling,
     _aggregate,
@@ -497,6 +526,10 @@ OPTION_DOCS: dict[str, str] = {
     "parallelization_factor": "1-10; per-item order holds at any value",
     "schedule_retry_attempts": "`eventbridge`, and `ttl` with `precise`: Scheduler's retries of the target, 0-185",
     "schedule_max_event_age_seconds": "`eventbridge`, and `ttl` with `precise`: 60-86400",
+    "offsets": (
+        "`eventbridge`: seconds from the due time, one occurrence and schedule each (`[-86400, -3600, 0]`); the due "
+        "event's `offsetSeconds` says which; at most 10, within a year"
+    ),
     "precise": "`ttl` mode only: a delete schedule per item, so actions are on time; TTL stays the fallback",
     "repeat_attribute": "`ttl` mode: seconds between occurrences; items without it fire once",
     "repeat_until_attribute": "`ttl` mode: no occurrence after this time",

@@ -129,7 +129,10 @@ def _sections(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, 
     """A mode's own parts of the document."""
     a = args
     if a.mode is Mode.EVENTBRIDGE:
-        return {"scheduler": _scheduler(a, values), "eventbridge": _ledger(a, values)}
+        eventbridge = _ledger(a, values)
+        if a.offsets != [0]:
+            eventbridge["offsets"] = list(a.offsets)
+        return {"scheduler": _scheduler(a, values), "eventbridge": eventbridge}
     if a.mode is Mode.TTL:
         ttl = {
             **_ledger(a, values),
@@ -165,8 +168,21 @@ def _sections(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, 
         "onChange": a.on_change,
         "ledgerTable": values[Value.LEDGER_TABLE],
         "windowSeconds": a.idempotency_window_seconds,
+        "horizonSeconds": aggregate_horizon_seconds(a),
     }
     return {"aggregate": aggregate}
+
+
+# Beyond the record age and the timeout: clock differences between DynamoDB and Lambda, a write still in flight when
+# its invocation timed out, and ApproximateCreationDateTime being approximate.
+HORIZON_MARGIN_SECONDS = 300
+
+
+def aggregate_horizon_seconds(args: ScheduledTableArgs) -> int:
+    """How long after a change its stream record can still reach the aggregator: the event source mapping discards
+    records older than `maximum_record_age_seconds`, and a delivery that starts just before that age may run for the
+    function's timeout. The aggregator keeps each record's id on the total at least this long."""
+    return args.maximum_record_age_seconds + args.lambda_timeout_seconds + HORIZON_MARGIN_SECONDS
 
 
 # -- the 4 KB environment --------------------------------------------------------------------------------------

@@ -131,7 +131,7 @@ def args_from_config(config: ConfigSource) -> ScheduledTableArgs:
             _set(values, name, config.get_bool(key))
         elif isinstance(default, int) or name in ("read_capacity", "write_capacity"):
             _set(values, name, config.get_int(key))
-        elif isinstance(default, dict):
+        elif isinstance(default, dict | list):
             _set(values, name, config.get_object(key))
         else:
             _set(values, name, config.get(key))

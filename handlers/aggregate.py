@@ -1,13 +1,38 @@
 """`aggregate` mode (seed 003): source items (partition key starting `SCORE`) keep a running total per group (the
 user) in the same table, at `PK=<group>`, `SK=TOTAL`.
 
-Exactly once, one write per group per batch: the batch's records are coalesced into one delta per group, and each
-group's delta is applied in one DynamoDB transaction together with one marker per record and group in the ledger
-table (a conditional put on the record's stream `eventID` and the group: a record that moves a score between groups
-has one marker per side). A record applied before (a redelivered batch, a retry from a failed sequence number,
-another concurrent batch) fails its marker's condition; the transaction is retried without it. The ledger has no
-stream and the total's key does not start with the source prefix, so nothing written here can invoke this function
-again.
+Exactly once, one write per group per batch, and no transaction on the normal path: the batch's records are
+coalesced into one delta per group, and that delta is added by one conditional UpdateItem of the total which also
+records which stream records it applied. The total item keeps the ids of its recent records (`record_digest` of
+the record's `eventID` and the group: 6 bytes) in binary sets, one per 15-minute bucket of the records' creation
+time (`ApproximateCreationDateTime`, the same on every delivery of a record): attributes `stIds<bucket>`. The write
+is conditional on `NOT contains(stIds<bucket>, id)` for each of its records, so a record applied before (a batch
+delivered again, a retry from a sequence number, a bisected batch, a response lost after the write happened) fails
+it; DynamoDB then returns the item as it was (ReturnValuesOnConditionCheckFailure), the records whose ids it holds
+are dropped and the rest written again. Nothing here depends on the order of records or on shards, so any
+parallelization factor works: writes to one total are serialized by DynamoDB, each checking every id it adds.
+
+A record cannot come back once it is older than the horizon (`horizonSeconds`: the event source mapping's maximum
+record age, plus the function timeout for a delivery that started just before that age, plus a margin); a bucket is
+removed by the next write of its total once every record it can hold is past the horizon. Records older than the
+horizon cannot be checked and are parked with the reason (Lambda does not deliver them).
+
+The ids take at most RING_BYTES of the item, so a total stays under 1 KB and a write costs one write unit. A group
+with more records within the horizon than fit falls back to the ledger: its write becomes a transaction with one
+marker per record in the ledger table (2 write units each), which also sets `stLedgerUntil` to now + the horizon
+on the total. Writes without markers require `stLedgerUntil` to be absent or past, so a record applied through the
+ledger is checked against the ledger for as long as it can come back; the ledger path checks the ids on the total
+as well, and puts its own there when they fit (so ledger mode ends one horizon after the last write whose ids did
+not fit). A record without a creation time (Lambda always gives one) can only be checked in the ledger, and takes
+that path. `stIds*` and `stLedgerUntil` are reserved names on the total item.
+
+Each container remembers the ids of the totals it wrote (DynamoDB returns the item with every write, at no cost):
+a record whose id it saw there was applied, and is skipped without a write (Lambda's retry of a batch mostly
+reaches the container of its first delivery); the memory also names the expired buckets to remove. It is only a
+hint: a new container learns from the first failed condition, and the conditions alone make each record count once.
+
+The ledger has no stream and the total's key does not start with the source prefix, so nothing written here can
+invoke this function again.
 
 Sums use DynamoDB's number arithmetic exactly (38 significant digits; Python's default context has 28). A total
 that can never be written (the sum leaves DynamoDB's range, the total attribute is not a number) is parked with the
@@ -16,27 +41,32 @@ reason, record by record, instead of blocking the shard until its retries run ou
 
 from __future__ import annotations
 
+import math
+import re
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Context, Decimal, Inexact, InvalidOperation, Overflow, Underflow
 from enum import StrEnum
+from functools import cached_property
 from threading import Lock
 from typing import Any
 
 from st_core import log
-from st_core.batch import batch_metrics, park_malformed, process_batch
+from st_core.batch import batch_metrics, park_malformed, process_batch, sequence_order
 from st_core.clients import CLIENTS, Clients
 from st_core.config import AggregateConfig, HandlerConfig, load_config
 from st_core.errors import PermanentError, TransientError, error_code, is_transient
-from st_core.idempotency import marker_put
+from st_core.idempotency import DIGEST_BYTES, marker_put, record_digest
 from st_core.poison import PoisonQueue
 from st_core.stream import (
     AttributeValue,
     BatchResponse,
     DynamoDBStreamEvent,
     DynamoDBStreamRecord,
+    changed_at,
     decode_image,
     identity_of,
     request_value,
@@ -45,9 +75,34 @@ from st_core.stream import (
 )
 
 MODE = "aggregate"
-# A transaction holds at most 100 actions: the total's update and up to 99 record markers.
-MARKERS_PER_TRANSACTION = 99
 MARKER_PREFIX = "aggregate#"
+# Records per write: a transaction holds at most 100 actions (the total's update and up to 99 markers).
+RECORDS_PER_WRITE = 99
+# DynamoDB allows 300 operators and functions in an expression. A write's condition has 2 per record (`contains`
+# and an `OR`, or the bucket's `NOT`), 1 per bucket (its `AND`) and 4 for the ledger guard: chunks stay below this.
+# The 4 KB limit on an expression's length follows: 2.2 KB for 99 records in one bucket, at most 2.9 KB (95 records
+# in as many buckets); the update expression stays under 1.5 KB with 40 expired buckets to remove.
+MAX_OPERATORS = 290
+# Ids are grouped by the record's creation time into buckets of this many seconds. Fixed, not derived from the
+# horizon, so a changed configuration never moves a record to another bucket than the one its id was written to;
+# 15 minutes keeps about 5 buckets (5 attribute names) on a total at the default horizon while holding ids at most
+# 15 minutes beyond it.
+BUCKET_SECONDS = 900
+# What the ids may take of the total item (each 6 bytes, each bucket's name 12): about 130 ids, so that with a short
+# group key the total stays under 1 KB and every write to it costs one write unit.
+RING_BYTES = 800
+RING_PREFIX = "stIds"
+LEDGER_UNTIL = "stLedgerUntil"
+# Totals whose ids this container remembers (about 1 KB each when full): a hint, never needed for correctness.
+CACHED_TOTALS = 10_000
+# A write that fails for a transient reason (throttled, 5xx, timed out, a transaction conflict) is tried again this
+# many times in the invocation, after 50, 100 and 200 ms, before the group is reported for Lambda's retry: every
+# attempt is conditional, so repeating one is safe, and Lambda's retry resends the rest of the batch as well.
+TRANSIENT_RETRIES = 3
+RETRY_DELAY_SECONDS = 0.05
+# Attempts of a chunk whose condition failed because of what another write did meanwhile.
+CONDITION_ATTEMPTS = 4
+_BUCKET_NAME = re.compile(rf"^{RING_PREFIX}(\d+)$")
 # DynamoDB numbers: 38 significant digits, magnitudes 1E-130 to 9.99..E+125. Every inexact or out-of-range result
 # is an error here, as it is in DynamoDB, never a silent rounding.
 DYNAMODB_NUMBERS = Context(prec=38, Emax=125, Emin=-130, traps=[Inexact, Overflow, Underflow, InvalidOperation])
@@ -65,11 +120,21 @@ class Contribution:
     delta: Decimal
     event_id: str
     sequence: str
+    created: float | None = None  # the record's ApproximateCreationDateTime (epoch seconds)
     record: DynamoDBStreamRecord | None = field(default=None, compare=False, repr=False)
 
     @property
     def marker(self) -> str:
         return f"{MARKER_PREFIX}{self.event_id}#{self.group}"
+
+    @cached_property
+    def digest(self) -> bytes:
+        return record_digest(self.event_id, self.group)
+
+    @property
+    def bucket(self) -> int | None:
+        """The bucket its id lives in; None when the record does not say when it was made (ledger only)."""
+        return None if self.created is None else math.floor(self.created / BUCKET_SECONDS)
 
 
 @dataclass
@@ -107,6 +172,11 @@ def _group(image: dict[str, Any], typed: dict[str, Any], settings: AggregateConf
     return identity_of({"group": value}), request_value(value)
 
 
+def _created(record: DynamoDBStreamRecord) -> float | None:
+    moment = changed_at(record)
+    return moment if moment is not None and math.isfinite(moment) else None
+
+
 def contributions(record: DynamoDBStreamRecord, settings: AggregateConfig) -> list[Contribution]:
     """What one record changes, per group (pure). INSERT adds; with `onChange=adjust` a MODIFY applies the
     difference (moving between groups if the group changed) and a REMOVE subtracts."""
@@ -132,37 +202,233 @@ def contributions(record: DynamoDBStreamRecord, settings: AggregateConfig) -> li
             merged[group] = (key, DYNAMODB_NUMBERS.add(merged.get(group, (key, Decimal(0)))[1], delta))
     except ArithmeticError as exc:
         raise PermanentError(f"the record's change is not a DynamoDB number: {type(exc).__name__}") from exc
-    return [Contribution(g, k, d, event_id, sequence, record) for g, (k, d) in merged.items() if d != 0]
+    created = _created(record)
+    return [
+        Contribution(group=g, key=k, delta=d, event_id=event_id, sequence=sequence, created=created, record=record)
+        for g, (k, d) in merged.items()
+        if d != 0
+    ]
+
+
+# -- the ids on a total ------------------------------------------------------------------------------------------
+
+
+def bucket_name(bucket: int) -> str:
+    return f"{RING_PREFIX}{bucket}"
+
+
+@dataclass
+class Ring:
+    """What this container last saw of a total: its ids by bucket (each bucket's digests joined in one bytes value,
+    to keep a cached total near 1 KB), and the ledger guard. An id seen on the total is a record applied: ids are
+    only written by a write that applies their record, and only removed once their record cannot come back."""
+
+    ids: dict[int, bytes] = field(default_factory=dict)
+    ledger_until: int = 0
+
+    @classmethod
+    def of(cls, item: dict[str, Any]) -> Ring:
+        """From a total item as DynamoDB returns it (ReturnValues)."""
+        ids = {}
+        for name, value in item.items():
+            found = _BUCKET_NAME.match(name)
+            if found and isinstance(value, dict) and "BS" in value:
+                ids[int(found.group(1))] = b"".join(sorted(bytes(b) for b in value["BS"]))
+        until = item.get(LEDGER_UNTIL, {}).get("N")
+        return cls(ids, int(Decimal(until)) if until else 0)
+
+    @property
+    def buckets(self) -> dict[int, int]:
+        """Bucket -> how many ids it holds."""
+        return {b: len(joined) // DIGEST_BYTES for b, joined in self.ids.items()}
+
+    def holds(self, c: Contribution) -> bool:
+        joined = self.ids.get(c.bucket) if c.bucket is not None else None
+        if not joined:
+            return False
+        return any(joined[i : i + DIGEST_BYTES] == c.digest for i in range(0, len(joined), DIGEST_BYTES))
+
+    @staticmethod
+    def size(buckets: dict[int, int]) -> int:
+        """Bytes of these buckets (name and ids) on the item."""
+        return sum(len(bucket_name(b)) + DIGEST_BYTES * n for b, n in buckets.items())
+
+
+class RingCache:
+    """Per container: the last known ring of each total (LRU). Only a hint: it saves a failed write in ledger mode
+    and tells which expired buckets to remove; the write's conditions are what make each record count once."""
+
+    def __init__(self, capacity: int = CACHED_TOTALS) -> None:
+        self.capacity = capacity
+        self._rings: OrderedDict[tuple[str, str], Ring] = OrderedDict()
+        self._lock = Lock()
+
+    def get(self, key: tuple[str, str]) -> Ring | None:
+        with self._lock:
+            ring = self._rings.get(key)
+            if ring is not None:
+                self._rings.move_to_end(key)
+            return ring
+
+    def put(self, key: tuple[str, str], ring: Ring) -> None:
+        with self._lock:
+            self._rings[key] = ring
+            self._rings.move_to_end(key)
+            while len(self._rings) > self.capacity:
+                self._rings.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rings.clear()
+
+
+RINGS = RingCache()
+
+
+@dataclass
+class Plan:
+    """One write of a chunk of one group's records: which path, what it adds, checks and removes."""
+
+    ledger: bool
+    add_ids: bool  # put the chunk's ids on the total (always on the ring path; on the ledger path when they fit)
+    set_until: bool  # stamp stLedgerUntil: some record is applied without its id on the total
+    expired: list[int]  # buckets every record of which is past the horizon
+
+
+@dataclass
+class Outcome:
+    applied: int = 0
+    skipped: int = 0  # records applied before (found on the total, in this container's memory of it, or the ledger)
+    units: float = 0.0  # write units DynamoDB reported (ConsumedCapacity) for the successful writes
+    failed_writes: int = 0  # conditional writes that failed (each also costs at least one write unit)
+    writes: int = 0
+    ledger_writes: int = 0
+
+    def add(self, other: Outcome) -> None:
+        for name in ("applied", "skipped", "units", "failed_writes", "writes", "ledger_writes"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def chunks(items: list[Contribution]) -> Iterator[list[Contribution]]:
+    """A group's records in writes that fit a transaction and DynamoDB's expression limits (by bucket, so that each
+    write's condition names few buckets)."""
+    ordered = sorted(items, key=lambda c: (c.bucket is None, c.bucket or 0))
+    chunk: list[Contribution] = []
+    buckets: set[int | None] = set()
+    for item in ordered:
+        grown = buckets | {item.bucket}
+        if chunk and (len(chunk) == RECORDS_PER_WRITE or 2 * (len(chunk) + 1) + len(grown) + 4 > MAX_OPERATORS):
+            yield chunk
+            chunk, grown = [], {item.bucket}
+        chunk.append(item)
+        buckets = grown
+    if chunk:
+        yield chunk
 
 
 class Totals:
-    """Applies coalesced deltas: one transaction per group (per 99 records), markers making each record count once."""
+    """Applies coalesced deltas: one conditional write per group (per chunk), each record counted once."""
 
-    def __init__(self, config: HandlerConfig, clients: Clients, now: Callable[[], float]) -> None:
+    def __init__(
+        self, config: HandlerConfig, clients: Clients, now: Callable[[], float], rings: RingCache = RINGS
+    ) -> None:
         self.config = config
         self.settings = config["aggregate"]
+        self.horizon = int(self.settings["horizonSeconds"])
         self.clients = clients
         self.now = now
+        self.rings = rings
 
-    def apply(self, group: str, items: list[Contribution], attempts: int = 3) -> int:
-        """Returns how many of `items` were new (applied now). PermanentError when the total can never be written."""
-        applied = 0
-        for start in range(0, len(items), MARKERS_PER_TRANSACTION):
-            chunk = items[start : start + MARKERS_PER_TRANSACTION]
-            for _ in range(attempts):
-                try:
-                    self._transact(group, chunk)
-                    applied += len(chunk)
-                    break
-                except _AlreadyApplied as seen:
-                    chunk = [c for i, c in enumerate(chunk) if i not in seen.indexes]
-                    if not chunk:
-                        break
-            else:
-                raise TransientError(f"group {group!r}: transaction kept conflicting")
-        return applied
+    def apply(self, group: str, items: list[Contribution], outcome: Outcome) -> None:
+        """Applies what of `items` was not applied before, counting in `outcome`. PermanentError when the total can
+        never be written."""
+        for chunk in chunks(items):
+            self._apply_chunk(group, chunk, outcome)
 
-    def _transact(self, group: str, chunk: list[Contribution]) -> None:
+    def _apply_chunk(self, group: str, chunk: list[Contribution], outcome: Outcome) -> None:
+        conditions = transient = 0
+        while True:
+            # Records whose ids this container saw on the total were applied: no write needed to learn that again
+            # (Lambda's retry of a batch mostly reaches the container that saw its first delivery).
+            known = self.rings.get((self.config["table"], group))
+            pending = [c for c in chunk if known is None or not known.holds(c)]
+            outcome.skipped += len(chunk) - len(pending)
+            chunk = pending
+            if not chunk:
+                return
+            try:
+                seen = self._write(group, chunk, outcome)
+            except Exception as exc:
+                if isinstance(exc, PermanentError) or not is_transient(exc) or transient == TRANSIENT_RETRIES:
+                    raise
+                transient += 1
+                time.sleep(RETRY_DELAY_SECONDS * 2 ** (transient - 1))
+                continue
+            if seen is None:
+                outcome.applied += len(chunk)
+                return
+            outcome.skipped += len(seen)
+            chunk = [c for i, c in enumerate(chunk) if i not in seen]
+            conditions += 1
+            if chunk and conditions == CONDITION_ATTEMPTS:
+                raise TransientError(f"group {group!r}: the total's write kept failing its condition")
+
+    # -- one write ---------------------------------------------------------------------------------------------------
+
+    def _write(self, group: str, chunk: list[Contribution], outcome: Outcome) -> set[int] | None:
+        """One attempt: None when the chunk was applied, else the indexes of its records applied before (possibly
+        none, when only the ledger guard failed: the next attempt takes the ledger path)."""
+        now = int(self.now())
+        cache_key = (self.config["table"], group)
+        known = self.rings.get(cache_key)
+        plan = self._plan(chunk, known, now)
+        request = self._request(group, chunk, plan, now)
+        try:
+            if plan.ledger:
+                return self._transact(group, chunk, plan, request, now, outcome)
+            response = self.clients.get("dynamodb").update_item(
+                **request, ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD"
+            )
+        except Exception as exc:
+            code = error_code(exc)
+            if code == "ValidationException":
+                raise PermanentError(f"group {group!r}: the total cannot be written: {str(exc)[:300]}") from exc
+            if code != "ConditionalCheckFailedException":
+                raise
+            outcome.failed_writes += 1
+            item = getattr(exc, "response", {}).get("Item")
+            if item is None:
+                # AWS returns the item whenever this write's condition can fail (it only fails on an existing item).
+                raise TransientError(f"group {group!r}: condition failed and DynamoDB returned no item") from exc
+            self.rings.put(cache_key, Ring.of(item))
+            return _present(chunk, item)
+        outcome.units += _units(response)
+        outcome.writes += 1
+        self.rings.put(cache_key, Ring.of(response.get("Attributes", {})))
+        self._applied(group, chunk, plan, request, _units(response))
+        return None
+
+    def _plan(self, chunk: list[Contribution], known: Ring | None, now: int) -> Plan:
+        ring = known or Ring()
+        referenced = {c.bucket for c in chunk if c.bucket is not None}
+        expired = sorted(b for b in ring.buckets if self._expired(b, now) and b not in referenced)
+        kept = {b: n for b, n in ring.buckets.items() if b not in expired}
+        for c in chunk:
+            if c.bucket is not None:
+                kept[c.bucket] = kept.get(c.bucket, 0) + 1
+        fits = ring.size(kept) <= RING_BYTES
+        timed = len(referenced) > 0
+        if fits and timed and all(c.bucket is not None for c in chunk) and ring.ledger_until < now:
+            return Plan(ledger=False, add_ids=True, set_until=False, expired=expired)
+        add_ids = fits and timed
+        return Plan(ledger=True, add_ids=add_ids, set_until=timed and not add_ids, expired=expired)
+
+    def _expired(self, bucket: int, now: int) -> bool:
+        """True once no record of the bucket can come back: its latest record is older than the horizon."""
+        return (bucket + 1) * BUCKET_SECONDS + self.horizon < now
+
+    def _request(self, group: str, chunk: list[Contribution], plan: Plan, now: int) -> dict[str, Any]:
+        """The total's UpdateItem (alone, or the Update of the ledger path's transaction)."""
         s = self.settings
         try:
             delta = Decimal(0)
@@ -173,24 +439,71 @@ class Totals:
                 f"group {group!r}: the batch's change to the total is beyond DynamoDB's numbers (38 digits, "
                 f"magnitude up to 1E+126): {type(exc).__name__}"
             ) from exc
-        expires = int(self.now()) + s["windowSeconds"]
-        actions: list[dict[str, Any]] = [
-            {
-                "Update": {
-                    "TableName": self.config["table"],
-                    "Key": {
-                        self.config["partitionKey"]: chunk[0].key,
-                        str(self.config["sortKey"]): {"S": s["totalSortKey"]},
-                    },
-                    "UpdateExpression": "ADD #total :delta",
-                    "ExpressionAttributeNames": {"#total": s["totalAttribute"]},
-                    "ExpressionAttributeValues": {":delta": {"N": str(delta)}},
-                }
-            }
-        ]
+        names: dict[str, str] = {"#total": s["totalAttribute"]}
+        values: dict[str, Any] = {":delta": {"N": str(delta)}}
+        by_bucket: dict[int, list[tuple[int, bytes]]] = {}
+        for index, c in enumerate(chunk):
+            if c.bucket is not None:
+                by_bucket.setdefault(c.bucket, []).append((index, c.digest))
+        adds = ["#total :delta"]
+        checks: list[str] = []
+        for n, (bucket, members) in enumerate(sorted(by_bucket.items())):
+            names[f"#b{n}"] = bucket_name(bucket)
+            clauses = []
+            for index, digest in members:
+                values[f":i{index}"] = {"B": digest}
+                clauses.append(f"contains(#b{n},:i{index})")
+            checks.append(f"NOT ({' OR '.join(clauses)})")
+            if plan.add_ids:
+                # A set has no duplicates: two records with one digest (about 1e-12) share it, and both count.
+                values[f":s{n}"] = {"BS": sorted({digest for _, digest in members})}
+                adds.append(f"#b{n} :s{n}")
+        expression = "ADD " + ", ".join(adds)
+        if not plan.ledger:
+            names["#until"] = LEDGER_UNTIL
+            values[":now"] = {"N": str(now)}
+            checks.insert(0, "(attribute_not_exists(#until) OR #until < :now)")
+        elif plan.set_until:
+            names["#until"] = LEDGER_UNTIL
+            values[":until"] = {"N": str(now + self.horizon)}
+            expression += " SET #until = :until"
+        if plan.expired:
+            for n, bucket in enumerate(plan.expired):
+                names[f"#x{n}"] = bucket_name(bucket)
+            expression += " REMOVE " + ", ".join(f"#x{n}" for n in range(len(plan.expired)))
+        request: dict[str, Any] = {
+            "TableName": self.config["table"],
+            "Key": {self.config["partitionKey"]: chunk[0].key, str(self.config["sortKey"]): {"S": s["totalSortKey"]}},
+            "UpdateExpression": expression,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        if checks:
+            request["ConditionExpression"] = " AND ".join(checks)
+        return request
+
+    def _transact(
+        self,
+        group: str,
+        chunk: list[Contribution],
+        plan: Plan,
+        request: dict[str, Any],
+        now: int,
+        outcome: Outcome,
+    ) -> set[int] | None:
+        """The ledger path: the total's update and one marker per record, all or nothing."""
+        s = self.settings
+        update = {k: v for k, v in request.items() if k != "ReturnConsumedCapacity"}
+        update["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        # A marker must outlive every redelivery of its record, however the ledger window is set.
+        expires = now + max(s["windowSeconds"], self.horizon)
+        actions: list[dict[str, Any]] = [{"Update": update}]
         actions += [marker_put(s["ledgerTable"], c.marker, expires) for c in chunk]
         try:
-            self.clients.get("dynamodb").transact_write_items(TransactItems=actions)
+            response = self.clients.get("dynamodb").transact_write_items(
+                TransactItems=actions, ReturnConsumedCapacity="TOTAL"
+            )
         except Exception as exc:
             code = error_code(exc)
             if code == "ValidationException":
@@ -203,17 +516,59 @@ class Totals:
                 # The total is not a number, or the sum leaves DynamoDB's range: retrying cannot help.
                 message = invalid[0].get("Message") or invalid[0].get("Code")
                 raise PermanentError(f"group {group!r}: the total cannot be written: {message}") from exc
-            seen = {i - 1 for i, r in enumerate(reasons) if i > 0 and r.get("Code") == "ConditionalCheckFailed"}
-            if seen:
-                raise _AlreadyApplied(seen) from exc
-            raise TransientError(f"group {group!r}: transaction cancelled ({reasons})") from exc
-        log.info("total-updated", group=group, delta=str(delta), records=len(chunk))
+            failed = [i for i, r in enumerate(reasons) if r.get("Code") == "ConditionalCheckFailed"]
+            if not failed:
+                raise TransientError(f"group {group!r}: transaction cancelled ({reasons})") from exc
+            outcome.failed_writes += 1
+            seen = {i - 1 for i in failed if i > 0}
+            if 0 in failed:
+                item = reasons[0].get("Item")
+                if item is None:
+                    raise TransientError(f"group {group!r}: condition failed and DynamoDB returned no item") from exc
+                self.rings.put((self.config["table"], group), Ring.of(item))
+                seen |= _present(chunk, item)
+            return seen
+        units = _units(response)
+        outcome.units += units
+        outcome.writes += 1
+        outcome.ledger_writes += 1
+        self._remember(group, chunk, plan, now)
+        self._applied(group, chunk, plan, request, units)
+        return None
+
+    def _remember(self, group: str, chunk: list[Contribution], plan: Plan, now: int) -> None:
+        """A transaction returns no item: what this write did to the ring, applied to what was known of it."""
+        key = (self.config["table"], group)
+        known = self.rings.get(key)
+        if known is None:
+            return
+        ids = {b: joined for b, joined in known.ids.items() if b not in plan.expired}
+        if plan.add_ids:
+            for c in chunk:
+                if c.bucket is not None and not known.holds(c):
+                    ids[c.bucket] = ids.get(c.bucket, b"") + c.digest
+        until = now + self.horizon if plan.set_until else known.ledger_until
+        self.rings.put(key, Ring(ids, until))
+
+    def _applied(
+        self, group: str, chunk: list[Contribution], plan: Plan, request: dict[str, Any], units: float
+    ) -> None:
+        delta = request["ExpressionAttributeValues"][":delta"]["N"]
+        path = "ledger" if plan.ledger else "ring"
+        log.debug("total-updated", group=group, delta=delta, records=len(chunk), path=path, writeUnits=units)
 
 
-class _AlreadyApplied(Exception):
-    def __init__(self, indexes: set[int]) -> None:
-        super().__init__(f"{len(indexes)} record(s) already applied")
-        self.indexes = indexes
+def _present(chunk: list[Contribution], item: dict[str, Any]) -> set[int]:
+    """Indexes of the chunk's records whose ids the total holds: applied before."""
+    ring = Ring.of(item)
+    return {index for index, c in enumerate(chunk) if ring.holds(c)}
+
+
+def _units(response: dict[str, Any]) -> float:
+    """Write units of a successful write, as DynamoDB reports them (ReturnConsumedCapacity=TOTAL)."""
+    consumed = response.get("ConsumedCapacity") or []
+    entries = consumed if isinstance(consumed, list) else [consumed]
+    return float(sum(e.get("CapacityUnits", 0) for e in entries if isinstance(e, dict)))
 
 
 def handle_batch(
@@ -224,45 +579,72 @@ def handle_batch(
     now: Callable[[], float] = time.time,
 ) -> BatchResponse:
     settings = config["aggregate"]
+    horizon = int(settings["horizonSeconds"])
     poison = PoisonQueue(config["poisonQueueUrl"], mode=MODE, table=config["table"], clients=clients)
     records, malformed = split_event(event)
     park_malformed(poison, malformed)
     collected = Collected()
+
+    def collect(record: DynamoDBStreamRecord) -> None:
+        found = contributions(record, settings)
+        age = now() - found[0].created if found and found[0].created is not None else 0.0
+        if age > horizon:
+            raise PermanentError(
+                f"stream record is {age:.0f} s old, beyond the {horizon} s horizon (maximum record age + "
+                "function timeout + margin): Lambda does not deliver records that old, and it cannot be checked "
+                "against an earlier delivery"
+            )
+        collected.add(found)
+
     # Phase 1, per record: what it contributes; bad records go to the poison queue with the reason.
-    parsed = process_batch(
-        records,
-        lambda record: collected.add(contributions(record, settings)),
-        poison=poison,
-        max_workers=config["maxWorkers"],
-    )
-    # Phase 2, per group: one transaction for the whole batch's delta.
+    parsed = process_batch(records, collect, poison=poison, max_workers=config["maxWorkers"])
+    # Phase 2, per group: one write for the whole batch's delta. A record twice in one event counts once.
     by_group: dict[str, list[Contribution]] = {}
+    unique: set[tuple[str, str]] = set()
     for item in collected.contributions:
-        by_group.setdefault(item.group, []).append(item)
+        if (item.event_id, item.group) not in unique:
+            unique.add((item.event_id, item.group))
+            by_group.setdefault(item.group, []).append(item)
     totals = Totals(config, clients, now)
+    outcomes: list[Outcome] = []
 
     def apply(group: str) -> list[str]:
         """The sequence numbers to retry from when this group's total could not be written (none if parked)."""
         items = by_group[group]
+        outcome = Outcome()
+        outcomes.append(outcome)
         try:
-            totals.apply(group, items)
+            totals.apply(group, items, outcome)
         except Exception as exc:
             if isinstance(exc, PermanentError) or not is_transient(exc):
                 return _park_group(poison, items, str(exc), error_code(exc))
-            # Retried from this group's first record; what was applied meanwhile is skipped by its marker.
+            # Retried from this group's first record; what was applied meanwhile is skipped by its id.
             log.warning("total-failed", group=group, error=type(exc).__name__, reason=str(exc)[:300])
-            return [min((c.sequence for c in items), key=_as_number)]
+            return [min((c.sequence for c in items), key=sequence_order)]
         return []
 
     failed = [f["itemIdentifier"] for f in parsed["batchItemFailures"]]
-    # Groups are independent (different items, ADD is atomic): their transactions run concurrently.
+    # Groups are independent (different items, ADD is atomic): their writes run concurrently.
     workers = max(1, min(config["maxWorkers"], len(by_group)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for sequences in pool.map(apply, list(by_group)):
             failed += sequences
     response: BatchResponse = {
-        "batchItemFailures": [{"itemIdentifier": seq} for seq in sorted(set(failed), key=_as_number)]
+        "batchItemFailures": [{"itemIdentifier": seq} for seq in sorted(set(failed), key=sequence_order)]
     }
+    summary = Outcome()
+    for outcome in outcomes:
+        summary.add(outcome)
+    log.info(
+        "totals-updated",
+        groups=len(by_group),
+        applied=summary.applied,
+        alreadyApplied=summary.skipped,
+        writes=summary.writes,
+        ledgerWrites=summary.ledger_writes,
+        failedConditions=summary.failed_writes,
+        writeUnits=summary.units,
+    )
     batch_metrics(config, mode=MODE, records=len(records) + len(malformed), poison=poison, response=response)
     return response
 
@@ -278,10 +660,6 @@ def _park_group(poison: PoisonQueue, items: list[Contribution], reason: str, cod
             retry.append(item.sequence)
     log.warning("total-parked", records=len(items), reason=reason[:300])
     return retry
-
-
-def _as_number(sequence: str) -> int:
-    return int(sequence) if sequence.isdigit() else 0
 
 
 def handler(event: DynamoDBStreamEvent, context: object = None) -> BatchResponse:

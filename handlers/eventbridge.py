@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from threading import Lock
 from typing import Any
@@ -56,9 +56,14 @@ class Action(StrEnum):
 @dataclass(frozen=True)
 class Occurrence:
     name: str  # its schedule's name, and its id in the ledger
-    due: datetime
+    due: datetime  # when it acts: the item's due time plus the offset
     keys: dict[str, Any]
     item: dict[str, Any]
+    offset: int = 0  # seconds from the item's due time (`offsets`: a reminder a day before is -86400)
+
+    @property
+    def item_due(self) -> datetime:
+        return self.due - timedelta(seconds=self.offset)
 
 
 @dataclass(frozen=True)
@@ -74,19 +79,31 @@ class Plan:
     poison_reason: str | None = None
 
 
-def occurrence_name(identity: str, keys: dict[str, Any], due: datetime) -> str:
-    """One schedule per (item, due time): valid Scheduler name, readable prefix, collision-safe hash."""
-    return schedule_name(f"{identity}\x1f{format_due(due)}", "-".join(str(v) for v in keys.values()))
+def occurrence_name(identity: str, keys: dict[str, Any], due: datetime, offset: int = 0) -> str:
+    """One schedule per (item, due time, offset): valid Scheduler name, readable prefix, collision-safe hash. The
+    offset 0 name is the one a single-occurrence table has always used, so adding offsets keeps its schedules."""
+    unique = f"{identity}\x1f{format_due(due)}" + (f"\x1f{offset}" if offset else "")
+    return schedule_name(unique, "-".join(str(v) for v in keys.values()))
 
 
-def occurrence_of(
+def offsets_of(config: HandlerConfig) -> list[int]:
+    return list(config.get("eventbridge", {}).get("offsets") or [0])
+
+
+def occurrences_of(
     image: dict[str, Any] | None, identity: str, keys: dict[str, Any], config: HandlerConfig
-) -> Occurrence | None:
-    """None when the image carries no due time; PermanentError when it carries one that cannot be used."""
+) -> dict[int, Occurrence]:
+    """The item's occurrences by offset: none when the image carries no due time; PermanentError when it carries
+    one that cannot be used."""
     if image is None or image.get(config["timeAttribute"]) is None:
-        return None
+        return {}
     due = parse_due(image[config["timeAttribute"]])
-    return Occurrence(occurrence_name(identity, keys, due), due, keys, image)
+    return {
+        offset: Occurrence(
+            occurrence_name(identity, keys, due, offset), due + timedelta(seconds=offset), keys, image, offset
+        )
+        for offset in offsets_of(config)
+    }
 
 
 def plan(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime) -> Plan:
@@ -96,25 +113,27 @@ def plan(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime)
     keys = decode_image(data["Keys"]) or {}
     name = record["eventName"]
     try:
-        old = occurrence_of(decode_image(data.get("OldImage")), identity, keys, config)
+        olds = occurrences_of(decode_image(data.get("OldImage")), identity, keys, config)
     except PermanentError:
-        old = None  # it never had a usable time, so nothing was scheduled for it
+        olds = {}  # it never had a usable time, so nothing was scheduled for it
     poison: str | None = None
-    new: Occurrence | None = None
+    news: dict[int, Occurrence] = {}
     if name != "REMOVE":
         try:
-            new = occurrence_of(decode_image(data.get("NewImage")), identity, keys, config)
+            news = occurrences_of(decode_image(data.get("NewImage")), identity, keys, config)
         except PermanentError as exc:
             poison = str(exc)
     steps: list[Step] = []
-    if old is not None and (new is None or new.due != old.due):
-        steps.append(Step(Action.SETTLE if old.due <= changed else Action.CANCEL, old))
-    if new is not None:
-        kept = old is not None and old.due == new.due
-        # A write that keeps a due time that had already come is not a new occurrence: the write that set the time
-        # delivers it. (A kept time still ahead may carry a new payload: the schedule is refreshed.)
-        if not (kept and (new.due <= changed or new.item == old.item)):  # type: ignore[union-attr]
-            steps.append(Step(Action.SCHEDULE, new, fresh=not kept))
+    for offset in offsets_of(config):
+        old, new = olds.get(offset), news.get(offset)
+        if old is not None and (new is None or new.due != old.due):
+            steps.append(Step(Action.SETTLE if old.due <= changed else Action.CANCEL, old))
+        if new is not None:
+            kept = old is not None and old.due == new.due
+            # A write that keeps a due time that had already come is not a new occurrence: the write that set the
+            # time delivers it. (A kept time still ahead may carry a new payload: the schedule is refreshed.)
+            if not (kept and (new.due <= changed or new.item == old.item)):  # type: ignore[union-attr]
+                steps.append(Step(Action.SCHEDULE, new, fresh=not kept))
     return Plan(tuple(steps), poison)
 
 
@@ -319,13 +338,18 @@ class Scheduling:
         )
         value = (decode_image(found.get("Item")) or {}).get(attribute)
         try:
-            return value is not None and parse_due(value) == occurrence.due
+            return value is not None and parse_due(value) == occurrence.item_due
         except PermanentError:
             return False
 
     def _event(self, occurrence: Occurrence) -> Any:
         return due_event(
-            mode=MODE, table=self.config["table"], keys=occurrence.keys, due=occurrence.due, item=occurrence.item
+            mode=MODE,
+            table=self.config["table"],
+            keys=occurrence.keys,
+            due=occurrence.item_due,
+            item=occurrence.item,
+            offset=occurrence.offset if offsets_of(self.config) != [0] else None,
         )
 
 

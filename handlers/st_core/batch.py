@@ -148,7 +148,7 @@ def handle_stream_batch(
     )
     if finish is not None:
         retry = {f["itemIdentifier"] for f in response["batchItemFailures"]} | set(finish())
-        response = {"batchItemFailures": [{"itemIdentifier": seq} for seq in sorted(retry, key=_as_number)]}
+        response = {"batchItemFailures": [{"itemIdentifier": seq} for seq in sorted(retry, key=sequence_order)]}
     summary = dict(counts() if counts is not None else {})
     summary["milliseconds"] = round((time.perf_counter() - started) * 1000)
     batch_metrics(
@@ -178,5 +178,6 @@ def batch_metrics(
     )
 
 
-def _as_number(sequence: str) -> int:
+def sequence_order(sequence: str) -> int:
+    """Sort key for stream sequence numbers (decimal strings of varying length), so the lowest comes first."""
     return int(sequence) if sequence.isdigit() else 0

@@ -36,6 +36,7 @@ class EventBridgeConfig(TypedDict):
     ledgerTable: str
     leaseSeconds: int
     windowSeconds: int
+    offsets: NotRequired[list[int]]  # seconds from the due time, one occurrence each ([0] when absent)
 
 
 class TtlConfig(TypedDict):
@@ -72,6 +73,7 @@ class AggregateConfig(TypedDict):
     onChange: str
     ledgerTable: str
     windowSeconds: int
+    horizonSeconds: int  # the latest a record can come back: maximum record age + function timeout + a margin
 
 
 class HandlerConfig(TypedDict):

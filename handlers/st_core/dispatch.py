@@ -41,10 +41,24 @@ class DueEvent(TypedDict):
     dueAt: str
     item: dict[str, Any]
     itemTrimmed: NotRequired[bool]
+    offsetSeconds: NotRequired[int]
 
 
-def due_event(*, mode: str, table: str, keys: dict[str, Any], due: datetime, item: dict[str, Any]) -> DueEvent:
-    return {"source": SOURCE, "mode": mode, "table": table, "keys": keys, "dueAt": format_due(due), "item": item}
+def due_event(
+    *, mode: str, table: str, keys: dict[str, Any], due: datetime, item: dict[str, Any], offset: int | None = None
+) -> DueEvent:
+    """`offset`: which of the item's `offsets` this is (seconds from `dueAt`), on tables configured with several."""
+    event: DueEvent = {
+        "source": SOURCE,
+        "mode": mode,
+        "table": table,
+        "keys": keys,
+        "dueAt": format_due(due),
+        "item": item,
+    }
+    if offset is not None:
+        event["offsetSeconds"] = offset
+    return event
 
 
 def payload_limit(target: TargetConfig, *, via_scheduler: bool) -> int:

@@ -96,6 +96,13 @@ def record_problem(record: object) -> str:
     for image in ("NewImage", "OldImage"):
         if image in data and not isinstance(data[image], dict):
             return f"stream record's dynamodb.{image} is {type(data[image]).__name__}, not an object"
+    view = data.get("StreamViewType")
+    if view is not None and view != "NEW_AND_OLD_IMAGES":
+        # Only a table the component does not own can have another view type (an existing table).
+        return (
+            f"the table's stream view type is {str(view)[:30]}; ScheduledTable needs NEW_AND_OLD_IMAGES (set the "
+            "table's StreamSpecification StreamViewType to NEW_AND_OLD_IMAGES, then redrive this record)"
+        )
     return ""
 
 

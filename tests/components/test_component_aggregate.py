@@ -78,7 +78,16 @@ def test_handler_config_carries_the_aggregate_section(build: Build) -> None:
         "onChange": "ignore",
         "ledgerTable": built.one("rem-ledger").outputs["name"],
         "windowSeconds": 90000,
+        "horizonSeconds": 3600 + 60 + 300,
     }
+
+
+def test_the_handler_keeps_ids_for_as_long_as_the_mapping_can_deliver_a_record(build: Build) -> None:
+    """Maximum record age, plus the timeout of a delivery that starts just before it, plus a 300 s margin."""
+    built = aggregate(build, maximum_record_age_seconds=21600, lambda_timeout_seconds=120)
+    assert built.handler_config()["aggregate"]["horizonSeconds"] == 21600 + 120 + 300
+    mapping = built.one("rem-aggregator-mapping").inputs
+    assert mapping["maximumRecordAgeInSeconds"] == 21600
 
 
 @pytest.mark.parametrize(

@@ -93,5 +93,5 @@ def test_stack_config_reads_an_existing_table_and_refuses_unknown_keys() -> None
     config = DictConfig({"mode": "eventbridge", "existingTable": {"name": TABLE, "streamArn": STREAM}}, FakeConfig({}))
     assert args_from_config(config).existing_table == GIVEN
     wrong = DictConfig({"mode": "eventbridge", "existingTable": {"name": TABLE, "streamARN": STREAM}}, FakeConfig({}))
-    with pytest.raises(ValueError, match="existingTable.streamARN: unknown key; did you mean streamArn"):
+    with pytest.raises(ValueError, match=r"existingTable\.streamARN: unknown key; did you mean streamArn"):
         args_from_config(wrong)

@@ -1,6 +1,10 @@
 """A model check of `aggregate` mode: random sequences of score writes (new, corrected, moved to another group,
-deleted, re-inserted), the stream's lag, batch redeliveries (in order, and old batches out of order) and deliveries
-through transient AWS faults with Lambda's retries, compared with a plain reference model of the guarantee.
+deleted, re-inserted), the stream's lag, batch redeliveries (in order, and old batches out of order), deliveries
+through transient AWS faults with Lambda's retries and through writes whose response is lost after DynamoDB acted,
+time passing (so ids leave the totals once past the horizon, while Lambda still redelivers anything younger than
+the maximum record age), containers recycled (nothing remembered of the totals) and three room sizes for the ids on
+a total (the default, a few, none: every write through the ledger), compared with a plain reference model of the
+guarantee.
 
 The guarantee (README, "Guarantees, per mode" and "`aggregate` mode, in detail"): each record counts exactly once
 per group, with exact 38-digit sums. So once the records up to a point of the stream are processed, however often
@@ -18,11 +22,18 @@ fixed ones `make test` runs; hypothesis prints a failing sequence shrunk.
 from __future__ import annotations
 
 import copy
+import threading
+import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Context, Decimal
 from typing import Any
+from unittest import mock
 
 import aggregate
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ReadTimeoutError
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 from moto import mock_aws
@@ -33,6 +44,12 @@ from tests.handlers.conftest import Env
 from tests.handlers.faults import FaultInjector, FaultyClients, replay
 from tests.handlers.model_support import LambdaFilter, StreamDelivery, dynamodb_number_arithmetic, model_env, model_test
 
+# A mapping with a short maximum record age (600 s) and the 60 s timeout: horizon 600 + 60 + 300 s. Short against
+# the 900 s id buckets, so ids leave the totals within a few steps and an early removal would show.
+MAX_RECORD_AGE = 600  # Lambda delivers no record older than this
+HORIZON = MAX_RECORD_AGE + 60 + 300
+# Bytes for ids on a total: the default, room for a few (so totals move between ids and the ledger), and none.
+RING_ROOM = [aggregate.RING_BYTES, 24, 0]
 SCORES = ["SCORE#1", "SCORE#2", "SCORE#3"]
 GROUPS = ["USER#ada", "USER#bob", "USER#cy"]
 # Small numbers, 31-digit ones and fractions, so sums need all of DynamoDB's 38 digits (Python's default is 28).
@@ -89,9 +106,13 @@ class AggregateModel(StreamDelivery):
         self.arithmetic.start()
         self.ready = False
 
-    @initialize(variant=st.sampled_from(VARIANTS))
-    def setup(self, variant: Variant) -> None:
+    @initialize(variant=st.sampled_from(VARIANTS), room=st.sampled_from(RING_ROOM))
+    def setup(self, variant: Variant, room: int) -> None:
         self.variant = variant
+        self.room = mock.patch.object(aggregate, "RING_BYTES", room)
+        self.room.start()
+        aggregate.RINGS.clear()
+        self.clock = float(int(time.time()))
         self.env = _env(variant)
         self.reference = Reference(adjust=variant.on_change == "adjust")
         patterns = filter_patterns(aggregate_filters("PK", "SCORE", variant.on_change))
@@ -102,6 +123,8 @@ class AggregateModel(StreamDelivery):
 
     def teardown(self) -> None:
         CLIENTS.reset()
+        if self.ready:
+            self.room.stop()
         self.arithmetic.stop()
         self.mock.stop()
 
@@ -151,8 +174,37 @@ class AggregateModel(StreamDelivery):
         reported record (everything after it again), or the whole batch when the invocation fails."""
         records = copy.deepcopy(self.take_batch(limit))
         clients = FaultyClients(FaultInjector(rate=rate, seed=seed))
+        self._replay(records, clients)
+
+    @precondition(lambda self: self.ready and self.pending < len(self.history))
+    @rule(limit=st.integers(1, 8), seed=st.integers(0, 2**16), rate=st.sampled_from([0.3, 0.7]))
+    def lambda_delivers_through_lost_responses(self, limit: int, seed: int, rate: float) -> None:
+        """The next batch while a share of the writes to DynamoDB succeed but their response never arrives (a
+        timeout after DynamoDB acted): the handler sees a failure, Lambda retries, the records must not count again."""
+        self._replay(copy.deepcopy(self.take_batch(limit)), LostResponses(rate, seed))
+
+    @precondition(lambda self: self.ready)
+    @rule(seconds=st.sampled_from([30, 250, 500, 800]))
+    def time_passes(self, seconds: int) -> None:
+        """Time goes on, though never past the maximum record age of a record Lambda has yet to deliver (it would
+        discard that record, and the totals could not be exact): ids of buckets past the horizon leave the totals."""
+        waiting = [_created(r) for r in self.history[self.pending :]]
+        limit = min(waiting) + MAX_RECORD_AGE - self.clock if waiting else seconds
+        self.clock += max(0, min(seconds, limit))
+
+    @precondition(lambda self: self.ready)
+    @rule()
+    def container_recycled(self) -> None:
+        """A new container: nothing known of the totals but what DynamoDB says."""
+        aggregate.RINGS.clear()
+
+    def _replay(self, records: list[dict[str, Any]], clients: Any) -> None:
         config = self.env.config
-        replay(lambda event: aggregate.handle_batch(event, config, clients=clients), records)  # type: ignore[arg-type]
+
+        def handle(event: dict[str, Any]) -> Any:
+            return aggregate.handle_batch(event, config, clients=clients, now=self._now)
+
+        replay(handle, records)
         self._check_totals()
 
     # -- the guarantee -----------------------------------------------------------------------------------------------
@@ -207,16 +259,21 @@ class AggregateModel(StreamDelivery):
             **({"ExpressionAttributeNames": names} if names else {}),
         )
 
+    def _now(self) -> float:
+        return self.clock
+
     def _read(self) -> None:
         """The stream's new records; each that reaches the function moves the expected totals to the world's now."""
-        for record in self.lambda_filter(self.env.stream.read()):
+        for record in self.lambda_filter(self.env.stream.read(at=datetime.fromtimestamp(self.clock, UTC))):
             self.history.append(record)
             self.expected.append(self.reference.totals())
 
     def deliver(self, records: list[dict[str, Any]]) -> None:
+        # Lambda discards what is older than the maximum record age (every such record was delivered before)
+        records = [r for r in records if self.clock - _created(r) <= MAX_RECORD_AGE]
         if not records:
             return
-        response = aggregate.handle_batch({"Records": records}, self.env.config)
+        response = aggregate.handle_batch({"Records": records}, self.env.config, now=self._now)
         assert response == {"batchItemFailures": []}
         self._check_totals()
 
@@ -228,6 +285,37 @@ class AggregateModel(StreamDelivery):
             if item is not None:
                 found[group] = Decimal(item["totalScore"]["N"])
         return found
+
+
+def _created(record: dict[str, Any]) -> float:
+    return float(record["dynamodb"]["ApproximateCreationDateTime"])
+
+
+class LostResponses:
+    """The handlers' client registry, where a share of DynamoDB writes are applied but answered with a timeout."""
+
+    def __init__(self, rate: float, seed: int) -> None:
+        import random
+
+        self.random = random.Random(seed)
+        self.rate = rate
+        self.lock = threading.Lock()
+        self._clients: dict[str, Any] = {}
+
+    def get(self, service: str) -> Any:
+        with self.lock:
+            if service not in self._clients:
+                client = boto3.client(service, config=Config(retries={"mode": "standard", "max_attempts": 3}))
+                for operation in ("UpdateItem", "TransactWriteItems"):
+                    client.meta.events.register(f"after-call.dynamodb.{operation}", self._lose)
+                self._clients[service] = client
+            return self._clients[service]
+
+    def _lose(self, http_response: Any, **_: Any) -> None:
+        with self.lock:
+            lost = http_response.status_code == 200 and self.random.random() < self.rate
+        if lost:
+            raise ReadTimeoutError(endpoint_url="https://dynamodb/lost-response")
 
 
 def _show(totals: dict[str, Decimal]) -> str:
@@ -248,6 +336,7 @@ def _env(variant: Variant) -> Env:
         "onChange": variant.on_change,
         "ledgerTable": env.ledger(),
         "windowSeconds": 172800,
+        "horizonSeconds": HORIZON,
     }
     return env
 
