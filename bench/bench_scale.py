@@ -26,7 +26,8 @@ PRICE_NOTE = (
     "are free."
 )
 BATCH = 100
-MEMORY_GB = 0.25
+MEMORY_GB = 1.0  # the default lambda_memory_mb (1024)
+SECONDS_PER_BATCH = 0.25  # a batch of 100 at 1024 MB (bench 1e models about 0.12 s for eventbridge)
 SIZES = (1, 100, 10_000, 1_000_000)
 
 
@@ -34,8 +35,8 @@ def per_action(figures: dict[str, float]) -> dict[str, dict[str, float]]:
     """Per action (a due item acted on, or a score counted): requests and units of each billed kind."""
     lambda_share = 1 / BATCH
     eventbridge = {
-        # the schedule and its ledger marker (measured), and its firing
-        "api_calls": figures.get("eventbridge_calls_per_record_1000", 2.0) + 1,
+        # the schedule and its share of a BatchWriteItem of ledger markers (measured), and its firing
+        "api_calls": figures.get("eventbridge_calls_per_record_1000", 1.04) + 1,
         "writes": 1.0,  # the ledger marker that makes a batch redelivered after the firing deliver nothing
         "reads": 0.0,
         "scheduler": 1.0,
@@ -57,7 +58,7 @@ def per_action(figures: dict[str, float]) -> dict[str, dict[str, float]]:
     }
     aggregate = {
         "api_calls": figures.get("aggregate_requests_ratio", 1.6) ** -1,
-        "writes": figures.get("aggregate_units_per_score_ours", 3.3),
+        "writes": figures.get("aggregate_wu_per_score", figures.get("aggregate_units_per_score_ours", 0.64)),
         "reads": 0.0,
         "scheduler": 0.0,
         "sqs": 0.0,
@@ -74,7 +75,7 @@ def per_action(figures: dict[str, float]) -> dict[str, dict[str, float]]:
     }
 
 
-def cost_per_million(usage: dict[str, float], seconds_per_batch: float = 0.5) -> float:
+def cost_per_million(usage: dict[str, float], seconds_per_batch: float = SECONDS_PER_BATCH) -> float:
     p = PRICES
     per = (
         usage["writes"] * p["dynamodb_write_unit"]
@@ -118,7 +119,7 @@ def run(figures: dict[str, float]) -> tuple[str, dict[str, float]]:
         "figures measured above (eventbridge calls per record, polling reads per due item, aggregate write units "
         "per score) and each mode's design (ttl: ledger claim and completion; polling: assign, with the record's "
         "ledger marker, claim and done, each also written to the index). "
-        f"Lambda at {int(MEMORY_GB * 1024)} MB, batches of {BATCH}, 0.5 s a batch. "
+        f"Lambda at {int(MEMORY_GB * 1024)} MB, batches of {BATCH}, {SECONDS_PER_BATCH} s a batch. "
         f"Polling also costs ${polling_fixed_per_month():.2f} a month with nothing due (1-minute rule, 8 shards). "
         + PRICE_NOTE
     )
