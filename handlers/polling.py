@@ -1,21 +1,25 @@
 """`polling` mode (seed 002, sharded as in part 2 of the AWS series): a rule invokes `handler` every interval; it
-takes what is due from the sparse due index, one shard per thread, and runs each item exactly once. `assign` is
-the stream consumer that puts newly written items in the index (seed 002's "task scheduler").
+takes what is due from the sparse due index, every shard at once, a shard's items spread over the worker pool, and
+runs each item exactly once. `assign` is the stream consumer that puts newly written items in the index (seed
+002's "task scheduler").
 
 Exactly once, with overlapping or crashing processors: an item is claimed with a conditional update (a lease)
-before dispatch; a claim never completed comes back after the lease; a failed dispatch goes back into the index
+before dispatch, which also moves it out of the due range until the lease ends, so an overlapping tick does not
+read it again; a claim never completed is due again when the lease ends; a failed dispatch goes back into the index
 with an attempt count and exponential backoff, and after the last attempt to the dead-letter queue with the reason.
 Every write here sets `stStatus`, so the stream filter never hands these writes back to `assign` (no loop).
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from enum import Enum
 from typing import Any, Protocol
 
 from st_core import log
@@ -35,6 +39,7 @@ from st_core.pending import (
     INDEX_NAME,
     SHARD,
     STATUS,
+    TASK_DUE,
     Status,
     pending_attributes,
     without_index,
@@ -62,23 +67,84 @@ class LambdaContext(Protocol):
     def get_remaining_time_in_millis(self) -> int: ...
 
 
+class Outcome(Enum):
+    """What became of one due item the tick read."""
+
+    DISPATCHED = "dispatched"
+    RETRIED = "retried"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # not claimed: another processor has it, or it moved, was deleted or is done
+    YIELDED = "yielded"  # not claimed: a younger tick took it, so this tick reads no more of the shard
+    LEFT = "left"  # not taken: out of time (the next tick takes it)
+
+
+class Claim(Enum):
+    TAKEN = "taken"
+    GONE = "gone"  # moved, deleted, or taken by a tick no younger than this one
+    YOUNGER = "younger"  # taken (claimed, or claimed and done) by a tick that started later
+
+
 @dataclass
 class TickReport:
-    """What one processor invocation did (also its return value and the metrics it logs)."""
+    """What one processor invocation did (also its return value and the metrics it logs).
+
+    `backlog` is the due items the tick read but had no time left for, and `backlogged_shards` the shards it stopped
+    with due items left (read, or beyond the last page it read). Both come free with the pages read: counting the
+    rest of a shard would read every waiting item again, every tick for as long as the backlog lasts."""
 
     dispatched: int = 0
     retried: int = 0
     failed: int = 0
     skipped: int = 0
     backlog: int = 0
+    backlogged_shards: int = 0
+    yielded_shards: int = 0
     out_of_time: bool = False
     shards: dict[int, int] = field(default_factory=dict)
+
+    def tally(self, outcomes: list[Outcome]) -> None:
+        self.dispatched += outcomes.count(Outcome.DISPATCHED)
+        self.retried += outcomes.count(Outcome.RETRIED)
+        self.failed += outcomes.count(Outcome.FAILED)
+        self.skipped += outcomes.count(Outcome.SKIPPED) + outcomes.count(Outcome.YIELDED)
+        self.backlog += outcomes.count(Outcome.LEFT)
+
+    def add(self, other: TickReport) -> None:
+        self.dispatched += other.dispatched
+        self.retried += other.retried
+        self.failed += other.failed
+        self.skipped += other.skipped
+        self.backlog += other.backlog
+        self.backlogged_shards += other.backlogged_shards
+        self.yielded_shards += other.yielded_shards
+        self.out_of_time |= other.out_of_time
+
+
+# The pace (items a second) at which this container's last tick took each shard of a table: a warm container (the
+# rule invokes the processor every interval) sizes a shard's first page with it, as it sizes later pages with the
+# tick's own pace.
+_PACE: dict[tuple[str, int], float] = {}
+
+
+@dataclass
+class _Shard:
+    """One shard's drain: the pool its items run on, and whether a younger tick was found reading it."""
+
+    number: int
+    pool: ThreadPoolExecutor
+    yielded: threading.Event = field(default_factory=threading.Event)
 
 
 # -- the processor ---------------------------------------------------------------------------------------------
 
 
 class Processor:
+    """One tick. Each shard is read a page at a time; a page's items run on a pool shared by all shards (a hot
+    shard gets every worker). A claim moves the item's `stDue` to the end of its lease, so a tick that overlaps
+    this one (started while this one still runs) does not read it; the lease is counted from the tick's start,
+    which also tells two ticks that read the same items apart: the older one leaves the shard to the younger,
+    which has more time left."""
+
     def __init__(
         self, config: HandlerConfig, clients: Clients, now: Callable[[], float], time_left: Callable[[], float]
     ):
@@ -88,27 +154,38 @@ class Processor:
         self.now = now
         self.time_left = time_left
         self.keys = [k for k in (config["partitionKey"], config["sortKey"]) if k]
+        # A claim outlives the invocation that made it: the lease is the Lambda timeout + 30 s from the tick's start.
+        self.lease = int(now()) + self.polling["leaseSeconds"]
+        self.workers = config["maxWorkers"]
+        # A cold container's first page of a shard, before any pace is known: its share of one round of the pool.
+        self.first_page = max(1, self.workers // self.polling["shards"])
 
     def tick(self) -> TickReport:
         report = TickReport()
         shards = range(self.polling["shards"])
-        with ThreadPoolExecutor(max_workers=min(self.config["maxWorkers"], len(shards))) as pool:
-            for shard, counts in zip(shards, pool.map(self._drain, shards), strict=True):
-                report.dispatched += counts.dispatched
-                report.retried += counts.retried
-                report.failed += counts.failed
-                report.skipped += counts.skipped
-                report.backlog += counts.backlog
-                report.out_of_time |= counts.out_of_time
-                report.shards[shard] = counts.dispatched
+        # The readers only query and wait; the items' work runs on `pool`, which outlives them (the last `with` is
+        # left first), so an item's claim can still queue its dispatch there.
+        with (
+            ThreadPoolExecutor(max_workers=self.workers) as pool,
+            ThreadPoolExecutor(max_workers=min(self.workers, len(shards))) as readers,
+        ):
+            drained = list(readers.map(lambda shard: self._drain(_Shard(shard, pool)), shards))
+        for shard, (counts, _) in zip(shards, drained, strict=True):
+            report.add(counts)
+            report.shards[shard] = counts.dispatched
         log.metrics(
             "ScheduledTable",
             {"Table": self.config["table"], "Mode": MODE},
+            properties={"yieldedShards": report.yielded_shards, "outOfTime": report.out_of_time},
             Dispatched=report.dispatched,
             Retried=report.retried,
             Failed=report.failed,
             Backlog=report.backlog,
+            BackloggedShards=report.backlogged_shards,
         )
+        for _, error in drained:
+            if error is not None:
+                raise error  # after the metrics: what the other shards did is reported
         return report
 
     def _out_of_time(self) -> bool:
@@ -125,48 +202,99 @@ class Processor:
             "Limit": PAGE_SIZE,
         }
 
-    def due_pages(self, shard: int) -> Iterator[dict[str, Any]]:
-        """The shard's due items, a page at a time (also what the benchmarks count reads with)."""
-        query = self.due_query(shard)
-        ddb = self.clients.get("dynamodb")
-        while True:
-            page: dict[str, Any] = ddb.query(**query)
-            yield page
-            if not page.get("LastEvaluatedKey"):
-                return
-            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-    def _drain(self, shard: int) -> TickReport:
+    def _drain(self, shard: _Shard) -> tuple[TickReport, Exception | None]:
+        """Take the shard's due items a page at a time until none is left, the time is up, or a younger tick is
+        found reading it. Each page is no larger than the time left can take at the shard's pace, so a tick that
+        runs out of time has read little it does not take (the next tick would read it again)."""
         counts = TickReport()
-        for page in self.due_pages(shard):
-            for index, raw in enumerate(page.get("Items", [])):
-                if self._out_of_time():
-                    counts.out_of_time = True
-                    counts.backlog += len(page["Items"]) - index + self._remaining(shard, page)
-                    return counts
-                self._run(raw, counts)
-        return counts
-
-    def _remaining(self, shard: int, page: dict[str, Any]) -> int:
-        """How many due items are left behind in this shard beyond the current page (for the backlog metric)."""
-        if not page.get("LastEvaluatedKey"):
-            return 0
-        rest = {k: v for k, v in self.due_query(shard).items() if k != "Limit"}
-        rest.update(Select="COUNT", ExclusiveStartKey=page["LastEvaluatedKey"])
+        query = self.due_query(shard.number)
+        ddb = self.clients.get("dynamodb")
+        began: float | None = None
+        handled = 0
         try:
-            return int(self.clients.get("dynamodb").query(**rest).get("Count", 0))
-        except Exception:  # the metric is best effort; the items themselves wait for the next tick
+            while True:
+                left = self.time_left()
+                if began is None:
+                    began = left
+                elif handled and began > left:
+                    _PACE[(self.config["table"], shard.number)] = handled / (began - left)
+                limit = self._page_limit(shard.number, handled, began - left, left)
+                if limit == 0:  # the next item would not be done before the margin
+                    counts.out_of_time = True
+                    counts.backlogged_shards = 1
+                    return counts, None
+                page: dict[str, Any] = ddb.query(**{**query, "Limit": limit})
+                outcomes, error = self._run_page(page.get("Items", []), shard)
+                counts.tally(outcomes)
+                if error is not None:
+                    return counts, error
+                handled += sum(1 for o in outcomes if o is not Outcome.LEFT)
+                if Outcome.LEFT in outcomes:
+                    counts.out_of_time = True
+                    counts.backlogged_shards = 1
+                    return counts, None
+                if shard.yielded.is_set():
+                    counts.yielded_shards = 1
+                    log.info("shard-yielded", shard=shard.number, note="a younger tick is reading this shard")
+                    return counts, None
+                if not page.get("LastEvaluatedKey"):
+                    return counts, None
+                query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        except Exception as exc:  # a failed query: the shard stops, the others go on
+            return counts, exc
+
+    def _page_limit(self, shard: int, handled: int, spent: float, left: float) -> int:
+        """How many items to read next: what the time left before the margin can take at the shard's pace (0:
+        none), up to a page. The pace is this tick's so far; before the first page, this container's last tick's
+        (at least one item: a pace is only learnt by taking items), or a small first page in a cold container.
+        `spent` is in the clock of `left` (the Lambda's remaining time)."""
+        available = left - self.polling["budgetMarginSeconds"]
+        if available < 0:
             return 0
+        if handled == 0:
+            pace = _PACE.get((self.config["table"], shard))
+            return self.first_page if pace is None else max(1, min(PAGE_SIZE, int(pace * available)))
+        if spent <= 0:
+            return PAGE_SIZE  # the clock did not move (no Lambda context): nothing to fit
+        return min(PAGE_SIZE, int(handled / spent * available))
+
+    def _run_page(self, items: list[dict[str, Any]], shard: _Shard) -> tuple[list[Outcome], Exception | None]:
+        """Claim every item of the page on the pool, then dispatch each claimed one (queued behind the claims, so
+        what this tick read is claimed, out of other ticks' sight, before any of it is dispatched)."""
+        takes = [shard.pool.submit(self._take, raw, shard) for raw in items]
+        outcomes: list[Outcome] = []
+        error: Exception | None = None
+        for take in takes:
+            try:
+                taken = take.result()
+                outcomes.append(taken.result() if isinstance(taken, Future) else taken)
+            except Exception as exc:  # every item is waited for before the shard stops
+                error = error or exc
+        return outcomes, error
 
     def _key(self, raw: dict[str, Any]) -> dict[str, Any]:
         return {k: raw[k] for k in self.keys}
 
-    def _run(self, raw: dict[str, Any], counts: TickReport) -> None:
+    def _take(self, raw: dict[str, Any], shard: _Shard) -> Outcome | Future[Outcome]:
+        if self._out_of_time():
+            return Outcome.LEFT
         key, due = self._key(raw), int(raw[DUE]["N"])
-        lease = int(self.now()) + self.polling["leaseSeconds"]
-        if self._moved(raw, due) or not self._claim(key, due, lease, raw):
-            counts.skipped += 1
-            return
+        moved = self._moved(raw)
+        if moved is not None:
+            if raw.get(STATUS, {}).get("S") != Status.PENDING.value:
+                self._reindex(key, due, raw, moved)
+            return Outcome.SKIPPED
+        claim = self._try_claim(key, due, self.lease, raw)
+        if claim is Claim.TAKEN:
+            return shard.pool.submit(self._run, raw, key)
+        if claim is Claim.YOUNGER:
+            shard.yielded.set()
+            return Outcome.YIELDED
+        return Outcome.SKIPPED
+
+    def _run(self, raw: dict[str, Any], key: dict[str, Any]) -> Outcome:
+        """Dispatch a claimed item, then complete it (or back it off, or dead-letter it)."""
+        due, lease = task_due(raw), self.lease
         item = without_index(decode_image(raw) or {})
         occurrence = dedupe_name(identity_of(key), str(due))
         try:
@@ -181,39 +309,83 @@ class Processor:
                 clients=self.clients,
             )
         except Exception as exc:
-            self._failed(key, raw, lease, exc, counts)
-            return
+            return self._failed(key, raw, lease, exc)
         persist(lambda: self._done(key, lease))
-        counts.dispatched += 1
         log.info(
             "dispatched",
             keys=decode_image(key),
             dueAt=format_due(datetime.fromtimestamp(due, UTC)),
             lateSeconds=round(self.now() - due, 3),
         )
+        return Outcome.DISPATCHED
 
-    def _moved(self, raw: dict[str, Any], due: int) -> bool:
-        """A waiting item whose time attribute no longer gives its index time: the user moved it and the assigner
-        has not re-indexed it yet. It is left for the assigner (running it now would run it at its old time)."""
+    def _moved(self, raw: dict[str, Any]) -> int | None:
+        """The due time the item's time attribute gives, when it is not the one of the occurrence the index entry
+        stands for: the user moved the item since it was indexed (running it now would run it at its old time).
+        A waiting (PENDING) item is left for the assigner, which sees that move; a claimed or backed-off one is not
+        passed to the assigner (its filter passes moves of waiting items only), so `_reindex` puts it back."""
         value = raw.get(self.config["timeAttribute"])
-        if raw.get(STATUS, {}).get("S") != Status.PENDING.value or value is None:
-            return False
+        status = raw.get(STATUS, {}).get("S")
+        if value is None or (status == Status.RETRY.value and TASK_DUE not in raw):
+            return None  # no time attribute; or backed off before `stTaskDue` was kept: its occurrence is unknown
         try:
-            return int(parse_due(decode_image({"t": value})["t"]).timestamp()) != due  # type: ignore[index]
+            moved = int(parse_due(decode_image({"t": value})["t"]).timestamp())  # type: ignore[index]
         except PermanentError:
-            return False
+            return None
+        return moved if moved != task_due(raw) else None
+
+    def _reindex(self, key: dict[str, Any], due: int, raw: dict[str, Any], moved: int) -> None:
+        """Put a claimed (its lease over) or backed-off item its user moved back in the index at its new time, as
+        the assigner would have (conditional on the item being as the index showed it, like a claim)."""
+        names = {
+            "#due": DUE,
+            "#status": STATUS,
+            "#claim": CLAIM,
+            "#task": TASK_DUE,
+            "#attempts": ATTEMPTS,
+            "#error": ERROR,
+            "#time": self.config["timeAttribute"],
+        }
+        values = {
+            ":due": {"N": str(due)},
+            ":moved": {"N": str(moved)},
+            ":pending": {"S": Status.PENDING.value},
+            ":now": {"N": str(int(self.now()))},
+            ":time": raw[names["#time"]],
+        }
+        as_indexed = "#due = :due AND (attribute_not_exists(#claim) OR #claim <= :now) AND #time = :time"
+        try:
+            self.clients.get("dynamodb").update_item(
+                TableName=self.config["table"],
+                Key=key,
+                UpdateExpression="SET #due = :moved, #status = :pending REMOVE #claim, #task, #attempts, #error",
+                ConditionExpression=as_indexed,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except Exception as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return
+        log.info("reindexed", keys=decode_image(key), dueAt=format_due(datetime.fromtimestamp(moved, UTC)))
 
     def _claim(self, key: dict[str, Any], due: int, lease: int, raw: dict[str, Any] | None = None) -> bool:
-        """Take the item for `leaseSeconds`, only if it is still due at `due`, nobody holds a live claim and (given
-        the item as the index showed it) its time attribute is unchanged since (the index is eventually consistent)."""
-        names = {"#claim": CLAIM, "#status": STATUS, "#due": DUE}
+        return self._try_claim(key, due, lease, raw) is Claim.TAKEN
+
+    def _try_claim(self, key: dict[str, Any], due: int, lease: int, raw: dict[str, Any] | None = None) -> Claim:
+        """Take the item until `lease`, only if it is still at `due` in the index, nobody holds a live claim and
+        (given the item as the index showed it) its time attribute is unchanged since (the index is eventually
+        consistent). The claim moves the item's `stDue` to `lease`: out of every tick's `stDue <= now` until the
+        lease ends, when a claim never completed is due again; `stTaskDue` keeps the occurrence's own time."""
+        names = {"#claim": CLAIM, "#status": STATUS, "#due": DUE, "#task": TASK_DUE}
         values: dict[str, Any] = {
             ":lease": {"N": str(lease)},
             ":claimed": {"S": Status.CLAIMED.value},
             ":due": {"N": str(due)},
             ":now": {"N": str(int(self.now()))},
+            ":task": {"N": str(task_due(raw) if raw is not None else due)},
         }
-        condition = "#due = :due AND (attribute_not_exists(#claim) OR #claim < :now)"
+        condition = "#due = :due AND (attribute_not_exists(#claim) OR #claim <= :now)"
         if raw is not None:
             names["#time"] = self.config["timeAttribute"]
             if names["#time"] in raw:
@@ -225,16 +397,28 @@ class Processor:
             self.clients.get("dynamodb").update_item(
                 TableName=self.config["table"],
                 Key=key,
-                UpdateExpression="SET #claim = :lease, #status = :claimed",
+                UpdateExpression="SET #claim = :lease, #status = :claimed, #due = :lease, #task = :task",
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",  # no extra cost: tells who holds it
             )
         except Exception as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
-                return False  # another processor has it, or it moved or left the index
+                return Claim.YOUNGER if self._younger_took(exc, lease) else Claim.GONE
             raise
-        return True
+        return Claim.TAKEN
+
+    def _younger_took(self, refused: Exception, lease: int) -> bool:
+        """Whether a refused claim met the claim of a tick that started after this one (a later lease end), on the
+        item (claimed) or on its completion (done). A claimed or done item is out of the due range, so this tick
+        read it before the other claimed it: both are reading the same part of the shard, and each reading on
+        would read what the other is about to claim. The older one stops: its Lambda's time ends first."""
+        old = getattr(refused, "response", {}).get("Item") or {}
+        holder = old.get(CLAIM, {}).get("N")
+        if old.get(STATUS, {}).get("S") not in (Status.CLAIMED.value, Status.DONE.value) or holder is None:
+            return False
+        return Decimal(holder) > lease
 
     def _done(self, key: dict[str, Any], lease: int) -> None:
         ddb = self.clients.get("dynamodb")
@@ -249,10 +433,12 @@ class Processor:
                     ExpressionAttributeValues=ours,
                 )
                 return
+            # The lease stays on the done item: a tick that read it before it was claimed, and finds it done, tells
+            # by it whether a younger tick ran it (see `_younger_took`).
             ddb.update_item(
                 TableName=self.config["table"],
                 Key=key,
-                UpdateExpression="SET #status = :done, #doneAt = :at REMOVE #shard, #due, #claim, #error",
+                UpdateExpression="SET #status = :done, #doneAt = :at REMOVE #shard, #due, #error, #task",
                 ConditionExpression="#claim = :lease",
                 ExpressionAttributeNames={
                     "#status": STATUS,
@@ -261,6 +447,7 @@ class Processor:
                     "#due": DUE,
                     "#claim": CLAIM,
                     "#error": ERROR,
+                    "#task": TASK_DUE,
                 },
                 ExpressionAttributeValues={
                     **ours,
@@ -273,12 +460,14 @@ class Processor:
                 raise
             log.warning("lease-lost", keys=decode_image(key), note="dispatched after the lease ran out")
 
-    def _failed(self, key: dict[str, Any], raw: dict[str, Any], lease: int, exc: Exception, counts: TickReport) -> None:
+    def _failed(self, key: dict[str, Any], raw: dict[str, Any], lease: int, exc: Exception) -> Outcome:
+        """Back the item off (back in the index at a later `stDue`, its `stTaskDue` kept, so the next attempt is the
+        same occurrence), or after the last attempt dead-letter it and take it out of the index."""
         attempts = int(raw.get(ATTEMPTS, {}).get("N", "0")) + 1
         reason = f"{type(exc).__name__}: {str(exc)[:500]}"
         final = not is_transient(exc) or attempts >= self.polling["maxAttempts"]
         ddb = self.clients.get("dynamodb")
-        names = {"#claim": CLAIM, "#status": STATUS, "#attempts": ATTEMPTS, "#error": ERROR}
+        names = {"#claim": CLAIM, "#status": STATUS, "#attempts": ATTEMPTS, "#error": ERROR, "#due": DUE}
         values: dict[str, Any] = {
             ":lease": {"N": str(lease)},
             ":attempts": {"N": str(attempts)},
@@ -286,16 +475,15 @@ class Processor:
         }
         if final:
             self._dead_letter(raw, reason, attempts)
-            update = "SET #status = :failed, #attempts = :attempts, #error = :error REMOVE #shard, #due, #claim"
-            names.update({"#shard": SHARD, "#due": DUE})
+            update = "SET #status = :failed, #attempts = :attempts, #error = :error REMOVE #shard, #due, #claim, #task"
+            names.update({"#shard": SHARD, "#task": TASK_DUE})
             values[":failed"] = {"S": Status.FAILED.value}
-            counts.failed += 1
+            outcome = Outcome.FAILED
         else:
             backoff = self.polling["backoffSeconds"] * 2 ** (attempts - 1)
             update = "SET #status = :retry, #attempts = :attempts, #error = :error, #due = :next REMOVE #claim"
-            names["#due"] = DUE
             values.update({":retry": {"S": Status.RETRY.value}, ":next": {"N": str(int(self.now()) + backoff)}})
-            counts.retried += 1
+            outcome = Outcome.RETRIED
         try:
             ddb.update_item(
                 TableName=self.config["table"],
@@ -309,6 +497,7 @@ class Processor:
             if error_code(write_error) != "ConditionalCheckFailedException":
                 raise
         log.warning("dispatch-failed", keys=decode_image(key), attempts=attempts, final=final, reason=reason)
+        return outcome
 
     def _dead_letter(self, raw: dict[str, Any], reason: str, attempts: int) -> None:
         body = {
@@ -321,6 +510,12 @@ class Processor:
         }
         # A 400 KB item still dead-letters: without its body if need be, never retried forever for its size.
         self.clients.get("sqs").send_message(QueueUrl=self.polling["deadLetterUrl"], MessageBody=fit(body, "item", {}))
+
+
+def task_due(raw: dict[str, Any]) -> int:
+    """The due time of the occurrence an index entry stands for: `stDue` until a claim moves it (to a lease end or,
+    after a failed dispatch, a backoff), then `stTaskDue`."""
+    return int((raw.get(TASK_DUE) or raw[DUE])["N"])
 
 
 def process(
@@ -344,6 +539,8 @@ def handler(event: dict[str, Any], context: LambdaContext | None = None) -> dict
         "retried": report.retried,
         "failed": report.failed,
         "backlog": report.backlog,
+        "backloggedShards": report.backlogged_shards,
+        "yieldedShards": report.yielded_shards,
         "outOfTime": report.out_of_time,
     }
 

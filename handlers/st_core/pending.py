@@ -3,7 +3,8 @@
 Only items waiting to run carry `stShard` (the index's partition key, 0..shards-1) and `stDue` (its sort key, epoch
 seconds), so the index holds exactly the work to do and a processor reads `stDue <= now` per shard. `stStatus`
 records where the item is (PENDING, CLAIMED, RETRY, DONE, FAILED); every write the mode makes sets it, which is
-how the stream filter tells the mode's own writes from a user's.
+how the stream filter tells the mode's own writes from a user's. A claim moves `stDue` to the end of its lease, out
+of every tick's `stDue <= now` until then, and keeps the occurrence's own due time in `stTaskDue`.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ CLAIM = "stClaimUntil"
 ATTEMPTS = "stAttempts"
 DONE_AT = "stDoneAt"
 ERROR = "stError"
+TASK_DUE = "stTaskDue"
 INDEX_NAME = "due"
-INDEX_ATTRIBUTES = (SHARD, DUE, STATUS, CLAIM, ATTEMPTS, DONE_AT, ERROR)
+INDEX_ATTRIBUTES = (SHARD, DUE, STATUS, CLAIM, ATTEMPTS, DONE_AT, ERROR, TASK_DUE)
 
 
 class Status(StrEnum):

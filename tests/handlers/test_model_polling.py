@@ -7,6 +7,7 @@ before its `stDue` (its due time rounded up to a second). A task is what a user'
 PutItem with a new time over a done one, is a new task; a write to a task that has not run yet (a PutItem, or an
 update of its time) moves it; a rewrite of a done item that keeps its time, or an update of a done item, is not a
 new task; a delete cancels a task that has not run. Stream records are delivered at least once, at any later time.
+Ticks may overlap (the rule ticks again while a tick still runs), and a tick may die after claiming items.
 
 `MODEL_EXAMPLES` sets the number of sequences (50 by default); `MODEL_RANDOM=1` draws new sequences instead of the
 fixed ones `make test` runs; hypothesis prints a failing sequence shrunk.
@@ -36,6 +37,7 @@ START = datetime(2030, 6, 1, 12, 0, 0, tzinfo=UTC)
 KEYS = ["a", "b", "c"]
 SK = "T"
 FORMS = ["epoch", "iso", "iso-fraction"]
+TIMEOUT_SECONDS = 60  # the processor's Lambda timeout: the env's lease (90 s) is the timeout + 30 s
 
 
 def raw_time(moment: datetime, form: str) -> Any:
@@ -212,6 +214,41 @@ class PollingModel(StreamDelivery):
         for pk in received * write_backs:
             self._write_back(pk)
 
+    @rule(seconds=st.integers(0, 120), later=st.integers(0, TIMEOUT_SECONDS), at_call=st.integers(1, 8))
+    def overlapping_ticks(self, seconds: int, later: int, at_call: int) -> None:
+        """The rule ticks while the last tick still runs (a tick longer than the interval): tick B starts `later`
+        seconds after tick A, at A's `at_call`-th look at its time left (before a page, or before a claim), and
+        runs whole while A's other threads go on; then A finishes. B starts within A's Lambda timeout: a tick is
+        never alive after it (the lease is the timeout + 30 s)."""
+        self.now += timedelta(seconds=seconds)
+        first, second = self.now.timestamp(), (self.now + timedelta(seconds=later)).timestamp()
+        looks = itertools.count(1)
+        reports: list[polling.TickReport] = []
+
+        def time_left() -> float:
+            if next(looks) == at_call:
+                self.now += timedelta(seconds=later)  # B's sends are stamped with B's time, A's from now on too
+                reports.append(polling.process(self.env.config, now=lambda: second))
+            return 900.0
+
+        reports.append(polling.process(self.env.config, now=lambda: first, time_left=time_left))
+        if len(reports) == 1:  # A looked fewer times: B starts as A ends
+            self.now += timedelta(seconds=later)
+            reports.append(polling.process(self.env.config, now=lambda: second))
+        assert all((r.retried, r.failed) == (0, 0) for r in reports), reports
+        self._collect()
+        self._read()
+
+    @rule(seconds=st.integers(0, 120))
+    def tick_dies(self, seconds: int) -> None:
+        """Time passes and the processor dies after claiming what is due, before dispatching any of it: those
+        items run once their lease has ended, at their own time (or the time a user moved them to meanwhile)."""
+        self.now += timedelta(seconds=seconds)
+        moment = self.now.timestamp()
+        _DiesAfterClaiming(self.env.config, CLIENTS, lambda: moment, lambda: 900.0).tick()
+        assert self._collect() == []
+        self._read()
+
     # -- the guarantee -----------------------------------------------------------------------------------------------
 
     @invariant()
@@ -230,9 +267,9 @@ class PollingModel(StreamDelivery):
 
     def _collect(self) -> list[str]:
         """Check what the target received against the reference; the keys of the items it received."""
-        moment = self.now.timestamp()
         received = []
         for sent in self.queue.receive():
+            moment = sent.at.timestamp()  # the clock of the tick that sent it
             pk, due = sent.body["keys"]["PK"], int(due_time(sent.body).timestamp())
             self.runs += 1
             item = self.reference.items.get(pk)
@@ -275,6 +312,13 @@ class PollingModel(StreamDelivery):
 
 def _key(pk: str) -> dict[str, Any]:
     return {"PK": {"S": pk}, "SK": {"S": SK}}
+
+
+class _DiesAfterClaiming(polling.Processor):
+    """A processor whose Lambda dies after its claims: nothing it claimed is dispatched or completed."""
+
+    def _run(self, raw: dict[str, Any], key: dict[str, Any]) -> polling.Outcome:
+        return polling.Outcome.SKIPPED
 
 
 def _env() -> Env:
