@@ -15,10 +15,11 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
+
+from tests.handlers.faults import replay
 
 from .baselines import seed003
 from .harness import LATENCY_SECONDS, REGION, BenchClients, ministack, ratio, stream_record, table, timed
@@ -211,21 +212,6 @@ def _missing(sums: dict[str, int], totals: dict[str, int]) -> int:
     return sum(max(0, s - totals.get(u, 0)) for u, s in sums.items())
 
 
-def _replay(handle: Callable[[dict[str, Any]], Any], batch: dict[str, Any], max_rounds: int = 200) -> int:
-    """Lambda's delivery of one batch: again from the first failed sequence number, or whole after an exception."""
-    remaining = list(batch["Records"])
-    for rounds in range(1, max_rounds + 1):
-        try:
-            response = handle({"Records": remaining})
-        except Exception:
-            continue
-        failures = [int(f["itemIdentifier"]) for f in response["batchItemFailures"]]
-        if not failures:
-            return rounds
-        remaining = [r for r in remaining if int(r["dynamodb"]["SequenceNumber"]) >= min(failures)]
-    raise AssertionError(f"a batch still failing after {max_rounds} deliveries")
-
-
 def _ours(
     work: list[dict[str, Any]], again: list[dict[str, Any]], sums: dict[str, int], faults: Faults | None = None
 ) -> dict[str, Any]:
@@ -245,27 +231,16 @@ def _ours(
             return handle_batch(batch, config, clients=clients)  # type: ignore[arg-type]
 
         deliveries = Counter[str]()
-        elapsed, _ = timed(lambda: [deliveries.update({"first": _replay(handle, b)}) for b in work])
+        elapsed, _ = timed(lambda: [deliveries.update({"first": replay(handle, b["Records"])}) for b in work])
         requests, units = capacity.snapshot()
         # The batches delivered again reach another container (nothing remembered of the totals: each group's
         # first write learns from DynamoDB, at the price of a failed conditional write).
         RINGS.clear()
         for batch in again:
-            deliveries["again"] += _replay(handle, batch)
-        all_requests, all_units = capacity.snapshot()
+            deliveries["again"] += replay(handle, batch["Records"])
         totals = _totals(name)
-    return {
-        "time": elapsed,
-        "requests": requests,
-        "units": units,
-        "all_requests": all_requests,
-        "all_units": all_units,
-        "failed": capacity.failed,
-        "deliveries": sum(deliveries.values()),
-        "double": _double_counted(sums, totals),
-        "missing": _missing(sums, totals),
-        "injected": dict(faults.injected) if faults else {},
-    }
+    injected = dict(faults.injected) if faults else {}
+    return _result(elapsed, (requests, units), capacity, sum(deliveries.values()), sums, totals, injected)
 
 
 def _each(batches: list[dict[str, Any]], handle: Any) -> None:
@@ -283,19 +258,33 @@ def _baseline(work: list[dict[str, Any]], again: list[dict[str, Any]], sums: dic
         requests, units = capacity.snapshot()
         for batch in again:
             seed003.handler(batch, clients=clients, table=name)
-        all_requests, all_units = capacity.snapshot()
         totals = _totals(name)
+    return _result(elapsed, (requests, units), capacity, len(work) + len(again), sums, totals, {})
+
+
+def _result(
+    elapsed: float,
+    first: tuple[Any, Any],
+    capacity: Capacity,
+    deliveries: int,
+    sums: dict[str, int],
+    totals: dict[str, int],
+    injected: dict[str, Any],
+) -> dict[str, Any]:
+    """One design's run: the first deliveries' writes (`first`), everything's (from `capacity` now), and the totals
+    checked against the true sums."""
+    all_requests, all_units = capacity.snapshot()
     return {
         "time": elapsed,
-        "requests": requests,
-        "units": units,
+        "requests": first[0],
+        "units": first[1],
         "all_requests": all_requests,
         "all_units": all_units,
         "failed": capacity.failed,
-        "deliveries": len(work) + len(again),
+        "deliveries": deliveries,
         "double": _double_counted(sums, totals),
         "missing": _missing(sums, totals),
-        "injected": {},
+        "injected": injected,
     }
 
 
