@@ -12,7 +12,7 @@ from typing import Any, Literal
 import pulumi
 
 from .existing import TABLE_OPTIONS, ExistingTable, same_table, stream_arn_problem
-from .targets import TARGET_TYPES, Target
+from .targets import TARGET_TYPES, Target, scheduler_problem
 
 
 class Mode(StrEnum):
@@ -89,6 +89,12 @@ class ScheduledTableArgs:
     # eventbridge mode: one occurrence per offset, in seconds from the due time ([-86400, -3600, 0]: a day before, an
     # hour before, and at the time), each with its own schedule, moved and cancelled with the item
     offsets: list[int] = field(default_factory=lambda: [0])
+    # eventbridge mode: the time attribute may also hold a Scheduler `rate(...)` or `cron(...)` expression (one
+    # recurring schedule per item); these attributes give its IANA time zone (also read for due times written without
+    # an offset; UTC when absent) and when it starts and ends
+    time_zone_attribute: str | None = None
+    recurrence_start_attribute: str = "recurrenceStart"
+    recurrence_end_attribute: str = "recurrenceEnd"
     # TTL (ttl mode)
     precise: bool = False
     repeat_attribute: str = "repeatEvery"
@@ -225,9 +231,9 @@ def _target(args: ScheduledTableArgs) -> None:
     if args.target is not None and not isinstance(args.target, TARGET_TYPES):
         names = ", ".join(t.__name__ for t in TARGET_TYPES)
         _fail("target", f"{type(args.target).__name__} is not a target", f"pass one of {names}, or None")
-    arn = getattr(args.target, "arn", None)
-    if isinstance(args.target, TARGET_TYPES[:1]) and isinstance(arn, str) and arn.endswith(".fifo"):
-        _fail("target", "FIFO queues are not supported as targets", "use a standard SQS queue")
+    problem = scheduler_problem(args.target, scheduler_delivers=args.mode is Mode.EVENTBRIDGE)
+    if problem:
+        raise ValueError(problem)
 
 
 def _lambda(args: ScheduledTableArgs) -> None:
@@ -292,6 +298,25 @@ def _offsets(args: ScheduledTableArgs) -> None:
         _fail("offsets", f"{len(values)} offsets", f"use at most {MAX_OFFSETS} (each is a schedule per item)")
     if any(abs(v) > MAX_OFFSET_SECONDS for v in values):
         _fail("offsets", f"{values!r} has an offset beyond a year", f"keep each within +-{MAX_OFFSET_SECONDS} seconds")
+
+
+RECURRENCE_OPTIONS = ("time_zone_attribute", "recurrence_start_attribute", "recurrence_end_attribute")
+
+
+def _recurrence(args: ScheduledTableArgs) -> None:
+    if not _only_in(args, Mode.EVENTBRIDGE, RECURRENCE_OPTIONS):
+        return
+    taken = {args.partition_key: "partition_key", args.sort_key: "sort_key", args.time_attribute: "time_attribute"}
+    for name in RECURRENCE_OPTIONS:
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value:
+            example = _DEFAULTS[name] or "timeZone"
+            _fail(name, f"expected an attribute name, got {value!r}", f"name an item attribute, e.g. {example!r}")
+        if value in taken:
+            _fail(name, f"{value!r} is already {taken[value]}", "name an attribute of its own")
+        taken[value] = name
 
 
 def _ttl(args: ScheduledTableArgs) -> None:
@@ -450,6 +475,7 @@ _RULES = (
     _stream,
     _scheduler,
     _offsets,
+    _recurrence,
     _ttl,
     _polling,
     _aggregate,
@@ -529,6 +555,16 @@ OPTION_DOCS: dict[str, str] = {
     "offsets": (
         "`eventbridge`: seconds from the due time, one occurrence and schedule each (`[-86400, -3600, 0]`); the due "
         "event's `offsetSeconds` says which; at most 10, within a year"
+    ),
+    "time_zone_attribute": (
+        "`eventbridge`: the item attribute holding an IANA zone (`Europe/London`) for its recurrence and for due times "
+        "written without an offset (`2026-03-30T09:00:00`); `None`, or an item without it: UTC"
+    ),
+    "recurrence_start_attribute": (
+        "`eventbridge`: a recurring item's first possible firing (ISO-8601 or epoch seconds), if it has this attribute"
+    ),
+    "recurrence_end_attribute": (
+        "`eventbridge`: a recurring item's last possible firing; its schedule is deleted once this has passed"
     ),
     "precise": "`ttl` mode only: a delete schedule per item, so actions are on time; TTL stays the fallback",
     "repeat_attribute": "`ttl` mode: seconds between occurrences; items without it fire once",

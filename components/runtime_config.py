@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from .args import Mode, ScheduledTableArgs
-from .targets import SQS_MAX_MESSAGE_BYTES, EmailTarget, QueueTarget
+from .targets import SQS_MAX_MESSAGE_BYTES, EmailTarget, EventBusTarget, QueueTarget
 
 ENV_VAR = "SCHEDULED_TABLE_CONFIG"
 LOG_LEVEL_VAR = "LOG_LEVEL"
@@ -72,6 +72,7 @@ def handler_document(args: ScheduledTableArgs, values: Mapping[str, str]) -> str
     size = max_message_bytes(args)
     if size is not None:
         target["maxMessageBytes"] = size
+    target.update(_target_options(args))
     config: dict[str, Any] = {
         "mode": Mode(args.mode).value,
         "table": values[Value.TABLE],
@@ -84,6 +85,17 @@ def handler_document(args: ScheduledTableArgs, values: Mapping[str, str]) -> str
         **_sections(args, values),
     }
     return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+def _target_options(args: ScheduledTableArgs) -> dict[str, str]:
+    """What the handlers need of a FIFO queue's or an event bus's options: only what is set (the 4 KB again)."""
+    target = args.target
+    if isinstance(target, EventBusTarget):
+        return {"detailType": target.detail_type, "source": target.source}
+    if isinstance(target, QueueTarget):
+        options = {"messageGroupAttribute": target.message_group_attribute, "messageGroupId": target.message_group_id}
+        return {key: value for key, value in options.items() if value is not None}
+    return {}
 
 
 def max_message_bytes(args: ScheduledTableArgs) -> int | None:
@@ -132,6 +144,10 @@ def _sections(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, 
         eventbridge = _ledger(a, values)
         if a.offsets != [0]:
             eventbridge["offsets"] = list(a.offsets)
+        if a.time_zone_attribute is not None:
+            eventbridge["timeZoneAttribute"] = a.time_zone_attribute
+        eventbridge["startAttribute"] = a.recurrence_start_attribute
+        eventbridge["endAttribute"] = a.recurrence_end_attribute
         return {"scheduler": _scheduler(a, values), "eventbridge": eventbridge}
     if a.mode is Mode.TTL:
         ttl = {
@@ -202,6 +218,7 @@ def user_text(args: ScheduledTableArgs, target_arn: str | None = None) -> dict[s
     `target_arn`, the ARN of the user's target as well (an Output until the resources exist)."""
     names = ["partition_key", "sort_key", "time_attribute"]
     names += {
+        Mode.EVENTBRIDGE: ["time_zone_attribute", "recurrence_start_attribute", "recurrence_end_attribute"],
         Mode.TTL: ["repeat_attribute", "repeat_until_attribute", "occurrence_attribute"],
         Mode.POLLING: ["delay_attribute"],
         Mode.AGGREGATE: ["source_prefix", "value_attribute", "group_from", "total_sort_key", "total_attribute"],
@@ -212,6 +229,9 @@ def user_text(args: ScheduledTableArgs, target_arn: str | None = None) -> dict[s
             text[f"target.{name}"] = getattr(args.target, name)
     elif args.target is not None and target_arn is not None:
         text["target.arn"] = target_arn
+    for name in ("detail_type", "source", "message_group_attribute", "message_group_id"):
+        if isinstance(getattr(args.target, name, None), str):
+            text[f"target.{name}"] = getattr(args.target, name)
     return text
 
 

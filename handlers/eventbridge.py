@@ -11,6 +11,13 @@ Once per occurrence, under AWS's real behaviour:
   time never delivers again: a consumer that writes back on delivery cannot loop.
 - The idempotency ledger records which occurrences a schedule owns and which were delivered directly, so a
   redelivered batch neither re-creates a fired schedule nor delivers a past occurrence twice.
+
+Recurring items: the time attribute may hold a Scheduler `rate(...)` or `cron(...)` expression instead of a time
+(in the item's time zone attribute, with optional start and end attributes). The item then has one recurring
+schedule (ActionAfterCompletion NONE), made, updated in place and deleted with the item; Scheduler delivers every
+firing itself, with its scheduled time in the due event's `dueAt`, so no firing passes through this function and
+a redelivered batch only repeats idempotent create/update/delete calls. The expression shares the time attribute
+(rather than an attribute of its own) so the mapping's filters stay within Lambda's five per event source mapping.
 """
 
 from __future__ import annotations
@@ -23,14 +30,15 @@ from enum import StrEnum
 from threading import Lock
 from typing import Any
 
-from st_core import log, schedules
+from st_core import log, recurrence, schedules
 from st_core.batch import Parked, handle_stream_batch, permanent_outcome
 from st_core.clients import CLIENTS, Clients
 from st_core.config import HandlerConfig, load_config
-from st_core.dispatch import due_event, scheduler_target, send_now, target_input
+from st_core.dispatch import SCHEDULED_TIME, due_event, scheduler_target, send_now, target_input
 from st_core.errors import PermanentError, error_code, persist
 from st_core.idempotency import BATCH_WRITE_LIMIT, Ledger
 from st_core.naming import schedule_name
+from st_core.schedules import MIN_LEAD
 from st_core.stream import (
     BatchResponse,
     DynamoDBStreamEvent,
@@ -53,13 +61,31 @@ class Action(StrEnum):
     CANCEL = "cancel"  # the item left this due time before it came: it must never fire
 
 
+# The key of an item's recurring occurrence among its occurrences (one-time ones are keyed by their offset).
+RECURRING = "recurring"
+# Scheduler refuses a StartDate more than five minutes in the past.
+START_DATE_PAST_LIMIT = timedelta(minutes=5)
+_EPOCH = datetime.fromtimestamp(0, UTC)
+
+
+@dataclass(frozen=True)
+class Recurrence:
+    """What a recurring item asks of Scheduler (compared between images: equal means nothing to change)."""
+
+    expression: str
+    zone: str  # IANA name; "UTC" when the item names none
+    start: datetime | None = None
+    end: datetime | None = None
+
+
 @dataclass(frozen=True)
 class Occurrence:
     name: str  # its schedule's name, and its id in the ledger
-    due: datetime  # when it acts: the item's due time plus the offset
+    due: datetime  # when it acts: the item's due time plus the offset (a recurring one: its start, or the epoch)
     keys: dict[str, Any]
     item: dict[str, Any]
     offset: int = 0  # seconds from the item's due time (`offsets`: a reminder a day before is -86400)
+    recurrence: Recurrence | None = None  # set on an item's recurring occurrence
 
     @property
     def item_due(self) -> datetime:
@@ -90,14 +116,54 @@ def offsets_of(config: HandlerConfig) -> list[int]:
     return list(config.get("eventbridge", {}).get("offsets") or [0])
 
 
+def is_recurrence(value: object) -> bool:
+    return isinstance(value, str) and value.strip().startswith(("rate(", "cron("))
+
+
+def item_zone(image: dict[str, Any], config: HandlerConfig) -> tuple[str, Any]:
+    """The item's IANA zone name and tzinfo (UTC without the option or the attribute); PermanentError if unknown."""
+    attribute = config.get("eventbridge", {}).get("timeZoneAttribute")
+    name = image.get(attribute) if attribute else None
+    if name is None:
+        return "UTC", UTC
+    if not isinstance(name, str):
+        raise PermanentError(f"time zone attribute {attribute!r} must be a string such as 'Europe/London'")
+    return name, recurrence.zone(name)
+
+
+def recurring_occurrence(
+    image: dict[str, Any], identity: str, keys: dict[str, Any], config: HandlerConfig
+) -> Occurrence:
+    """An item's one recurring occurrence, checked as Scheduler would check it (PermanentError with the reason)."""
+    section: dict[str, Any] = dict(config.get("eventbridge", {}))
+    expression = str(image[config["timeAttribute"]]).strip()
+    recurrence.parse(expression)
+    zone_name, zone = item_zone(image, config)
+    bounds: list[datetime | None] = []
+    for option in ("startAttribute", "endAttribute"):
+        attribute = section.get(option)
+        value = image.get(attribute) if attribute else None
+        try:
+            bounds.append(None if value is None else parse_due(value, zone))
+        except PermanentError as exc:
+            raise PermanentError(f"{attribute}: {exc}") from exc
+    start, end = bounds
+    if start is not None and end is not None and end <= start:
+        raise PermanentError(f"recurrence ends ({format_due(end)}) before it starts ({format_due(start)})")
+    name = schedule_name(f"{identity}\x1f{RECURRING}", "-".join(str(v) for v in keys.values()))
+    return Occurrence(name, start or _EPOCH, keys, image, recurrence=Recurrence(expression, zone_name, start, end))
+
+
 def occurrences_of(
     image: dict[str, Any] | None, identity: str, keys: dict[str, Any], config: HandlerConfig
-) -> dict[int, Occurrence]:
-    """The item's occurrences by offset: none when the image carries no due time; PermanentError when it carries
-    one that cannot be used."""
+) -> dict[int | str, Occurrence]:
+    """The item's occurrences, by offset (or RECURRING): none when the image carries no due time; PermanentError
+    when it carries one that cannot be used."""
     if image is None or image.get(config["timeAttribute"]) is None:
         return {}
-    due = parse_due(image[config["timeAttribute"]])
+    if is_recurrence(image[config["timeAttribute"]]):
+        return {RECURRING: recurring_occurrence(image, identity, keys, config)}
+    due = parse_due(image[config["timeAttribute"]], item_zone(image, config)[1])
     return {
         offset: Occurrence(
             occurrence_name(identity, keys, due, offset), due + timedelta(seconds=offset), keys, image, offset
@@ -117,13 +183,18 @@ def plan(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime)
     except PermanentError:
         olds = {}  # it never had a usable time, so nothing was scheduled for it
     poison: str | None = None
-    news: dict[int, Occurrence] = {}
+    news: dict[int | str, Occurrence] = {}
     if name != "REMOVE":
         try:
             news = occurrences_of(decode_image(data.get("NewImage")), identity, keys, config)
         except PermanentError as exc:
             poison = str(exc)
     steps: list[Step] = []
+    old, new = olds.get(RECURRING), news.get(RECURRING)
+    if old is not None and new is None:
+        steps.append(Step(Action.CANCEL, old))  # a recurring schedule delivers itself: nothing is left to settle
+    if new is not None and not (old is not None and old.recurrence == new.recurrence and old.item == new.item):
+        steps.append(Step(Action.SCHEDULE, new, fresh=old is None))
     for offset in offsets_of(config):
         old, new = olds.get(offset), news.get(offset)
         if old is not None and (new is None or new.due != old.due):
@@ -259,6 +330,9 @@ class Scheduling:
     def _schedule(self, record: DynamoDBStreamRecord, step: Step) -> None:
         occurrence = step.occurrence
         now = self.now()
+        if occurrence.recurrence is not None:
+            self._recur(step, occurrence.recurrence, now)
+            return
         if occurrence.due <= now:
             # Scheduler cannot fire in the past. Deliver now, if the item still holds this time (otherwise a later
             # record says whether it left it before or after it came) and no schedule or earlier run owns it.
@@ -291,11 +365,47 @@ class Scheduling:
             self._write(chunk)
         log.debug("scheduled", schedule=occurrence.name, dueAt=format_due(occurrence.due), fireAt=format_due(fire))
 
+    def _recur(self, step: Step, spec: Recurrence, now: datetime) -> None:
+        """Make or update the item's recurring schedule; delete it once its end has passed (Scheduler refuses an
+        EndDate in the past). A start in the past is dropped (Scheduler refuses one more than five minutes ago):
+        a cron expression is unchanged by it, a rate keeps its phase by starting at its next firing instead."""
+        occurrence = step.occurrence
+        if spec.end is not None and spec.end <= now + MIN_LEAD:
+            self._cancel_recurring(occurrence)
+            return
+        start = spec.start
+        if start is not None and start <= now + MIN_LEAD:
+            parsed = recurrence.parse(spec.expression)
+            start = parsed.next_after(now + MIN_LEAD, start) if isinstance(parsed, recurrence.Rate) else None
+        payload = target_input(self.config["target"], self._event(occurrence), via_scheduler=True)
+        request = schedules.recurring_request(
+            group=self.group,
+            name=occurrence.name,
+            expression=spec.expression,
+            zone=spec.zone,
+            start=start,
+            end=spec.end,
+            target=scheduler_target(self.config["target"], self.config["scheduler"], payload),
+            description=f"scheduled-table {MODE} {self.config['table']} recurring",
+        )
+        schedules.upsert(self.clients, request, create_first=step.fresh)
+        self._count("scheduled")
+        log.debug("recurring", schedule=occurrence.name, expression=spec.expression, zone=spec.zone)
+
+    def _cancel_recurring(self, occurrence: Occurrence) -> None:
+        # No ledger: each firing is Scheduler's own, none was ever recorded here.
+        schedules.delete(self.clients, self.group, occurrence.name)
+        self._count("cancelled")
+        log.debug("cancelled", schedule=occurrence.name)
+
     def _settle(self, record: DynamoDBStreamRecord, step: Step) -> None:
         self._deliver(step.occurrence)
 
     def _cancel(self, record: DynamoDBStreamRecord, step: Step) -> None:
         occurrence = step.occurrence
+        if occurrence.recurrence is not None:
+            self._cancel_recurring(occurrence)
+            return
         deleted = schedules.delete(self.clients, self.group, occurrence.name)
         # Forget the ledger's marker only for a schedule that surely had not run: one this call deleted, before its
         # minute. A schedule already gone may have fired (a replayed cancel after the firing): its marker stays, so a
@@ -329,20 +439,33 @@ class Scheduling:
 
     def _still_holds(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> bool:
         attribute = self.config["timeAttribute"]
+        names = {"#t": attribute}
+        zone_attribute = self.config["eventbridge"].get("timeZoneAttribute")
+        if zone_attribute:
+            names["#z"] = zone_attribute
         found = self.clients.get("dynamodb").get_item(
             TableName=self.config["table"],
             Key=to_request(record["dynamodb"]["Keys"]),
             ConsistentRead=True,
-            ProjectionExpression="#t",
-            ExpressionAttributeNames={"#t": attribute},
+            ProjectionExpression=", ".join(names),
+            ExpressionAttributeNames=names,
         )
-        value = (decode_image(found.get("Item")) or {}).get(attribute)
+        item = decode_image(found.get("Item")) or {}
+        value = item.get(attribute)
         try:
-            return value is not None and parse_due(value) == occurrence.item_due
+            return value is not None and parse_due(value, item_zone(item, self.config)[1]) == occurrence.item_due
         except PermanentError:
             return False
 
     def _event(self, occurrence: Occurrence) -> Any:
+        if occurrence.recurrence is not None:
+            event = due_event(
+                mode=MODE, table=self.config["table"], keys=occurrence.keys, due=_EPOCH, item=occurrence.item
+            )
+            event["dueAt"] = SCHEDULED_TIME  # Scheduler writes in each firing's scheduled time
+            event["recurrence"] = occurrence.recurrence.expression
+            event["timeZone"] = occurrence.recurrence.zone
+            return event
         return due_event(
             mode=MODE,
             table=self.config["table"],

@@ -6,6 +6,8 @@ rejects, with AWS's error code, and answers a repeated idempotency token as AWS 
 - SNS Publish, Step Functions StartExecution, Lambda async Invoke, Scheduler Target.Input: 256 KiB.
 - Scheduler names (1-64 of [0-9A-Za-z-_.]) and client tokens (1-64); a CreateSchedule whose ClientToken was used
   before succeeds without creating anything (AWS's idempotency).
+- Scheduler StartDate more than 5 minutes in the past (moto checks it for cron expressions only, AWS for any), and
+  a ScheduleExpressionTimezone the zone database does not know.
 - DynamoDB TransactWriteItems: at most 100 actions, 4 MB; an `ADD` that takes a number beyond DynamoDB's range
   (38 digits, magnitude below 1E+126) cancels the transaction with a ValidationError reason.
 """
@@ -14,9 +16,11 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from decimal import Context, Decimal, Inexact, InvalidOperation, Overflow
 from types import SimpleNamespace
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import boto3
 from botocore.exceptions import ClientError
@@ -124,6 +128,17 @@ class AwsRules:
             )
         if len(params["Target"].get("Input", "").encode("utf-8")) > 256 * KIB:
             raise _error(operation, "ValidationException", "Target.Input is over 256 KiB")
+        start = params.get("StartDate")
+        if start is not None and start.timestamp() < time.time() - 300:
+            raise _error(
+                operation, "ValidationException", "The StartDate you specify cannot be earlier than 5 minutes ago."
+            )
+        zone = params.get("ScheduleExpressionTimezone", "UTC")
+        if zone != "UTC":
+            try:
+                ZoneInfo(zone)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise _error(operation, "ValidationException", f"Invalid time zone: {zone}") from None
 
     # -- DynamoDB --------------------------------------------------------------------------------------------------
 

@@ -22,6 +22,12 @@ class TargetConfig(TypedDict):
     arn: str
     email: NotRequired[EmailConfig]
     maxMessageBytes: NotRequired[int]  # SQS targets: the queue's MaximumMessageSize (256 KiB when absent)
+    # FIFO queues (ARN ending .fifo): the item attribute naming each message's group, or one fixed group; neither:
+    # a group per item, from its keys
+    messageGroupAttribute: NotRequired[str]
+    messageGroupId: NotRequired[str]
+    detailType: NotRequired[str]  # event bus targets: the events' detail-type and source
+    source: NotRequired[str]
 
 
 class SchedulerConfig(TypedDict):
@@ -37,6 +43,9 @@ class EventBridgeConfig(TypedDict):
     leaseSeconds: int
     windowSeconds: int
     offsets: NotRequired[list[int]]  # seconds from the due time, one occurrence each ([0] when absent)
+    timeZoneAttribute: NotRequired[str]  # the item's IANA zone: recurrences, and due times without an offset
+    startAttribute: NotRequired[str]  # a recurring item's StartDate
+    endAttribute: NotRequired[str]  # and EndDate
 
 
 class TtlConfig(TypedDict):

@@ -6,8 +6,10 @@ Every mode sends the same document, so a consumer written for one mode works wit
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from datetime import datetime
+from decimal import Decimal
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any, NotRequired, TypedDict
@@ -31,6 +33,7 @@ class TargetKind(StrEnum):
     STEP_FUNCTIONS = "stepfunctions"
     SNS = "sns"
     EMAIL = "email"
+    EVENTS = "events"
 
 
 class DueEvent(TypedDict):
@@ -42,6 +45,12 @@ class DueEvent(TypedDict):
     item: dict[str, Any]
     itemTrimmed: NotRequired[bool]
     offsetSeconds: NotRequired[int]
+    recurrence: NotRequired[str]  # a recurring item's expression; its dueAt is the firing's scheduled time
+    timeZone: NotRequired[str]
+
+
+# Scheduler writes each firing's scheduled time (`2026-03-30T08:00:00Z`) where a target's input says this.
+SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 
 
 def due_event(
@@ -103,14 +112,28 @@ def target_input(target: TargetConfig, event: DueEvent, *, via_scheduler: bool =
     text = dumps(event)
     if size(text) <= limit:
         return text
-    return dumps({**event, "item": {}, "itemTrimmed": True})
+    # A FIFO queue's group attribute stays, so the trimmed event goes to the same message group as a whole one.
+    kept = _group_attribute(target, event["item"])
+    trimmed = dumps({**event, "item": kept, "itemTrimmed": True})
+    if kept and size(trimmed) > limit:
+        trimmed = dumps({**event, "item": {}, "itemTrimmed": True})
+    return trimmed
 
 
 def scheduler_target(target: TargetConfig, scheduler: SchedulerConfig, payload: str) -> dict[str, Any]:
     """`payload` must come from `target_input(..., via_scheduler=True)`."""
     # The `Target` of a schedule: the target's ARN (or SES's universal target), role, input, retries, DLQ.
-    arn = SES_UNIVERSAL_TARGET if TargetKind(target["kind"]) is TargetKind.EMAIL else target["arn"]
-    return schedule_target(arn, scheduler, payload)
+    kind = TargetKind(target["kind"])
+    arn = SES_UNIVERSAL_TARGET if kind is TargetKind.EMAIL else target["arn"]
+    request = schedule_target(arn, scheduler, payload)
+    if kind is TargetKind.EVENTS:
+        # Scheduler's templated EventBridge target: PutEvents with `Input` as the event's detail.
+        request["EventBridgeParameters"] = {"DetailType": target["detailType"], "Source": target["source"]}
+    elif kind is TargetKind.SQS and is_fifo(target["arn"]):
+        # Scheduler can set no deduplication id: the queue's content-based deduplication (which the component
+        # requires in eventbridge mode) takes the SHA-256 of the body, the same for every retry of one firing.
+        request["SqsParameters"] = {"MessageGroupId": message_group(target, payload)}
+    return request
 
 
 def schedule_target(arn: str, scheduler: SchedulerConfig, payload: str) -> dict[str, Any]:
@@ -140,7 +163,19 @@ def delete_item_request(table: str, keys: dict[str, Any], attribute: str, value:
 
 def send_now(target: TargetConfig, payload: str, *, occurrence: str, clients: Clients = CLIENTS) -> None:
     """Deliver a payload to the target immediately. `occurrence` names this firing where the target dedupes."""
-    _SENDERS[TargetKind(target["kind"])](clients, target["arn"], payload, occurrence)
+    kind = TargetKind(target["kind"])
+    if kind is TargetKind.EVENTS:
+        _put_event(clients, target, payload)
+    elif kind is TargetKind.SQS and is_fifo(target["arn"]):
+        sqs = clients.get("sqs")
+        sqs.send_message(
+            QueueUrl=_queue_url(sqs, target["arn"]),
+            MessageBody=payload,
+            MessageGroupId=message_group(target, payload),
+            MessageDeduplicationId=deduplication_id(occurrence),
+        )
+    else:
+        _SENDERS[kind](clients, target["arn"], payload, occurrence)
 
 
 def _send_sqs(clients: Clients, arn: str, payload: str, occurrence: str) -> None:
@@ -180,6 +215,7 @@ _LIMITS = {
     TargetKind.LAMBDA: limits.LAMBDA_ASYNC_PAYLOAD_BYTES,
     TargetKind.STEP_FUNCTIONS: limits.STEP_FUNCTIONS_INPUT_BYTES,
     TargetKind.SNS: limits.SNS_MESSAGE_BYTES,
+    TargetKind.EVENTS: limits.EVENTBRIDGE_ENTRY_BYTES,
     # SES v2 takes far larger messages; what bounds an email request is Scheduler's input when it delivers.
     TargetKind.EMAIL: limits.SCHEDULER_INPUT_BYTES,
 }
@@ -192,3 +228,67 @@ def _queue_url(sqs: Any, arn: str) -> str:
     if len(parts) != 6 or parts[2] != "sqs":
         raise PermanentError(f"target {arn!r} is not an SQS queue ARN")
     return str(sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"])
+
+
+# -- SQS FIFO queues and EventBridge buses -----------------------------------------------------------------------
+
+
+def is_fifo(arn: str) -> bool:
+    """SQS names every FIFO queue, and only those, with the `.fifo` suffix."""
+    return arn.endswith(".fifo")
+
+
+def sqs_token(text: str) -> str:
+    """`text` as a FIFO message group or deduplication id: itself when SQS takes it (1-128 characters, each
+    alphanumeric or punctuation, i.e. printable ASCII but space), otherwise its SHA-256 in hex."""
+    if 0 < len(text) <= limits.SQS_FIFO_ID_CHARS and all("!" <= c <= "~" for c in text):
+        return text
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def deduplication_id(occurrence: str) -> str:
+    """One id per occurrence, whoever sends it and however often: SQS keeps only the first within its 5-minute
+    deduplication interval. Hashed, so any occurrence name fits SQS's 128 characters."""
+    return hashlib.sha256(occurrence.encode("utf-8")).hexdigest()
+
+
+def message_group(target: TargetConfig, payload: str) -> str:
+    """The FIFO message group of a due event (`payload`, the text `target_input` made): the configured fixed group;
+    else the item's group attribute; else, by default and for an item without that attribute, the item's keys, so
+    each item's occurrences stay in order and different items never wait for each other."""
+    fixed = target.get("messageGroupId")
+    if fixed:
+        return fixed
+    # Decimals, so a number's text (and so the group) is the same however it was written.
+    event = json.loads(payload, parse_float=Decimal, parse_int=Decimal)
+    for value in _group_attribute(target, event.get("item") or {}).values():
+        return sqs_token(value if isinstance(value, str) else dumps(value))
+    return sqs_token(dumps(event.get("keys") or {}))
+
+
+def _group_attribute(target: TargetConfig, item: dict[str, Any]) -> dict[str, Any]:
+    """The item's message group attribute, if the target groups by one and the item has it (an empty string or
+    null counts as missing: SQS takes no empty group)."""
+    attribute = target.get("messageGroupAttribute")
+    if not attribute or item.get(attribute) in (None, ""):
+        return {}
+    return {attribute: item[attribute]}
+
+
+def _put_event(clients: Clients, target: TargetConfig, payload: str) -> None:
+    """PutEvents answers 200 even when it refused the entry: a refused entry raises, as the call's error would, so
+    the record is retried (ThrottlingException, InternalFailure) or parked with AWS's reason, never dropped."""
+    entry = {"EventBusName": target["arn"], "Source": target["source"], "DetailType": target["detailType"]}
+    response = clients.get("events").put_events(Entries=[{**entry, "Detail": payload}])
+    results = response.get("Entries") or [{}]
+    refused = [r for r in results if r.get("ErrorCode") or not r.get("EventId")]
+    if not response.get("FailedEntryCount") and not refused:
+        return
+    from botocore.exceptions import ClientError
+
+    # No code at all: AWS's own failure, which retrying clears.
+    code = next((str(r["ErrorCode"]) for r in refused if r.get("ErrorCode")), "InternalFailure")
+    message = next((str(r["ErrorMessage"]) for r in refused if r.get("ErrorMessage")), "the entry was not accepted")
+    raise ClientError(
+        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": 400}}, "PutEvents"
+    )

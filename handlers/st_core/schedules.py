@@ -51,6 +51,37 @@ def schedule_request(
     }
 
 
+def recurring_request(
+    *,
+    group: str,
+    name: str,
+    expression: str,
+    zone: str,
+    start: datetime | None,
+    end: datetime | None,
+    target: dict[str, Any],
+    description: str,
+) -> dict[str, Any]:
+    """A recurring schedule: it stays after each firing (ActionAfterCompletion NONE) until the item's change deletes
+    it; Scheduler evaluates the expression in `zone`, with its daylight-saving rules (see st_core.recurrence)."""
+    request: dict[str, Any] = {
+        "Name": name,
+        "GroupName": group,
+        "ScheduleExpression": expression,
+        "ScheduleExpressionTimezone": zone,
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+        "ActionAfterCompletion": "NONE",
+        "State": "ENABLED",
+        "Description": description[:512],
+        "Target": target,
+    }
+    if start is not None:
+        request["StartDate"] = start
+    if end is not None:
+        request["EndDate"] = end
+    return request
+
+
 def upsert(clients: Clients, request: dict[str, Any], *, create_first: bool) -> None:
     """Create or update the schedule; `create_first` when it is probably new (saves a failed update).
 

@@ -1,8 +1,8 @@
-"""Due times as items carry them: ISO-8601 strings (no offset means UTC) or epoch seconds."""
+"""Due times as items carry them: ISO-8601 strings (no offset means UTC, or the item's zone) or epoch seconds."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
 from .errors import PermanentError
@@ -11,9 +11,13 @@ from .errors import PermanentError
 _MAX_EPOCH_SECONDS = 100_000_000_000
 
 
-def parse_due(value: object) -> datetime:
+def parse_due(value: object, zone: tzinfo = UTC) -> datetime:
     """The due time as an aware UTC datetime in whole seconds, rounded up: acting at the returned second is never
-    before the time the item names (12:00:00.2 is due at 12:00:01)."""
+    before the time the item names (12:00:00.2 is due at 12:00:01).
+
+    An ISO-8601 time without an offset is wall time in `zone`. Where the clocks skip it (01:30 on the day they go
+    forward) it is read with the offset before the change, so it lands as far past the gap as it was into it (02:30
+    summer time); where they repeat it, it is the first of the two (the earlier instant)."""
     if isinstance(value, bool):
         raise PermanentError(f"due time must be an ISO-8601 string or epoch seconds, got a boolean ({value})")
     if isinstance(value, int | float | Decimal):
@@ -23,7 +27,7 @@ def parse_due(value: object) -> datetime:
         if not text:
             raise PermanentError("due time is an empty string")
         try:
-            return _from_epoch(Decimal(text)) if _looks_numeric(text) else _from_iso(text)
+            return _from_epoch(Decimal(text)) if _looks_numeric(text) else _from_iso(text, zone)
         except (InvalidOperation, ValueError, OverflowError) as exc:
             raise PermanentError(f"due time {text[:64]!r} is not ISO-8601 or epoch seconds") from exc
     raise PermanentError(f"due time must be an ISO-8601 string or epoch seconds, got {type(value).__name__}")
@@ -67,10 +71,10 @@ def _from_epoch(value: int | float | Decimal) -> datetime:
         raise PermanentError(f"due time {value} is out of range") from exc
 
 
-def _from_iso(text: str) -> datetime:
+def _from_iso(text: str, zone: tzinfo) -> datetime:
     moment = datetime.fromisoformat(text.replace("z", "Z"))
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
+        moment = moment.replace(tzinfo=zone, fold=0)
     moment = moment.astimezone(UTC)
     if moment.microsecond:
         moment = moment.replace(microsecond=0) + timedelta(seconds=1)

@@ -82,7 +82,7 @@ RULES: list[tuple[dict[str, Any], str]] = [
     ({"target": "arn:aws:sqs:eu-west-1:123456789012:q"}, "target: str is not a target; pass one of QueueTarget"),
     (
         {"target": QueueTarget("arn:aws:sqs:eu-west-1:123456789012:q.fifo")},
-        "target: FIFO queues are not supported as targets",
+        "QueueTarget.content_based_deduplication: eventbridge mode delivers through EventBridge Scheduler",
     ),
     ({"lambda_memory_mb": 64}, "lambda_memory_mb: 64 is out of range; use a whole number from 128 to 10240"),
     ({"lambda_timeout_seconds": 901}, "lambda_timeout_seconds: 901 is out of range; use a whole number from 1 to 900"),
@@ -248,7 +248,7 @@ def test_an_email_body_that_would_overflow_lambdas_4_kb_environment_is_refused()
     with pytest.raises(ValueError) as caught:
         ScheduledTableArgs(mode="eventbridge", target=target)
     assert str(caught.value) == (
-        "target.body: the function environment would be about 6,061 bytes, over Lambda's 4 KB limit (4,096 bytes); "
+        "target.body: the function environment would be about 6,127 bytes, over Lambda's 4 KB limit (4,096 bytes); "
         "shorten EmailTarget.body (4,000 bytes; next largest: EmailTarget.subject, 16 bytes)"
     )
 

@@ -264,6 +264,8 @@ def test_handler_config_wires_real_resources(build: Build) -> None:
         "ledgerTable": built.one("rem-ledger").outputs["name"],
         "leaseSeconds": 75,
         "windowSeconds": 90000,
+        "startAttribute": "recurrenceStart",
+        "endAttribute": "recurrenceEnd",
     }
     assert built.outputs["ledger_table_name"] == built.one("rem-ledger").outputs["name"]
 

@@ -1,0 +1,214 @@
+"""Recurring schedules from data (`eventbridge` mode): the time attribute holds a Scheduler `rate(...)` or
+`cron(...)` expression, read in the item's time zone, with optional start and end attributes."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from eventbridge import handle_batch
+from st_core.timeparse import parse_due
+
+from tests.handlers.conftest import Env
+from tests.handlers.test_eventbridge import at, iso
+
+WEEKLY = "cron(0 9 ? * MON *)"
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+def zoned(env: Env) -> Env:
+    """The component's runtime config for `time_zone_attribute="timeZone"` and the default start/end names."""
+    config = copy.deepcopy(env.config)
+    config["eventbridge"].update(
+        {"timeZoneAttribute": "timeZone", "startAttribute": "recurrenceStart", "endAttribute": "recurrenceEnd"}
+    )
+    env.config = config
+    return env
+
+
+def item(**extra: Any) -> dict[str, Any]:
+    return {"PK": "u", "SK": "weekly", "dueAt": WEEKLY, "timeZone": "Europe/London", **extra}
+
+
+def run(env: Env) -> dict[str, Any]:
+    batch = env.event()
+    assert handle_batch(batch, env.config) == {"batchItemFailures": []}
+    return batch
+
+
+def test_a_recurring_item_gets_one_schedule_that_stays_and_carries_the_scheduled_time(env: Env) -> None:
+    zoned(env).put(item(name="Ada"))
+    run(env)
+    (schedule,) = env.schedules()
+    assert schedule["ScheduleExpression"] == WEEKLY
+    assert schedule["ScheduleExpressionTimezone"] == "Europe/London"
+    assert schedule["ActionAfterCompletion"] == "NONE"  # a recurring schedule must outlive its first firing
+    assert "StartDate" not in schedule and "EndDate" not in schedule
+    event = json.loads(schedule["Target"]["Input"])
+    # Scheduler replaces this with each firing's time; the expression and zone say which rule it came from.
+    assert event["dueAt"] == "<aws.scheduler.scheduled-time>"
+    assert (event["recurrence"], event["timeZone"]) == (WEEKLY, "Europe/London")
+    assert event["keys"] == {"PK": "u", "SK": "weekly"} and event["item"]["name"] == "Ada"
+    assert env.messages(env.due_queue_url) == []  # nothing delivered by the function itself
+
+
+def test_changing_the_expression_or_zone_updates_the_same_schedule(env: Env) -> None:
+    zoned(env).put(item())
+    run(env)
+    (first,) = env.schedules()
+    env.put(item(dueAt="cron(30 18 ? * FRI *)", timeZone="America/New_York"))
+    run(env)
+    (second,) = env.schedules()
+    assert second["Name"] == first["Name"]
+    assert (second["ScheduleExpression"], second["ScheduleExpressionTimezone"]) == (
+        "cron(30 18 ? * FRI *)",
+        "America/New_York",
+    )
+
+
+def test_removing_the_item_or_its_recurrence_deletes_the_schedule(env: Env) -> None:
+    zoned(env).put(item())
+    run(env)
+    env.delete("u", "weekly")
+    removal = run(env)
+    assert env.schedules() == []
+    assert handle_batch(removal, env.config) == {"batchItemFailures": []}  # redelivered: still nothing
+    # An item that goes from a recurrence to a one-time time: the recurring schedule goes, an at() one comes.
+    env.put(item())
+    run(env)
+    once = NOW + timedelta(days=2)
+    env.put(item(dueAt=iso(once), timeZone="UTC"))
+    run(env)
+    assert [s["ScheduleExpression"] for s in env.schedules()] == [at(once)]
+
+
+def test_a_redelivered_batch_repeats_only_idempotent_calls(env: Env) -> None:
+    zoned(env).put(item())
+    env.put(item(dueAt="rate(2 hours)"))
+    env.delete("u", "weekly")
+    env.put(item(dueAt="rate(1 day)"))
+    batch = run(env)
+    assert handle_batch(batch, env.config) == {"batchItemFailures": []}
+    (schedule,) = env.schedules()
+    assert schedule["ScheduleExpression"] == "rate(1 day)"
+    # Lambda's retry from a sequence number in the middle, with every record after it.
+    batch["Records"] = batch["Records"][2:]
+    assert handle_batch(batch, env.config) == {"batchItemFailures": []}
+    assert [s["ScheduleExpression"] for s in env.schedules()] == ["rate(1 day)"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"dueAt": "cron(0 9 * * MON *)"}, "exactly one of day-of-month and day-of-week must be '?'"),
+        ({"dueAt": "cron(0 9 ? * MON)"}, "5 fields, not six"),
+        ({"dueAt": "rate(1 minutes)"}, "the unit is singular for 1"),
+        ({"dueAt": "rate(0 hours)"}, "a rate is a positive whole number"),
+        ({"timeZone": "Europe/Londn"}, "time zone 'Europe/Londn' is not an IANA zone name"),
+        ({"timeZone": 5}, "time zone attribute 'timeZone' must be a string"),
+        ({"recurrenceStart": "soon"}, "recurrenceStart: due time 'soon' is not ISO-8601"),
+        (
+            {"recurrenceStart": iso(NOW + timedelta(days=9)), "recurrenceEnd": iso(NOW + timedelta(days=2))},
+            "recurrence ends",
+        ),
+    ],
+)
+def test_a_bad_recurrence_is_parked_with_its_reason_and_makes_nothing(
+    env: Env, changes: dict[str, Any], reason: str
+) -> None:
+    zoned(env).put(item(**changes))
+    run(env)
+    (parked,) = env.messages(env.poison_url)
+    assert reason in parked["reason"], parked["reason"]
+    assert env.schedules() == []
+
+
+def test_a_bad_new_recurrence_on_a_scheduled_item_keeps_nothing_stale(env: Env) -> None:
+    zoned(env).put(item())
+    run(env)
+    env.put(item(dueAt="cron(nonsense)"))
+    run(env)
+    # The old rule no longer holds for the item: its schedule is deleted, and the bad value is parked.
+    assert env.schedules() == []
+    assert "cron(nonsense)" in env.messages(env.poison_url)[0]["reason"]
+
+
+def test_start_and_end_become_the_schedules_window(env: Env) -> None:
+    start, end = NOW + timedelta(days=3), NOW + timedelta(days=60)
+    zoned(env).put(item(recurrenceStart=iso(start), recurrenceEnd=iso(end)))
+    run(env)
+    (schedule,) = env.schedules()
+    assert (schedule["StartDate"], schedule["EndDate"]) == (start, end)
+
+
+def test_a_start_already_past_is_dropped_and_a_rate_keeps_its_phase(env: Env) -> None:
+    # Scheduler refuses a StartDate more than five minutes ago (tests/aws_rules.py). A cron rule does not depend on
+    # its start; a rate does (every 6 hours from 01:00), so it starts at its next firing instead.
+    started = NOW.replace(minute=0, second=0) - timedelta(days=3, hours=5)
+    zoned(env).put(item(dueAt="rate(6 hours)", recurrenceStart=iso(started)))
+    run(env)
+    (schedule,) = env.schedules()
+    first = schedule["StartDate"]
+    assert first > NOW and (first - started).total_seconds() % (6 * 3600) == 0
+    assert first - NOW <= timedelta(hours=6, seconds=10)
+    env.put(item(dueAt=WEEKLY, recurrenceStart=iso(started), note="x"))
+    run(env)
+    (schedule,) = env.schedules()
+    assert "StartDate" not in schedule
+
+
+def test_a_recurrence_whose_end_has_passed_has_no_schedule(env: Env) -> None:
+    zoned(env).put(item())
+    run(env)
+    env.put(item(recurrenceEnd=iso(NOW - timedelta(days=1))))
+    run(env)
+    assert env.schedules() == []
+    assert env.messages(env.poison_url) == []
+
+
+def test_a_write_that_keeps_the_recurrence_and_item_makes_no_call(env: Env) -> None:
+    zoned(env).put(item())
+    run(env)
+    calls: list[str] = []
+    env.scheduler.meta.events.register("before-call.scheduler.*", lambda model, **_: calls.append(model.name))
+    env.put(item())  # the same item written again: DynamoDB still streams a MODIFY
+    run(env)
+    assert calls == [] and len(env.schedules()) == 1
+
+
+def test_a_one_time_due_time_without_an_offset_is_read_in_the_items_zone(env: Env) -> None:
+    local = (NOW + timedelta(days=5)).replace(hour=9, minute=0, second=0, tzinfo=None)
+    zoned(env).put({"PK": "u", "SK": "appt", "dueAt": local.isoformat(), "timeZone": "America/New_York"})
+    run(env)
+    expected = local.replace(tzinfo=ZoneInfo("America/New_York")).astimezone(UTC)
+    assert expected.hour in (13, 14)  # 09:00 in New York: 14:00 UTC in winter, 13:00 in summer
+    (schedule,) = env.schedules()
+    assert schedule["ScheduleExpression"] == at(expected)
+    # An explicit offset wins over the zone.
+    env.put({"PK": "u", "SK": "appt", "dueAt": local.isoformat() + "Z", "timeZone": "America/New_York"})
+    run(env)
+    assert [s["ScheduleExpression"] for s in env.schedules()] == [at(local.replace(tzinfo=UTC))]
+
+
+def test_without_the_option_an_items_zone_attribute_is_not_read(env: Env) -> None:
+    local = (NOW + timedelta(days=5)).replace(hour=9, minute=0, second=0, tzinfo=None)
+    env.put({"PK": "u", "SK": "appt", "dueAt": local.isoformat(), "timeZone": "Asia/Tokyo"})
+    run(env)
+    assert [s["ScheduleExpression"] for s in env.schedules()] == [at(local.replace(tzinfo=UTC))]
+    env.put(item(timeZone="Asia/Tokyo"))
+    run(env)
+    (schedule,) = [s for s in env.schedules() if s["ScheduleExpression"] == WEEKLY]
+    assert schedule["ScheduleExpressionTimezone"] == "UTC"
+
+
+def test_wall_times_the_clocks_skip_or_repeat_are_read_as_documented() -> None:
+    london = ZoneInfo("Europe/London")
+    # 29 March 2026: 01:00 GMT becomes 02:00 BST; 01:30 does not exist and lands as far past the gap as it was in.
+    assert parse_due("2026-03-29T01:30:00", london) == datetime(2026, 3, 29, 1, 30, tzinfo=UTC)
+    # 25 October 2026: 01:30 happens twice (BST, then GMT); it is the first.
+    assert parse_due("2026-10-25T01:30:00", london) == datetime(2026, 10, 25, 0, 30, tzinfo=UTC)
+    assert parse_due("2026-07-01T09:00:00", london) == datetime(2026, 7, 1, 8, 0, tzinfo=UTC)
