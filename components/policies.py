@@ -16,6 +16,7 @@ _TARGET_ACTIONS: dict[str, list[str]] = {
     "stepfunctions": ["states:StartExecution"],
     "sns": ["sns:Publish"],
     "email": ["ses:SendEmail"],
+    "events": ["events:PutEvents"],
 }
 # A customer-managed key on the table (and so its stream and the ledger): read and write items through it.
 TABLE_KEY_ACTIONS = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]
@@ -39,8 +40,9 @@ def assume_role_policy(service: str, source_account: str | None = None) -> str:
 def target_statements(
     kind: str, target_arn: str, *, table_arn: str, sender: str | None = None, target_key_arn: str | None = None
 ) -> list[Statement]:
-    """Exactly the target's action on exactly the target's resource (email: from the sender's address only), plus
-    the use of the key that encrypts the target, if it has one."""
+    """Exactly the target's action on exactly the target's resource (email: from the sender's address only; an event
+    bus: PutEvents on that bus, for a Scheduler role and a handler alike), plus the use of the key that encrypts the
+    target, if it has one."""
     statement: Statement = {"Effect": "Allow", "Action": _TARGET_ACTIONS[kind]}
     if kind == "email":
         if not sender:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import ClassVar
@@ -10,6 +11,14 @@ import pulumi
 
 from .arns import email_address
 from .packaging import runtime_module
+
+# SQS FIFO: a MessageGroupId is 1-128 alphanumeric or punctuation characters (printable ASCII but space).
+_FIFO_ID = re.compile(r"[!-~]{1,128}")
+# EventBridge PutEvents: DetailType is 1-128 characters; Source 1-256, not starting `aws.` (AWS's own). Scheduler's
+# templated target asks Source's first character to be one of these.
+DETAIL_TYPE_CHARS = 128
+SOURCE_CHARS = 256
+_SOURCE_START = re.compile(r"[/._A-Za-z0-9-]")
 
 # SQS: MaximumMessageSize is 1,024..1,048,576 bytes; a queue made without it takes 256 KiB (the provider's default).
 SQS_MIN_MESSAGE_BYTES = 1024
@@ -36,6 +45,13 @@ _ARN_SHAPES: dict[str, tuple[str, str, str, str, str]] = {
         "arn:aws:states:eu-west-1:123456789012:stateMachine:flow",
     ),
     "sns": ("topic_arn", "sns", "topic", r"[A-Za-z0-9_-]{1,256}(\.fifo)?", "arn:aws:sns:eu-west-1:123456789012:news"),
+    "events": (
+        "bus_arn",
+        "events",
+        "event bus",
+        r"event-bus/[A-Za-z0-9/._-]{1,256}",
+        "arn:aws:events:eu-west-1:123456789012:event-bus/orders",
+    ),
 }
 _ARN = re.compile(r"arn:(aws|aws-cn|aws-us-gov):([a-z0-9-]+):([a-z0-9-]*):(\d{12}):(.+)")
 
@@ -58,23 +74,59 @@ def arn_problem(kind: str, owner: str, arn: str) -> str | None:
     return None
 
 
-def _check(target: QueueTarget | FunctionTarget | StateMachineTarget | TopicTarget) -> None:
+def _check(target: QueueTarget | FunctionTarget | StateMachineTarget | TopicTarget | EventBusTarget) -> None:
     if isinstance(target.arn, str):
-        problem = arn_problem(target.kind, type(target).__name__, target.arn)
+        problem = arn_problem(target.kind, type(target).__name__, target.arn) or options_problem(target, target.arn)
         if problem:
             raise ValueError(problem)
 
 
-def checked_arn(target: Target) -> pulumi.Input[str]:
+def options_problem(target: Target, arn: str) -> str | None:
+    """Why the target's options do not fit the resource `arn` names (None if they do): FIFO options on a standard
+    queue."""
+    if not isinstance(target, QueueTarget) or arn.endswith(".fifo"):
+        return None
+    for name in ("message_group_attribute", "message_group_id", "content_based_deduplication"):
+        if getattr(target, name):
+            return (
+                f"QueueTarget.{name}: only applies to a FIFO queue, and {arn!r} is a standard queue (a FIFO queue's "
+                f"name ends in .fifo); remove {name}, or pass the FIFO queue's ARN"
+            )
+    return None
+
+
+def scheduler_problem(target: Target | None, *, scheduler_delivers: bool) -> str | None:
+    """Why Scheduler cannot deliver to the target (None if it can): a FIFO queue whose content-based deduplication
+    is not declared. Scheduler's SQS target sets a message group but no deduplication id, and a FIFO queue refuses a
+    message with neither that nor content-based deduplication (AWS: "If you specify an Amazon SQS FIFO queue as a
+    target, the queue must have content-based deduplication enabled"). Only eventbridge mode's schedules deliver to
+    the target; precise ttl's delete the item. An ARN not known yet is checked when it resolves (`checked_arn`)."""
+    if not scheduler_delivers or not isinstance(target, QueueTarget) or target.content_based_deduplication:
+        return None
+    if not isinstance(target.queue_arn, str) or not target.queue_arn.endswith(".fifo"):
+        return None
+    return (
+        "QueueTarget.content_based_deduplication: eventbridge mode delivers through EventBridge Scheduler, which "
+        "sets no deduplication id, so the FIFO queue must deduplicate by content or it refuses every delivery; "
+        "enable it on the queue (content_based_deduplication=True on aws.sqs.Queue) and set "
+        "content_based_deduplication=True here"
+    )
+
+
+def checked_arn(target: Target, *, scheduler_delivers: bool = False) -> pulumi.Input[str]:
     """The target's ARN; an Output is checked once it resolves, so a wrong one fails `pulumi up` with the same
-    message a plain string gets at construction."""
+    message a plain string gets at construction. `scheduler_delivers`: Scheduler delivers to it (eventbridge mode)."""
     arn = target.arn
     if isinstance(arn, str) or isinstance(target, EmailTarget):
         return arn
     owner, kind = type(target).__name__, target.kind
 
     def check(value: str | None) -> str | None:
-        problem = None if value is None else arn_problem(kind, owner, value)  # None: mocks that echo inputs
+        problem = None
+        if value is not None:  # None: mocks that echo inputs
+            problem = arn_problem(kind, owner, value) or options_problem(target, value)
+            resolved = dataclasses.replace(target, queue_arn=value) if isinstance(target, QueueTarget) else None
+            problem = problem or scheduler_problem(resolved, scheduler_delivers=scheduler_delivers)
         if problem:
             raise ValueError(problem)
         return value
@@ -84,7 +136,7 @@ def checked_arn(target: Target) -> pulumi.Input[str]:
 
 @dataclass(frozen=True)
 class QueueTarget:
-    """A standard SQS queue receives the due event as the message body.
+    """An SQS queue, standard or FIFO, receives the due event as the message body.
 
     `max_message_bytes`: the largest message the queue accepts; set this to the queue's max_message_size if you
     raised it (up to 1 MiB). The handlers keep every due event they send to it within that size.
@@ -92,14 +144,26 @@ class QueueTarget:
     `kms_key_arn` (on every target with an ARN): the customer-managed KMS key that encrypts the target, if any;
     whoever sends to it is then allowed kms:GenerateDataKey and kms:Decrypt on that key (the key's policy must
     let the account's IAM policies grant that, as the default key policy does).
+
+    FIFO queues only (an ARN ending in `.fifo`): each message's group is, by default, its item's (from the item's
+    keys: an item's occurrences arrive in order, different items never wait for each other);
+    `message_group_attribute` groups by an item attribute instead (an item without it keeps its own group), and
+    `message_group_id` puts every message in that one group. The deduplication id comes from the occurrence, so SQS
+    drops a redelivered occurrence within its 5-minute deduplication interval. `content_based_deduplication=True`
+    says the queue has content-based deduplication on, which eventbridge mode requires: Scheduler sets no
+    deduplication id.
     """
 
     queue_arn: pulumi.Input[str]
     max_message_bytes: int = SQS_DEFAULT_MESSAGE_BYTES
     kms_key_arn: pulumi.Input[str] | None = None
+    message_group_attribute: str | None = None
+    message_group_id: str | None = None
+    content_based_deduplication: bool = False
     kind: ClassVar[str] = "sqs"
 
     def __post_init__(self) -> None:
+        self._check_fifo_options()
         _check(self)
         size = self.max_message_bytes
         if (
@@ -110,6 +174,29 @@ class QueueTarget:
             raise ValueError(
                 f"QueueTarget.max_message_bytes: {size!r} is out of range; use a whole number from "
                 f"{SQS_MIN_MESSAGE_BYTES} to {SQS_MAX_MESSAGE_BYTES}, the queue's max_message_size"
+            )
+
+    def _check_fifo_options(self) -> None:
+        attribute, group = self.message_group_attribute, self.message_group_id
+        if attribute is not None and group is not None:
+            raise ValueError(
+                "QueueTarget.message_group_id: set either message_group_id (one group for every message) or "
+                "message_group_attribute (a group per value of that item attribute), not both"
+            )
+        if attribute is not None and (not isinstance(attribute, str) or not attribute):
+            raise ValueError(
+                f"QueueTarget.message_group_attribute: {attribute!r} is not an attribute name; name the item "
+                "attribute whose value is the message group, e.g. 'customerId'"
+            )
+        if group is not None and (not isinstance(group, str) or not _FIFO_ID.fullmatch(group)):
+            raise ValueError(
+                f"QueueTarget.message_group_id: {group!r} is not a message group id; use 1-128 letters, digits or "
+                "punctuation (no spaces), e.g. 'reminders'"
+            )
+        if not isinstance(self.content_based_deduplication, bool):
+            raise ValueError(
+                f"QueueTarget.content_based_deduplication: {self.content_based_deduplication!r} is not a boolean; "
+                "use True or False"
             )
 
     @property
@@ -175,6 +262,45 @@ class TopicTarget:
 
 
 @dataclass(frozen=True)
+class EventBusTarget:
+    """An EventBridge event bus receives one event per due event, the due event as its `detail`, with this
+    `detail_type` and `source` (defaults: "scheduled-table.due" and "scheduled-table"), for your rules to route
+    (other buses and accounts, API destinations, any rule target).
+
+    A bus encrypted with a customer-managed key needs nothing from the sender: EventBridge uses the key itself, so
+    the key's policy must allow `events.amazonaws.com` (there is no `kms_key_arn` here, and no KMS grant).
+    """
+
+    bus_arn: pulumi.Input[str]
+    detail_type: str = "scheduled-table.due"
+    source: str = "scheduled-table"
+    kind: ClassVar[str] = "events"
+
+    def __post_init__(self) -> None:
+        detail_type, source = self.detail_type, self.source
+        if not isinstance(detail_type, str) or not 1 <= len(detail_type) <= DETAIL_TYPE_CHARS:
+            raise ValueError(
+                f"EventBusTarget.detail_type: {detail_type!r} is not a detail type; use 1-{DETAIL_TYPE_CHARS} "
+                "characters, e.g. 'scheduled-table.due'"
+            )
+        if not isinstance(source, str) or not 1 <= len(source) <= SOURCE_CHARS or not _SOURCE_START.match(source):
+            raise ValueError(
+                f"EventBusTarget.source: {source!r} is not an event source; use 1-{SOURCE_CHARS} characters starting "
+                "with a letter, digit or one of / . _ -, e.g. 'com.example.reminders'"
+            )
+        if source.startswith("aws."):
+            raise ValueError(
+                f"EventBusTarget.source: {source!r} starts with 'aws.', which AWS reserves for its own services; "
+                "use your own, e.g. 'com.example.reminders'"
+            )
+        _check(self)
+
+    @property
+    def arn(self) -> pulumi.Input[str]:
+        return self.bus_arn
+
+
+@dataclass(frozen=True)
 class EmailTarget:
     """SES (v2) sends a plain-text email; `subject` and `body` are `{attribute}` templates filled from the item.
 
@@ -212,5 +338,12 @@ class EmailTarget:
         return "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail"
 
 
-Target = QueueTarget | FunctionTarget | StateMachineTarget | TopicTarget | EmailTarget
-TARGET_TYPES: tuple[type, ...] = (QueueTarget, FunctionTarget, StateMachineTarget, TopicTarget, EmailTarget)
+Target = QueueTarget | FunctionTarget | StateMachineTarget | TopicTarget | EventBusTarget | EmailTarget
+TARGET_TYPES: tuple[type, ...] = (
+    QueueTarget,
+    FunctionTarget,
+    StateMachineTarget,
+    TopicTarget,
+    EventBusTarget,
+    EmailTarget,
+)
