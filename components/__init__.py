@@ -6,10 +6,19 @@ from .args import Mode, ScheduledTableArgs
 from .component import ScheduledTable
 from .existing import ExistingTable
 from .pending import pending_attributes
-from .targets import EmailTarget, FunctionTarget, QueueTarget, StateMachineTarget, Target, TopicTarget
+from .targets import (
+    EmailTarget,
+    EventBusTarget,
+    FunctionTarget,
+    QueueTarget,
+    StateMachineTarget,
+    Target,
+    TopicTarget,
+)
 
 __all__ = [
     "EmailTarget",
+    "EventBusTarget",
     "ExistingTable",
     "FunctionTarget",
     "Mode",

@@ -12,10 +12,11 @@ import pulumi_aws as aws
 
 from . import aggregate, arns, descriptions, eventbridge, operations, policies, polling, ttl
 from .args import Mode, ScheduledTableArgs
-from .existing import table_arn_of
+from .existing import looked_up, table_arn_of, table_problems
 from .filters import filter_patterns
 from .packaging import handler_archive, runtime_module
 from .parts import Consumer, Scheduling
+from .provider_inputs import ScheduledTableInputs
 from .runtime_config import (
     OWNED_QUEUE_MAX_MESSAGE_BYTES,
     Value,
@@ -60,18 +61,29 @@ class ScheduledTable(pulumi.ComponentResource):
     alarm_topic_arn: pulumi.Output[str] | None
     poison_queue_url: pulumi.Output[str]
 
-    def __init__(self, name: str, args: ScheduledTableArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        args: ScheduledTableArgs | ScheduledTableInputs,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         """Create the table and, for `args.mode`, everything that acts on its items' times.
 
         name: the prefix of every child resource (`{name}-table`, `{name}-scheduler`, ...), unique in the stack.
         args: a ScheduledTableArgs; `help(ScheduledTableArgs)` lists every option with its default. Invalid values
-            and conflicting options raise ValueError here, before anything is created.
+            and conflicting options raise ValueError here, before anything is created. Or the provider form (a
+            ScheduledTableInputs dict, what other Pulumi languages send): the same validation, its messages naming
+            the camelCase inputs.
         opts: Pulumi resource options for the component (provider, protect, depends_on, ...).
 
         Outputs: table_name, table_arn, stream_arn, function_name, stream_dlq_url, poison_queue_url, and per mode
         schedule_group_name, due_queue_url/due_queue_arn, target_dlq_url, ledger_table_name,
         processor_function_name, tick_rule_name, alarm_topic_arn; all of them in `outputs`.
         """
+        if not isinstance(args, ScheduledTableArgs):
+            from .provider import args_from_inputs  # here: provider.py subclasses this class
+
+            args = args_from_inputs(args)
         super().__init__(TYPE, name, {}, opts)
         self._name = name
         self._args = args
@@ -101,7 +113,7 @@ class ScheduledTable(pulumi.ComponentResource):
             self.due_queue_url, self.due_queue_arn = self.due_queue.url, self.due_queue.arn
             self.target_arn = self.due_queue.arn
         elif args.target is not None:
-            self.target_arn = checked_arn(args.target)
+            self.target_arn = checked_arn(args.target, scheduler_delivers=args.mode is Mode.EVENTBRIDGE)
 
         self.schedule_group_name = None
         self.target_dlq_url = None
@@ -227,6 +239,8 @@ class ScheduledTable(pulumi.ComponentResource):
         """The table acted on: the one given (`existing_table`), or a new one."""
         given = self._args.existing_table
         if given is not None:
+            if given.stream_arn is None:
+                return self._looked_up_table(given.name)
             stream_arn = pulumi.Output.from_input(given.stream_arn)
             return TableRef(
                 name=pulumi.Output.from_input(given.name),
@@ -235,6 +249,32 @@ class ScheduledTable(pulumi.ComponentResource):
             )
         table = self._new_table()
         return TableRef(name=table.name, arn=table.arn, stream_arn=table.stream_arn)
+
+    def _looked_up_table(self, name: pulumi.Input[str]) -> TableRef:
+        """An existing table given by name only: looked up when the stack deploys, and refused (failing the deploy
+        with the settings to change) if it lacks what the mode needs."""
+        a = self._args
+        found = aws.dynamodb.get_table_output(name=name, opts=pulumi.InvokeOutputOptions(parent=self))
+
+        def checked(result: Any) -> dict[str, Any]:
+            table = looked_up(result)
+            problems = table_problems(
+                table,
+                mode=str(a.mode),
+                partition_key=a.partition_key,
+                sort_key=a.sort_key,
+                time_attribute=a.time_attribute,
+            )
+            if problems:
+                raise ValueError("existing_table: " + "; ".join(problems))
+            return table
+
+        table = found.apply(checked)
+        return TableRef(
+            name=table.apply(lambda t: str(t["name"])),
+            arn=table.apply(lambda t: str(t["arn"])),
+            stream_arn=table.apply(lambda t: str(t["stream_arn"])),
+        )
 
     def _new_table(self) -> aws.dynamodb.Table:
         a = self._args

@@ -10,8 +10,16 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from .args import ScheduledTableArgs, describe_defaults
-from .existing import ExistingTable
-from .targets import EmailTarget, FunctionTarget, QueueTarget, StateMachineTarget, Target, TopicTarget
+from .existing import TABLE_OPTIONS, ExistingTable
+from .targets import (
+    EmailTarget,
+    EventBusTarget,
+    FunctionTarget,
+    QueueTarget,
+    StateMachineTarget,
+    Target,
+    TopicTarget,
+)
 
 
 class ConfigSource(Protocol):
@@ -37,6 +45,7 @@ _TARGETS: dict[str, tuple[type, str]] = {
     "function": (FunctionTarget, "function_arn"),
     "stateMachine": (StateMachineTarget, "state_machine_arn"),
     "topic": (TopicTarget, "topic_arn"),
+    "eventBus": (EventBusTarget, "bus_arn"),
 }
 
 
@@ -47,11 +56,14 @@ def camel(name: str) -> str:
 
 def target_from_config(value: Any) -> Target | None:
     """`{"type": "queue", "arn": ..., "maxMessageBytes": ...}` (each target's options in camelCase, its ARN as
-    `arn`); `{"type": "email", "sender": ..., "subject": ..., "body": ...}`; or none."""
+    `arn`: a FIFO queue's `messageGroupAttribute`, an event bus's `detailType` and `source`); `{"type": "email",
+    "sender": ..., "subject": ..., "body": ...}`; or none."""
     if value is None or value == {} or (isinstance(value, dict) and value.get("type") in (None, "dueQueue")):
         return None
     if not isinstance(value, dict):
-        raise ValueError("target: must be an object with a 'type' (queue, function, stateMachine, topic, email)")
+        raise ValueError(
+            "target: must be an object with a 'type' (queue, function, stateMachine, topic, eventBus, email)"
+        )
     kind = value.get("type")
     cls: type
     arn_field: str | None
@@ -60,7 +72,8 @@ def target_from_config(value: Any) -> Target | None:
     elif kind in _TARGETS:
         cls, arn_field = _TARGETS[kind]
         if not value.get("arn"):
-            raise ValueError(f"target.arn: a {kind} target needs the ARN of the {kind}")
+            what = "event bus" if kind == "eventBus" else kind
+            raise ValueError(f"target.arn: a {kind} target needs the ARN of the {what}")
     else:
         raise ValueError(f"target.type: {kind!r} is not a target type; use one of {[*_TARGETS, 'email', 'dueQueue']}")
     fields = {camel(f.name): f.name for f in dataclasses.fields(cls) if f.name != arn_field}
@@ -76,15 +89,15 @@ STACK_KEYS = ("name", "tables")
 
 
 def existing_from_config(value: Any) -> ExistingTable | None:
-    """`{"name": ..., "streamArn": ...}`: a table the stack already has."""
+    """`{"name": ..., "streamArn": ...}`: a table the stack already has (without `streamArn`: looked up by name)."""
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise ValueError("existingTable: must be an object with 'name' and 'streamArn'")
+        raise ValueError("existingTable: must be an object with 'name' (and 'streamArn', or it is looked up)")
     check_keys(value, ["name", "streamArn"], where="existingTable.")
-    if "name" not in value or "streamArn" not in value:
-        raise ValueError("existingTable: needs both 'name' and 'streamArn' (the table's LatestStreamArn)")
-    return ExistingTable(name=value["name"], stream_arn=value["streamArn"])
+    if "name" not in value:
+        raise ValueError("existingTable: needs 'name' (the table's name; 'streamArn' is looked up if left out)")
+    return ExistingTable(name=value["name"], stream_arn=value.get("streamArn"))
 
 
 def option_keys() -> list[str]:
@@ -142,9 +155,10 @@ class DictConfig:
     """One entry of the `tables` list, read like `pulumi.Config` (YAML gives typed values; strings are accepted
     too, as the CLI would pass them), falling back to the stack's top-level keys for what the entry leaves out."""
 
-    def __init__(self, values: dict[str, Any], fallback: ConfigSource) -> None:
+    def __init__(self, values: dict[str, Any], fallback: ConfigSource, own: Iterable[str] = ()) -> None:
+        """`own`: keys read from the entry only, never inherited (see `tables_from_config`)."""
         self.values = values
-        self.fallback = fallback
+        self.fallback: ConfigSource = _Without(fallback, set(own)) if own else fallback
 
     def get(self, key: str) -> str | None:
         if key not in self.values:
@@ -184,6 +198,26 @@ class DictConfig:
         return value
 
 
+class _Without:
+    """A config source that answers None for some keys."""
+
+    def __init__(self, source: ConfigSource, hidden: set[str]) -> None:
+        self.source = source
+        self.hidden = hidden
+
+    def get(self, key: str) -> str | None:
+        return None if key in self.hidden else self.source.get(key)
+
+    def get_bool(self, key: str) -> bool | None:
+        return None if key in self.hidden else self.source.get_bool(key)
+
+    def get_int(self, key: str) -> int | None:
+        return None if key in self.hidden else self.source.get_int(key)
+
+    def get_object(self, key: str) -> Any:
+        return None if key in self.hidden else self.source.get_object(key)
+
+
 def tables_from_config(config: ConfigSource, default_name: str = "reminders") -> list[tuple[str, ScheduledTableArgs]]:
     """One table from the top-level keys, or, when `tables` is set, one per entry (each needs a unique `name`;
     top-level keys are the defaults every entry inherits)."""
@@ -202,7 +236,16 @@ def tables_from_config(config: ConfigSource, default_name: str = "reminders") ->
         raise ValueError(f"tables[].name: names must be unique, got {names}; rename the duplicates")
     for index, entry in enumerate(entries):
         check_keys(entry, [*option_keys(), "name"], where=f"tables[{index}].")
-    return [(str(entry["name"]), args_from_config(DictConfig(entry, config))) for entry in entries]
+    # The top level's table-shaping keys (deletionProtection, billingMode, ...) are defaults for the tables the stack
+    # creates: an entry with an existing table does not inherit them (it would be refused for having them).
+    table_keys = [camel(name) for name in TABLE_OPTIONS]
+    return [
+        (
+            str(entry["name"]),
+            args_from_config(DictConfig(entry, config, table_keys if "existingTable" in entry else ())),
+        )
+        for entry in entries
+    ]
 
 
 class StackConfig:

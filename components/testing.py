@@ -55,6 +55,8 @@ STREAM_LABEL = "2026-01-01T00:00:00.000"
 # (type token, logical name, inputs) -> (id, outputs): where a resource's outputs come from. The default fabricates
 # them; the local cloud passes one that creates the resource in an emulator and returns what it answered.
 Backend = Callable[[str, str, dict[str, Any]], tuple[str, dict[str, Any]]]
+# A lookup's answer: its result, or a function of the call's arguments that returns it.
+Invoke = Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]]
 
 
 @dataclass
@@ -211,6 +213,10 @@ def _topic(r: _Resource) -> tuple[str, dict[str, Any]]:
     return arn, {"name": name, "arn": arn, "owner": r.account}  # a topic's id is its ARN
 
 
+def _event_bus(r: _Resource) -> tuple[str, dict[str, Any]]:
+    return r.physical, {"name": r.physical, "arn": r.arn("events", f"event-bus/{r.physical}")}  # id: its name
+
+
 def _state_machine(r: _Resource) -> tuple[str, dict[str, Any]]:
     arn = r.arn("states", f"stateMachine:{r.physical}")
     return arn, {"name": r.physical, "arn": arn, "status": "ACTIVE"}  # a state machine's id is its ARN
@@ -250,6 +256,7 @@ SHAPES: dict[str, _Shape] = {
     "aws:kms/key:Key": _key,
     "aws:sns/topic:Topic": _topic,
     "aws:sfn/stateMachine:StateMachine": _state_machine,
+    "aws:cloudwatch/eventBus:EventBus": _event_bus,
 }
 
 
@@ -288,13 +295,29 @@ def _default_invokes(region: str, account: str) -> dict[str, dict[str, Any]]:
     }
 
 
+def fabricated_table(name: str, region: str = REGION, account: str = ACCOUNT) -> dict[str, Any]:
+    """An answer to `aws.dynamodb.getTable` for a table with a NEW_AND_OLD_IMAGES stream (and no TTL, no index, key
+    names unknown), for programs run without a cloud; pass `invokes` to describe a table more closely."""
+    arn = f"arn:aws:dynamodb:{region}:{account}:table/{name}"
+    return {
+        "name": name,
+        "arn": arn,
+        "streamEnabled": True,
+        "streamViewType": "NEW_AND_OLD_IMAGES",
+        "streamArn": f"{arn}/stream/2026-01-01T00:00:00.000",
+        "ttl": {"enabled": False, "attributeName": ""},
+        "globalSecondaryIndexes": [],
+    }
+
+
 class ScheduledTableMocks(pulumi.runtime.Mocks):
     """Pulumi mocks that answer each resource as AWS would (see `fabricate`, or the `backend` given) and record every
     registration, parent included, in `by_name`.
 
-    `invokes`: results of data-source functions by token. By default getCallerIdentity, getRegion and
-    getPartition are answered for `account` and `region`; any other lookup fails, naming its token. Pass `{}` to
-    make any lookup fail (the component itself needs none).
+    `invokes`: results of data-source functions by token, each a mapping or a function of the call's arguments
+    (`{"aws:dynamodb/getTable:getTable": lambda args: {...}}` answers the lookup an `ExistingTable` given by name
+    makes). By default getCallerIdentity, getRegion and getPartition are answered for `account` and `region`; any
+    other lookup fails, naming its token. Pass `{}` to make any lookup fail.
     """
 
     def __init__(
@@ -303,7 +326,7 @@ class ScheduledTableMocks(pulumi.runtime.Mocks):
         account: str = ACCOUNT,
         *,
         backend: Backend | None = None,
-        invokes: Mapping[str, Mapping[str, Any]] | None = None,
+        invokes: Mapping[str, Invoke] | None = None,
     ) -> None:
         self.region = region
         self.account = account
@@ -334,7 +357,9 @@ class ScheduledTableMocks(pulumi.runtime.Mocks):
                 f"ScheduledTableMocks has no answer for the lookup {args.token}: pass "
                 f"invokes={{{args.token!r}: {{...}}}} with the result to give"
             )
-        return dict(self.invokes[args.token]), []  # no check failures (None would break MockMonitor.Invoke)
+        answer = self.invokes[args.token]
+        result = answer(dict(args.args)) if callable(answer) else answer
+        return dict(result), []  # no check failures (None would break MockMonitor.Invoke)
 
     def registrations(self) -> list[Registration]:
         """Every resource except the stack, in registration order."""
@@ -361,7 +386,7 @@ def set_mocks(
     project: str = "project",
     stack: str = "stack",
     backend: Backend | None = None,
-    invokes: Mapping[str, Mapping[str, Any]] | None = None,
+    invokes: Mapping[str, Invoke] | None = None,
 ) -> ScheduledTableMocks:
     """`pulumi.runtime.set_mocks` with ScheduledTableMocks: every resource registered in this process from now on
     gets AWS-shaped outputs and is recorded. Starts a new root stack, so nothing exported earlier carries over."""
@@ -409,7 +434,7 @@ def run_with_mocks(
     account: str = ACCOUNT,
     project: str = "project",
     stack: str = "stack",
-    invokes: Mapping[str, Mapping[str, Any]] | None = None,
+    invokes: Mapping[str, Invoke] | None = None,
     backend: Backend | None = None,
 ) -> MockedStack:
     """Run `program` under ScheduledTableMocks, the way `pulumi up` would run it, and return what it did.

@@ -506,6 +506,9 @@ class Processor:
             "mode": MODE,
             "table": self.config["table"],
             "keys": decode_image(self._key(raw)),
+            # What `scheduled-table redrive target` needs to send the same due event again, under the same name.
+            "dueAt": format_due(datetime.fromtimestamp(task_due(raw), UTC)),
+            "occurrence": dedupe_name(identity_of(self._key(raw)), str(task_due(raw))),
             "item": without_index(decode_image(raw) or {}),
         }
         # A 400 KB item still dead-letters: without its body if need be, never retried forever for its size.

@@ -4,6 +4,8 @@
   `at(12:00:45)` may run at 12:00:03 or at 12:00:59. ministack fires after the named second, which hides every
   early-delivery bug. Here each `at()` runs at an instant drawn within its minute from a seeded generator; the seed
   is printed (`LOCALCLOUD_SEED` replays it). Used by ministack's Scheduler and by the universal-target emulator.
+- Recurring schedules (`rate`, `cron`) in their time zone, with DST, start and end dates, each firing anywhere in
+  its minute and with `<aws.scheduler.scheduled-time>` written into its input: see localcloud/recurring.py.
 - Lambda's at-least-once stream delivery: with `LOCALCLOUD_REDELIVER=<fraction>`, that fraction of the stream
   batches ministack hands a function is delivered again a few seconds later: whole (as after a function timeout),
   or from a record in the middle with everything after it (as a retry from a reported sequence number). Counts
@@ -197,7 +199,11 @@ def silence_ttl_reaper() -> None:
 
 
 def main() -> None:
-    patch_ministack(MinuteWindow(seed()))
+    from .recurring import install as fire_recurring_schedules
+
+    window = MinuteWindow(seed())
+    patch_ministack(window)
+    fire_recurring_schedules(window.instant)
     silence_ttl_reaper()
     enforce_limits()
     fraction = float(os.environ.get(REDELIVER_VARIABLE, "0") or 0)

@@ -36,8 +36,27 @@ def up(
     """Create or update every resource of the stack in the local AWS; returns them and the stack's exports."""
     region = stack_region(stack, project_dir, config_file)
     tables = stack_tables(stack, project_dir, config_file)
-    mocks = run_program(stack, project_dir, backend=Provisioner(endpoint, region).apply, config_file=config_file)
+    provisioner = Provisioner(endpoint, region)
+    for name in user_tables(tables):
+        if provisioner.ensure_table(name, next(a for _, a in tables if existing_name(a) == name)):
+            print(f"made table {name!r}, which the stack uses but does not own (in your AWS it would exist already)")
+    mocks = run_program(
+        stack, project_dir, backend=provisioner.apply, config_file=config_file, lookups=provisioner.lookups()
+    )
     return Deployment(stack, endpoint, region, mocks.registrations(), mocks.stack_outputs, tables)
+
+
+def existing_name(args: ScheduledTableArgs) -> str | None:
+    """The name of an existing table given by name only (looked up when deploying), else None."""
+    given = args.existing_table
+    if given is None or given.stream_arn is not None or not isinstance(given.name, str):
+        return None
+    return given.name
+
+
+def user_tables(tables: list[tuple[str, ScheduledTableArgs]]) -> list[str]:
+    """Tables the stack acts on but does not own: the local cloud makes them first, as they would exist on AWS."""
+    return sorted({n for _, args in tables if (n := existing_name(args)) is not None})
 
 
 def down(
@@ -46,7 +65,9 @@ def down(
     """Delete every resource the stack defines, dependents first; returns their names. Absent ones are skipped."""
     region = stack_region(stack, project_dir, config_file)
     provisioner = Provisioner(endpoint, region)
-    planned = run_program(stack, project_dir, backend=provisioner.plan, config_file=config_file).registrations()
+    planned = run_program(
+        stack, project_dir, backend=provisioner.plan, config_file=config_file, lookups=provisioner.lookups()
+    ).registrations()
     for registration in reversed(planned):
         provisioner.delete(registration.type, registration.name, registration.inputs)
     return [r.name for r in planned]

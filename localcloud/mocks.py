@@ -4,7 +4,18 @@ provisioner, which creates it for real."""
 
 from __future__ import annotations
 
-from components.testing import ACCOUNT, STACK_TYPE, Backend, RecordingMonitor, Registration, fabricate, set_mocks
+from collections.abc import Mapping
+
+from components.testing import (
+    ACCOUNT,
+    STACK_TYPE,
+    Backend,
+    Invoke,
+    RecordingMonitor,
+    Registration,
+    fabricate,
+    set_mocks,
+)
 from components.testing import ScheduledTableMocks as RecordingMocks
 
 __all__ = [
@@ -20,8 +31,13 @@ __all__ = [
 
 
 def install(
-    region: str = "eu-west-1", *, project: str = "scheduled-table", stack: str = "test", backend: Backend | None = None
+    region: str = "eu-west-1",
+    *,
+    project: str = "scheduled-table",
+    stack: str = "test",
+    backend: Backend | None = None,
+    lookups: Mapping[str, Invoke] | None = None,
 ) -> RecordingMocks:
-    """Route every Pulumi resource registration in this process to recording mocks. The component needs no lookups,
-    so none is answered (invokes={})."""
-    return set_mocks(region, project=project, stack=stack, backend=backend, invokes={})
+    """Route every Pulumi resource registration in this process to recording mocks. Only the `lookups` given are
+    answered (the component makes one only for an existing table given by name)."""
+    return set_mocks(region, project=project, stack=stack, backend=backend, invokes=dict(lookups or {}))

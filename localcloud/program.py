@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import runpy
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,10 @@ from pulumi.runtime.settings import get_root_resource
 
 from components.args import ScheduledTableArgs
 from components.stack_config import tables_from_config
-from components.testing import config_string
+from components.testing import config_string, fabricated_table
 
 from .interrupts import deferred
-from .mocks import Backend, RecordingMocks, install
+from .mocks import Backend, Invoke, RecordingMocks, install
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -81,13 +82,20 @@ def stack_tables(
 
 
 def run_program(
-    stack: str, project_dir: Path = REPO, backend: Backend | None = None, config_file: Path | None = None
+    stack: str,
+    project_dir: Path = REPO,
+    backend: Backend | None = None,
+    config_file: Path | None = None,
+    lookups: Mapping[str, Invoke] | None = None,
 ) -> RecordingMocks:
     """Execute the program under recording mocks whose backend creates (or fabricates) each resource; returns what
     it registered and exported. The program's own checks raise ValueError naming the setting and the fix; those
     become a `ConfigError` naming the file too."""
     config = stack_config(stack, project_dir, config_file)
-    mocks = install(stack_region(stack, project_dir, config_file), stack=stack, backend=backend)
+    region = stack_region(stack, project_dir, config_file)
+    if lookups is None:  # nothing to ask: answer as the fabricating backend would
+        lookups = {"aws:dynamodb/getTable:getTable": lambda args: fabricated_table(args["name"], region)}
+    mocks = install(region, stack=stack, backend=backend, lookups=lookups)
     pulumi.runtime.set_all_config(config)
 
     @pulumi.runtime.test

@@ -85,6 +85,59 @@ class Provisioner:
     def apply(self, typ: str, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return _kind(typ, name).apply(self, physical_name(name, inputs), inputs)
 
+    def get_table(self, args: dict[str, Any]) -> dict[str, Any]:
+        """`aws.dynamodb.getTable` answered from the local AWS, in the provider's wire shape (an existing table given
+        by name only is looked up with it)."""
+        ddb = self.client("dynamodb")
+        table = ddb.describe_table(TableName=args["name"])["Table"]
+        keys = {k["KeyType"]: k["AttributeName"] for k in table["KeySchema"]}
+        stream = table.get("StreamSpecification") or {}
+        ttl = ddb.describe_time_to_live(TableName=args["name"])["TimeToLiveDescription"]
+        return {
+            "name": table["TableName"],
+            "arn": table["TableArn"],
+            "hashKey": keys.get("HASH"),
+            "rangeKey": keys.get("RANGE", ""),
+            "streamEnabled": bool(stream.get("StreamEnabled")),
+            "streamViewType": stream.get("StreamViewType", ""),
+            "streamArn": table.get("LatestStreamArn", ""),
+            "ttl": {"enabled": ttl.get("TimeToLiveStatus") == "ENABLED", "attributeName": ttl.get("AttributeName", "")},
+            "globalSecondaryIndexes": [
+                {
+                    "name": index["IndexName"],
+                    "hashKey": next(k["AttributeName"] for k in index["KeySchema"] if k["KeyType"] == "HASH"),
+                    "rangeKey": next((k["AttributeName"] for k in index["KeySchema"] if k["KeyType"] == "RANGE"), ""),
+                }
+                for index in table.get("GlobalSecondaryIndexes", [])
+            ],
+        }
+
+    def lookups(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
+        """The data sources the program may call, answered from the local AWS."""
+        return {"aws:dynamodb/getTable:getTable": self.get_table}
+
+    def ensure_table(self, name: str, args: Any) -> bool:
+        """Make a table the stack expects to exist but does not own (an `ExistingTable` given by name), as a user's
+        own table would be: its keys, a NEW_AND_OLD_IMAGES stream. True if it had to be made."""
+        ddb = self.client("dynamodb")
+        try:
+            ddb.describe_table(TableName=name)
+            return False
+        except ClientError as error:
+            if error_code(error) != "ResourceNotFoundException":
+                raise
+        keys = [(args.partition_key, "HASH", args.partition_key_type)]
+        if args.sort_key:
+            keys.append((args.sort_key, "RANGE", args.sort_key_type))
+        ddb.create_table(
+            TableName=name,
+            KeySchema=[{"AttributeName": a, "KeyType": k} for a, k, _ in keys],
+            AttributeDefinitions=[{"AttributeName": a, "AttributeType": t} for a, _, t in keys],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )
+        return True
+
     def plan(self, typ: str, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """What `apply` would name things, without touching the cloud (`down` replays the program with this)."""
         _kind(typ, name)

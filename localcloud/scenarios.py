@@ -422,6 +422,89 @@ def verify_sender(deployment: Deployment) -> None:
     clients(deployment.endpoint, deployment.region)("sesv2").create_email_identity(EmailIdentity=SENDER_DOMAIN)
 
 
+@dataclass
+class Clinic(_Base):
+    """Beyond the articles, on a table the stack does not own (`clinic`), shared by two components: `clinic`
+    (eventbridge: reminders in the patient's time zone, a day-before-style reminder by `offsets`, a weekly one from a
+    cron expression) and `visits` (aggregate: minutes per patient).
+
+    - A weekly reminder, `cron(M H ? * DOW *)` in Asia/Kolkata (UTC+05:30), set for the first local minute at least
+      40 s ahead: it must arrive once, in that minute, its `dueAt` that minute in UTC (Scheduler's scheduled time).
+    - An appointment at a local time one minute later (written without an offset, read in its zone), with offsets
+      [-60, 0]: a reminder a minute before and one at the time, each once, `offsetSeconds` saying which.
+    - Visits of two patients: each total must end equal to the sum of their minutes, on the same table."""
+
+    zone: str = "Asia/Kolkata"
+    visits: dict[str, int] = field(default_factory=dict)
+    totals: dict[str, int] = field(default_factory=dict)
+    due_at: dict[str, str] = field(default_factory=dict)
+    wrong: list[str] = field(default_factory=list)
+
+    def start(self, now: float) -> None:
+        from zoneinfo import ZoneInfo
+
+        table = self.outputs["table_name"]
+        zone = ZoneInfo(self.zone)
+        weekly = datetime.fromtimestamp(now + 40, UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
+        local = weekly.astimezone(zone)
+        dow = (local.weekday() + 1) % 7 + 1  # AWS numbering: 1 = Sunday
+        expression = f"cron({local.minute} {local.hour} ? * {dow} *)"
+        put(self.client, table, {"PK": "PATIENT#1", "SK": "WEEKLY", "remindAt": expression, "timeZone": self.zone})
+        appointment = (local + timedelta(minutes=1)).replace(tzinfo=None)
+        put(
+            self.client,
+            table,
+            {"PK": "PATIENT#2", "SK": "APPT#1", "remindAt": appointment.isoformat(), "timeZone": self.zone},
+        )
+        at = appointment.replace(tzinfo=zone).timestamp()
+        self.expected = {"WEEKLY": weekly.timestamp(), "APPT#1-60": at - 60, "APPT#10": at}
+        self.due_at = {
+            "WEEKLY": iso_seconds(weekly.timestamp()),
+            "APPT#1-60": iso_seconds(at),
+            "APPT#10": iso_seconds(at),
+        }
+        visits = [("PATIENT#1", 30), ("PATIENT#2", 45), ("PATIENT#1", 20), ("PATIENT#2", 15), ("PATIENT#1", 10)]
+        put_many(self.client, table, [{"PK": f"VISIT#{n}", "SK": p, "minutes": m} for n, (p, m) in enumerate(visits)])
+        for patient, minutes in visits:
+            self.visits[patient] = self.visits.get(patient, 0) + minutes
+        self.expected.update({f"total {p}": time.time() for p in self.visits})
+        self.written = 2 + len(visits)
+
+    def observe(self) -> list[Delivery]:
+        for body, at in drain_due_events(self.client, self.outputs["due_queue_url"]):
+            key = f"{body['keys']['SK']}{body.get('offsetSeconds', '')}"
+            self.deliveries.append(Delivery(key, at))
+            if body["dueAt"] != self.due_at.get(key):
+                self.wrong.append(f"{key}: dueAt {body['dueAt']}, expected {self.due_at.get(key)}")
+            if key == "WEEKLY":
+                # Once is enough for the demo: the item goes, and with it its recurring schedule.
+                self.client("dynamodb").delete_item(
+                    TableName=self.outputs["table_name"], Key={"PK": {"S": "PATIENT#1"}, "SK": {"S": "WEEKLY"}}
+                )
+        ddb = self.client("dynamodb")
+        for patient, minutes in self.visits.items():
+            found = ddb.get_item(
+                TableName=self.outputs["table_name"], Key={"PK": {"S": patient}, "SK": {"S": "TOTAL"}}
+            ).get("Item")
+            self.totals[patient] = int(found["totalMinutes"]["N"]) if found else 0
+            key = f"total {patient}"
+            if self.totals[patient] == minutes and not any(d.key == key for d in self.deliveries):
+                self.deliveries.append(Delivery(key, time.time()))
+        return self.deliveries
+
+    def outcome(self) -> Outcome:
+        result = super().outcome()
+        result.unexpected += self.wrong
+        over = [p for p, t in self.totals.items() if t > self.visits[p]]
+        result.duplicates += len(over)
+        return result
+
+
+def iso_seconds(epoch: float) -> str:
+    """The due event's form of a time: whole seconds, Z."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def scenarios(deployment: Deployment) -> list[Scenario]:
     """The workload for each table of the local stack."""
     return [
@@ -431,6 +514,7 @@ def scenarios(deployment: Deployment) -> list[Scenario]:
         ExpiringSessions(deployment, "offers", "offers (precise)", "ttl", count=8, repeat=False),
         PollingJobs(deployment, "jobs", "jobs (seed 002)", "polling"),
         ScoreTotals(deployment, "scores", "scores (seed 003)", "aggregate"),
+        Clinic(deployment, "clinic", "clinic (existing table, zone, offsets, weekly cron)", "eventbridge"),
     ]
 
 
@@ -442,7 +526,7 @@ def count_redeliveries(outcomes: list[Outcome], counts: dict[str, int]) -> None:
 
 
 def run(
-    chosen: list[Scenario], timeout: float = 240.0, settle: float = 10.0, on_tick: Callable[[], None] | None = None
+    chosen: list[Scenario], timeout: float = 300.0, settle: float = 10.0, on_tick: Callable[[], None] | None = None
 ) -> list[Outcome]:
     """Start every scenario, observe until all expected actions arrived (or `timeout`), then keep watching for
     `settle` seconds so a duplicate or a forbidden action would still be caught."""

@@ -8,6 +8,7 @@ import components
 def test_public_api_is_exactly_this() -> None:
     assert sorted(components.__all__) == [
         "EmailTarget",
+        "EventBusTarget",
         "ExistingTable",
         "FunctionTarget",
         "Mode",

@@ -58,7 +58,7 @@ class Built:
 
 @pytest.fixture
 def build() -> Callable[..., Built]:
-    def _build(name: str = "rem", **kwargs: Any) -> Built:
+    def _build(name: str = "rem", invokes: dict[str, Any] | None = None, **kwargs: Any) -> Built:
         kwargs.setdefault("mode", "eventbridge")
         holder: dict[str, ScheduledTable] = {}
 
@@ -66,8 +66,8 @@ def build() -> Callable[..., Built]:
             component = holder["component"] = ScheduledTable(name, ScheduledTableArgs(**kwargs))
             return {n: getattr(component, n) for n in OUTPUT_NAMES if getattr(component, n) is not None}
 
-        # invokes={}: the component must not need lookups.
-        stack = run_with_mocks(program, project="scheduled-table", stack="test", invokes={})
+        # invokes={}: the component must not need lookups (but an existing table given by name is looked up).
+        stack = run_with_mocks(program, project="scheduled-table", stack="test", invokes=invokes or {})
         return Built(stack.mocks, holder["component"], stack.result)
 
     return _build

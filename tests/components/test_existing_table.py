@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from components import ExistingTable, ScheduledTableArgs
-from components.existing import table_arn_of
+from components.existing import table_arn_of, table_problems
 from components.stack_config import DictConfig, args_from_config
 from tests.components.conftest import Built
 from tests.components.test_stack_config import FakeConfig
@@ -95,3 +95,80 @@ def test_stack_config_reads_an_existing_table_and_refuses_unknown_keys() -> None
     wrong = DictConfig({"mode": "eventbridge", "existingTable": {"name": TABLE, "streamARN": STREAM}}, FakeConfig({}))
     with pytest.raises(ValueError, match=r"existingTable\.streamARN: unknown key; did you mean streamArn"):
         args_from_config(wrong)
+
+
+GET_TABLE = "aws:dynamodb/getTable:getTable"
+
+
+def described(**changes: Any) -> dict[str, Any]:
+    """getTable's answer for TABLE (the provider's camelCase wire shape), with `changes`."""
+    table = {
+        "name": TABLE,
+        "arn": TABLE_ARN,
+        "hashKey": "PK",
+        "rangeKey": "SK",
+        "streamEnabled": True,
+        "streamViewType": "NEW_AND_OLD_IMAGES",
+        "streamArn": STREAM,
+        "ttl": {"enabled": False, "attributeName": ""},
+        "globalSecondaryIndexes": [],
+    }
+    return {**table, **changes}
+
+
+def lookups(seen: list[str], **changes: Any) -> dict[str, Any]:
+    def get_table(args: dict[str, Any]) -> dict[str, Any]:
+        seen.append(args["name"])
+        return described(**changes)
+
+    return {GET_TABLE: get_table}
+
+
+def test_a_table_given_by_name_is_looked_up_for_its_stream_and_used_as_given(build: Build) -> None:
+    seen: list[str] = []
+    built = build(mode="eventbridge", existing_table=ExistingTable(TABLE), invokes=lookups(seen), alarms=False)
+    assert seen == [TABLE]
+    (mapping,) = built.of_type("EventSourceMapping")
+    assert mapping.inputs["eventSourceArn"] == STREAM
+    assert built.outputs["table_arn"] == TABLE_ARN and built.outputs["stream_arn"] == STREAM
+    assert "rem-table" not in [r.name for r in built.of_type("dynamodb/table:Table")]
+
+
+@pytest.mark.parametrize(
+    ("mode", "changes", "message"),
+    [
+        ("eventbridge", {"streamEnabled": False, "streamArn": ""}, "table 'appointments' has no stream; enable one"),
+        (
+            "eventbridge",
+            {"streamViewType": "KEYS_ONLY"},
+            "table 'appointments' streams KEYS_ONLY; ScheduledTable needs",
+        ),
+        ("eventbridge", {"hashKey": "id"}, "has partition key 'id', not 'PK'; pass partition_key='id'"),
+        ("eventbridge", {"rangeKey": ""}, "has sort key None, not 'SK'; pass sort_key=None"),
+        ("ttl", {}, "does not expire items by 'dueAt'; enable TTL on 'dueAt'"),
+        ("polling", {}, "has no due index; add global secondary index 'due' with partition key 'stShard' (N)"),
+    ],
+)
+def test_a_looked_up_table_missing_what_the_mode_needs_fails_the_deploy_naming_it(
+    build: Build, mode: str, changes: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(Exception, match=r"existing_table: .*" + message.replace("(", r"\(").replace(")", r"\)")):
+        build(mode=mode, existing_table=ExistingTable(TABLE), invokes=lookups([], **changes), alarms=False)
+
+
+def test_what_each_mode_needs_of_a_looked_up_table() -> None:
+    table = {
+        "name": TABLE,
+        "stream_enabled": True,
+        "stream_arn": STREAM,
+        "stream_view_type": "NEW_AND_OLD_IMAGES",
+        "hash_key": "PK",
+        "range_key": "SK",
+        "ttl": {"enabled": True, "attribute_name": "expiresAt"},
+        "global_secondary_indexes": [{"name": "due", "hash_key": "stShard", "range_key": "stDue"}],
+    }
+    keys = {"partition_key": "PK", "sort_key": "SK"}
+    for mode in ("eventbridge", "polling", "aggregate"):
+        assert table_problems(table, mode=mode, time_attribute="dueAt", **keys) == []
+    assert table_problems(table, mode="ttl", time_attribute="expiresAt", **keys) == []
+    assert len(table_problems(table, mode="ttl", time_attribute="dueAt", **keys)) == 1

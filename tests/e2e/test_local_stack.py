@@ -129,9 +129,21 @@ def test_score_totals_equal_the_sum_of_each_players_scores_and_the_bad_score_is_
     assert "not a number" in json.loads(message["Body"])["reason"]
 
 
+def test_a_shared_existing_table_gets_zoned_reminders_two_offsets_a_weekly_cron_and_totals(
+    outcomes: dict[str, Outcome],
+) -> None:
+    clinic = outcomes["clinic"]
+    # The weekly cron (Asia/Kolkata), the appointment's two reminders (-60 s and at the time), two patients' totals;
+    # each once, none early, every dueAt the UTC time Scheduler scheduled (checked as they arrive).
+    assert (clinic.written, clinic.expected) == (7, 5)
+    assert_exactly_once(clinic)
+
+
 def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment: Deployment) -> None:
     state = snapshot(deployment.endpoint)
     assert state["tables"] == [
+        "clinic",  # not the stack's: the local cloud made it first, as your own table would exist on AWS
+        "clinic-ledger",
         "jobs-ledger",
         "jobs-table",
         "offers-ledger",
@@ -144,9 +156,11 @@ def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment:
         "sessions-table",
         "tasks-ledger",
         "tasks-table",
+        "visits-ledger",
     ]
     assert state["ttl"]["sessions-table"] == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expiresAt"}
     assert state["functions"] == [
+        "clinic-scheduler",
         "jobs-assigner",
         "jobs-processor",
         "offers-executor",
@@ -154,10 +168,18 @@ def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment:
         "scores-aggregator",
         "sessions-executor",
         "tasks-scheduler",
+        "visits-aggregator",
     ]
-    assert len(state["mappings"]) == 6
+    assert len(state["mappings"]) == 8
+    # The two components on `clinic` read its one stream, each through its own filter.
+    assert sum(m[1] == deployment.outputs["clinic"]["stream_arn"] for m in state["mappings"]) == 2
     assert state["rules"] == ["jobs-tick"]
-    assert state["schedule_groups"] == ["offers-schedules", "reminders-schedules", "tasks-schedules"]
+    assert state["schedule_groups"] == [
+        "clinic-schedules",
+        "offers-schedules",
+        "reminders-schedules",
+        "tasks-schedules",
+    ]
     assert deployment.outputs["tasks"]["due_queue_url"].startswith(deployment.endpoint)
 
 
@@ -172,4 +194,8 @@ def test_down_removes_everything_the_stack_created(deployment: Deployment) -> No
     removed = down(deployment.endpoint)
     assert len(removed) == len(deployment.resources)
     state = snapshot(deployment.endpoint)
-    assert {k: v for k, v in state.items() if v} == {}
+    # What is left is the table the stack acts on but does not own.
+    assert {k: v for k, v in state.items() if v} == {
+        "tables": ["clinic"],
+        "ttl": {"clinic": {"TimeToLiveStatus": "DISABLED"}},
+    }

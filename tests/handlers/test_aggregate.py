@@ -31,13 +31,9 @@ HORIZON = 3960
 T0 = 2_000_000 * aggregate.BUCKET_SECONDS
 
 
-@pytest.fixture
-def agg_env(env: Env) -> Iterator[Env]:
-    ledger = env.ledger()
-    config: HandlerConfig = copy.deepcopy(env.config)
-    config["mode"] = "aggregate"
-    config.pop("scheduler")
-    config["aggregate"] = {
+def aggregate_section(ledger: str, horizon: int = HORIZON) -> Any:
+    """The `aggregate` part of a handler config: seed 003's layout, sums, inserts only."""
+    return {
         "sourcePrefix": "SCORE",
         "valueAttribute": "Score",
         "groupFrom": "SK",
@@ -47,8 +43,17 @@ def agg_env(env: Env) -> Iterator[Env]:
         "onChange": "ignore",
         "ledgerTable": ledger,
         "windowSeconds": 3600,
-        "horizonSeconds": HORIZON,
+        "horizonSeconds": horizon,
     }
+
+
+@pytest.fixture
+def agg_env(env: Env) -> Iterator[Env]:
+    ledger = env.ledger()
+    config: HandlerConfig = copy.deepcopy(env.config)
+    config["mode"] = "aggregate"
+    config.pop("scheduler")
+    config["aggregate"] = aggregate_section(ledger)
     env.config = config
     RINGS.clear()
     boto3.DEFAULT_SESSION.events.register("before-parameter-build.dynamodb.UpdateItem", _number_range)

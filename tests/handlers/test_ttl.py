@@ -24,12 +24,9 @@ TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 NOW = datetime.now(UTC).replace(microsecond=0)
 
 
-@pytest.fixture
-def ttl_env(env: Env) -> Env:
-    ledger = env.ledger()
-    config: HandlerConfig = copy.deepcopy(env.config)
-    config["mode"] = "ttl"
-    config["ttl"] = {
+def ttl_section(ledger: str) -> Any:
+    """The `ttl` part of a handler config (plain TTL, the component's default attribute names)."""
+    return {
         "ledgerTable": ledger,
         "leaseSeconds": 90,
         "windowSeconds": 172800,
@@ -38,6 +35,14 @@ def ttl_env(env: Env) -> Env:
         "occurrenceAttribute": "occurrence",
         "precise": False,
     }
+
+
+@pytest.fixture
+def ttl_env(env: Env) -> Env:
+    ledger = env.ledger()
+    config: HandlerConfig = copy.deepcopy(env.config)
+    config["mode"] = "ttl"
+    config["ttl"] = ttl_section(ledger)
     env.config = config
     return env
 

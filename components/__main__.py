@@ -1,0 +1,7 @@
+"""`python -m scheduled_table redrive ...`: the same command as the installed `scheduled-table`."""
+
+from __future__ import annotations
+
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,100 @@
+"""`scheduled-table` (also `python -m scheduled_table`): the operator's command. Thin: argparse, boto3 clients, and
+one line per message from `redrive`.
+
+boto3 is imported here, lazily, and is not a dependency of the package: the component is a Pulumi library and
+never talks to AWS itself. The command says so, with the fix, when boto3 is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from . import redrive
+
+PATHS = {
+    "poison": (redrive.poison, "poison queue"),
+    "stream": (redrive.stream_dlq, "stream DLQ"),
+    "target": (redrive.target_dlq, "target DLQ"),
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="scheduled-table", description="Operate a ScheduledTable's deployed stack.")
+    commands = top.add_subparsers(dest="command", required=True)
+    command = commands.add_parser(
+        "redrive",
+        help="get parked work back after a fix",
+        description=(
+            "Replay what a ScheduledTable parked, once its cause is fixed. poison: re-run parked records through the "
+            "consumer function; stream: re-read failed batches from the stream (while it still holds them: 24 h) "
+            "and re-run them; target: send dead-lettered due events to the target again. A message is deleted only "
+            "once what it holds succeeded. Exit status 1 when something could not be redriven."
+        ),
+    )
+    command.add_argument("source", choices=sorted(PATHS), help="which queue to redrive from")
+    command.add_argument(
+        "--function",
+        required=True,
+        help="the consumer function (the stack's function_name output); its "
+        "configuration and event source mapping name the queues",
+    )
+    command.add_argument("--queue-url", help="read this queue instead of the one the function's configuration names")
+    command.add_argument("--endpoint-url", help="another AWS endpoint, e.g. the local cloud's http://127.0.0.1:4566")
+    command.add_argument("--region", help="AWS region (default: your AWS configuration's)")
+    command.add_argument("--max", type=int, dest="limit", metavar="N", help="redrive at most N messages")
+    command.add_argument("--reason", help="only messages whose reason matches this regular expression")
+    command.add_argument("--dry-run", action="store_true", help="list what would be redriven; change nothing")
+    return top
+
+
+def clients(endpoint_url: str | None, region: str | None) -> redrive.Client:
+    """One boto3 client per service, created on first use. Against a local endpoint without credentials configured,
+    the local cloud's dummy ones are used (it accepts any)."""
+    try:
+        import boto3
+    except ImportError:
+        raise SystemExit(
+            "scheduled-table redrive needs boto3, which the package does not install (the component never calls "
+            "AWS): pip install boto3"
+        ) from None
+    session = boto3.session.Session(region_name=region)
+    if endpoint_url and session.get_credentials() is None:
+        session = boto3.session.Session(
+            region_name=region or "us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
+        )
+    made: dict[str, Any] = {}
+
+    def client(service: str) -> Any:
+        if service not in made:
+            made[service] = session.client(service, endpoint_url=endpoint_url)
+        return made[service]
+
+    return client
+
+
+def main(argv: Sequence[str] | None = None, client: redrive.Client | None = None, emit: redrive.Emit = print) -> int:
+    """0: everything in scope was redriven (or, with --dry-run, could be); 1: something could not be; 2: nothing
+    could start (a wrong function name, a missing queue)."""
+    args = parser().parse_args(argv)
+    try:
+        pattern = re.compile(args.reason) if args.reason else None
+    except re.error as error:
+        print(f"scheduled-table: --reason {args.reason!r} is not a regular expression: {error}", file=sys.stderr)
+        return 2
+    run, label = PATHS[args.source]
+    report = redrive.Report(emit=emit)
+    try:
+        aws = client or clients(args.endpoint_url, args.region)
+        stack = redrive.discover(aws, args.function)
+        if args.queue_url:
+            stack = redrive.replace_queue(stack, args.source, args.queue_url)
+        run(aws, stack, report, redrive.Selection(pattern, args.limit, args.dry_run, redrive.WAIT_SECONDS))
+    except redrive.RedriveError as error:
+        print(f"scheduled-table: {error}", file=sys.stderr)
+        return 2
+    emit(("dry run, nothing changed. " if args.dry_run else "") + report.summary(label))
+    return 0 if report.ok else 1

@@ -1,0 +1,217 @@
+"""Redrive from the poison queue: parked records re-run through the consumer (the real eventbridge handler, run
+in-process for the stand-in function) after the fix; a message goes only once its record succeeded."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import eventbridge
+import pytest
+from st_core.poison import poison_message
+
+from components.filters import eventbridge_filters
+from tests.handlers.conftest import Env
+from tests.redrive.conftest import Function, bodies, queue, run
+
+PAST = "2020-01-01T00:00:00Z"
+
+
+@pytest.fixture
+def broken(env: Env) -> Iterator[tuple[Env, Function, str]]:
+    """An eventbridge table whose target queue does not exist yet (deleted, a wrong ARN): due times already past
+    are delivered at once, fail with the queue missing, and are parked. Yields the env, the consumer, and the
+    target queue's name (create it to fix the target)."""
+    name = f"fixed-{env.table}"
+    env.config["target"] = {"kind": "sqs", "arn": f"arn:aws:sqs:eu-west-1:123456789012:{name}"}
+    function = Function(
+        env, lambda event, config: eventbridge.handle_batch(event, config), eventbridge_filters("dueAt")
+    )
+    yield env, function, name
+
+
+def write_past_due(env: Env, *pks: str) -> None:
+    for pk in pks:
+        env.put({"PK": pk, "SK": "A", "dueAt": PAST})
+    eventbridge.handle_batch(env.event(), env.config)
+
+
+def fix(env: Env, name: str) -> str:
+    return queue(env, name)[0]
+
+
+def delivered(env: Env, url: str) -> list[str]:
+    return sorted(body["keys"]["PK"] for body in bodies(env, url))
+
+
+def test_parked_records_are_delivered_once_after_the_fix_and_their_messages_deleted(broken: Any) -> None:
+    env, function, name = broken
+    write_past_due(env, "a", "b")
+    parked = bodies(env, env.poison_url)
+    assert len(parked) == 2 and all(
+        "NonExistentQueue" in p["reason"] or "QueueDoesNotExist" in p["reason"] for p in parked
+    ), parked
+    target = fix(env, name)
+
+    status, lines = run("poison", function)
+
+    assert status == 0, lines
+    assert delivered(env, target) == ["a", "b"]
+    assert bodies(env, env.poison_url) == []
+    assert [line.split()[0] for line in lines[:-1]] == ["replayed", "replayed"]
+    assert lines[-1] == "poison queue: 2 replayed"
+
+
+def test_a_record_that_fails_again_is_parked_again_with_its_new_message_only(broken: Any) -> None:
+    env, function, _ = broken
+    write_past_due(env, "a")
+    [old] = bodies(env, env.poison_url)
+
+    status, lines = run("poison", function)  # not fixed: the handler parks the record again
+
+    assert status == 1
+    assert lines[0].startswith("parked again") and '{"PK": "a", "SK": "A"}' in lines[0]
+    [new] = bodies(env, env.poison_url)  # the old message is gone, the new one holds the same record
+    assert new["record"] == old["record"] and new["failedAt"] >= old["failedAt"]
+    assert lines[-1] == "poison queue: 1 parked again"
+
+
+def test_a_record_still_failing_transiently_keeps_its_message_and_holds_back_its_items_later_records(
+    broken: Any,
+) -> None:
+    env, function, name = broken
+    write_past_due(env, "a", "b")
+    env.put({"PK": "a", "SK": "A", "dueAt": "2020-01-02T00:00:00Z"})  # a moved: a new occurrence, parked too
+    eventbridge.handle_batch(env.event(), env.config)
+    assert len({m["eventID"] for m in bodies(env, env.poison_url)}) == 3  # the MODIFY parks both its occurrences
+    target = fix(env, name)
+    first_of_a = min(
+        (m["record"] for m in bodies(env, env.poison_url) if m["record"]["dynamodb"]["Keys"]["PK"]["S"] == "a"),
+        key=lambda r: int(r["dynamodb"]["SequenceNumber"]),
+    )
+    seq = first_of_a["dynamodb"]["SequenceNumber"]
+
+    def throttled(records: list[dict[str, Any]]) -> Any:
+        # a's first record meets throttling again: the handler reports it (and, per item, nothing after it).
+        if any(r["dynamodb"]["SequenceNumber"] == seq for r in records):
+            return {"batchItemFailures": [{"itemIdentifier": seq}]}
+        return None
+
+    function.answer = throttled
+    status, lines = run("poison", function)
+
+    assert status == 1
+    assert delivered(env, target) == ["b"]
+    kept = bodies(env, env.poison_url)
+    assert {m["record"]["dynamodb"]["Keys"]["PK"]["S"] for m in kept} == {"a"}  # all of a's, visible again
+    assert len({m["eventID"] for m in kept}) == 2
+    outcomes = sorted(line.split()[0] for line in lines[:-1])
+    assert outcomes == ["failed", "failed", "replayed"]
+    assert any("held back" in line for line in lines)
+
+
+def test_only_messages_whose_reason_matches_are_replayed(broken: Any) -> None:
+    env, function, name = broken
+    write_past_due(env, "a")
+    other = {"eventID": "x", "eventName": "INSERT", "dynamodb": {"Keys": {"PK": {"S": "z"}}, "SequenceNumber": "9"}}
+    env.sqs.send_message(
+        QueueUrl=env.poison_url,
+        MessageBody=poison_message(record=other, reason="something else", error="E", mode="eventbridge", table="t"),
+    )
+    target = fix(env, name)
+
+    status, lines = run("poison", function, "--reason", "NonExistentQueue|QueueDoesNotExist")
+
+    assert status == 0, lines
+    assert delivered(env, target) == ["a"]
+    assert [m["reason"] for m in bodies(env, env.poison_url)] == ["something else"]
+
+
+def test_a_dry_run_lists_keys_reason_and_time_and_changes_nothing(broken: Any) -> None:
+    env, function, name = broken
+    write_past_due(env, "a")
+    [parked] = bodies(env, env.poison_url)
+    target = fix(env, name)
+
+    status, lines = run("poison", function, "--dry-run")
+
+    assert status == 0
+    assert lines[0].startswith("would replay") and '"PK": "a"' in lines[0]
+    assert parked["failedAt"] in lines[0] and "NonExistentQueue" in lines[0]
+    assert lines[-1] == "dry run, nothing changed. poison queue: 1 would replay"
+    assert function.invoked == [] and delivered(env, target) == []
+    assert bodies(env, env.poison_url) == [parked]  # still there, and visible at once
+
+
+def test_a_trimmed_record_is_not_replayed_and_its_message_stays(broken: Any) -> None:
+    env, function, name = broken
+    fix(env, name)
+    big = {
+        "eventID": "big",
+        "eventName": "INSERT",
+        "dynamodb": {
+            "Keys": {"PK": {"S": "big"}, "SK": {"S": "A"}},
+            "SequenceNumber": "5",
+            "NewImage": {"PK": {"S": "big"}, "SK": {"S": "A"}, "blob": {"S": "x" * 1_100_000}},
+        },
+    }
+    body = poison_message(record=big, reason="too big", error="E", mode="eventbridge", table="t")
+    assert "record trimmed" in json.loads(body)["note"]  # what the handlers park for a record over 1 MiB
+    env.sqs.send_message(QueueUrl=env.poison_url, MessageBody=body)
+
+    status, lines = run("poison", function)
+
+    assert status == 1 and function.invoked == []
+    assert lines[0].startswith("cannot replay") and "write the item again" in lines[0]
+    assert len(bodies(env, env.poison_url)) == 1
+
+
+def test_two_messages_of_one_record_replay_it_once_and_both_go(broken: Any) -> None:
+    env, function, name = broken
+    write_past_due(env, "a")
+    [parked] = bodies(env, env.poison_url)
+    env.sqs.send_message(QueueUrl=env.poison_url, MessageBody=json.dumps(parked))  # parked on a redelivery too
+    target = fix(env, name)
+
+    status, lines = run("poison", function)
+
+    assert status == 0, lines
+    assert [len(records) for records in function.invoked] == [1]
+    assert delivered(env, target) == ["a"] and bodies(env, env.poison_url) == []
+    assert "(2 messages)" not in lines[0]
+
+
+def test_an_occurrence_already_delivered_is_not_delivered_again_by_a_redrive(env: Env) -> None:
+    """Exactly once under redrive (eventbridge): the record was applied (its due time past, delivered at once), and
+    also parked (a redelivery that met a fault, say). Replaying it meets the ledger, which says delivered."""
+    function = Function(
+        env, lambda event, config: eventbridge.handle_batch(event, config), eventbridge_filters("dueAt")
+    )
+    env.put({"PK": "a", "SK": "A", "dueAt": PAST})
+    event = env.event()
+    assert eventbridge.handle_batch(event, env.config) == {"batchItemFailures": []}
+    assert delivered(env, env.due_queue_url) == ["a"]
+    [record] = event["Records"]
+    env.sqs.send_message(
+        QueueUrl=env.poison_url,
+        MessageBody=poison_message(record=record, reason="Throttled", error="E", mode="eventbridge", table=env.table),
+    )
+
+    status, lines = run("poison", function)
+
+    assert status == 0, lines
+    assert len(function.invoked) == 1
+    assert delivered(env, env.due_queue_url) == ["a"]  # still one delivery
+    assert bodies(env, env.poison_url) == []
+
+
+def test_an_unknown_function_is_a_clear_error(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    function = Function(env, lambda event, config: None, [])
+    function.name = "deployed"
+    from components.cli import main
+    from tests.redrive.conftest import aws
+
+    status = main(["redrive", "poison", "--function", "nope"], client=aws(function), emit=lambda _: None)
+    assert status == 2
+    assert "function 'nope': ResourceNotFoundException" in capsys.readouterr().err
