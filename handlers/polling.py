@@ -202,6 +202,24 @@ class Processor:
             "Limit": PAGE_SIZE,
         }
 
+    def _query(self, ddb: Any, query: dict[str, Any]) -> dict[str, Any]:
+        """One page of the due index. A table without the index (one the component does not own, given with its
+        stream ARN, so nothing checked it at deploy) fails every tick: say which index and how to add it, in the
+        log and in the error the alarm counts."""
+        try:
+            page: dict[str, Any] = ddb.query(**query)
+        except Exception as exc:
+            # AWS: ValidationException "The table does not have the specified index"; moto: ResourceNotFound.
+            if error_code(exc) not in ("ValidationException", "ResourceNotFoundException") or "index" not in str(exc):
+                raise
+            fix = (
+                f"table {self.config['table']!r} has no due index {INDEX_NAME!r}: add a global secondary index "
+                f"{INDEX_NAME!r} with partition key {SHARD!r} (N) and sort key {DUE!r} (N), projection ALL"
+            )
+            log.error("due-index-missing", table=self.config["table"], fix=fix)
+            raise RuntimeError(fix) from exc
+        return page
+
     def _drain(self, shard: _Shard) -> tuple[TickReport, Exception | None]:
         """Take the shard's due items a page at a time until none is left, the time is up, or a younger tick is
         found reading it. Each page is no larger than the time left can take at the shard's pace, so a tick that
@@ -223,7 +241,7 @@ class Processor:
                     counts.out_of_time = True
                     counts.backlogged_shards = 1
                     return counts, None
-                page: dict[str, Any] = ddb.query(**{**query, "Limit": limit})
+                page: dict[str, Any] = self._query(ddb, {**query, "Limit": limit})
                 outcomes, error = self._run_page(page.get("Items", []), shard)
                 counts.tally(outcomes)
                 if error is not None:

@@ -3,6 +3,7 @@ retries and completions read back from the table and the queues."""
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections.abc import Iterator
@@ -331,3 +332,14 @@ def test_the_helper_refuses_what_the_index_cannot_hold() -> None:
         pending_attributes({"PK": "a"}, 0, shards=0)
     with pytest.raises(ValueError, match="cannot be a boolean"):
         pending_attributes({"PK": True}, 0)
+
+
+def test_a_table_without_the_due_index_fails_each_tick_naming_the_index_to_add(
+    polling_env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An existing table given with its stream ARN is not looked up at deploy: the first tick is where it shows.
+    config = copy.deepcopy(polling_env.config)
+    config["table"] = polling_env.table.removeprefix("polling-")  # the handler env's table: no index
+    with pytest.raises(RuntimeError, match=r"has no due index 'due': add a global secondary index 'due' with"):
+        process(config, now=lambda: NOW)
+    assert any("due-index-missing" in record.getMessage() for record in caplog.records)
