@@ -21,6 +21,8 @@ from typing import Any
 
 from components.packaging import runtime_module
 
+from .emulators import UNIVERSAL_PREFIX
+
 Instant = Callable[[str, float], float]  # (what fires, its scheduled epoch) -> when it runs (MinuteWindow.instant)
 CONTEXT_ATTRIBUTES = ("scheduled-time", "schedule-arn", "execution-id", "attempt-number")
 
@@ -135,11 +137,16 @@ def install(instant: Instant) -> None:
         previous = (get_account_id(), get_region())
         try:
             for state_key, schedule in list(scheduler._schedules._data.items()):
-                if not is_recurring(schedule.get("ScheduleExpression", "")):
+                universal = str((schedule.get("Target") or {}).get("Arn", "")).startswith(UNIVERSAL_PREFIX)
+                recurring = is_recurring(schedule.get("ScheduleExpression", ""))
+                if universal or recurring:
+                    # ministack's own tick skips a schedule it believes fired just now. Universal targets are the
+                    # emulators' (localcloud/emulators.py); left to ministack, it would fail to call one and delete
+                    # the schedule, sometimes before the emulator had seen it.
+                    scheduler._schedule_last_fired[state_key] = now
+                if universal or not recurring:
                     continue
                 live.add(state_key)
-                # ministack's own tick skips a schedule it believes fired just now: keep it off the recurring ones.
-                scheduler._schedule_last_fired[state_key] = now
                 if schedule.get("State") != "ENABLED":
                     continue
                 scheduled = ticker.due(state_key, schedule, moment)

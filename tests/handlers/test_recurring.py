@@ -148,13 +148,14 @@ def test_start_and_end_become_the_schedules_window(env: Env) -> None:
 def test_a_start_already_past_is_dropped_and_a_rate_keeps_its_phase(env: Env) -> None:
     # Scheduler refuses a StartDate more than five minutes ago (tests/aws_rules.py). A cron rule does not depend on
     # its start; a rate does (every 6 hours from 01:00), so it starts at its next firing instead.
-    started = NOW.replace(minute=0, second=0) - timedelta(days=3, hours=5)
+    now = datetime.now(UTC)
+    started = now.replace(minute=0, second=0, microsecond=0) - timedelta(days=3, hours=5)
     zoned(env).put(item(dueAt="rate(6 hours)", recurrenceStart=iso(started)))
     run(env)
     (schedule,) = env.schedules()
     first = schedule["StartDate"]
-    assert first > NOW and (first - started).total_seconds() % (6 * 3600) == 0
-    assert first - NOW <= timedelta(hours=6, seconds=10)
+    assert first > now and (first - started).total_seconds() % (6 * 3600) == 0
+    assert first - datetime.now(UTC) <= timedelta(hours=6, seconds=10)
     env.put(item(dueAt=WEEKLY, recurrenceStart=iso(started), note="x"))
     run(env)
     (schedule,) = env.schedules()
