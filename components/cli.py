@@ -68,9 +68,16 @@ def clients(endpoint_url: str | None, region: str | None) -> redrive.Client:
         )
     made: dict[str, Any] = {}
 
+    from botocore.config import Config
+
+    # A replay is a RequestResponse invoke that may run up to Lambda's 900 s: wait for it, and never let botocore
+    # invoke again on a read timeout while the first run still goes (it would report done work as failed).
+    invoke = Config(read_timeout=960, connect_timeout=10, retries={"max_attempts": 1})
+
     def client(service: str) -> Any:
         if service not in made:
-            made[service] = session.client(service, endpoint_url=endpoint_url)
+            config = invoke if service == "lambda" else None
+            made[service] = session.client(service, endpoint_url=endpoint_url, config=config)
         return made[service]
 
     return client

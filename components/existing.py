@@ -96,7 +96,12 @@ def table_problems(
         index, shard, due = _due_index()
         have = {i.get("name"): i for i in found.get("global_secondary_indexes") or []}
         given = have.get(index) or {}
-        if (given.get("hash_key"), given.get("range_key")) != (shard, due):
+        # The processor builds each due event from the index's copy of the item: it must hold the whole item.
+        if (given.get("hash_key"), given.get("range_key"), given.get("projection_type") or "ALL") != (
+            shard,
+            due,
+            "ALL",
+        ):
             problems.append(
                 f"table {name!r} has no due index; add global secondary index {index!r} with partition key "
                 f"{shard!r} (N) and sort key {due!r} (N), projection ALL"
@@ -113,7 +118,7 @@ def looked_up(result: Any) -> dict[str, Any]:
     ttl = getattr(result, "ttl", None)
     plain["ttl"] = {"enabled": getattr(ttl, "enabled", None), "attribute_name": getattr(ttl, "attribute_name", None)}
     plain["global_secondary_indexes"] = [
-        {"name": i.name, "hash_key": i.hash_key, "range_key": i.range_key}
+        {"name": i.name, "hash_key": i.hash_key, "range_key": i.range_key, "projection_type": i.projection_type}
         for i in getattr(result, "global_secondary_indexes", None) or []
     ]
     return plain

@@ -327,6 +327,37 @@ class Settled:
     failed: list[tuple[dict[str, Any], str]]
 
 
+def superseded(client: Client, stack: Stack, record: dict[str, Any]) -> bool:
+    """True when the item has changed since this record, so replaying it alone would act on a state the item left.
+
+    Lambda's own retries keep stream order (a batch comes again with every record after it); a redrive replays one
+    record, or one range, after the item's later records were applied. An old INSERT replayed after the item's
+    REMOVE would make a schedule for an item that is gone, and nothing would ever cancel it. So for the modes whose
+    records carry the item's state (eventbridge, polling, precise ttl), a record is replayed only while the item is
+    still what it says (its NewImage, or absent for a REMOVE). `aggregate` records are increments, counted once in
+    any order, and plain `ttl` records are TTL's deletions of items that are gone: both always replay."""
+    mode = stack.config.get("mode")
+    if mode == "aggregate" or (mode == "ttl" and not (stack.config.get("ttl") or {}).get("precise")):
+        return False
+    data = record.get("dynamodb") or {}
+    found = client("dynamodb").get_item(TableName=stack.config["table"], Key=data.get("Keys"), ConsistentRead=True)
+    now = found.get("Item")
+    if record.get("eventName") == "REMOVE":
+        return now is not None
+    if now is None:
+        return True
+    ignored: tuple[str, ...] = ()
+    if mode == "polling":  # the assigner's own attributes change after every user write
+        from .packaging import runtime_module
+
+        ignored = runtime_module("pending").INDEX_ATTRIBUTES
+
+    def plain(image: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in json.loads(json.dumps(image, default=_lambda_json)).items() if k not in ignored}
+
+    return plain(now) != plain(data.get("NewImage") or {})
+
+
 def replay(client: Client, function: str, records: list[dict[str, Any]]) -> Settled:
     """Every record through the consumer, in stream order, with Lambda's contract for the answer: records before
     the lowest reported sequence number succeeded, the reported one failed, and the ones after it were not
@@ -437,6 +468,14 @@ def poison(
                 report.line("cannot replay", parked.describe(), f"reason={_short(parked.reason, 120)!r}; {problem}")
                 continue
             selected.setdefault(parked.identity, []).append(parked)
+        for identity, group in list(selected.items()):
+            if superseded(client, stack, group[0].record):
+                del selected[identity]
+                note = "the item changed after this record (its later records were applied): not replayed"
+                report.line("would skip" if dry_run else "superseded", group[0].describe(), note)
+                if not dry_run:
+                    for parked in group:
+                        queue.delete(parked.message)
         if dry_run:
             for group in selected.values():
                 first = group[0]
@@ -551,8 +590,11 @@ def stream_dlq(
             except Expired as gone:
                 report.line("expired", what, f"the stream no longer holds this range (kept: 24 h retention): {gone}")
                 continue
-            chosen = [r for r in records if passes(stack.filters, r)]
-            counted = f"{len(chosen)} of {len(records)} records pass the mapping's filter"
+            passing = [r for r in records if passes(stack.filters, r)]
+            chosen = [r for r in passing if not superseded(client, stack, r)]
+            counted = f"{len(passing)} of {len(records)} records pass the mapping's filter"
+            if len(chosen) < len(passing):
+                counted += f", {len(passing) - len(chosen)} superseded by the item's later changes (not replayed)"
             if dry_run:
                 report.line("would replay", what, f"{counted}; {why}")
                 continue

@@ -35,7 +35,7 @@ from st_core.batch import Parked, handle_stream_batch, permanent_outcome
 from st_core.clients import CLIENTS, Clients
 from st_core.config import HandlerConfig, load_config
 from st_core.dispatch import SCHEDULED_TIME, due_event, scheduler_target, send_now, target_input
-from st_core.errors import PermanentError, error_code, persist
+from st_core.errors import PermanentError, error_code, is_transient, persist
 from st_core.idempotency import BATCH_WRITE_LIMIT, Ledger
 from st_core.naming import schedule_name
 from st_core.schedules import MIN_LEAD
@@ -124,7 +124,7 @@ def item_zone(image: dict[str, Any], config: HandlerConfig) -> tuple[str, Any]:
     """The item's IANA zone name and tzinfo (UTC without the option or the attribute); PermanentError if unknown."""
     attribute = config.get("eventbridge", {}).get("timeZoneAttribute")
     name = image.get(attribute) if attribute else None
-    if name is None:
+    if name is None or name == "":
         return "UTC", UTC
     if not isinstance(name, str):
         raise PermanentError(f"time zone attribute {attribute!r} must be a string such as 'Europe/London'")
@@ -367,16 +367,24 @@ class Scheduling:
 
     def _recur(self, step: Step, spec: Recurrence, now: datetime) -> None:
         """Make or update the item's recurring schedule; delete it once its end has passed (Scheduler refuses an
-        EndDate in the past). A start in the past is dropped (Scheduler refuses one more than five minutes ago):
-        a cron expression is unchanged by it, a rate keeps its phase by starting at its next firing instead."""
+        EndDate in the past).
+
+        StartDate: Scheduler refuses one more than five minutes ago, and starts a rate without one at once, from
+        each create or update. So a rate always gets a start on its own grid (the item's start, or the epoch when it
+        has none: `rate(1 hour)` runs on the hour), moved to its next firing: an update for any other change of the
+        item (a consumer writing back after each firing) neither fires it again nor shifts it. A cron expression is
+        its own grid: a past start is dropped."""
         occurrence = step.occurrence
-        if spec.end is not None and spec.end <= now + MIN_LEAD:
-            self._cancel_recurring(occurrence)
-            return
         start = spec.start
-        if start is not None and start <= now + MIN_LEAD:
-            parsed = recurrence.parse(spec.expression)
-            start = parsed.next_after(now + MIN_LEAD, start) if isinstance(parsed, recurrence.Rate) else None
+        parsed = recurrence.parse(spec.expression)
+        if isinstance(parsed, recurrence.Rate):
+            if start is None or start <= now + MIN_LEAD:
+                start = parsed.next_after(now + MIN_LEAD, start or _EPOCH)
+        elif start is not None and start <= now + MIN_LEAD:
+            start = None
+        if spec.end is not None and (spec.end <= now + MIN_LEAD or (start is not None and start > spec.end)):
+            self._cancel_recurring(occurrence)  # nothing is left to fire
+            return
         payload = target_input(self.config["target"], self._event(occurrence), via_scheduler=True)
         request = schedules.recurring_request(
             group=self.group,
@@ -388,7 +396,14 @@ class Scheduling:
             target=scheduler_target(self.config["target"], self.config["scheduler"], payload),
             description=f"scheduled-table {MODE} {self.config['table']} recurring",
         )
-        schedules.upsert(self.clients, request, create_first=step.fresh)
+        try:
+            schedules.upsert(self.clients, request, create_first=step.fresh)
+        except Exception as exc:
+            if not is_transient(exc):
+                # Scheduler refused the item's new rule for good (the record is parked with its reason): the old
+                # rule no longer says what the item wants, so it must not go on firing.
+                self._cancel_recurring(occurrence)
+            raise
         self._count("scheduled")
         log.debug("recurring", schedule=occurrence.name, expression=spec.expression, zone=spec.zone)
 

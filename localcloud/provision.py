@@ -107,6 +107,7 @@ class Provisioner:
                     "name": index["IndexName"],
                     "hashKey": next(k["AttributeName"] for k in index["KeySchema"] if k["KeyType"] == "HASH"),
                     "rangeKey": next((k["AttributeName"] for k in index["KeySchema"] if k["KeyType"] == "RANGE"), ""),
+                    "projectionType": (index.get("Projection") or {}).get("ProjectionType", ""),
                 }
                 for index in table.get("GlobalSecondaryIndexes", [])
             ],

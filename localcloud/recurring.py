@@ -50,7 +50,8 @@ def next_firing(schedule: dict[str, Any], after: datetime) -> datetime | None:
     start = _moment(schedule.get("StartDate"))
     end = _moment(schedule.get("EndDate"))
     if isinstance(parsed, recurrence.Rate):
-        # A rate counts from its StartDate, or from when the schedule was made (or last changed) without one.
+        # A rate counts from its StartDate, or, without one, from when the schedule was made or last changed (and
+        # its first firing is then at once: see `first_firing`).
         anchor = start or _moment(schedule.get("LastModificationDate") or schedule.get("CreationDate")) or after
         fired: datetime | None = parsed.next_after(after, anchor)
     else:
@@ -59,6 +60,17 @@ def next_firing(schedule: dict[str, Any], after: datetime) -> datetime | None:
     if fired is None or (end is not None and fired > end):
         return None
     return fired
+
+
+def first_firing(schedule: dict[str, Any], now: datetime) -> datetime | None:
+    """The first firing of a schedule just made or changed. AWS: "If you do not provide a StartDate for a rate-based
+    schedule, your schedule starts invoking the target immediately" (each create or update starts it again)."""
+    recurrence = runtime_module("recurrence")
+    if isinstance(recurrence.parse(schedule["ScheduleExpression"]), recurrence.Rate) and not schedule.get("StartDate"):
+        made = _moment(schedule.get("LastModificationDate") or schedule.get("CreationDate")) or now
+        end = _moment(schedule.get("EndDate"))
+        return None if end is not None and made > end else made
+    return next_firing(schedule, now)
 
 
 def render_input(text: str, *, scheduled: datetime, arn: str, execution: str, attempt: int = 1) -> str:
@@ -103,7 +115,7 @@ class RecurringTicker:
         entry = self.pending.get(key)
         if entry is None or entry.signature != signature:
             # New or changed: its firings count from now (a change never replays a missed one).
-            entry = _Next(signature, next_firing(schedule, now))
+            entry = _Next(signature, first_firing(schedule, now))
             self.pending[key] = entry
         scheduled = entry.scheduled
         if scheduled is None or now.timestamp() < self.instant(f"{key}@{scheduled.isoformat()}", scheduled.timestamp()):

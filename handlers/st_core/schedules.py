@@ -62,15 +62,17 @@ def recurring_request(
     target: dict[str, Any],
     description: str,
 ) -> dict[str, Any]:
-    """A recurring schedule: it stays after each firing (ActionAfterCompletion NONE) until the item's change deletes
-    it; Scheduler evaluates the expression in `zone`, with its daylight-saving rules (see st_core.recurrence)."""
+    """A recurring schedule: it stays after each firing until the item's change deletes it, or, with an end, until
+    Scheduler completes it there (ActionAfterCompletion DELETE then, so finished schedules do not pile up against
+    the account's quota; a later change of the item makes it again). Scheduler evaluates the expression in `zone`,
+    with its daylight-saving rules (see st_core.recurrence)."""
     request: dict[str, Any] = {
         "Name": name,
         "GroupName": group,
         "ScheduleExpression": expression,
         "ScheduleExpressionTimezone": zone,
         "FlexibleTimeWindow": {"Mode": "OFF"},
-        "ActionAfterCompletion": "NONE",
+        "ActionAfterCompletion": "NONE" if end is None else "DELETE",
         "State": "ENABLED",
         "Description": description[:512],
         "Target": target,

@@ -157,7 +157,8 @@ def test_a_looked_up_table_missing_what_the_mode_needs_fails_the_deploy_naming_i
 
 
 def test_what_each_mode_needs_of_a_looked_up_table() -> None:
-    table = {
+    index = {"name": "due", "hash_key": "stShard", "range_key": "stDue"}
+    table: dict[str, Any] = {
         "name": TABLE,
         "stream_enabled": True,
         "stream_arn": STREAM,
@@ -165,10 +166,12 @@ def test_what_each_mode_needs_of_a_looked_up_table() -> None:
         "hash_key": "PK",
         "range_key": "SK",
         "ttl": {"enabled": True, "attribute_name": "expiresAt"},
-        "global_secondary_indexes": [{"name": "due", "hash_key": "stShard", "range_key": "stDue"}],
+        "global_secondary_indexes": [index],
     }
     keys = {"partition_key": "PK", "sort_key": "SK"}
     for mode in ("eventbridge", "polling", "aggregate"):
         assert table_problems(table, mode=mode, time_attribute="dueAt", **keys) == []
     assert table_problems(table, mode="ttl", time_attribute="expiresAt", **keys) == []
     assert len(table_problems(table, mode="ttl", time_attribute="dueAt", **keys)) == 1
+    keys_only = {**table, "global_secondary_indexes": [{**index, "projection_type": "KEYS_ONLY"}]}
+    assert "projection ALL" in table_problems(keys_only, mode="polling", time_attribute="dueAt", **keys)[0]

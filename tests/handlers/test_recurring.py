@@ -6,11 +6,13 @@ from __future__ import annotations
 import copy
 import json
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 from eventbridge import handle_batch
+from st_core.clients import CLIENTS
 from st_core.timeparse import parse_due
 
 from tests.handlers.conftest import Env
@@ -143,6 +145,8 @@ def test_start_and_end_become_the_schedules_window(env: Env) -> None:
     run(env)
     (schedule,) = env.schedules()
     assert (schedule["StartDate"], schedule["EndDate"]) == (start, end)
+    # Scheduler deletes it once it completes at its end (without an end it stays: see the first test).
+    assert schedule["ActionAfterCompletion"] == "DELETE"
 
 
 def test_a_start_already_past_is_dropped_and_a_rate_keeps_its_phase(env: Env) -> None:
@@ -175,7 +179,10 @@ def test_a_write_that_keeps_the_recurrence_and_item_makes_no_call(env: Env) -> N
     zoned(env).put(item())
     run(env)
     calls: list[str] = []
-    env.scheduler.meta.events.register("before-call.scheduler.*", lambda model, **_: calls.append(model.name))
+    # The handler's own client (st_core.clients), not the test's.
+    CLIENTS.get("scheduler").meta.events.register(
+        "before-call.scheduler.*", lambda model, **_: calls.append(model.name)
+    )
     env.put(item())  # the same item written again: DynamoDB still streams a MODIFY
     run(env)
     assert calls == [] and len(env.schedules()) == 1
@@ -213,3 +220,50 @@ def test_wall_times_the_clocks_skip_or_repeat_are_read_as_documented() -> None:
     # 25 October 2026: 01:30 happens twice (BST, then GMT); it is the first.
     assert parse_due("2026-10-25T01:30:00", london) == datetime(2026, 10, 25, 0, 30, tzinfo=UTC)
     assert parse_due("2026-07-01T09:00:00", london) == datetime(2026, 7, 1, 8, 0, tzinfo=UTC)
+
+
+def test_a_rate_without_a_start_runs_on_its_own_grid_and_an_update_does_not_restart_it(env: Env) -> None:
+    # Scheduler starts a rate without a StartDate at once, from each create or update: a consumer that writes back
+    # after each firing would fire it again with every write. So every rate gets a start on a fixed grid.
+    zoned(env).put(item(dueAt="rate(1 hour)"))
+    run(env)
+    (schedule,) = env.schedules()
+    first = schedule["StartDate"]
+    now = datetime.now(UTC)
+    assert (first.minute, first.second) == (0, 0) and timedelta(0) < first - now <= timedelta(hours=1, seconds=10)
+    env.put(item(dueAt="rate(1 hour)", lastFired="just now"))  # the consumer's write-back
+    run(env)
+    (schedule,) = env.schedules()
+    assert schedule["StartDate"] == first
+
+
+def test_a_rule_scheduler_refuses_for_good_deletes_the_old_schedule_and_is_parked(env: Env) -> None:
+    zoned(env).put(item())
+    run(env)
+
+    def refuse(**_: Any) -> Any:
+        error = {"Error": {"Code": "ValidationException", "Message": "Invalid Schedule Expression"}}
+        return SimpleNamespace(status_code=400, headers={}), error
+
+    CLIENTS.get("scheduler").meta.events.register("before-call.scheduler.UpdateSchedule", refuse)
+    env.put(item(dueAt="cron(0 9 ? * 2#5 *)"))  # one our parser takes; here Scheduler says no
+    run(env)
+    assert env.schedules() == []  # the old Monday rule does not go on firing
+    assert "Invalid Schedule Expression" in env.messages(env.poison_url)[0]["reason"]
+
+
+def test_an_empty_zone_is_utc(env: Env) -> None:
+    zoned(env).put(item(timeZone=""))
+    run(env)
+    (schedule,) = env.schedules()
+    assert schedule["ScheduleExpressionTimezone"] == "UTC" and env.messages(env.poison_url) == []
+
+
+def test_a_past_due_time_in_the_items_zone_is_delivered_once_at_once(env: Env) -> None:
+    # Delivered directly: the handler reads the item back to check it still holds that time, in its zone.
+    local = (NOW - timedelta(days=1)).replace(hour=9, minute=0, second=0, tzinfo=None)
+    zoned(env).put({"PK": "u", "SK": "late", "dueAt": local.isoformat(), "timeZone": "America/New_York"})
+    batch = run(env)
+    assert handle_batch(batch, env.config) == {"batchItemFailures": []}  # redelivered
+    (event,) = env.messages(env.due_queue_url)
+    assert event["dueAt"] == iso(local.replace(tzinfo=ZoneInfo("America/New_York")).astimezone(UTC))

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from localcloud.recurring import RecurringTicker, next_firing, render_input
+from localcloud.recurring import RecurringTicker, first_firing, next_firing, render_input
 
 LONDON = ZoneInfo("Europe/London")
 
@@ -46,14 +46,16 @@ def test_a_time_the_clocks_skip_is_skipped_and_a_repeated_one_runs_once() -> Non
     assert autumn[1] == datetime(2026, 10, 25, 0, 30, tzinfo=UTC)  # the first 01:30 (BST)
 
 
-def test_a_rate_counts_from_its_start_or_from_its_last_change() -> None:
+def test_a_rate_counts_from_its_start_or_without_one_fires_at_once_from_its_last_change() -> None:
     start = datetime(2026, 5, 1, 12, 0, 30, tzinfo=UTC)
     spec = schedule("rate(2 hours)", StartDate=start.timestamp())
     assert firings(spec, start - timedelta(days=1), 3) == [start + timedelta(hours=h) for h in (0, 2, 4)]
+    assert first_firing(spec, start - timedelta(days=1)) == start
+    # AWS: a rate without a StartDate "starts invoking the target immediately", from each create or update.
     made = datetime(2026, 5, 1, 9, 15, tzinfo=UTC)
-    assert next_firing(schedule("rate(5 minutes)", LastModificationDate=made.timestamp()), made) == made + timedelta(
-        minutes=5
-    )
+    unanchored = schedule("rate(5 minutes)", LastModificationDate=made.timestamp())
+    assert first_firing(unanchored, made + timedelta(seconds=1)) == made
+    assert next_firing(unanchored, made) == made + timedelta(minutes=5)
 
 
 def test_nothing_fires_before_the_start_or_after_the_end() -> None:

@@ -77,7 +77,7 @@ def test_a_record_that_fails_again_is_parked_again_with_its_new_message_only(bro
     assert lines[-1] == "poison queue: 1 parked again"
 
 
-def test_a_record_still_failing_transiently_keeps_its_message_and_holds_back_its_items_later_records(
+def test_a_record_still_failing_transiently_keeps_its_message_and_a_superseded_one_is_not_replayed(
     broken: Any,
 ) -> None:
     env, function, name = broken
@@ -86,15 +86,17 @@ def test_a_record_still_failing_transiently_keeps_its_message_and_holds_back_its
     eventbridge.handle_batch(env.event(), env.config)
     assert len({m["eventID"] for m in bodies(env, env.poison_url)}) == 3  # the MODIFY parks both its occurrences
     target = fix(env, name)
-    first_of_a = min(
+    latest_of_a = max(
         (m["record"] for m in bodies(env, env.poison_url) if m["record"]["dynamodb"]["Keys"]["PK"]["S"] == "a"),
         key=lambda r: int(r["dynamodb"]["SequenceNumber"]),
     )
-    seq = first_of_a["dynamodb"]["SequenceNumber"]
+    seq = latest_of_a["dynamodb"]["SequenceNumber"]
 
     def throttled(records: list[dict[str, Any]]) -> Any:
-        # a's first record meets throttling again: the handler reports it (and, per item, nothing after it).
+        # a's MODIFY meets throttling again: the handler runs the others and reports that one for retry.
         if any(r["dynamodb"]["SequenceNumber"] == seq for r in records):
+            others = [r for r in records if r["dynamodb"]["SequenceNumber"] != seq]
+            eventbridge.handle_batch({"Records": others}, env.config)
             return {"batchItemFailures": [{"itemIdentifier": seq}]}
         return None
 
@@ -103,12 +105,35 @@ def test_a_record_still_failing_transiently_keeps_its_message_and_holds_back_its
 
     assert status == 1
     assert delivered(env, target) == ["b"]
+    # a's INSERT is superseded by its MODIFY (which settles the old time when it runs): deleted, not replayed; the
+    # MODIFY that still fails keeps its messages, visible again.
     kept = bodies(env, env.poison_url)
-    assert {m["record"]["dynamodb"]["Keys"]["PK"]["S"] for m in kept} == {"a"}  # all of a's, visible again
-    assert len({m["eventID"] for m in kept}) == 2
-    outcomes = sorted(line.split()[0] for line in lines[:-1])
-    assert outcomes == ["failed", "failed", "replayed"]
-    assert any("held back" in line for line in lines)
+    assert {m["record"]["dynamodb"]["SequenceNumber"] for m in kept} == {seq}
+    assert sorted(line.split()[0] for line in lines[:-1]) == ["failed", "replayed", "superseded"]
+
+
+def test_a_record_of_an_item_deleted_since_is_not_replayed_so_no_schedule_outlives_it(broken: Any) -> None:
+    # The reviewer's case: an INSERT with a future time was parked (say CreateSchedule was refused until a policy
+    # was fixed); the item's REMOVE was handled fine (deleting a schedule that does not exist succeeds). Replaying
+    # the INSERT alone would make a schedule for an item that is gone, and nothing would ever cancel it.
+    env, function, name = broken
+    fix(env, name)
+    env.put({"PK": "gone", "SK": "A", "dueAt": "2099-01-01T00:00:00Z"})
+    [insert] = env.event()["Records"]
+    env.sqs.send_message(
+        QueueUrl=env.poison_url,
+        MessageBody=poison_message(
+            record=insert, reason="AccessDeniedException", error="ClientError", mode="eventbridge", table=env.table
+        ),
+    )
+    env.delete("gone", "A")
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+
+    status, lines = run("poison", function)
+
+    assert status == 0, lines
+    assert env.schedules() == []
+    assert lines[0].startswith("superseded") and bodies(env, env.poison_url) == []
 
 
 def test_only_messages_whose_reason_matches_are_replayed(broken: Any) -> None:
