@@ -95,6 +95,10 @@ class ScheduledTableArgs:
     time_zone_attribute: str | None = None
     recurrence_start_attribute: str = "recurrenceStart"
     recurrence_end_attribute: str = "recurrenceEnd"
+    # eventbridge mode: "second" acts at the item's due second instead of within the minute after it (a schedule in
+    # the minute before, into a release queue that holds each due event until its second; see README "Second
+    # precision"); recurring items stay on Scheduler's minute
+    precision: Literal["minute", "second"] = "minute"
     # TTL (ttl mode)
     precise: bool = False
     repeat_attribute: str = "repeatEvery"
@@ -319,6 +323,16 @@ def _recurrence(args: ScheduledTableArgs) -> None:
         taken[value] = name
 
 
+PRECISIONS = ("minute", "second")
+
+
+def _precision(args: ScheduledTableArgs) -> None:
+    if not _only_in(args, Mode.EVENTBRIDGE, ("precision",)):
+        return
+    if args.precision not in PRECISIONS:
+        _fail("precision", f"{args.precision!r} is not a precision", "use 'minute' (the default) or 'second'")
+
+
 def _ttl(args: ScheduledTableArgs) -> None:
     if args.precise and args.mode is not Mode.TTL:
         _fail("precise", f"only applies to mode='ttl' (mode is {str(args.mode)!r})", "remove precise or set mode='ttl'")
@@ -476,6 +490,7 @@ _RULES = (
     _scheduler,
     _offsets,
     _recurrence,
+    _precision,
     _ttl,
     _polling,
     _aggregate,
@@ -565,6 +580,11 @@ OPTION_DOCS: dict[str, str] = {
     ),
     "recurrence_end_attribute": (
         "`eventbridge`: a recurring item's last possible firing; its schedule is deleted once this has passed"
+    ),
+    "precision": (
+        "`eventbridge`: `minute` (within the minute after the due time) or `second` (at the due second, never "
+        "before: a schedule in the minute before hands each due event to an SQS release queue that holds it until "
+        'its second; one-time due times only, recurring items stay on the minute); see "Second precision"'
     ),
     "precise": "`ttl` mode only: a delete schedule per item, so actions are on time; TTL stays the fallback",
     "repeat_attribute": "`ttl` mode: seconds between occurrences; items without it fire once",

@@ -470,12 +470,15 @@ class ScheduledTable(pulumi.ComponentResource):
 
     # -- shared by several modes: schedules, the handler config, the ledger ------------------------------------
 
-    def _scheduling(self, fire_statements: pulumi.Output[list[policies.Statement]]) -> Scheduling:
-        """Schedule group, target DLQ and the role Scheduler assumes (allowed `fire_statements` and the DLQ), plus
-        what the consumer needs to manage schedules in that group and pass that role."""
+    def _scheduling(
+        self, fire_statements: pulumi.Output[list[policies.Statement]], target_dlq: aws.sqs.Queue | None = None
+    ) -> Scheduling:
+        """Schedule group, target DLQ (`target_dlq`, if the mode made it first) and the role Scheduler assumes
+        (allowed `fire_statements` and the DLQ), plus what the consumer needs to manage schedules in that group and
+        pass that role."""
         group = aws.scheduler.ScheduleGroup(f"{self._name}-schedules", tags=self._tags, opts=self._child)
         self.schedule_group_name = group.name
-        target_dlq = self._queue("target-dlq")
+        target_dlq = target_dlq or self._queue("target-dlq")
         self.target_dlq_url = target_dlq.url
         role = aws.iam.Role(
             f"{self._name}-scheduler-exec-role",

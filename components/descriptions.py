@@ -11,6 +11,7 @@ _WORK = {
     "processor": "takes due items from the table's due index on each tick and sends them to the target",
     "assigner": "indexes items users write into the table's sharded due index",
     "aggregator": "keeps running totals of the table's score items, each record counted once",
+    "releaser": "holds each due event in the release queue until its second, then sends it to the target once",
 }
 LAMBDA_DESCRIPTION_MAX = 256
 ROLE_DESCRIPTION_MAX = 1000

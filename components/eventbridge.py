@@ -1,37 +1,132 @@
 """`eventbridge` mode: stream -> scheduling Lambda -> one Scheduler `at()` schedule per occurrence -> target (seed
-000). The handler side is `handlers/eventbridge.py`."""
+000). The handler side is `handlers/eventbridge.py`.
+
+With `precision="second"` the schedules target the table's release queue instead, in the minute before each due
+time, and a release function delivers each due event at its second (`handlers/st_core/release.py`)."""
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import pulumi
+import pulumi_aws as aws
 
 from . import policies
 from .filters import eventbridge_filters
 from .parts import Consumer, flatten
-from .runtime_config import Value
+from .runtime_config import OWNED_QUEUE_MAX_MESSAGE_BYTES, Value
 
 if TYPE_CHECKING:
     from .component import ScheduledTable
+
+# A release message that failed this many receives (a target failing for a while, a consumer crashing) goes to the
+# target DLQ, where Scheduler also parks what it could not deliver.
+RELEASE_MAX_RECEIVES = 5
+# A release message lives at most ~130 s plus its retries; a day leaves room for an outage of the consumer.
+RELEASE_RETENTION_SECONDS = 24 * 3600
+# The release consumer takes a batch as soon as one message is visible (no batching window: that would be lateness).
+RELEASE_BATCH_SIZE = 10
 
 
 def build(component: ScheduledTable) -> Consumer:
     """Stream -> scheduling Lambda -> one Scheduler `at()` schedule per item -> target (seed 000)."""
     a = component._args
     ledger = component._ledger()
-    scheduling = component._scheduling(component._target_statements(policies.target_statements))
-    statements = pulumi.Output.all(
-        scheduling.consumer_statements,
+    fire_statements = component._target_statements(policies.target_statements)
+    target_dlq = release_queue = None
+    values: dict[str, pulumi.Input[str]] = {Value.LEDGER_TABLE: ledger.name}
+    if a.precision == "second":
+        target_dlq = component._queue("target-dlq")
+        release_queue = _release_queue(component, target_dlq)
+        # Scheduler sends one-time occurrences to the release queue; recurring items' schedules still deliver to the
+        # target themselves (their firings are minutes), so the role keeps the target's statements.
+        fire_statements = pulumi.Output.all(fire_statements, release_queue.arn).apply(
+            lambda v: v[0] + policies.queue_send_statements(v[1])
+        )
+        values.update(
+            {
+                Value.RELEASE_QUEUE_ARN: release_queue.arn,
+                Value.RELEASE_QUEUE_URL: release_queue.url,
+                Value.TARGET_DLQ_URL: target_dlq.url,
+            }
+        )
+    scheduling = component._scheduling(fire_statements, target_dlq=target_dlq)
+    values.update(scheduling.values)
+    delivery = [
         component._target_statements(policies.direct_dispatch_statements),
         # Deliveries are claimed once per occurrence in the ledger; the item is read back before acting.
         ledger.arn.apply(policies.ledger_statements),
         component.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["GetItem"])),
-    )
-    return component._consumer(
+    ]
+    statements = [scheduling.consumer_statements, *delivery]
+    if release_queue is not None:
+        # Occurrences too close for a schedule go straight into the release queue.
+        statements.append(release_queue.arn.apply(policies.queue_send_statements))
+    consumer = component._consumer(
         role="scheduler",
         handler="eventbridge.handler",
         filters=eventbridge_filters(a.time_attribute),
+        extra_statements=pulumi.Output.all(*statements).apply(flatten),
+        config=component._config(values),
+    )
+    if release_queue is not None and target_dlq is not None:
+        _releaser(component, release_queue, target_dlq, delivery, component._config(values))
+    return consumer
+
+
+def _release_queue(component: ScheduledTable, target_dlq: aws.sqs.Queue) -> aws.sqs.Queue:
+    """Holds each due event until its second (per-message DelaySeconds); after `RELEASE_MAX_RECEIVES` failed
+    receives a message goes to the target DLQ. Its visibility timeout outlasts the function's timeout (AWS requires
+    at least that for an event source mapping) and equals the ledger's lease, so a retry finds a crashed run's claim
+    expired. Not in the component's alarmed queues: messages wait here by design (the target DLQ is alarmed)."""
+    a = component._args
+    return aws.sqs.Queue(
+        f"{component._name}-release",
+        sqs_managed_sse_enabled=True,
+        max_message_size=OWNED_QUEUE_MAX_MESSAGE_BYTES,
+        message_retention_seconds=RELEASE_RETENTION_SECONDS,
+        visibility_timeout_seconds=a.lambda_timeout_seconds + 30,
+        redrive_policy=target_dlq.arn.apply(
+            lambda arn: json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": RELEASE_MAX_RECEIVES})
+        ),
+        tags=component._tags,
+        opts=component._child,
+    )
+
+
+def _releaser(
+    component: ScheduledTable,
+    release_queue: aws.sqs.Queue,
+    target_dlq: aws.sqs.Queue,
+    delivery: list[pulumi.Output[list[policies.Statement]]],
+    config: pulumi.Output[str],
+) -> Consumer:
+    """The release function and its mapping on the release queue: it may consume that queue and send back to it
+    (early messages), deliver to the target (claiming in the ledger, reading the item's due time), and park in the
+    poison queue and the target DLQ; nothing else."""
+    statements = pulumi.Output.all(*delivery, release_queue.arn.apply(policies.queue_consume_statements))
+    consumer = component._function(
+        role="releaser",
+        handler="release.handler",
         extra_statements=statements.apply(flatten),
-        config=component._config({**scheduling.values, Value.LEDGER_TABLE: ledger.name}),
+        config=config,
+        stream=False,
+        send_queues=[release_queue, component.poison_queue, target_dlq],
+    )
+    mapping = aws.lambda_.EventSourceMapping(
+        f"{component._name}-release-mapping",
+        event_source_arn=release_queue.arn,
+        function_name=consumer.function.arn,
+        batch_size=RELEASE_BATCH_SIZE,
+        maximum_batching_window_in_seconds=0,
+        function_response_types=["ReportBatchItemFailures"],
+        opts=pulumi.ResourceOptions(parent=component, depends_on=[consumer.policy]),
+    )
+    return Consumer(
+        function=consumer.function,
+        role=consumer.role,
+        log_group=consumer.log_group,
+        policy=consumer.policy,
+        mapping=mapping,
     )

@@ -139,6 +139,23 @@ def direct_dispatch_statements(
     return statements
 
 
+def queue_send_statements(queue_arn: str) -> list[Statement]:
+    """Send to one queue (precision="second": into the release queue)."""
+    return [{"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": [queue_arn]}]
+
+
+def queue_consume_statements(queue_arn: str) -> list[Statement]:
+    """What an SQS event source mapping needs of its queue (it polls with the function's role): receive, delete
+    and read the queue's attributes, on that queue only."""
+    return [
+        {
+            "Effect": "Allow",
+            "Action": ["sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ReceiveMessage"],
+            "Resource": [queue_arn],
+        }
+    ]
+
+
 def table_item_statements(table_arn: str, actions: list[str]) -> list[Statement]:
     """Item-level actions on one table (no index, no stream, no other table)."""
     return [{"Effect": "Allow", "Action": sorted(f"dynamodb:{a}" for a in actions), "Resource": [table_arn]}]

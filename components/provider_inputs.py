@@ -71,6 +71,13 @@ class StartingPosition(StrEnum):
     Latest = "LATEST"
 
 
+class Precision(StrEnum):
+    """The values of `precision`."""
+
+    Minute = "minute"
+    Second = "second"
+
+
 class OnDone(StrEnum):
     """The values of `onDone`."""
 
@@ -284,6 +291,12 @@ class ScheduledTableInputs(TypedDict, total=False):
     (
         "`eventbridge`: a recurring item's last possible firing; its schedule is deleted once this has passed. "
         'Default: `"recurrenceEnd"`.'
+    )
+    precision: Precision
+    (
+        "`eventbridge`: `minute` (within the minute after the due time) or `second` (at the due second, never before: "
+        "a schedule in the minute before hands each due event to an SQS release queue that holds it until its second; "
+        'one-time due times only, recurring items stay on the minute); see "Second precision". Default: `"minute"`.'
     )
     precise: bool
     """`ttl` mode only: a delete schedule per item, so actions are on time; TTL stays the fallback. Default: `false`."""

@@ -700,6 +700,8 @@ def _scheduler_event(client: Client, stack: Stack, message: Message) -> Prepared
     payload = message.body
     document = json.loads(payload)
     schedule = attributes.get("SCHEDULE_ARN", "").rsplit("/", 1)[-1]
+    if isinstance(document, dict) and _release().ENVELOPE in document:
+        return _release_event(client, stack, message, why)
     if isinstance(document, dict) and "dueAt" in document:
         what = f"{_short(document.get('keys'), 120)} dueAt={document['dueAt']} schedule={schedule or '?'}"
     else:
@@ -717,6 +719,29 @@ def _scheduler_event(client: Client, stack: Stack, message: Message) -> Prepared
 
     def send() -> str:
         dispatch.send_now(stack.config["target"], payload, occurrence=occurrence, clients=_Clients(client))
+        return f"to {stack.config['target']['kind']} {stack.config['target']['arn']}"
+
+    return send, what, why
+
+
+def _release() -> Any:
+    from .packaging import runtime_module
+
+    return runtime_module("release")
+
+
+def _release_event(client: Client, stack: Stack, message: Message, why: str) -> Prepared:
+    """A dead letter of `precision="second"` (Scheduler's or the releaser's): the release envelope, whose payload is
+    the due event to send, under the occurrence's name."""
+    from .packaging import runtime_module
+
+    release = _release().parse(message.body)
+    occurrence = runtime_module("schedules").occurrence(release.name, release.due)
+    what = f"{record_keys({'dynamodb': {'Keys': release.keys}})} dueAt={release.due:%Y-%m-%dT%H:%M:%SZ} (second)"
+    dispatch = _dispatch()
+
+    def send() -> str:
+        dispatch.send_now(stack.config["target"], release.payload, occurrence=occurrence, clients=_Clients(client))
         return f"to {stack.config['target']['kind']} {stack.config['target']['arn']}"
 
     return send, what, why

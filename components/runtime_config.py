@@ -34,6 +34,8 @@ class Value(StrEnum):
     TARGET_DLQ_ARN = "targetDlqArn"
     TARGET_DLQ_URL = "targetDlqUrl"
     LEDGER_TABLE = "ledgerTable"
+    RELEASE_QUEUE_ARN = "releaseQueueArn"
+    RELEASE_QUEUE_URL = "releaseQueueUrl"
 
 
 _SCHEDULING = (Value.SCHEDULE_GROUP, Value.SCHEDULER_ROLE_ARN, Value.TARGET_DLQ_ARN)
@@ -43,7 +45,8 @@ def needed_values(args: ScheduledTableArgs) -> tuple[Value, ...]:
     """The values `handler_document` reads for this configuration."""
     shared = (Value.TABLE, Value.TARGET_ARN, Value.POISON_QUEUE_URL)
     if args.mode is Mode.EVENTBRIDGE:
-        return (*shared, *_SCHEDULING, Value.LEDGER_TABLE)
+        release = (Value.RELEASE_QUEUE_ARN, Value.RELEASE_QUEUE_URL, Value.TARGET_DLQ_URL)
+        return (*shared, *_SCHEDULING, Value.LEDGER_TABLE, *(release if args.precision == "second" else ()))
     if args.mode is Mode.TTL:
         return (*shared, Value.LEDGER_TABLE, *(_SCHEDULING if args.precise else ()))
     if args.mode is Mode.POLLING:
@@ -148,6 +151,12 @@ def _sections(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, 
             eventbridge["timeZoneAttribute"] = a.time_zone_attribute
         eventbridge["startAttribute"] = a.recurrence_start_attribute
         eventbridge["endAttribute"] = a.recurrence_end_attribute
+        if a.precision == "second":
+            eventbridge["release"] = {
+                "queueArn": values[Value.RELEASE_QUEUE_ARN],
+                "queueUrl": values[Value.RELEASE_QUEUE_URL],
+                "deadLetterUrl": values[Value.TARGET_DLQ_URL],
+            }
         return {"scheduler": _scheduler(a, values), "eventbridge": eventbridge}
     if a.mode is Mode.TTL:
         ttl = {

@@ -30,7 +30,7 @@ from enum import StrEnum
 from threading import Lock
 from typing import Any
 
-from st_core import log, recurrence, schedules
+from st_core import log, recurrence, release, schedules
 from st_core.batch import Parked, handle_stream_batch, permanent_outcome
 from st_core.clients import CLIENTS, Clients
 from st_core.config import HandlerConfig, load_config
@@ -249,14 +249,9 @@ class Scheduling:
         self.config = config
         self.clients = clients
         self.now = now
-        section = config["eventbridge"]
-        self.ledger = Ledger(
-            section["ledgerTable"],
-            clients=clients,
-            lease_seconds=section["leaseSeconds"],
-            window_seconds=section["windowSeconds"],
-        )
+        self.ledger = Ledger.of(config["eventbridge"], clients)
         self.group = config["scheduler"]["group"]
+        self.second = release.enabled(config)  # precision="second": schedules release into the release queue
         self.actions = {Action.SCHEDULE: self._schedule, Action.SETTLE: self._settle, Action.CANCEL: self._cancel}
         # Ledger markers of schedules made in this batch, written together at its end (`finish`).
         self._markers: list[tuple[str, float, str]] = []
@@ -339,20 +334,23 @@ class Scheduling:
             if self._still_holds(record, occurrence):
                 self._deliver(occurrence)
             return
-        if schedules.may_be_firing(occurrence.due, now) and self.ledger.taken(occurrence.name):
+        firing = self._may_be_firing(occurrence.due, now)
+        if firing and self.ledger.taken(occurrence.name):
             log.debug("firing-left-alone", schedule=occurrence.name)
             return
-        fire = schedules.fire_time(occurrence.due, now)
-        scheduler = self.config["scheduler"]
         payload = target_input(self.config["target"], self._event(occurrence), via_scheduler=True)
-        request = schedules.schedule_request(
-            group=self.group,
-            name=occurrence.name,
-            fire=fire,
-            target=scheduler_target(self.config["target"], scheduler, payload),
-            description=f"scheduled-table {MODE} {self.config['table']}",
-        )
-        schedules.upsert(self.clients, request, create_first=step.fresh)
+        if self.second:
+            fire = self._release(record, step, payload, now, firing)
+        else:
+            fire = schedules.fire_time(occurrence.due, now)
+            request = schedules.schedule_request(
+                group=self.group,
+                name=occurrence.name,
+                fire=fire,
+                target=scheduler_target(self.config["target"], self.config["scheduler"], payload),
+                description=f"scheduled-table {MODE} {self.config['table']}",
+            )
+            schedules.upsert(self.clients, request, create_first=step.fresh)
         # After the schedule exists (written at the end of the batch): a crash in between can only cost a duplicate,
         # never the occurrence.
         chunk: list[tuple[str, float, str]] = []
@@ -364,6 +362,37 @@ class Scheduling:
         if chunk:
             self._write(chunk)
         log.debug("scheduled", schedule=occurrence.name, dueAt=format_due(occurrence.due), fireAt=format_due(fire))
+
+    def _may_be_firing(self, due: datetime, now: datetime) -> bool:
+        return release.may_be_firing(due, now) if self.second else schedules.may_be_firing(due, now)
+
+    def _release(self, record: DynamoDBStreamRecord, step: Step, payload: str, now: datetime, firing: bool) -> datetime:
+        """`precision="second"`: a schedule in the minute before the due time's minute, into the release queue; or,
+        when that minute is too close, straight into the queue, held back until the due second (st_core/release.py).
+        Returns when the occurrence leaves Scheduler (the marker's expiry counts from it)."""
+        occurrence = step.occurrence
+        text = release.envelope(
+            release.Release(
+                name=occurrence.name,
+                due=occurrence.due,
+                item_due=occurrence.item_due,
+                keys=record["dynamodb"]["Keys"],
+                payload=payload,
+            )
+        )
+        if firing:
+            release.enqueue(self.clients, self.config, text, release.delay_seconds(occurrence.due, now))
+            return now
+        fire = release.release_fire_time(occurrence.due)
+        request = schedules.schedule_request(
+            group=self.group,
+            name=occurrence.name,
+            fire=fire,
+            target=release.scheduler_release_target(self.config, text),
+            description=f"scheduled-table {MODE} {self.config['table']} release",
+        )
+        schedules.upsert(self.clients, request, create_first=step.fresh)
+        return fire
 
     def _recur(self, step: Step, spec: Recurrence, now: datetime) -> None:
         """Make or update the item's recurring schedule; delete it once its end has passed (Scheduler refuses an
@@ -414,7 +443,10 @@ class Scheduling:
         log.debug("cancelled", schedule=occurrence.name)
 
     def _settle(self, record: DynamoDBStreamRecord, step: Step) -> None:
-        self._deliver(step.occurrence)
+        # With precision="second" the release consumer drops an occurrence whose item has left its due time (it
+        # cannot tell when the item left it): this record says it left after the time came, so it is delivered here,
+        # through the same claim, which the schedule's marker does not stop.
+        self._deliver(step.occurrence, take_over=self.second)
 
     def _cancel(self, record: DynamoDBStreamRecord, step: Step) -> None:
         occurrence = step.occurrence
@@ -425,14 +457,14 @@ class Scheduling:
         # Forget the ledger's marker only for a schedule that surely had not run: one this call deleted, before its
         # minute. A schedule already gone may have fired (a replayed cancel after the firing): its marker stays, so a
         # replayed INSERT after it does not deliver the occurrence a second time.
-        if deleted and not schedules.may_be_firing(occurrence.due, self.now()):
+        if deleted and not self._may_be_firing(occurrence.due, self.now()):
             persist(lambda: self.ledger.unschedule(occurrence.name))
         self._count("cancelled")
         log.debug("cancelled", schedule=occurrence.name, dueAt=format_due(occurrence.due))
 
-    def _deliver(self, occurrence: Occurrence) -> None:
-        """Deliver a come-due occurrence now, once: unless a schedule or an earlier delivery owns it."""
-        if not self.ledger.claim(occurrence.name):
+    def _deliver(self, occurrence: Occurrence, take_over: bool = False) -> None:
+        """Deliver a come-due occurrence now, once: unless a schedule (`take_over`: unless a delivery) owns it."""
+        if not self.ledger.claim(occurrence.name, take_over_scheduled=take_over):
             self._count("duplicates")
             log.debug("duplicate", schedule=occurrence.name, dueAt=format_due(occurrence.due))
             return

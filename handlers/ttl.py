@@ -164,10 +164,7 @@ class Executor:
         self.clients = clients
         self.now = now
         self.sleep = sleep
-        ttl = config["ttl"]
-        self.ledger = Ledger(
-            ttl["ledgerTable"], clients=clients, lease_seconds=ttl["leaseSeconds"], window_seconds=ttl["windowSeconds"]
-        )
+        self.ledger = Ledger.of(config["ttl"], clients)
 
     def __call__(self, record: DynamoDBStreamRecord) -> None:
         moment = changed_at(record)

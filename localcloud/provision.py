@@ -591,7 +591,9 @@ _DYNAMODB_TYPES = frozenset({"S", "N", "B", "BOOL", "NULL", "M", "L", "SS", "NS"
 
 def _source_table(stream_arn: str) -> str:
     """`arn:...:table/NAME/stream/LABEL` -> NAME (a stream's label changes when it is re-created; its table does
-    not)."""
+    not); a queue's ARN -> the queue's name (`down` replays the program with ARNs made up in another account)."""
+    if ":sqs:" in stream_arn:
+        return stream_arn.rsplit(":", 1)[-1]
     return stream_arn.split("/stream/")[0].split(":table/")[-1]
 
 
@@ -607,11 +609,11 @@ def _apply_mapping(p: Provisioner, name: str, inputs: dict[str, Any]) -> tuple[s
     request = _mapping_request(inputs)
     existing = _find_mapping(p, inputs)
     if existing is None:
+        # A queue has no starting position (AWS refuses one for SQS); a stream needs it.
+        queue = ":sqs:" in str(inputs["eventSourceArn"])
+        start = {} if queue else {"StartingPosition": inputs.get("startingPosition", "LATEST")}
         mapping = lam.create_event_source_mapping(
-            EventSourceArn=inputs["eventSourceArn"],
-            FunctionName=inputs["functionName"],
-            StartingPosition=inputs.get("startingPosition", "LATEST"),
-            **request,
+            EventSourceArn=inputs["eventSourceArn"], FunctionName=inputs["functionName"], **start, **request
         )
     else:
         mapping = lam.update_event_source_mapping(UUID=existing["UUID"], **request)

@@ -7,6 +7,7 @@ forbids, then observes deliveries. `tally` turns that into the numbers the demo 
 from __future__ import annotations
 
 import json
+import math
 import random
 import statistics
 import time
@@ -500,6 +501,69 @@ class Clinic(_Base):
         return result
 
 
+def percentile(values: list[float], fraction: float) -> float | None:
+    """The value at `fraction` (0.99: p99) of the sorted values, nearest rank; None for none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]
+
+
+@dataclass
+class FlashSale(_Base):
+    """Beyond the articles, `precision="second"` (table `flash`): sales that open at odd seconds over two minutes
+    (now + 9, 19, ..., 119 s), each of which must reach the due queue once, at its second and never before it. The
+    first few are too close for a schedule in the minute before and go straight into the release queue; the others
+    are released by a schedule that runs anywhere in that minute, as on AWS. Lateness is from the due second to
+    when the release function sent the due event (the message's `SentTimestamp`), printed beside the minute
+    precision `tasks` table's (`compare`)."""
+
+    compare: _Base | None = None
+
+    def start(self, now: float) -> None:
+        table = self.outputs["table_name"]
+        first = math.ceil(now)
+        for i in range(self.count):
+            due = first + 9 + 10 * i
+            put(self.client, table, {"PK": f"SALE#{i}", "SK": "OPEN", "dueAt": iso(due), "discount": 10 + i})
+            self.expected[f"SALE#{i}"] = float(due)
+            self.written += 1
+
+    def observe(self) -> list[Delivery]:
+        sqs = self.client("sqs")
+        url = self.outputs["due_queue_url"]
+        while True:
+            messages = sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0, AttributeNames=["SentTimestamp"]
+            ).get("Messages", [])
+            if not messages:
+                return self.deliveries
+            for message in messages:
+                sent = int(message["Attributes"]["SentTimestamp"]) / 1000
+                self.deliveries.append(Delivery(str(json.loads(message["Body"])["keys"]["PK"]), sent))
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+    def outcome(self) -> Outcome:
+        # No tolerance: the due event must not leave before its second (Scheduler's minute is not an excuse here).
+        result = tally(self.name, self.mode, self.written, self.expected, self.forbidden, self.deliveries, 0.0)
+        result.dead_letters = dead_letters(self.client, self.outputs)
+        result.expected_dead_letters = dict(self.expected_dead)
+        return result
+
+    def report(self) -> str:
+        """Lateness p50/p99 here and in the minute precision table, from what was observed (the cloud may be gone)."""
+
+        def figures(s: _Base, tolerance: float) -> str:
+            lateness = tally(s.name, s.mode, s.written, s.expected, s.forbidden, s.deliveries, tolerance).lateness
+            p50, p99 = percentile(lateness, 0.5), percentile(lateness, 0.99)
+            return "-" if p50 is None or p99 is None else f"p50 {p50:.2f}s, p99 {p99:.2f}s"
+
+        text = f"lateness, precision second: {figures(self, 0.0)}"
+        if self.compare is not None:
+            text += f"; precision minute ({self.compare.table_key}): {figures(self.compare, 1.0)}"
+        return text
+
+
 def iso_seconds(epoch: float) -> str:
     """The due event's form of a time: whole seconds, Z."""
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -507,14 +571,16 @@ def iso_seconds(epoch: float) -> str:
 
 def scenarios(deployment: Deployment) -> list[Scenario]:
     """The workload for each table of the local stack."""
+    tasks = QueuedTasks(deployment, "tasks", "tasks (due queue)", "eventbridge")
     return [
         EmailReminders(deployment, "reminders", "reminders (seed 000, email)", "eventbridge"),
-        QueuedTasks(deployment, "tasks", "tasks (due queue)", "eventbridge"),
+        tasks,
         ExpiringSessions(deployment, "sessions", "sessions (seeds 001/004)", "ttl", count=8),
         ExpiringSessions(deployment, "offers", "offers (precise)", "ttl", count=8, repeat=False),
         PollingJobs(deployment, "jobs", "jobs (seed 002)", "polling"),
         ScoreTotals(deployment, "scores", "scores (seed 003)", "aggregate"),
         Clinic(deployment, "clinic", "clinic (existing table, zone, offsets, weekly cron)", "eventbridge"),
+        FlashSale(deployment, "flash", "flash (precision second)", "eventbridge", count=12, compare=tasks),
     ]
 
 

@@ -122,7 +122,10 @@ def table_commands(endpoint: str, region: str, name: str, args: ScheduledTableAr
         item.update(_email_fields(target))
     due = "due now" if lead == 0 else f"due in {lead} s"
     how = {
-        Mode.EVENTBRIDGE: "a Scheduler schedule acts in the minute at or after the due time, anywhere in it",
+        Mode.EVENTBRIDGE: "it is released at its second, from the release queue (a schedule in the minute before "
+        "puts it there, or the stream handler when that minute is too close)"
+        if args.precision == "second"
+        else "a Scheduler schedule acts in the minute at or after the due time, anywhere in it",
         Mode.TTL: "the local TTL deletes it a few seconds after it expires"
         + ("; its delete schedule may act first" if args.precise else ""),
         Mode.POLLING: f"the rule {out.get('tick_rule_name', '')} ticks every {args.poll_interval_minutes} min; "

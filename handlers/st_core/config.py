@@ -38,7 +38,16 @@ class SchedulerConfig(TypedDict):
     maxRetryAttempts: int
 
 
+class ReleaseConfig(TypedDict):
+    """`precision="second"`: the release queue that holds due events until their second (st_core/release.py)."""
+
+    queueArn: str  # release schedules' target
+    queueUrl: str
+    deadLetterUrl: str  # the target DLQ, where a due event the target refuses for good is parked
+
+
 class EventBridgeConfig(TypedDict):
+    release: NotRequired[ReleaseConfig]  # only with precision="second"
     ledgerTable: str
     leaseSeconds: int
     windowSeconds: int

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from .clients import Clients
@@ -68,9 +69,28 @@ class Ledger:
         self.lease_seconds = lease_seconds
         self.window_seconds = window_seconds
 
-    def claim(self, occurrence: str, now: float | None = None) -> bool:
-        """True: run the action. False: it already ran. Raises TransientError while another run holds the lease."""
+    @classmethod
+    def of(cls, section: Mapping[str, Any], clients: Clients) -> Ledger:
+        """The ledger a mode's config section names (`ledgerTable`, `leaseSeconds`, `windowSeconds`)."""
+        return cls(
+            section["ledgerTable"],
+            clients=clients,
+            lease_seconds=section["leaseSeconds"],
+            window_seconds=section["windowSeconds"],
+        )
+
+    def claim(self, occurrence: str, now: float | None = None, *, take_over_scheduled: bool = False) -> bool:
+        """True: run the action. False: it already ran. Raises TransientError while another run holds the lease.
+
+        `take_over_scheduled`: a SCHEDULED marker does not stop this claim (it replaces it). For the delivery that
+        marker stands for (`precision="second"`: the release consumer, and a settle after the item left its due
+        time), where a direct delivery must leave the occurrence to its schedule."""
         moment = time.time() if now is None else now
+        condition = "attribute_not_exists(id) OR (#status = :pending AND leaseUntil < :now)"
+        values = {":pending": {"S": PENDING}, ":now": {"N": str(int(moment))}}
+        if take_over_scheduled:
+            condition += " OR #status = :scheduled"
+            values[":scheduled"] = {"S": SCHEDULED}
         ddb = self.clients.get("dynamodb")
         try:
             ddb.put_item(
@@ -81,14 +101,15 @@ class Ledger:
                     "leaseUntil": {"N": str(int(moment) + self.lease_seconds)},
                     "expiresAt": {"N": str(int(moment) + self.window_seconds)},
                 },
-                ConditionExpression="attribute_not_exists(id) OR (#status = :pending AND leaseUntil < :now)",
+                ConditionExpression=condition,
                 ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":pending": {"S": PENDING}, ":now": {"N": str(int(moment))}},
+                ExpressionAttributeValues=values,
             )
         except Exception as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
-            if self._status(occurrence) in (DONE, SCHEDULED):
+            status = self._status(occurrence)
+            if status == DONE or (status == SCHEDULED and not take_over_scheduled):
                 return False
             raise TransientError(f"occurrence {occurrence} is being acted on by another invocation") from exc
         return True

@@ -84,10 +84,28 @@ def function_timeout(r: Registration, _: list[Registration]) -> str | None:
     return None if isinstance(timeout, int | float) and 0 < timeout <= 900 else f"timeout {timeout!r}"
 
 
+def _queue_redrive(queue_arn: str, everything: list[Registration]) -> str | None:
+    """An SQS event source's failure path is the queue's own redrive policy (Lambda has no on-failure destination
+    for SQS): a dead-letter target after a finite number of receives."""
+    queues = [q for q in everything if q.type == QUEUE and q.outputs.get("arn") == queue_arn]
+    if not queues:
+        return "its source queue is not the component's"
+    policy = json.loads(queues[0].inputs.get("redrivePolicy") or "{}")
+    if not policy.get("deadLetterTargetArn") or not 1 <= int(policy.get("maxReceiveCount", 0)) <= 100:
+        return "its source queue has no redrive policy to a dead-letter queue after finite receives"
+    return None
+
+
 def function_failure_path(r: Registration, everything: list[Registration]) -> str | None:
     arn = r.outputs.get("arn")
     name = r.outputs.get("name")
     for other in everything:
+        if (
+            other.type == MAPPING
+            and other.inputs.get("functionName") == arn
+            and ":sqs:" in other.inputs.get("eventSourceArn", "")
+        ):
+            return _queue_redrive(other.inputs["eventSourceArn"], everything)
         if other.type == MAPPING and other.inputs.get("functionName") == arn:
             destination = ((other.inputs.get("destinationConfig") or {}).get("onFailure") or {}).get("destinationArn")
             return None if destination else "its event source mapping has no on-failure destination"
@@ -97,9 +115,14 @@ def function_failure_path(r: Registration, everything: list[Registration]) -> st
     return "neither an event source mapping nor an async invoke config: failures would vanish"
 
 
-def mapping_settings(r: Registration, _: list[Registration]) -> str | None:
+def mapping_settings(r: Registration, everything: list[Registration]) -> str | None:
     i = r.inputs
     problems = []
+    if ":sqs:" in i.get("eventSourceArn", ""):  # a queue: retries and the dead letter are the queue's
+        problems.append(_queue_redrive(i["eventSourceArn"], everything) or "")
+        if "ReportBatchItemFailures" not in (i.get("functionResponseTypes") or []):
+            problems.append("no partial batch responses")
+        return "; ".join(p for p in problems if p) or None
     if not ((i.get("destinationConfig") or {}).get("onFailure") or {}).get("destinationArn"):
         problems.append("no on-failure destination")
     if not 0 <= int(i.get("maximumRetryAttempts", -1)) <= 10000:

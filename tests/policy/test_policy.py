@@ -17,6 +17,9 @@ from .rules import RULES, Rule, evaluate
 
 MODES: dict[str, dict[str, Any]] = {
     "eventbridge": {"mode": "eventbridge"},
+    # Schedules in the minute before, into a release queue consumed by a second function (its failure path: the
+    # queue's redrive policy to the target DLQ).
+    "eventbridge-second": {"mode": "eventbridge", "precision": "second"},
     "ttl": {"mode": "ttl"},
     "ttl-precise": {"mode": "ttl", "precise": True},
     "polling": {"mode": "polling"},

@@ -1,0 +1,15 @@
+"""`precision="second"` (eventbridge mode): the release consumer, fed by the table's release queue.
+
+Thin entry point: the logic, and why it delivers each occurrence once and never before its second, is in
+st_core/release.py.
+"""
+
+from __future__ import annotations
+
+from st_core.config import load_config
+from st_core.release import SqsBatchResponse, handle_messages
+
+
+def handler(event: object, context: object = None) -> SqsBatchResponse:
+    """Lambda entry point (`release.handler`): one batch of release queue messages."""
+    return handle_messages(event, load_config())

@@ -1,0 +1,371 @@
+"""`precision="second"` (eventbridge mode): due events held in the table's release queue until their second.
+
+Scheduler runs an `at()` schedule anywhere within its minute, so no schedule can name a second. Instead:
+
+- The stream handler sets each occurrence's schedule on the minute *before* the due time's minute
+  (`release_fire_time`): it runs within [M-60 s, M), wholly before a due second in [M, M+60). Its target is the
+  release queue (Scheduler's SQS target, so a failure to send is Scheduler's to retry and then park in the target
+  DLQ: no code of ours runs between Scheduler and the queue). The message is a release envelope: the occurrence,
+  its due second, the item's keys and the due event exactly as the target will get it.
+- An occurrence too close for that schedule (`may_be_firing`: less than about 70 s ahead) goes straight into the
+  release queue with `DelaySeconds` = the seconds left, rounded up; one already due is delivered at once as before.
+- The release consumer (`handle_messages`, an SQS event source mapping with no batching window) takes a message
+  that arrived before its second (always, from a schedule) and sends it back with the seconds left as its delay
+  (`DelaySeconds` <= 130 here, never near SQS's 900); a sub-second remainder (clock skew) it sleeps. Once the second
+  has come it checks the item still holds that due time (one consistent GetItem), claims the occurrence in the
+  ledger, sends the due event to the target (`dispatch.send_now`) and completes the claim.
+
+Once per occurrence under AWS's at-least-once everything (Scheduler's rare second invocation, SQS redelivery, a
+message sent twice after a crash, a redelivered stream batch delivering a past occurrence directly): every path
+claims the occurrence's one ledger id before sending, and only the first claim sends. The release path's claim
+takes over the schedule's SCHEDULED marker (it *is* that schedule's delivery); a direct delivery does not.
+
+An item that no longer holds the due time when its second comes is not delivered by the release path: if it left
+the time before the second, the stream's record of that change cancels the occurrence; if it left it after (a
+write at the due second), that record settles it, and the settle delivers it through the same claim. So a
+cancellation is honoured even when the stream is late, and no occurrence that came is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from threading import Lock
+from typing import Any, TypedDict
+
+from . import log, recurrence, schedules
+from .clients import CLIENTS, Clients
+from .config import HandlerConfig
+from .dispatch import schedule_target, send_now
+from .errors import PermanentError, error_code, is_transient, persist
+from .idempotency import Ledger
+from .jsontext import dumps, size
+from .limits import SCHEDULER_INPUT_BYTES
+from .poison import PoisonQueue
+from .stream import decode_image, to_request
+from .timeparse import format_due, minute_start, parse_due
+
+MODE = "release"
+# The key that marks a release queue message (and names its envelope).
+ENVELOPE = "scheduledTableRelease"
+# SQS holds a message back at most 15 minutes (DelaySeconds 0-900).
+SQS_MAX_DELAY_SECONDS = 900
+# A message this close to its second waits in the function (clock skew, rounding); farther, it goes back to SQS.
+MAX_SLEEP_SECONDS = 1.0
+# Scheduler's error attributes on a message parked in the target DLQ, which the release path writes the same way.
+ERROR_CODE = "ERROR_CODE"
+ERROR_MESSAGE = "ERROR_MESSAGE"
+
+Clock = Callable[[], datetime]
+Sleep = Callable[[float], None]
+
+
+class SqsBatchItemFailure(TypedDict):
+    itemIdentifier: str
+
+
+class SqsBatchResponse(TypedDict):
+    batchItemFailures: list[SqsBatchItemFailure]
+
+
+def enabled(config: HandlerConfig) -> bool:
+    """True on a table configured with `precision="second"`."""
+    return "release" in config.get("eventbridge", {})
+
+
+# -- when: pure ----------------------------------------------------------------------------------------------------
+
+
+def release_fire_time(due: datetime) -> datetime:
+    """The `at()` minute of an occurrence's schedule: the minute before its due time's minute. Scheduler runs it
+    within [M-60 s, M), M the start of the due second's minute, so always before the due second (which is in
+    [M, M+60)). M itself is the only later minute, and it may run after the due second (at(12:00) at 12:00:59 for
+    12:00:07): this is the latest minute that is never late for the release."""
+    return minute_start(due) - timedelta(minutes=1)
+
+
+def may_be_firing(due: datetime, now: datetime) -> bool:
+    """True when a release schedule for `due` may already be running, or would be made too late to be stored in
+    time (closer than `schedules.MIN_LEAD`): the occurrence then goes straight into the release queue instead.
+    That is up to ~70 s ahead for a due time on a minute, up to ~130 s for one at its minute's last second."""
+    return now >= release_fire_time(due) - schedules.MIN_LEAD
+
+
+def delay_seconds(due: datetime, now: datetime) -> int:
+    """SQS's DelaySeconds for a message that must not be received before `due`: the seconds left, rounded up (so
+    the message is never visible early), within SQS's 0-900."""
+    left = math.ceil((due - now).total_seconds())
+    return max(0, min(SQS_MAX_DELAY_SECONDS, left))
+
+
+# -- the envelope ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Release:
+    """What a release message carries: enough to check the item, claim the occurrence and send the due event."""
+
+    name: str  # the occurrence's schedule name, its ledger id
+    due: datetime  # when it acts (the item's due time plus the offset)
+    item_due: datetime  # the item's due time, as the item must still hold it
+    keys: dict[str, Any]  # the item's keys, as the stream delivered them (DynamoDB JSON, binary as base64 text)
+    payload: str  # the target's input, as `dispatch.target_input` made it
+
+
+def envelope(release: Release) -> str:
+    """The message text. The payload rides as a JSON value rather than a string (no escaping, so it is as big in
+    the envelope as on its own, and `dispatch.target_input` has already kept room for the rest); `parse` gives back
+    exactly the payload's text (jsontext writes sorted keys, and numbers exactly, both ways)."""
+    text = dumps(
+        {
+            ENVELOPE: {
+                "name": release.name,
+                "dueAt": format_due(release.due),
+                "itemDueAt": format_due(release.item_due),
+                "keys": release.keys,
+            },
+            "payload": json.loads(release.payload, parse_float=Decimal, parse_int=Decimal),
+        }
+    )
+    if size(text) > SCHEDULER_INPUT_BYTES:
+        # Only keys near DynamoDB's 2 KB + 1 KB limits beside an item trimmed to the limit come here.
+        raise PermanentError(
+            f"the release message is {size(text)} bytes, over Scheduler's {SCHEDULER_INPUT_BYTES}: the item's keys "
+            "are too large for precision='second'"
+        )
+    return text
+
+
+def parse(body: object) -> Release:
+    """A release message back; PermanentError (parked with the reason) for anything else."""
+    try:
+        document = json.loads(str(body), parse_float=Decimal, parse_int=Decimal)
+        meta = document[ENVELOPE]
+        keys = meta["keys"]
+        if not isinstance(keys, dict) or not keys or not isinstance(meta["name"], str):
+            raise TypeError("keys must be a DynamoDB key and name a string")
+        return Release(
+            name=meta["name"],
+            due=parse_due(meta["dueAt"]),
+            item_due=parse_due(meta["itemDueAt"]),
+            keys=keys,
+            payload=dumps(document["payload"]),
+        )
+    except (ValueError, KeyError, TypeError, PermanentError) as exc:
+        raise PermanentError(f"not a release message ({type(exc).__name__}: {str(exc)[:200]})") from exc
+
+
+# -- sending to the release queue ----------------------------------------------------------------------------------
+
+
+def queue_url(config: HandlerConfig) -> str:
+    return str(config["eventbridge"]["release"]["queueUrl"])
+
+
+def scheduler_release_target(config: HandlerConfig, text: str) -> dict[str, Any]:
+    """A release schedule's `Target`: the release queue, with the component's retries and target DLQ."""
+    arn = str(config["eventbridge"]["release"]["queueArn"])
+    return schedule_target(arn, config["scheduler"], text)
+
+
+def enqueue(clients: Clients, config: HandlerConfig, text: str, delay: int) -> None:
+    """Into the release queue, held back `delay` seconds (0-900)."""
+    clients.get("sqs").send_message(QueueUrl=queue_url(config), MessageBody=text, DelaySeconds=delay)
+
+
+# -- the release consumer ------------------------------------------------------------------------------------------
+
+
+class Outcome:
+    """What became of one message; every one but RETRY deletes it from the queue."""
+
+    DELIVERED = "delivered"
+    DELAYED = "delayed"  # before its second: sent back with the seconds left
+    DUPLICATE = "duplicates"  # claimed and delivered before (redelivery, a second copy)
+    DROPPED = "dropped"  # the item no longer holds the due time (its stream record decides)
+    PARKED = "parked"  # malformed (poison queue), or the target refused it for good (target DLQ)
+    RETRY = "retried"  # transient: left in the queue, received again after its visibility timeout
+
+
+class Releaser:
+    """The release consumer for one batch of release queue messages."""
+
+    def __init__(self, config: HandlerConfig, clients: Clients, now: Clock, sleep: Sleep) -> None:
+        self.config = config
+        self.clients = clients
+        self.now = now
+        self.sleep = sleep
+        self.ledger = Ledger.of(config["eventbridge"], clients)
+        self.poison = PoisonQueue(config["poisonQueueUrl"], mode=MODE, table=config["table"], clients=clients)
+        self.counts: Counter[str] = Counter()
+        self.latest = 0.0  # the latest delivery after its second in this batch, seconds
+        self._lock = Lock()
+
+    def message(self, record: dict[str, Any]) -> str:
+        outcome = self._outcome(record)
+        with self._lock:
+            self.counts[outcome] += 1
+        return outcome
+
+    def _outcome(self, record: dict[str, Any]) -> str:
+        try:
+            release = parse(record.get("body"))
+        except PermanentError as exc:
+            return self._park_malformed(record, str(exc))
+        try:
+            return self._release(release)
+        except Exception as exc:
+            if is_transient(exc):
+                log.warning("release-retry", schedule=release.name, error=error_code(exc), detail=str(exc)[:300])
+                return Outcome.RETRY
+            return self._park_refused(record, release, exc)
+
+    def _release(self, release: Release) -> str:
+        left = (release.due - self.now()).total_seconds()
+        if left > MAX_SLEEP_SECONDS:
+            # Early (from a schedule, always): back into the queue for the seconds left. A copy sent twice (a crash
+            # before the delete) is harmless: the claim below lets one through.
+            enqueue(self.clients, self.config, envelope(release), delay_seconds(release.due, self.now()))
+            log.debug("release-delayed", schedule=release.name, dueAt=format_due(release.due), seconds=left)
+            return Outcome.DELAYED
+        if left > 0:
+            self.sleep(left)
+        if not self._holds(release):
+            log.debug("release-dropped", schedule=release.name, dueAt=format_due(release.due))
+            return Outcome.DROPPED
+        if not self.ledger.claim(release.name, take_over_scheduled=True):
+            log.debug("duplicate", schedule=release.name, dueAt=format_due(release.due))
+            return Outcome.DUPLICATE
+        try:
+            send_now(
+                self.config["target"],
+                release.payload,
+                occurrence=schedules.occurrence(release.name, release.due),
+                clients=self.clients,
+            )
+        except Exception:
+            persist(lambda: self.ledger.release(release.name))
+            raise
+        late = (self.now() - release.due).total_seconds()
+        persist(lambda: self.ledger.complete(release.name))
+        with self._lock:
+            self.latest = max(self.latest, late)
+        log.debug("released", schedule=release.name, dueAt=format_due(release.due), lateSeconds=round(late, 3))
+        return Outcome.DELIVERED
+
+    def _holds(self, release: Release) -> bool:
+        """The item still holds the due time (read consistently; any format of the same instant counts)."""
+        attribute = self.config["timeAttribute"]
+        names = {"#t": attribute}
+        zone_attribute = self.config["eventbridge"].get("timeZoneAttribute")
+        if zone_attribute:
+            names["#z"] = zone_attribute
+        found = self.clients.get("dynamodb").get_item(
+            TableName=self.config["table"],
+            Key=to_request(release.keys),
+            ConsistentRead=True,
+            ProjectionExpression=", ".join(names),
+            ExpressionAttributeNames=names,
+        )
+        item = decode_image(found.get("Item")) or {}
+        value = item.get(attribute)
+        zone_name = item.get(zone_attribute) if zone_attribute else None
+        if value is None or not isinstance(zone_name, str | None):
+            return False  # no time, or a zone the stream handler would park: not this occurrence's item any more
+        try:
+            return parse_due(value, recurrence.zone(zone_name)) == release.item_due
+        except PermanentError:
+            return False
+
+    def _park_malformed(self, record: dict[str, Any], reason: str) -> str:
+        try:
+            self.poison.send(record, reason, "MalformedRelease")
+        except Exception as exc:
+            log.error("poison-failed", messageId=record.get("messageId"), error=error_code(exc), reason=reason)
+            return Outcome.RETRY
+        log.warning("poisoned", messageId=record.get("messageId"), error="MalformedRelease", reason=reason)
+        return Outcome.PARKED
+
+    def _park_refused(self, record: dict[str, Any], release: Release, exc: Exception) -> str:
+        """The target refused for good (a 4xx it will always give): into the target DLQ, with Scheduler's error
+        attributes, as a schedule that could not deliver would have put it."""
+        code, reason = error_code(exc), str(exc)[:1000] or error_code(exc)
+        try:
+            self.clients.get("sqs").send_message(
+                QueueUrl=self.config["eventbridge"]["release"]["deadLetterUrl"],
+                MessageBody=str(record.get("body")),
+                MessageAttributes={
+                    ERROR_CODE: {"DataType": "String", "StringValue": code},
+                    ERROR_MESSAGE: {"DataType": "String", "StringValue": reason},
+                },
+            )
+        except Exception as failed:
+            log.error("dead-letter-failed", schedule=release.name, error=error_code(failed), reason=reason)
+            return Outcome.RETRY
+        log.warning("release-refused", schedule=release.name, error=code, reason=reason)
+        return Outcome.PARKED
+
+
+def sqs_records(event: object) -> tuple[list[dict[str, Any]], list[tuple[object, str]]]:
+    """The SQS records of an event, and whatever in it is not one (with the reason)."""
+    records = event.get("Records") if isinstance(event, dict) else None
+    if not isinstance(records, list):
+        return [], [(event, "not an SQS batch: no Records list")]
+    good: list[dict[str, Any]] = []
+    bad: list[tuple[object, str]] = []
+    for record in records:
+        if isinstance(record, dict) and isinstance(record.get("messageId"), str):
+            good.append(record)
+        else:
+            bad.append((record, "not an SQS record: no messageId"))
+    return good, bad
+
+
+def handle_messages(
+    event: object,
+    config: HandlerConfig,
+    *,
+    clients: Clients = CLIENTS,
+    now: Clock = lambda: datetime.now(UTC),
+    sleep: Sleep = time.sleep,
+) -> SqsBatchResponse:
+    """One batch from the release queue: each message released, delayed again, dropped or parked; only transient
+    failures are reported (`batchItemFailures`), so SQS redelivers just those, and after the queue's
+    `maxReceiveCount` moves them to the target DLQ."""
+    started = time.perf_counter()
+    releaser = Releaser(config, clients, now, sleep)
+    records, malformed = sqs_records(event)
+    for thing, reason in malformed:
+        # Nothing to retry by: if parking fails the invocation fails, and SQS delivers the batch again.
+        releaser.poison.send(thing, reason, "MalformedRecord")
+        log.warning("poisoned", error="MalformedRecord", reason=reason)
+    workers = max(1, min(config["maxWorkers"], len(records)))
+    if workers == 1:
+        outcomes = [releaser.message(record) for record in records]
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            outcomes = list(pool.map(releaser.message, records))
+    failures: list[SqsBatchItemFailure] = [
+        {"itemIdentifier": record["messageId"]}
+        for record, outcome in zip(records, outcomes, strict=True)
+        if outcome == Outcome.RETRY
+    ]
+    summary: dict[str, Any] = dict(releaser.counts)
+    summary["milliseconds"] = round((time.perf_counter() - started) * 1000)
+    summary["lateMillisecondsMax"] = round(releaser.latest * 1000)
+    log.metrics(
+        "ScheduledTable",
+        {"Table": config["table"], "Mode": MODE},
+        properties=summary,
+        Records=len(records) + len(malformed),
+        Poisoned=releaser.poison.sent,
+        Retried=len(failures),
+    )
+    return {"batchItemFailures": failures}

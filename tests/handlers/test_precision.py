@@ -1,0 +1,448 @@
+"""`precision="second"` against moto, on a test clock: schedules in the minute before, fired anywhere in that minute
+as Scheduler may (at least once), a release queue that holds each message for its DelaySeconds of the test clock
+and may deliver a message again, and the release consumer; each due event must reach the target once, never before
+its second."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from botocore.exceptions import ClientError
+from eventbridge import handle_batch
+from st_core import release
+from st_core.clients import CLIENTS
+from st_core.release import ENVELOPE, handle_messages, release_fire_time
+
+from tests.conftest import REGION
+from tests.handlers.conftest import ACCOUNT, Env, SchedulerClock
+
+# A minute boundary two days ahead (the ledger's leases and Scheduler's rules use the real clock).
+BASE = (datetime.now(UTC) + timedelta(days=2)).replace(second=0, microsecond=0)
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Clock:
+    t: datetime
+
+    def __call__(self) -> datetime:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += timedelta(seconds=seconds)
+
+
+@dataclass
+class Message:
+    id: str
+    body: str
+    visible_at: datetime
+    receives: int = 0
+
+
+@dataclass
+class ReleaseQueue:
+    """The release queue as the consumer's event source mapping sees it, on the test clock. Every SendMessage to it
+    (the handlers' and Scheduler's) is kept here instead of in moto: a message is receivable once its DelaySeconds
+    of the test clock have passed (moto would hold it for real seconds). Deliveries to the target (the due queue)
+    go through to moto and are timed on the test clock."""
+
+    env: Env
+    clock: Clock
+    url: str
+    arn: str
+    messages: list[Message] = field(default_factory=list)
+    delays: list[int] = field(default_factory=list)
+    deliveries: list[tuple[datetime, dict[str, Any]]] = field(default_factory=list)
+    redeliver_once: bool = False  # every message handled comes back once more (its delete was lost)
+    _count: int = 0
+
+    def install(self, client: Any) -> None:
+        client.meta.events.register("before-parameter-build.sqs.SendMessage", self._sent)
+        client.meta.events.register("before-call.sqs.SendMessage", self._answer)
+        client.meta.events.register("after-call.sqs.SendMessage", self._delivered)
+
+    def _delivered(self, context: dict[str, Any], **_: Any) -> None:
+        params = context.get("release_params") or {}
+        if params.get("QueueUrl") == self.env.due_queue_url:
+            self.deliveries.append((self.clock.t, json.loads(params["MessageBody"])))
+
+    def _sent(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["release_params"] = dict(params)
+        if params["QueueUrl"] != self.url:
+            return
+        delay = int(params.get("DelaySeconds", 0))
+        assert 0 <= delay <= 900, f"SQS refuses DelaySeconds={delay}"  # AWS: InvalidParameterValue
+        self.delays.append(delay)
+        self._count += 1
+        self.messages.append(Message(f"m{self._count}", params["MessageBody"], self.clock.t + timedelta(seconds=delay)))
+        context["release_queue"] = True
+
+    def _answer(self, context: dict[str, Any], **_: Any) -> Any:
+        if not context.get("release_queue"):
+            return None
+        http = SimpleNamespace(status_code=200, headers={}, content=b"")
+        return http, {"MessageId": f"m{self._count}", "ResponseMetadata": {"HTTPStatusCode": 200}}
+
+    def receivable(self) -> list[Message]:
+        return [m for m in self.messages if m.visible_at <= self.clock.t]
+
+    def next_visible(self) -> datetime | None:
+        return min((m.visible_at for m in self.messages), default=None)
+
+    def consume(self) -> dict[str, Any]:
+        """One batch of what is receivable through the consumer, as the mapping does: successes deleted, reported
+        failures visible again after the visibility timeout."""
+        batch = self.receivable()[:10]
+        for message in batch:
+            message.receives += 1
+        event = {
+            "Records": [
+                {"messageId": m.id, "receiptHandle": m.id, "body": m.body, "eventSource": "aws:sqs"} for m in batch
+            ]
+        }
+        response = handle_messages(event, self.env.config, now=self.clock, sleep=self.clock.sleep)
+        failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+        for message in batch:
+            if message.id in failed:
+                message.visible_at = self.clock.t + timedelta(seconds=90)
+            elif self.redeliver_once and message.receives == 1:
+                message.visible_at = self.clock.t
+            else:
+                self.messages.remove(message)
+        return dict(response)
+
+    def delivered(self) -> dict[str, list[datetime]]:
+        by_key: dict[str, list[datetime]] = {}
+        for moment, event in self.deliveries:
+            by_key.setdefault(event["keys"]["PK"], []).append(moment)
+        return by_key
+
+
+@pytest.fixture
+def queue(env: Env) -> Iterator[ReleaseQueue]:
+    name = f"release-{env.table}"
+    url = env.sqs.create_queue(QueueName=name, Attributes={"MaximumMessageSize": str(1024 * 1024)})["QueueUrl"]
+    tdlq = env.sqs.get_queue_url(QueueName=env.target_dlq_arn.split(":")[-1])["QueueUrl"]
+    arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
+    env.config["eventbridge"]["release"] = {"queueArn": arn, "queueUrl": url, "deadLetterUrl": tdlq}
+    built = ReleaseQueue(env, Clock(BASE - timedelta(minutes=10)), url, arn)
+    built.install(CLIENTS.get("sqs"))
+    built.install(env.sqs)  # Scheduler's sends
+    yield built
+
+
+def stream(env: Env, queue: ReleaseQueue, *, changed: datetime | None = None) -> dict[str, Any]:
+    """The table's new stream records through the eventbridge handler at the test clock's time."""
+    response = handle_batch(env.event(at=changed or queue.clock.t), env.config, now=queue.clock)
+    assert response == {"batchItemFailures": []}
+    return dict(response)
+
+
+def run_until(
+    env: Env, queue: ReleaseQueue, until: datetime, *, scheduler: SchedulerClock, twice: bool = False
+) -> None:
+    """Advance the test clock event by event: each schedule runs at its drawn instant in its minute (`twice`: run
+    again right after, Scheduler's rare second invocation), and the consumer takes each message once it is
+    receivable, until `until`."""
+    while True:
+        instants = [(scheduler.instant(s), s) for s in env.schedules()]
+        next_fire = min(instants, key=lambda pair: pair[0], default=None)
+        next_message = queue.next_visible()
+        moments = [m for m in (next_fire[0] if next_fire else None, next_message) if m is not None]
+        if not moments or min(moments) > until:
+            queue.clock.t = max(queue.clock.t, until)
+            return
+        queue.clock.t = max(queue.clock.t, min(moments))
+        if next_fire is not None and next_fire[0] <= queue.clock.t:
+            scheduler.run(next_fire[1])
+            if twice:
+                env.sqs.send_message(QueueUrl=queue.url, MessageBody=next_fire[1]["Target"]["Input"])
+        while queue.receivable():
+            queue.consume()
+
+
+class EdgeInstants(SchedulerClock):
+    """Scheduler at the edges of the minute: its first instant or its last, alternately (the worst cases for a
+    release before the due second and for the delay it needs)."""
+
+    def _draw(self, schedule: dict[str, Any]) -> datetime:
+        named = datetime.fromisoformat(schedule["ScheduleExpression"][3:-1]).replace(tzinfo=UTC)
+        edge = 0.0 if len(self._instants) % 2 == 0 else 59.999
+        return named + timedelta(seconds=edge)
+
+
+# -- the schedule ----------------------------------------------------------------------------------------------------
+
+
+def test_an_odd_second_due_time_gets_a_schedule_in_the_minute_before_into_the_release_queue(
+    env: Env, queue: ReleaseQueue
+) -> None:
+    due = BASE + timedelta(seconds=37)
+    env.put({"PK": "sale#1", "SK": "open", "dueAt": iso(due), "name": "flash"})
+    stream(env, queue)
+    (schedule,) = env.schedules()
+    # Scheduler runs at(M-1min) within [M-60 s, M): always before 12:00:37, never in its own minute.
+    assert schedule["ScheduleExpression"] == f"at({(BASE - timedelta(minutes=1)).strftime('%Y-%m-%dT%H:%M:%S')})"
+    target = schedule["Target"]
+    assert target["Arn"] == queue.arn
+    assert target["DeadLetterConfig"] == {"Arn": env.target_dlq_arn}
+    assert target["RoleArn"] == env.config["scheduler"]["roleArn"]
+    document = json.loads(target["Input"])
+    assert document[ENVELOPE] == {
+        "name": schedule["Name"],
+        "dueAt": iso(due),
+        "itemDueAt": iso(due),
+        "keys": {"PK": {"S": "sale#1"}, "SK": {"S": "open"}},
+    }
+    assert document["payload"]["dueAt"] == iso(due) and document["payload"]["item"]["name"] == "flash"
+    assert queue.messages == []
+
+
+def test_the_release_minute_is_always_wholly_before_the_due_second() -> None:
+    for second in range(60):
+        due = BASE + timedelta(seconds=second)
+        fire = release_fire_time(due)
+        assert fire.second == 0 and fire + timedelta(seconds=60) <= due < fire + timedelta(seconds=120)
+
+
+# -- end to end on the test clock ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("instants", [SchedulerClock, EdgeInstants], ids=["anywhere-in-the-minute", "minute-edges"])
+def test_every_occurrence_is_delivered_once_at_its_second_never_early(
+    env: Env, queue: ReleaseQueue, instants: type[SchedulerClock]
+) -> None:
+    # Due at odd seconds over three minutes: some far enough ahead for a schedule, the first ones too close for one.
+    dues = {f"sale#{n}": BASE + timedelta(seconds=7 + 13 * n) for n in range(15)}
+    queue.clock.t = BASE - timedelta(seconds=65)
+    for pk, due in dues.items():
+        env.put({"PK": pk, "SK": "open", "dueAt": iso(due)})
+    stream(env, queue)
+    assert 0 < len(env.schedules()) < len(dues)  # both routes are taken
+    assert len(queue.messages) == len(dues) - len(env.schedules())
+    run_until(env, queue, BASE + timedelta(minutes=5), scheduler=instants(env))
+    delivered = queue.delivered()
+    assert sorted(delivered) == sorted(dues)
+    for pk, moments in delivered.items():
+        assert len(moments) == 1, pk
+        # Never before the second; the model has no latency of its own, so only the rounding up of DelaySeconds
+        # remains (the consumer sleeps the rest when a message comes early).
+        assert dues[pk] <= moments[0] < dues[pk] + timedelta(seconds=1), (pk, moments[0])
+    assert env.schedules() == [] and queue.messages == []
+    assert max(queue.delays) <= 130
+
+
+def test_scheduler_invoking_twice_and_sqs_delivering_again_still_deliver_once(env: Env, queue: ReleaseQueue) -> None:
+    dues = {f"sale#{n}": BASE + timedelta(seconds=11 + 17 * n) for n in range(4)}
+    for pk, due in dues.items():
+        env.put({"PK": pk, "SK": "open", "dueAt": iso(due)})
+    stream(env, queue)
+    assert len(env.schedules()) == 4
+    # Every schedule runs twice (two messages each), every message handled comes back once more (a lost delete),
+    # and the whole stream batch is delivered again after the due times.
+    queue.redeliver_once = True
+    run_until(env, queue, BASE + timedelta(minutes=3), scheduler=SchedulerClock(env), twice=True)
+    handle_batch({"Records": env.stream.since(0)}, env.config, now=queue.clock)
+    delivered = queue.delivered()
+    assert {pk: len(m) for pk, m in delivered.items()} == {pk: 1 for pk in dues}
+    assert all(dues[pk] <= delivered[pk][0] < dues[pk] + timedelta(seconds=1) for pk in dues)
+    assert queue.messages == []
+
+
+def test_an_item_moved_or_deleted_after_its_schedule_fired_is_not_delivered_at_the_old_time(
+    env: Env, queue: ReleaseQueue
+) -> None:
+    moved_from, moved_to, deleted = (BASE + timedelta(seconds=s) for s in (23, 41, 29))
+    env.put({"PK": "moved", "SK": "x", "dueAt": iso(moved_from)})
+    env.put({"PK": "deleted", "SK": "x", "dueAt": iso(deleted)})
+    stream(env, queue)
+    scheduler = SchedulerClock(env)
+    run_until(env, queue, BASE, scheduler=scheduler)  # the minute before has run, whatever instant it drew
+    assert env.schedules() == [] and len(queue.messages) == 2  # both fired: held in the queue for their second
+    # Before their seconds, the item moves and the other is deleted; the stream is slow: the consumer runs first.
+    queue.clock.t = BASE
+    env.put({"PK": "moved", "SK": "x", "dueAt": iso(moved_to)})
+    env.delete("deleted", "x")
+    run_until(env, queue, BASE + timedelta(seconds=30), scheduler=scheduler)
+    assert queue.delivered() == {}
+    # The stream's records come (changes made before the due times: cancels; the new time is scheduled).
+    stream(env, queue, changed=BASE)
+    run_until(env, queue, BASE + timedelta(minutes=2), scheduler=scheduler)
+    assert queue.delivered() == {"moved": [queue.delivered()["moved"][0]]}
+    assert moved_to <= queue.delivered()["moved"][0] < moved_to + timedelta(seconds=1)
+
+
+@pytest.mark.parametrize("stream_first", [False, True], ids=["release-first", "stream-first"])
+def test_an_item_that_leaves_its_due_time_after_it_came_is_still_delivered_once(
+    env: Env, queue: ReleaseQueue, stream_first: bool
+) -> None:
+    due = BASE + timedelta(seconds=19)
+    env.put({"PK": "sale#1", "SK": "x", "dueAt": iso(due)})
+    stream(env, queue)
+    run_until(env, queue, due - timedelta(seconds=1), scheduler=SchedulerClock(env))
+    # Half a second after its due second, a write moves the time on; the consumer has not run yet (a cold start).
+    queue.clock.t = due + timedelta(milliseconds=500)
+    env.put({"PK": "sale#1", "SK": "x", "dueAt": iso(due + timedelta(days=1))})
+    if stream_first:
+        stream(env, queue, changed=queue.clock.t)
+        while queue.receivable():
+            queue.consume()
+    else:
+        while queue.receivable():
+            queue.consume()  # the item no longer holds the time: the release path leaves it to the stream
+        assert queue.delivered() == {}
+        stream(env, queue, changed=queue.clock.t)
+    assert len(queue.delivered()["sale#1"]) == 1 and queue.delivered()["sale#1"][0] >= due
+
+
+# -- the consumer, message by message --------------------------------------------------------------------------------
+
+
+def envelope_for(env: Env, pk: str, due: datetime, name: str = "occ-1") -> str:
+    payload = json.dumps({"keys": {"PK": pk, "SK": "x"}, "dueAt": iso(due), "item": {"n": 1}}, sort_keys=True)
+    return release.envelope(release.Release(name, due, due, {"PK": {"S": pk}, "SK": {"S": "x"}}, payload))
+
+
+def test_an_early_message_goes_back_for_the_seconds_left_and_a_sub_second_remainder_is_slept(
+    env: Env, queue: ReleaseQueue
+) -> None:
+    due = BASE + timedelta(seconds=43)
+    env.put({"PK": "sale#1", "SK": "x", "dueAt": iso(due)})
+    queue.clock.t = due - timedelta(seconds=42, milliseconds=300)
+    env.sqs.send_message(QueueUrl=queue.url, MessageBody=envelope_for(env, "sale#1", due))
+    queue.consume()
+    assert queue.delivered() == {} and queue.delays == [0, 43]  # rounded up: never visible before the second
+    queue.clock.t = due - timedelta(milliseconds=400)  # visible early (a clock a little ahead)
+    queue.messages[0].visible_at = queue.clock.t
+    queue.consume()
+    assert queue.delivered() == {"sale#1": [due]}  # slept 0.4 s, then sent at the second
+    assert queue.delays == [0, 43]
+
+
+def test_a_due_time_too_close_for_a_schedule_goes_straight_into_the_queue_with_its_delay(
+    env: Env, queue: ReleaseQueue
+) -> None:
+    on_the_minute, late_in_minute, far = BASE, BASE + timedelta(seconds=59), BASE + timedelta(seconds=60 + 59)
+    queue.clock.t = BASE - timedelta(seconds=69, milliseconds=500)
+    for pk, due in (("a", on_the_minute), ("b", late_in_minute), ("c", far)):
+        env.put({"PK": pk, "SK": "x", "dueAt": iso(due)})
+    stream(env, queue)
+    # a: its schedule would be at BASE-60 s, 9.5 s from now (less than the 10 s Scheduler needs): straight in.
+    # b: the same minute, so the same; c: its minute before starts 69.5 s from now: a schedule.
+    assert sorted(queue.delays) == [70, 129]
+    assert [s["ScheduleExpression"] for s in env.schedules()] == [f"at({BASE.strftime('%Y-%m-%dT%H:%M:%S')})"]
+    run_until(env, queue, BASE + timedelta(minutes=3), scheduler=SchedulerClock(env))
+    assert {pk: len(m) for pk, m in queue.delivered().items()} == {"a": 1, "b": 1, "c": 1}
+    assert queue.delivered()["b"][0] >= late_in_minute and queue.delivered()["c"][0] >= far
+
+
+def test_a_past_due_time_is_delivered_at_once(env: Env, queue: ReleaseQueue) -> None:
+    queue.clock.t = BASE
+    env.put({"PK": "late", "SK": "x", "dueAt": iso(BASE - timedelta(seconds=5))})
+    stream(env, queue)
+    assert queue.delivered() == {"late": [BASE]} and queue.messages == [] and env.schedules() == []
+
+
+def test_a_delete_processed_before_the_schedule_runs_deletes_it(env: Env, queue: ReleaseQueue) -> None:
+    env.put({"PK": "gone", "SK": "x", "dueAt": iso(BASE + timedelta(seconds=31))})
+    stream(env, queue)
+    env.delete("gone", "x")
+    stream(env, queue)
+    assert env.schedules() == []
+    run_until(env, queue, BASE + timedelta(minutes=2), scheduler=SchedulerClock(env))
+    assert queue.delivered() == {} and queue.messages == []
+
+
+def test_bad_messages_are_parked_and_the_batch_goes_on(env: Env, queue: ReleaseQueue) -> None:
+    due = BASE + timedelta(seconds=3)
+    env.put({"PK": "ok", "SK": "x", "dueAt": iso(due)})
+    queue.clock.t = due
+    for body in ("not json", json.dumps({"something": "else"}), envelope_for(env, "ok", due)):
+        env.sqs.send_message(QueueUrl=queue.url, MessageBody=body)
+    assert queue.consume() == {"batchItemFailures": []}
+    assert queue.delivered() == {"ok": [due]}
+    parked = env.messages(env.config["poisonQueueUrl"])
+    assert [p["error"] for p in parked] == ["MalformedRelease", "MalformedRelease"]
+    assert all(p["reason"].startswith("not a release message") for p in parked)
+    assert handle_messages({"nothing": 1}, env.config, now=queue.clock) == {"batchItemFailures": []}
+    assert env.messages(env.config["poisonQueueUrl"])[0]["error"] == "MalformedRecord"
+
+
+def refuse(code: str, status: int, times: int = 1) -> None:
+    """The target (the due queue) fails SendMessage `times` times with this error."""
+    left = [times]
+
+    def hook(params: dict[str, Any], **_: Any) -> None:
+        if "/due-" in str(params.get("QueueUrl")) and left[0] > 0:
+            left[0] -= 1
+            raise ClientError(
+                {"Error": {"Code": code, "Message": "injected"}, "ResponseMetadata": {"HTTPStatusCode": status}},
+                "SendMessage",
+            )
+
+    CLIENTS.get("sqs").meta.events.register("before-parameter-build.sqs.SendMessage", hook)
+
+
+def test_a_target_that_refuses_for_good_parks_the_message_in_the_target_dlq_with_the_reason(
+    env: Env, queue: ReleaseQueue
+) -> None:
+    due = BASE + timedelta(seconds=3)
+    env.put({"PK": "ok", "SK": "x", "dueAt": iso(due)})
+    queue.clock.t = due
+    env.sqs.send_message(QueueUrl=queue.url, MessageBody=envelope_for(env, "ok", due))
+    refuse("InvalidParameterValue", 400)
+    assert queue.consume() == {"batchItemFailures": []}
+    tdlq = env.config["eventbridge"]["release"]["deadLetterUrl"]
+    [message] = env.sqs.receive_message(QueueUrl=tdlq, MessageAttributeNames=["All"])["Messages"]
+    assert message["MessageAttributes"]["ERROR_CODE"]["StringValue"] == "InvalidParameterValue"
+    assert json.loads(message["Body"])[ENVELOPE]["name"] == "occ-1"
+
+
+def test_a_target_that_fails_for_now_is_retried_and_then_delivered_once(env: Env, queue: ReleaseQueue) -> None:
+    due = BASE + timedelta(seconds=3)
+    env.put({"PK": "ok", "SK": "x", "dueAt": iso(due)})
+    queue.clock.t = due
+    env.sqs.send_message(QueueUrl=queue.url, MessageBody=envelope_for(env, "ok", due))
+    refuse("ServiceUnavailable", 503)
+    response = queue.consume()
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m1"}]}
+    queue.clock.t += timedelta(seconds=90)
+    queue.consume()
+    assert len(queue.delivered()["ok"]) == 1 and queue.messages == []
+
+
+def test_the_envelope_gives_back_the_payload_exactly() -> None:
+    payload = (
+        '{"dueAt":"2026-01-01T00:00:07Z","item":{"big":12345678901234567890.123,"n":1.50,"q":"\\"é\\""},"keys":{}}'
+    )
+    text = release.envelope(release.Release("n", BASE, BASE, {"PK": {"S": "p"}}, payload))
+    assert release.parse(text).payload == payload
+    assert len(text) < len(payload) + 200  # the payload rides as JSON, not as an escaped string
+
+
+def test_offsets_and_zoned_due_times_are_released_at_their_own_seconds(env: Env, queue: ReleaseQueue) -> None:
+    # A due time written without an offset is wall time in the item's zone (Asia/Kolkata, UTC+05:30); with offsets
+    # [-30, 0] each occurrence is released at its own second, and the item check compares the item's own time.
+    env.config["eventbridge"]["timeZoneAttribute"] = "tz"
+    env.config["eventbridge"]["offsets"] = [-30, 0]
+    due = BASE + timedelta(seconds=47)
+    local = due.astimezone(ZoneInfo("Asia/Kolkata")).replace(tzinfo=None).isoformat()
+    env.put({"PK": "zoned", "SK": "x", "dueAt": local, "tz": "Asia/Kolkata"})
+    stream(env, queue)
+    run_until(env, queue, BASE + timedelta(minutes=3), scheduler=SchedulerClock(env))
+    times = sorted(moment for moment, event in queue.deliveries)
+    offsets = sorted(event["offsetSeconds"] for _, event in queue.deliveries)
+    assert offsets == [-30, 0]
+    assert [due - timedelta(seconds=30), due] == [t.replace(microsecond=0) for t in times]
+    assert all(event["dueAt"] == iso(due) for _, event in queue.deliveries)
