@@ -47,7 +47,6 @@ from st_core.stream import (
     decode_image,
     key_identity,
     sequence_number,
-    to_request,
 )
 from st_core.timeparse import format_due, parse_due
 
@@ -485,24 +484,7 @@ class Scheduling:
         log.debug("dispatched-now", schedule=occurrence.name, dueAt=format_due(occurrence.due), lateSeconds=late)
 
     def _still_holds(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> bool:
-        attribute = self.config["timeAttribute"]
-        names = {"#t": attribute}
-        zone_attribute = self.config["eventbridge"].get("timeZoneAttribute")
-        if zone_attribute:
-            names["#z"] = zone_attribute
-        found = self.clients.get("dynamodb").get_item(
-            TableName=self.config["table"],
-            Key=to_request(record["dynamodb"]["Keys"]),
-            ConsistentRead=True,
-            ProjectionExpression=", ".join(names),
-            ExpressionAttributeNames=names,
-        )
-        item = decode_image(found.get("Item")) or {}
-        value = item.get(attribute)
-        try:
-            return value is not None and parse_due(value, item_zone(item, self.config)[1]) == occurrence.item_due
-        except PermanentError:
-            return False
+        return release.item_holds(self.clients, self.config, dict(record["dynamodb"]["Keys"]), occurrence.item_due)
 
     def _event(self, occurrence: Occurrence) -> Any:
         if occurrence.recurrence is not None:

@@ -194,6 +194,32 @@ class Outcome:
     RETRY = "retried"  # transient: left in the queue, received again after its visibility timeout
 
 
+def item_holds(clients: Clients, config: HandlerConfig, keys: dict[str, Any], item_due: datetime) -> bool:
+    """The item still holds this due time (read consistently; any format of the same instant, in the item's zone,
+    counts). `keys` as the stream delivers them. Before an occurrence is delivered directly or released."""
+    attribute = config["timeAttribute"]
+    names = {"#t": attribute}
+    zone_attribute = config["eventbridge"].get("timeZoneAttribute")
+    if zone_attribute:
+        names["#z"] = zone_attribute
+    found = clients.get("dynamodb").get_item(
+        TableName=config["table"],
+        Key=to_request(keys),
+        ConsistentRead=True,
+        ProjectionExpression=", ".join(names),
+        ExpressionAttributeNames=names,
+    )
+    item = decode_image(found.get("Item")) or {}
+    value = item.get(attribute)
+    zone_name = item.get(zone_attribute) if zone_attribute else None
+    if value is None or not isinstance(zone_name, str | None):
+        return False  # no time, or a zone the stream handler would park: not this occurrence's item any more
+    try:
+        return parse_due(value, recurrence.zone(zone_name)) == item_due
+    except PermanentError:
+        return False
+
+
 class Releaser:
     """The release consumer for one batch of release queue messages."""
 
@@ -261,28 +287,7 @@ class Releaser:
         return Outcome.DELIVERED
 
     def _holds(self, release: Release) -> bool:
-        """The item still holds the due time (read consistently; any format of the same instant counts)."""
-        attribute = self.config["timeAttribute"]
-        names = {"#t": attribute}
-        zone_attribute = self.config["eventbridge"].get("timeZoneAttribute")
-        if zone_attribute:
-            names["#z"] = zone_attribute
-        found = self.clients.get("dynamodb").get_item(
-            TableName=self.config["table"],
-            Key=to_request(release.keys),
-            ConsistentRead=True,
-            ProjectionExpression=", ".join(names),
-            ExpressionAttributeNames=names,
-        )
-        item = decode_image(found.get("Item")) or {}
-        value = item.get(attribute)
-        zone_name = item.get(zone_attribute) if zone_attribute else None
-        if value is None or not isinstance(zone_name, str | None):
-            return False  # no time, or a zone the stream handler would park: not this occurrence's item any more
-        try:
-            return parse_due(value, recurrence.zone(zone_name)) == release.item_due
-        except PermanentError:
-            return False
+        return item_holds(self.clients, self.config, release.keys, release.item_due)
 
     def _park_malformed(self, record: dict[str, Any], reason: str) -> str:
         try:
