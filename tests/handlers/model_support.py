@@ -148,7 +148,7 @@ def model_test(machine: type[RuleBasedStateMachine]) -> Any:
 
     Checked.__name__ = Checked.__qualname__ = f"Checked{machine.__name__}"
     Checked.TestCase.settings = settings(
-        max_examples=int(os.environ.get("MODEL_EXAMPLES", "50")),
+        max_examples=int(os.environ.get("MODEL_EXAMPLES", "30")),
         stateful_step_count=25,
         deadline=None,
         suppress_health_check=list(HealthCheck),
