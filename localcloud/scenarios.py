@@ -431,8 +431,9 @@ class Clinic(_Base):
 
     - A weekly reminder, `cron(M H ? * DOW *)` in Asia/Kolkata (UTC+05:30), set for the first local minute at least
       40 s ahead: it must arrive once, in that minute, its `dueAt` that minute in UTC (Scheduler's scheduled time).
-    - An appointment at a local time one minute later (written without an offset, read in its zone), with offsets
-      [-60, 0]: a reminder a minute before and one at the time, each once, `offsetSeconds` saying which.
+    - An appointment at the same local time (written without an offset, read in its zone), with offsets [-60, 0]:
+      a reminder a minute before (already due, so delivered at once) and one at the time, each once,
+      `offsetSeconds` saying which.
     - Visits of two patients: each total must end equal to the sum of their minutes, on the same table."""
 
     zone: str = "Asia/Kolkata"
@@ -451,7 +452,9 @@ class Clinic(_Base):
         dow = (local.weekday() + 1) % 7 + 1  # AWS numbering: 1 = Sunday
         expression = f"cron({local.minute} {local.hour} ? * {dow} *)"
         put(self.client, table, {"PK": "PATIENT#1", "SK": "WEEKLY", "remindAt": expression, "timeZone": self.zone})
-        appointment = (local + timedelta(minutes=1)).replace(tzinfo=None)
+        # At the weekly one's minute: its reminder a minute before is then due now or just past (delivered at once,
+        # as any offset already past), so the scenario ends a minute sooner.
+        appointment = local.replace(tzinfo=None)
         put(
             self.client,
             table,
