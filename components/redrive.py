@@ -708,7 +708,6 @@ def _scheduler_event(client: Client, stack: Stack, message: Message) -> Prepared
         what = f"schedule={schedule or '?'} {_short(document, 120)}"
     if target_arn.startswith(UNIVERSAL_PREFIX):
         return (lambda: universal_call(client, target_arn, payload)), what, why
-    dispatch = _dispatch()
     occurrence = message.id
     if schedule and isinstance(document, dict) and "dueAt" in document:
         from .packaging import runtime_module
@@ -717,11 +716,18 @@ def _scheduler_event(client: Client, stack: Stack, message: Message) -> Prepared
         due += timedelta(seconds=int(document.get("offsetSeconds") or 0))
         occurrence = runtime_module("schedules").occurrence(schedule, due)
 
+    return _sender(client, stack, payload, occurrence), what, why
+
+
+def _sender(client: Client, stack: Stack, payload: str, occurrence: str) -> Callable[[], str]:
+    """Send `payload` to the stack's target through the handlers' dispatch, under the occurrence's name."""
+    dispatch = _dispatch()
+
     def send() -> str:
         dispatch.send_now(stack.config["target"], payload, occurrence=occurrence, clients=_Clients(client))
         return f"to {stack.config['target']['kind']} {stack.config['target']['arn']}"
 
-    return send, what, why
+    return send
 
 
 def _release() -> Any:
@@ -738,13 +744,7 @@ def _release_event(client: Client, stack: Stack, message: Message, why: str) -> 
     release = _release().parse(message.body)
     occurrence = runtime_module("schedules").occurrence(release.name, release.due)
     what = f"{record_keys({'dynamodb': {'Keys': release.keys}})} dueAt={release.due:%Y-%m-%dT%H:%M:%SZ} (second)"
-    dispatch = _dispatch()
-
-    def send() -> str:
-        dispatch.send_now(stack.config["target"], release.payload, occurrence=occurrence, clients=_Clients(client))
-        return f"to {stack.config['target']['kind']} {stack.config['target']['arn']}"
-
-    return send, what, why
+    return _sender(client, stack, release.payload, occurrence), what, why
 
 
 def _polling_event(client: Client, stack: Stack, message: Message) -> Prepared:

@@ -12,7 +12,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from polling import handle_assign_batch, process
-from st_core.dispatch import target_input
+from st_core.dispatch import due_event, target_input
+from st_core.timeparse import parse_due
 
 from components.filters import aggregate_filters, eventbridge_filters, polling_filters
 from tests.conftest import REGION
@@ -188,17 +189,21 @@ def scheduler_dead_letter(env: Env, body: str, schedule: str = "a-A-0123abcd") -
     )
 
 
+def a_due_event(env: Env, due: str) -> Any:
+    """The due event of item a/A due at `due`, as the handlers build it."""
+    return due_event(
+        mode="eventbridge",
+        table=env.table,
+        keys={"PK": "a", "SK": "A"},
+        due=parse_due(due),
+        item={"PK": "a", "SK": "A", "dueAt": due},
+    )
+
+
 def test_a_scheduler_dead_letter_is_sent_to_the_target_again_as_it_was(env: Env) -> None:
     function = Function(env, lambda event, config: None, eventbridge_filters("dueAt"))
-    event = {
-        "source": "scheduled-table",
-        "mode": "eventbridge",
-        "table": env.table,
-        "keys": {"PK": "a", "SK": "A"},
-        "dueAt": "2026-12-01T09:00:00Z",
-        "item": {"PK": "a", "SK": "A", "dueAt": "2026-12-01T09:00:00Z"},
-    }
-    payload = target_input(env.config["target"], event, via_scheduler=True)  # type: ignore[arg-type]
+    event = a_due_event(env, "2026-12-01T09:00:00Z")
+    payload = target_input(env.config["target"], event, via_scheduler=True)
     scheduler_dead_letter(env, payload)
     dlq = env.sqs.get_queue_url(QueueName=env.target_dlq_arn.rsplit(":", 1)[1])["QueueUrl"]
 
@@ -219,16 +224,9 @@ def test_a_second_precision_dead_letter_sends_the_due_event_inside_its_release_e
     from st_core.release import Release, envelope
 
     function = Function(env, lambda event, config: None, eventbridge_filters("dueAt"))
-    event = {
-        "source": "scheduled-table",
-        "mode": "eventbridge",
-        "table": env.table,
-        "keys": {"PK": "a", "SK": "A"},
-        "dueAt": "2026-12-01T09:00:07Z",
-        "item": {"PK": "a", "SK": "A", "dueAt": "2026-12-01T09:00:07Z"},
-    }
+    event = a_due_event(env, "2026-12-01T09:00:07Z")
     due = datetime(2026, 12, 1, 9, 0, 7, tzinfo=UTC)
-    payload = target_input(env.config["target"], event, via_scheduler=True)  # type: ignore[arg-type]
+    payload = target_input(env.config["target"], event, via_scheduler=True)
     keys = {"PK": {"S": "a"}, "SK": {"S": "A"}}
     scheduler_dead_letter(env, envelope(Release("occ-a", due, due, keys, payload)))
 
