@@ -59,7 +59,9 @@ def build(component: ScheduledTable) -> Consumer:
         ledger.arn.apply(policies.ledger_statements),
         component.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["GetItem"])),
     ]
-    statements = [scheduling.consumer_statements, *delivery]
+    # The scheduling function writes its batch's schedule markers with BatchWriteItem (the releaser does not).
+    markers = ledger.arn.apply(lambda arn: policies.ledger_statements(arn, batch_markers=True))
+    statements = [scheduling.consumer_statements, markers, *delivery[:1], *delivery[2:]]
     if release_queue is not None:
         # Occurrences too close for a schedule go straight into the release queue.
         statements.append(release_queue.arn.apply(policies.queue_send_statements))

@@ -172,9 +172,12 @@ def index_query_statements(table_arn: str, index_name: str) -> list[Statement]:
     return [{"Effect": "Allow", "Action": ["dynamodb:Query"], "Resource": [f"{table_arn}/index/{index_name}"]}]
 
 
-def ledger_statements(ledger_arn: str) -> list[Statement]:
-    """Claim, complete and release occurrences in the idempotency ledger."""
-    return table_item_statements(ledger_arn, ["DeleteItem", "GetItem", "PutItem", "UpdateItem"])
+def ledger_statements(ledger_arn: str, *, batch_markers: bool = False) -> list[Statement]:
+    """Claim, complete and release occurrences in the idempotency ledger. `batch_markers`: the function also writes
+    schedule markers 25 to a request (`Ledger.scheduled_many`); `dynamodb:BatchWriteItem` is an action of its own,
+    which `PutItem` does not cover."""
+    actions = ["DeleteItem", "GetItem", "PutItem", "UpdateItem"] + (["BatchWriteItem"] if batch_markers else [])
+    return table_item_statements(ledger_arn, actions)
 
 
 def alarm_topic_key_policy(arn_in_account: str) -> str:
