@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench lint typecheck unit install clean
+.PHONY: test demo bench lint typecheck unit docs install clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,13 +23,19 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest -q
 
-test: lint typecheck unit
+# The documentation site (MkDocs, Material theme) into build/site; strict, so a broken link or a page missing from
+# the navigation fails the build (and `make test`).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
+
+test: lint typecheck docs unit
 
 demo: $(STAMP)
 	$(PY) -m localcloud demo
 
 # Not part of `make test`: minutes of work, and no test asserts a timing. Writes bench/latest.md (and .json) and
-# bench/plots/*.png; `make bench BENCH="coldstart scale"` runs a subset (its report holds only those).
+# docs/assets/plots/*.png (shown on the docs site's performance page); `make bench BENCH="coldstart scale"` runs a
+# subset (its report holds only those).
 BENCH ?=
 bench: $(STAMP)
 	$(PY) -m bench --out bench/latest.md $(BENCH)

@@ -1,5 +1,5 @@
 """`make bench`: every benchmark, its table printed as it finishes (Markdown, ready for the README); with `--out`,
-the report (tables, plots, every figure) written there and the plots beside it in `plots/`.
+the report (tables, plots, every figure) written there and the plots in the docs site's `docs/assets/plots/`.
 
     python -m bench [--out bench/latest.md] [eventbridge polling aggregate coldstart scale]
 
@@ -76,9 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     report.append(f"all benchmarks: {time.perf_counter() - began:.0f} s")
     print(report[-1])
     if out is not None:
-        from .report import write_report
+        from .report import PLOTS_DIR, write_report
 
-        write_report(out, report, figures)
+        write_report(out, report, figures, PLOTS_DIR)
         print(f"report written: {out}")
     return 0
 

@@ -22,6 +22,8 @@ from typing import Any
 
 SWEEP_KEY = re.compile(r"^eventbridge_sweep_(\d+)_x_floor$")
 POLLING_KEY = re.compile(r"^polling_reads_per_item_(\d+)_(normal|overlap|backlog)$")
+# The docs site serves the plots (docs/performance.md embeds them); the report links to the same files.
+PLOTS_DIR = Path(__file__).resolve().parent.parent / "docs" / "assets" / "plots"
 POLLING_BASELINE_KEY = re.compile(r"^polling_baseline_reads_per_item_(\d+)_(.+)$")
 POLLING_SIZES = (10_000, 100_000)
 POLLING_SCENARIOS = ("normal", "overlap", "backlog")
@@ -227,8 +229,9 @@ def _figure(value: float) -> str:
 def write_report(
     out: Path, sections: Sequence[str], figures: dict[str, float], plots_dir: Path | None = None
 ) -> list[Plot]:
-    """Write the plots (into `plots_dir`, default `plots/` beside the report), the report at `out`, and the
-    sections and figures as JSON beside it (`out` with `.json`), from which `python -m bench.report` redraws."""
+    """Write the plots (into `plots_dir`, default `plots/` beside the report; `make bench` passes `PLOTS_DIR`), the
+    report at `out`, and the sections and figures as JSON beside it (`out` with `.json`), from which
+    `python -m bench.report` redraws."""
     plots = make_plots(figures, plots_dir or out.parent / "plots")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(sections, figures, plots, out.parent))
@@ -243,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(argv if argv is not None else sys.argv[1:])
     source = Path(args[0] if args else Path(__file__).parent / "latest.json")
     saved = json.loads(source.read_text())
-    write_report(source.with_suffix(".md"), saved["sections"], saved["figures"])
+    write_report(source.with_suffix(".md"), saved["sections"], saved["figures"], PLOTS_DIR)
     print(f"report written: {source.with_suffix('.md')}")
     return 0
 

@@ -347,8 +347,8 @@ def test_help_on_the_component_shows_its_constructor() -> None:
     assert "help(ScheduledTableArgs)" in text and "poison_queue_url" in text
 
 
-def test_the_readme_configuration_table_has_a_row_for_every_option() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_the_configuration_page_has_a_row_for_every_option() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     table = readme[readme.index("| option | default | notes |") :].split("\n\n", 1)[0]
     for f in dataclasses.fields(ScheduledTableArgs):
         assert f"`{f.name}`" in table, f.name

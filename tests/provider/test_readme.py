@@ -1,4 +1,4 @@
-"""The README's examples for other languages are the inputs tests/provider builds (examples.json): the TypeScript
+"""The docs' examples for other languages (docs/other-languages.md) are the inputs tests/provider builds (examples.json): the TypeScript
 program holds each table exactly as rendered here, the YAML program's properties are the fixture's, and the Go and
 C# sketches build the fixture's `scores` table."""
 
@@ -14,15 +14,15 @@ from components.provider import input_name
 
 from .support import EXAMPLES, ROOT, reference
 
-SECTION = "## From other Pulumi languages (TypeScript, YAML, Go, C#)"
+SECTION = "# From other Pulumi languages (TypeScript, YAML, Go, C#)"
+PAGE = ROOT / "docs" / "other-languages.md"
 TABLES: dict[str, dict[str, Any]] = EXAMPLES["tables"]
 
 
 def _section() -> str:
-    text = (ROOT / "README.md").read_text()
-    assert SECTION in text, f"README.md has no {SECTION!r} section"
-    body = text.split(SECTION, 1)[1]
-    return body.split("\n## ", 1)[0]
+    text = PAGE.read_text()
+    assert text.startswith(SECTION), f"{PAGE} should open with {SECTION!r}"
+    return text
 
 
 def _blocks(language: str) -> list[str]:
