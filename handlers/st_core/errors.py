@@ -9,13 +9,19 @@ from typing import TypeVar
 T = TypeVar("T")
 
 # Error codes AWS returns for conditions that clear up by themselves; everything else in the 4xx range is the
-# request's fault and retrying the same record would fail the same way.
-_TRANSIENT_CODES = frozenset(
+# request's fault and retrying the same record would fail the same way. A superset of the codes botocore's own
+# standard retry mode treats as throttled or transient (tests/handlers/test_st_core.py compares them), so a batch is
+# never parked for what the SDK itself would have retried.
+TRANSIENT_CODES = frozenset(
     {
         "Throttling",
         "ThrottlingException",
         "ThrottledException",
+        "RequestThrottledException",
         "TooManyRequestsException",
+        "TransactionInProgressException",
+        "BandwidthLimitExceeded",
+        "LimitExceededException",
         "RequestLimitExceeded",
         "ProvisionedThroughputExceededException",
         "RequestThrottled",
@@ -77,7 +83,7 @@ def is_transient(exc: BaseException) -> bool:
         status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
         if code in _ACCESS_DENIED_CODES:
             return container_age() < IAM_PROPAGATION_SECONDS
-        return code in _TRANSIENT_CODES or status >= 500 or status == 429
+        return code in TRANSIENT_CODES or status >= 500 or status == 429
     # botocore's connection and timeout errors carry no response; they derive from these two bases.
     names = {cls.__name__ for cls in type(exc).__mro__}
     return bool(names & {"EndpointConnectionError", "ConnectionError", "HTTPClientError", "ReadTimeoutError"}) or (

@@ -149,6 +149,19 @@ def test_transient_classification(exc: Exception, transient: bool) -> None:
     assert is_transient(exc) is transient
 
 
+def test_every_code_botocore_retries_is_retried_by_the_handlers_too() -> None:
+    """The handlers' transient codes are a superset of botocore's standard retry mode's throttled and transient
+    codes: what the SDK gave up retrying is retried with the record (Lambda's retry), not parked as poison."""
+    from botocore.retries.standard import ThrottledRetryableChecker, TransientRetryableChecker
+    from st_core.errors import TRANSIENT_CODES
+
+    botocore_codes = set(ThrottledRetryableChecker()._throttled_error_codes)
+    botocore_codes |= set(TransientRetryableChecker()._transient_error_codes)
+    assert botocore_codes - TRANSIENT_CODES == set()
+    for code in sorted(botocore_codes):
+        assert is_transient(client_error(code, 400)), code
+
+
 def test_poison_message_drops_images_that_do_not_fit_but_keeps_keys() -> None:
     big = {"S": "x" * 1_100_000}  # over the 1 MiB the component's own queues take
     record = {"eventName": "INSERT", "dynamodb": {"Keys": {"PK": {"S": "k"}}, "NewImage": {"blob": big}}}
