@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+
 from .args import Mode, ScheduledTableArgs
 from .component import ScheduledTable
 from .existing import ExistingTable
@@ -15,6 +17,12 @@ from .targets import (
     Target,
     TopicTarget,
 )
+
+try:
+    # One source for the version: pyproject.toml, as installed (a source tree run without installing has none).
+    __version__ = version("scheduled-table")
+except PackageNotFoundError:  # pragma: no cover - only when imported from a checkout that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "EmailTarget",

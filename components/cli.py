@@ -23,7 +23,10 @@ PATHS = {
 
 
 def parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     top = argparse.ArgumentParser(prog="scheduled-table", description="Operate a ScheduledTable's deployed stack.")
+    top.add_argument("--version", action="version", version=f"scheduled-table {__version__}")
     commands = top.add_subparsers(dest="command", required=True)
     command = commands.add_parser(
         "redrive",

@@ -29,3 +29,20 @@ def test_target_kinds_match_the_handlers_dispatch_kinds() -> None:
     from components.targets import TARGET_TYPES
 
     assert {getattr(t, "kind") for t in TARGET_TYPES} == {k.value for k in TargetKind}  # noqa: B009
+
+
+def test_the_version_is_the_installed_distributions_and_the_command_prints_it(capsys) -> None:
+    """`scheduled_table.__version__` and `scheduled-table --version` both come from pyproject.toml's version."""
+    import tomllib
+    from pathlib import Path
+
+    import pytest
+
+    from components.cli import main
+
+    declared = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["version"]
+    assert components.__version__ == declared
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"scheduled-table {declared}"
