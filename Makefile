@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench lint typecheck unit docs install clean
+.PHONY: test demo bench lint typecheck unit pytest docs install clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
+# The fast part (unit, handler, component, policy, provider tests); `make test` runs every test.
 unit: $(STAMP)
+	$(PY) -m pytest -q -m "not e2e and not model and not slow"
+
+pytest: $(STAMP)
 	$(PY) -m pytest -q
 
 # The documentation site (MkDocs, Material theme) into build/site; strict, so a broken link or a page missing from
@@ -28,7 +32,7 @@ unit: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 
-test: lint typecheck docs unit
+test: lint typecheck docs pytest
 
 demo: $(STAMP)
 	$(PY) -m localcloud demo

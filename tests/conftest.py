@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 REGION = "eu-west-1"
@@ -19,6 +21,25 @@ def _fake_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(key, value)
     for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
         monkeypatch.delenv(key, raising=False)
+
+
+TESTS = Path(__file__).resolve().parent
+# Kinds of test by where they live, so `make unit` can run the fast part (`-m "not e2e and not model and not slow"`)
+# while `make test` runs everything. Registered in pyproject.toml (`--strict-markers` refuses any other).
+KINDS = {
+    "e2e": ("e2e", "localcloud"),  # a local cloud (ministack) in a process of its own, the real stack deployed
+    "slow": ("packaging",),  # builds the wheel and installs it into fresh virtual environments
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = Path(str(item.path)).resolve().relative_to(TESTS).parts
+        for marker, folders in KINDS.items():
+            if parts[0] in folders:
+                item.add_marker(marker)
+        if item.path.name.startswith("test_model_"):  # hypothesis state machines, 30 sequences per mode
+            item.add_marker("model")
 
 
 def pytest_terminal_summary(terminalreporter: object) -> None:
