@@ -7,8 +7,12 @@ stream DLQ (the on-failure destination) and the filter the records passed.
 
 Replays go through the deployed consumer itself (a synthetic stream batch, invoked RequestResponse), so a redriven
 record meets the same code, the same ledger and the same exactly-once checks as a redelivered one: a record that
-had in fact been applied is not applied again. A message is deleted only once what it holds succeeded; anything
-else stays in its queue, visible again when the run ends.
+had in fact been applied is not applied again. Lambda hands the consumer an item's records in order and the
+handlers rely on it; a redrive comes after later records were applied, so it replays a record whole only while it
+is its item's latest change, and otherwise only what it says of the due time the item left (`judge`). Second
+precision's target dead letters go back into the release queue, never straight to the target (`_release_event`).
+A message is deleted only once what it holds succeeded; anything else stays in its queue, visible again when the
+run ends.
 """
 
 from __future__ import annotations
@@ -459,7 +463,7 @@ def _left_time(client: Client, stack: Stack, record: dict[str, Any], now: dict[s
     old_spec = due_spec(config, old)
     new_spec = due_spec(config, decode(data.get("NewImage"))) if record.get("eventName") != "REMOVE" else None
     if old is None or old_spec is None or old_spec == new_spec:
-        return Verdict(None, f"{later}; it left no due time: not replayed")
+        return Verdict(None, f"{later}; it left no due time (it had none, or kept it): not replayed")
     if due_spec(config, decode(now)) == old_spec:
         return Verdict(None, f"{later}, and the item holds that time again (its schedule is the current one)")
     changed = _changed(record)

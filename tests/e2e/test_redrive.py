@@ -186,7 +186,7 @@ def test_a_parked_delete_cancels_the_schedule_of_the_time_it_left_though_the_ite
     aws("dynamodb").put_item(TableName=table, Item={**keys, "dueAt": {"S": due[t2]}})
     wait_for("T2's schedule made by the deployed consumer", lambda: len(set(names()) - before) == 1)
     [t2_name] = set(names()) - before
-    removed: dict[str, Any] = {
+    removed: Any = {
         "eventID": "c-remove",
         "eventName": "REMOVE",
         "eventSource": "aws:dynamodb",
