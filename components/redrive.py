@@ -420,6 +420,13 @@ class Verdict:
     send: dict[str, Any] | None
     note: str = ""
     whole: bool = True
+    # Sent right after `send`: the item's current state again, where replaying `send` undoes what the item's later
+    # change did (precise ttl: a REMOVE deletes the item's one schedule, which the item's re-creation had made).
+    then: dict[str, Any] | None = None
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        return [r for r in (self.send, self.then) if r is not None]
 
 
 def judge(client: Client, stack: Stack, record: dict[str, Any], newest: int) -> Verdict:
@@ -439,7 +446,7 @@ def judge(client: Client, stack: Stack, record: dict[str, Any], newest: int) -> 
     if mode == "eventbridge":
         return _left_time(client, stack, record, now, later)
     if mode == "ttl" and record.get("eventName") == "REMOVE":
-        return _ttl_removal(stack, record, later)
+        return _ttl_removal(stack, record, now, later)
     return Verdict(None, f"{later}: not replayed (what it says, the later change said again)")
 
 
@@ -477,6 +484,24 @@ def _left_time(client: Client, stack: Stack, record: dict[str, Any], now: dict[s
     return Verdict({**record, **left}, f"{later}: only the due time it left was replayed ({what})", whole=False)
 
 
+def _current_state(record: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    """The item's current state as a stream change with no old image, just after `record` (its own event id and a
+    sequence number after it, so the batch answer tells the two apart)."""
+    data = record.get("dynamodb") or {}
+    image = json.loads(json.dumps(now, default=_lambda_json))  # as Lambda delivers it: binary as base64 text
+    return {
+        **{k: v for k, v in record.items() if k != "userIdentity"},
+        "eventID": f"{record.get('eventID')}-current",
+        "eventName": "MODIFY",
+        "dynamodb": {
+            "Keys": data.get("Keys"),
+            "NewImage": image,
+            "SequenceNumber": f"{data.get('SequenceNumber')}1",
+            "StreamViewType": "NEW_AND_OLD_IMAGES",
+        },
+    }
+
+
 def _schedule_gone(client: Client, stack: Stack, name: str) -> bool:
     """True only when Scheduler says the schedule does not exist; any other answer leaves the cancel to be done."""
     try:
@@ -486,10 +511,13 @@ def _schedule_gone(client: Client, stack: Stack, name: str) -> bool:
     return False
 
 
-def _ttl_removal(stack: Stack, record: dict[str, Any], later: str) -> Verdict:
+def _ttl_removal(stack: Stack, record: dict[str, Any], now: dict[str, Any] | None, later: str) -> Verdict:
     """precise ttl: a deletion at or after the item's due time (or TTL's own) acted, whatever came after: replayed
-    (the ledger lets its action through once). An earlier one was a cancel of the item's one schedule, which every
-    later change of the item has made again or deleted: not replayed."""
+    (the ledger lets its action through once). The handler deletes the item's one schedule first, which the item's
+    later change (a re-creation) had made: so the item's current state follows it, as a change with no old image,
+    and the handler makes that schedule again (or deletes the item at once if its time has passed). An earlier
+    deletion was a cancel of that one schedule, which every later change of the item has made again or deleted:
+    not replayed."""
     data = record.get("dynamodb") or {}
     old = _runtime("stream").decode_image(data.get("OldImage")) or {}
     value = old.get(stack.config["timeAttribute"])
@@ -501,7 +529,12 @@ def _ttl_removal(stack: Stack, record: dict[str, Any], later: str) -> Verdict:
         due is not None and _changed(record) >= _runtime("timeparse").minute_start(due)
     )
     if came:
-        return Verdict(record, f"{later}: the deletion came at its due time, so it still acts (once)", whole=False)
+        note = f"{later}: the deletion came at its due time, so it still acts (once)"
+        then = None
+        if now is not None and now.get(stack.config["timeAttribute"]) is not None:
+            then = _current_state(record, now)
+            note += "; then the item's current schedule is made again"
+        return Verdict(record, note, whole=False, then=then)
     return Verdict(None, f"{later}; a cancel of the item's schedule, which the later change made again or deleted")
 
 
@@ -643,14 +676,18 @@ def poison(
                 note = "" if verdicts[identity].whole else f"; {verdicts[identity].note}"
                 report.line("would replay", first.describe() + copies, f"reason={_short(first.reason, 160)!r}{note}")
             return report
-        sending = [verdict.send for verdict in verdicts.values() if verdict.send is not None]
-        settled = replay(client, stack.function, sending)
-        replayed = {_identity(r) for r in settled.done}
-        for record in settled.done:
-            for parked in selected[_identity(record)]:
-                queue.delete(parked.message)
+        owner = {_identity(r): identity for identity, verdict in verdicts.items() for r in verdict.records}
+        settled = replay(client, stack.function, [r for verdict in verdicts.values() for r in verdict.records])
+        failed: dict[tuple[str, str], str] = {}
         for record, why in settled.failed:
-            report.line("failed", selected[_identity(record)][0].describe(), why)
+            failed.setdefault(owner[_identity(record)], why)
+        done = [identity for identity in verdicts if identity not in failed]
+        replayed = set(done)
+        for identity in done:
+            for parked in selected[identity]:
+                queue.delete(parked.message)
+        for identity, why in failed.items():
+            report.line("failed", selected[identity][0].describe(), why)
         # A replayed record the handler parked again has a new message now: tell it apart from a success.
         again = {}
         for message in queue.messages():
@@ -662,8 +699,7 @@ def poison(
                 identity = Parked(message, body, "").identity
                 if identity in replayed:
                     again[identity] = str(body.get("reason") or "")
-        for record in settled.done:
-            identity = _identity(record)
+        for identity in done:
             first = selected[identity][0]
             if identity in again:
                 report.line("parked again", first.describe(), f"new reason={_short(again[identity], 160)!r}")
@@ -757,7 +793,7 @@ def stream_dlq(
             for record in passing:
                 newest[item_identity(record)] = max(newest.get(item_identity(record), 0), sequence_order(record))
             verdicts = [judge(client, stack, r, newest[item_identity(r)]) for r in passing]
-            chosen = [v.send for v in verdicts if v.send is not None]
+            chosen = [r for v in verdicts for r in v.records]
             counted = f"{len(passing)} of {len(records)} records pass the mapping's filter"
             partly = sum(1 for v in verdicts if v.send is not None and not v.whole)
             if partly:

@@ -209,13 +209,19 @@ def test_a_superseded_precise_ttl_deletion_at_its_time_still_acts(env: Env) -> N
     env.delete("s", "S")
     [remove] = env.event(at=due + timedelta(seconds=20))["Records"]
     park(env, remove)
-    env.put({"PK": "s", "SK": "S", "dueAt": int(due.timestamp())})  # the user writes it again, as it was
+    env.put({"PK": "s", "SK": "S", "dueAt": int(T1.timestamp())})  # the item again, for tomorrow (applied)
+    ttl.handle_batch(env.event(), env.config)
+    assert schedule_times(env) == [at(T1)]
 
     status, lines = run("poison", function)
 
     assert status == 0, lines
     [event] = bodies(env, env.due_queue_url)
     assert event["keys"] == {"PK": "s", "SK": "S"} and event["mode"] == "ttl"
+    # The replayed REMOVE deleted the item's one schedule (the handler does, first); its current state followed
+    # it, so tomorrow's precise delete is there again.
+    assert schedule_times(env) == [at(T1)]
+    assert bodies(env, env.poison_url) == []
 
 
 def test_a_stream_range_replays_each_items_latest_record_and_only_the_time_the_others_left(env: Env) -> None:
