@@ -480,8 +480,8 @@ def _left_time(client: Client, stack: Stack, record: dict[str, Any], now: dict[s
     if not came and all(_schedule_gone(client, stack, name) for name in cancels):
         return Verdict(None, f"{later}; the schedules of the time it left no longer exist: nothing to cancel")
     left = {"eventName": "REMOVE", "dynamodb": {k: v for k, v in data.items() if k != "NewImage"}}
-    what = "delivered once (it came while the item held it)" if came else "cancelled"
-    return Verdict({**record, **left}, f"{later}: only the due time it left was replayed ({what})", whole=False)
+    what = "its delivery, once: it came while the item held it" if came else "its cancel"
+    return Verdict({**record, **left}, f"{later}: only the due time it left is replayed ({what})", whole=False)
 
 
 def _current_state(record: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
@@ -525,9 +525,8 @@ def _ttl_removal(stack: Stack, record: dict[str, Any], now: dict[str, Any] | Non
     due = None
     if isinstance(value, int | Decimal) and not isinstance(value, bool):
         due = _runtime("timeparse").parse_due(value)
-    came = identity.get("principalId") == "dynamodb.amazonaws.com" or (
-        due is not None and _changed(record) >= _runtime("timeparse").minute_start(due)
-    )
+    by_ttl = identity.get("type") == "Service" and identity.get("principalId") == "dynamodb.amazonaws.com"
+    came = by_ttl or (due is not None and _changed(record) >= _runtime("timeparse").minute_start(due))
     if came:
         note = f"{later}: the deletion came at its due time, so it still acts (once)"
         then = None

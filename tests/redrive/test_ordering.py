@@ -79,6 +79,23 @@ def test_a_parked_delete_cancels_the_old_schedule_although_the_item_was_created_
     assert lines[0].startswith("replayed") and "left" in lines[0]
 
 
+def test_a_dry_run_says_a_superseded_cancel_would_be_replayed_for_the_time_it_left_only(env: Env) -> None:
+    function = consumer(env)
+    env.put({"PK": "a", "SK": "A", "dueAt": iso(T1)})
+    eventbridge.handle_batch(env.event(), env.config)
+    env.delete("a", "A")
+    [remove] = env.event()["Records"]
+    park(env, remove)
+    env.put({"PK": "a", "SK": "A", "dueAt": iso(T2)})
+    eventbridge.handle_batch(env.event(), env.config)
+
+    status, lines = run("poison", function, "--dry-run")
+
+    assert status == 0 and function.invoked == []
+    assert lines[0].startswith("would replay") and "only the due time it left is replayed (its cancel)" in lines[0]
+    assert schedule_times(env) == [at(T1), at(T2)] and len(bodies(env, env.poison_url)) == 1
+
+
 def test_a_parked_move_cancels_the_time_it_left_and_does_not_make_the_time_it_moved_to(env: Env) -> None:
     function = consumer(env)
     env.put({"PK": "a", "SK": "A", "dueAt": iso(T1)})
