@@ -34,8 +34,10 @@ def parser() -> argparse.ArgumentParser:
         description=(
             "Replay what a ScheduledTable parked, once its cause is fixed. poison: re-run parked records through the "
             "consumer function; stream: re-read failed batches from the stream (while it still holds them: 24 h) "
-            "and re-run them; target: send dead-lettered due events to the target again. A message is deleted only "
-            "once what it holds succeeded. Exit status 1 when something could not be redriven."
+            "and re-run them; target: send dead-lettered due events to the target again (precision second: back into "
+            "the release queue). A record is replayed whole only while it is its item's latest change, otherwise "
+            "only for the due time it left. A message is deleted only once what it holds succeeded. Exit status 1 "
+            "when something could not be redriven."
         ),
     )
     command.add_argument("source", choices=sorted(PATHS), help="which queue to redrive from")

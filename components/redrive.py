@@ -7,8 +7,12 @@ stream DLQ (the on-failure destination) and the filter the records passed.
 
 Replays go through the deployed consumer itself (a synthetic stream batch, invoked RequestResponse), so a redriven
 record meets the same code, the same ledger and the same exactly-once checks as a redelivered one: a record that
-had in fact been applied is not applied again. A message is deleted only once what it holds succeeded; anything
-else stays in its queue, visible again when the run ends.
+had in fact been applied is not applied again. Lambda hands the consumer an item's records in order and the
+handlers rely on it; a redrive comes after later records were applied, so it replays a record whole only while it
+is its item's latest change, and otherwise only what it says of the due time the item left (`judge`). Second
+precision's target dead letters go back into the release queue, never straight to the target (`_release_event`).
+A message is deleted only once what it holds succeeded; anything else stays in its queue, visible again when the
+run ends.
 """
 
 from __future__ import annotations
@@ -327,35 +331,210 @@ class Settled:
     failed: list[tuple[dict[str, Any], str]]
 
 
-def superseded(client: Client, stack: Stack, record: dict[str, Any]) -> bool:
-    """True when the item has changed since this record, so replaying it alone would act on a state the item left.
+def _runtime(name: str) -> Any:
+    from .packaging import runtime_module
 
-    Lambda's own retries keep stream order (a batch comes again with every record after it); a redrive replays one
-    record, or one range, after the item's later records were applied. An old INSERT replayed after the item's
-    REMOVE would make a schedule for an item that is gone, and nothing would ever cancel it. So for the modes whose
-    records carry the item's state (eventbridge, polling, precise ttl), a record is replayed only while the item is
-    still what it says (its NewImage, or absent for a REMOVE). `aggregate` records are increments, counted once in
-    any order, and plain `ttl` records are TTL's deletions of items that are gone: both always replay."""
-    mode = stack.config.get("mode")
-    if mode == "aggregate" or (mode == "ttl" and not (stack.config.get("ttl") or {}).get("precise")):
-        return False
-    data = record.get("dynamodb") or {}
-    found = client("dynamodb").get_item(TableName=stack.config["table"], Key=data.get("Keys"), ConsistentRead=True)
-    now = found.get("Item")
+    return runtime_module(name)
+
+
+def current_item(client: Client, stack: Stack, record: dict[str, Any]) -> dict[str, Any] | None:
+    """The item the record is about, as it is now (read consistently). The record's keys are Lambda's (binary as
+    base64 text): boto3 wants bytes, or it encodes the text a second time and asks for another item."""
+    keys = _runtime("stream").to_request((record.get("dynamodb") or {}).get("Keys") or {})
+    found = client("dynamodb").get_item(TableName=stack.config["table"], Key=keys, ConsistentRead=True)
+    item = found.get("Item")
+    return dict(item) if item is not None else None
+
+
+def moved_on(stack: Stack, record: dict[str, Any], now: dict[str, Any] | None) -> bool:
+    """True when the item is no longer what this record made it (its NewImage, or absent after a REMOVE): a later
+    change was made after it."""
     if record.get("eventName") == "REMOVE":
         return now is not None
     if now is None:
         return True
     ignored: tuple[str, ...] = ()
-    if mode == "polling":  # the assigner's own attributes change after every user write
-        from .packaging import runtime_module
-
-        ignored = runtime_module("pending").INDEX_ATTRIBUTES
+    if stack.config.get("mode") == "polling":  # the assigner's own attributes change after every user write
+        ignored = _runtime("pending").INDEX_ATTRIBUTES
 
     def plain(image: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in json.loads(json.dumps(image, default=_lambda_json)).items() if k not in ignored}
 
-    return plain(now) != plain(data.get("NewImage") or {})
+    return plain(now) != plain((record.get("dynamodb") or {}).get("NewImage") or {})
+
+
+def stateless(stack: Stack) -> bool:
+    """Modes whose records replay in any order: `aggregate` records are increments, each counted once by its id;
+    plain `ttl` records are TTL's deletions of items that are gone, each acted on once."""
+    mode = stack.config.get("mode")
+    return mode == "aggregate" or (mode == "ttl" and not (stack.config.get("ttl") or {}).get("precise"))
+
+
+# What an item's due time attribute holds, as the eventbridge handler reads it: ("at", instant), ("recurring",
+# "") (one schedule per item whatever its rule), or None (no time, or one the handler cannot use: nothing was
+# scheduled for it).
+DueSpec = tuple[str, Any] | None
+
+
+def due_spec(config: dict[str, Any], image: dict[str, Any] | None) -> DueSpec:
+    """The due time a plain image holds, with the handler's own parsing (formats, the item's time zone)."""
+    if image is None or image.get(config["timeAttribute"]) is None:
+        return None
+    value = image[config["timeAttribute"]]
+    if isinstance(value, str) and value.strip().startswith(("rate(", "cron(")):
+        return ("recurring", "")
+    zone_attribute = (config.get("eventbridge") or {}).get("timeZoneAttribute")
+    zone_name = image.get(zone_attribute) if zone_attribute else None
+    try:
+        if isinstance(zone_name, str) and zone_name:
+            return ("at", _runtime("timeparse").parse_due(value, _runtime("recurrence").zone(zone_name)))
+        return ("at", _runtime("timeparse").parse_due(value))
+    except Exception:  # the handler parks such an image's record: nothing was scheduled for it
+        return None
+
+
+def occurrence_names(config: dict[str, Any], record: dict[str, Any], image: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The schedules the eventbridge handler makes for an image of the record's item: (name, when it acts), named
+    as `eventbridge.occurrence_name` names them (a test pins the two together)."""
+    spec = due_spec(config, image)
+    if spec is None:
+        return []
+    stream, naming = _runtime("stream"), _runtime("naming")
+    identity = stream.key_identity(record)
+    readable = "-".join(str(v) for v in (stream.decode_image(record["dynamodb"]["Keys"]) or {}).values())
+    if spec[0] == "recurring":
+        return [(naming.schedule_name(f"{identity}\x1frecurring", readable), None)]
+    due = spec[1]
+    found = []
+    for offset in (config.get("eventbridge") or {}).get("offsets") or [0]:
+        unique = f"{identity}\x1f{_runtime('timeparse').format_due(due)}" + (f"\x1f{offset}" if offset else "")
+        found.append((naming.schedule_name(unique, readable), due + timedelta(seconds=int(offset))))
+    return found
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a redrive does with one parked record: `send` it (the record, or only what it says of the time the item
+    left), or nothing (`send` None), and why."""
+
+    send: dict[str, Any] | None
+    note: str = ""
+    whole: bool = True
+    # Sent right after `send`: the item's current state again, where replaying `send` undoes what the item's later
+    # change did (precise ttl: a REMOVE deletes the item's one schedule, which the item's re-creation had made).
+    then: dict[str, Any] | None = None
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        return [r for r in (self.send, self.then) if r is not None]
+
+
+def judge(client: Client, stack: Stack, record: dict[str, Any], newest: int) -> Verdict:
+    """The ordering rule (see `poison`): a record is replayed whole only while it is its item's latest change (no
+    newer parked record of the item in this run, and the item still what the record made it). Otherwise only what
+    it says of the due time the item left is replayed, which stays true whatever came after: the left time's
+    cancel (unless its schedules are provably gone, or the item holds that time again, so the schedule is the
+    current one) or its delivery (a time that came while the item held it); what it says of the new state is
+    not (the later change decided that, and replaying it would bring back a schedule the item left)."""
+    if stateless(stack):
+        return Verdict(record)
+    now = current_item(client, stack, record)
+    if sequence_order(record) >= newest and not moved_on(stack, record, now):
+        return Verdict(record)
+    mode = stack.config.get("mode")
+    later = "a later change of the item came after it"
+    if mode == "eventbridge":
+        return _left_time(client, stack, record, now, later)
+    if mode == "ttl" and record.get("eventName") == "REMOVE":
+        return _ttl_removal(stack, record, now, later)
+    return Verdict(None, f"{later}: not replayed (what it says, the later change said again)")
+
+
+def _changed(record: dict[str, Any]) -> datetime:
+    from datetime import UTC
+
+    moment = (record.get("dynamodb") or {}).get("ApproximateCreationDateTime")
+    if isinstance(moment, int | float) and not isinstance(moment, bool):
+        return datetime.fromtimestamp(moment, UTC)
+    return datetime.now(UTC)
+
+
+def _left_time(client: Client, stack: Stack, record: dict[str, Any], now: dict[str, Any] | None, later: str) -> Verdict:
+    """eventbridge: replay only the record's leaving of its old due time, as a REMOVE of its OldImage (same keys,
+    sequence number and change time: the handler cancels each occurrence of that time that had not come when the
+    item left it, and delivers, once, each that had)."""
+    config = stack.config
+    decode = _runtime("stream").decode_image
+    data = record.get("dynamodb") or {}
+    old = decode(data.get("OldImage"))
+    old_spec = due_spec(config, old)
+    new_spec = due_spec(config, decode(data.get("NewImage"))) if record.get("eventName") != "REMOVE" else None
+    if old is None or old_spec is None or old_spec == new_spec:
+        return Verdict(None, f"{later}; it left no due time (it had none, or kept it): not replayed")
+    if due_spec(config, decode(now)) == old_spec:
+        return Verdict(None, f"{later}, and the item holds that time again (its schedule is the current one)")
+    changed = _changed(record)
+    occurrences = occurrence_names(config, record, old)
+    came = any(when is not None and when <= changed for _, when in occurrences)
+    cancels = [name for name, when in occurrences if when is None or when > changed]
+    if not came and all(_schedule_gone(client, stack, name) for name in cancels):
+        return Verdict(None, f"{later}; the schedules of the time it left no longer exist: nothing to cancel")
+    left = {"eventName": "REMOVE", "dynamodb": {k: v for k, v in data.items() if k != "NewImage"}}
+    what = "its delivery, once: it came while the item held it" if came else "its cancel"
+    return Verdict({**record, **left}, f"{later}: only the due time it left is replayed ({what})", whole=False)
+
+
+def _current_state(record: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    """The item's current state as a stream change with no old image, just after `record` (its own event id and a
+    sequence number after it, so the batch answer tells the two apart)."""
+    data = record.get("dynamodb") or {}
+    image = json.loads(json.dumps(now, default=_lambda_json))  # as Lambda delivers it: binary as base64 text
+    return {
+        **{k: v for k, v in record.items() if k != "userIdentity"},
+        "eventID": f"{record.get('eventID')}-current",
+        "eventName": "MODIFY",
+        "dynamodb": {
+            "Keys": data.get("Keys"),
+            "NewImage": image,
+            "SequenceNumber": f"{data.get('SequenceNumber')}1",
+            "StreamViewType": "NEW_AND_OLD_IMAGES",
+        },
+    }
+
+
+def _schedule_gone(client: Client, stack: Stack, name: str) -> bool:
+    """True only when Scheduler says the schedule does not exist; any other answer leaves the cancel to be done."""
+    try:
+        client("scheduler").get_schedule(Name=name, GroupName=stack.config["scheduler"]["group"])
+    except Exception as error:
+        return error_code(error) == "ResourceNotFoundException"
+    return False
+
+
+def _ttl_removal(stack: Stack, record: dict[str, Any], now: dict[str, Any] | None, later: str) -> Verdict:
+    """precise ttl: a deletion at or after the item's due time (or TTL's own) acted, whatever came after: replayed
+    (the ledger lets its action through once). The handler deletes the item's one schedule first, which the item's
+    later change (a re-creation) had made: so the item's current state follows it, as a change with no old image,
+    and the handler makes that schedule again (or deletes the item at once if its time has passed). An earlier
+    deletion was a cancel of that one schedule, which every later change of the item has made again or deleted:
+    not replayed."""
+    data = record.get("dynamodb") or {}
+    old = _runtime("stream").decode_image(data.get("OldImage")) or {}
+    value = old.get(stack.config["timeAttribute"])
+    identity = record.get("userIdentity") or {}
+    due = None
+    if isinstance(value, int | Decimal) and not isinstance(value, bool):
+        due = _runtime("timeparse").parse_due(value)
+    by_ttl = identity.get("type") == "Service" and identity.get("principalId") == "dynamodb.amazonaws.com"
+    came = by_ttl or (due is not None and _changed(record) >= _runtime("timeparse").minute_start(due))
+    if came:
+        note = f"{later}: the deletion came at its due time, so it still acts (once)"
+        then = None
+        if now is not None and now.get(stack.config["timeAttribute"]) is not None:
+            then = _current_state(record, now)
+            note += "; then the item's current schedule is made again"
+        return Verdict(record, note, whole=False, then=then)
+    return Verdict(None, f"{later}; a cancel of the item's schedule, which the later change made again or deleted")
 
 
 def replay(client: Client, function: str, records: list[dict[str, Any]]) -> Settled:
@@ -446,14 +625,18 @@ def poison(
 ) -> Report:
     """Re-run parked records through the consumer. Several messages of one record (parked on two deliveries) are
     replayed once and deleted together. A record parked again by the replay has a new message with the new reason,
-    so its old message is deleted too; it is reported as parked again (and the command fails)."""
+    so its old message is deleted too; it is reported as parked again (and the command fails).
+
+    Ordering (`judge`): a record is replayed whole only while it is its item's latest change: no newer record of
+    the item is parked (every message is read for that, also those --reason or --max leave out) and the item is
+    still what the record made it. Otherwise only what it says of the due time the item left is replayed. An item's
+    records go in sequence order, and a failed one holds back the item's later ones (`replay`)."""
     reason, limit, dry_run, wait_seconds = choice.reason, choice.limit, choice.dry_run, choice.wait_seconds
     queue = Queue(client, stack.poison_url, wait_seconds=wait_seconds)
     selected: dict[tuple[str, str], list[Parked]] = {}
+    newest: dict[str, int] = {}
     try:
         for message in queue.messages():
-            if limit is not None and sum(len(v) for v in selected.values()) >= limit:
-                break
             try:
                 body = json.loads(message.body)
             except ValueError:
@@ -461,6 +644,11 @@ def poison(
             if not isinstance(body, dict):
                 body = {"reason": "", "note": "not a JSON object"}
             parked = Parked(message, body, str(body.get("reason") or ""))
+            if isinstance(parked.record, dict) and isinstance(parked.record.get("dynamodb"), dict):
+                key = item_identity(parked.record)
+                newest[key] = max(newest.get(key, 0), sequence_order(parked.record))
+            if limit is not None and sum(len(v) for v in selected.values()) >= limit:
+                continue
             if reason is not None and not reason.search(parked.reason):
                 continue
             problem = replay_problem(body)
@@ -468,28 +656,37 @@ def poison(
                 report.line("cannot replay", parked.describe(), f"reason={_short(parked.reason, 120)!r}; {problem}")
                 continue
             selected.setdefault(parked.identity, []).append(parked)
+        verdicts: dict[tuple[str, str], Verdict] = {}
         for identity, group in list(selected.items()):
-            if superseded(client, stack, group[0].record):
+            record = group[0].record
+            verdict = judge(client, stack, record, newest.get(item_identity(record), 0))
+            if verdict.send is None:
                 del selected[identity]
-                note = "the item changed after this record (its later records were applied): not replayed"
-                report.line("would skip" if dry_run else "superseded", group[0].describe(), note)
+                report.line("would skip" if dry_run else "superseded", group[0].describe(), verdict.note)
                 if not dry_run:
                     for parked in group:
                         queue.delete(parked.message)
+                continue
+            verdicts[identity] = verdict
         if dry_run:
-            for group in selected.values():
+            for identity, group in selected.items():
                 first = group[0]
                 copies = f" ({len(group)} messages)" if len(group) > 1 else ""
-                report.line("would replay", first.describe() + copies, f"reason={_short(first.reason, 160)!r}")
+                note = "" if verdicts[identity].whole else f"; {verdicts[identity].note}"
+                report.line("would replay", first.describe() + copies, f"reason={_short(first.reason, 160)!r}{note}")
             return report
-        by_record = {identity: group[0].record for identity, group in selected.items()}
-        settled = replay(client, stack.function, list(by_record.values()))
-        replayed = {_identity(r) for r in settled.done}
-        for record in settled.done:
-            for parked in selected[_identity(record)]:
-                queue.delete(parked.message)
+        owner = {_identity(r): identity for identity, verdict in verdicts.items() for r in verdict.records}
+        settled = replay(client, stack.function, [r for verdict in verdicts.values() for r in verdict.records])
+        failed: dict[tuple[str, str], str] = {}
         for record, why in settled.failed:
-            report.line("failed", selected[_identity(record)][0].describe(), why)
+            failed.setdefault(owner[_identity(record)], why)
+        done = [identity for identity in verdicts if identity not in failed]
+        replayed = set(done)
+        for identity in done:
+            for parked in selected[identity]:
+                queue.delete(parked.message)
+        for identity, why in failed.items():
+            report.line("failed", selected[identity][0].describe(), why)
         # A replayed record the handler parked again has a new message now: tell it apart from a success.
         again = {}
         for message in queue.messages():
@@ -501,13 +698,13 @@ def poison(
                 identity = Parked(message, body, "").identity
                 if identity in replayed:
                     again[identity] = str(body.get("reason") or "")
-        for record in settled.done:
-            identity = _identity(record)
+        for identity in done:
             first = selected[identity][0]
             if identity in again:
                 report.line("parked again", first.describe(), f"new reason={_short(again[identity], 160)!r}")
             else:
-                report.line("replayed", first.describe(), f"was: {_short(first.reason, 120)!r}")
+                note = "" if verdicts[identity].whole else f"; {verdicts[identity].note}"
+                report.line("replayed", first.describe(), f"was: {_short(first.reason, 120)!r}{note}")
         return report
     finally:
         queue.release()
@@ -591,8 +788,15 @@ def stream_dlq(
                 report.line("expired", what, f"the stream no longer holds this range (kept: 24 h retention): {gone}")
                 continue
             passing = [r for r in records if passes(stack.filters, r)]
-            chosen = [r for r in passing if not superseded(client, stack, r)]
+            newest: dict[str, int] = {}
+            for record in passing:
+                newest[item_identity(record)] = max(newest.get(item_identity(record), 0), sequence_order(record))
+            verdicts = [judge(client, stack, r, newest[item_identity(r)]) for r in passing]
+            chosen = [r for v in verdicts for r in v.records]
             counted = f"{len(passing)} of {len(records)} records pass the mapping's filter"
+            partly = sum(1 for v in verdicts if v.send is not None and not v.whole)
+            if partly:
+                counted += f", {partly} replayed only for the due time they left (the item changed after them)"
             if len(chosen) < len(passing):
                 counted += f", {len(passing) - len(chosen)} superseded by the item's later changes (not replayed)"
             if dry_run:
@@ -737,14 +941,25 @@ def _release() -> Any:
 
 
 def _release_event(client: Client, stack: Stack, message: Message, why: str) -> Prepared:
-    """A dead letter of `precision="second"` (Scheduler's or the releaser's): the release envelope, whose payload is
-    the due event to send, under the occurrence's name."""
-    from .packaging import runtime_module
-
+    """A dead letter of `precision="second"` (Scheduler's, for a release schedule that could not reach the release
+    queue, or the releaser's, for a target that refused): the release envelope goes back into the release queue,
+    held until its due second, never to the target. The releaser then does what it does for every release: sends it
+    on only at its second, only if the item still holds that due time (a cancelled occurrence is dropped), and only
+    through the occurrence's ledger claim (one delivered since is not delivered again)."""
     release = _release().parse(message.body)
-    occurrence = runtime_module("schedules").occurrence(release.name, release.due)
+    if not _release().enabled(stack.config):
+        raise ValueError("a release envelope, but the function's table has no release queue (precision is not second)")
+    queue = _release().queue_url(stack.config)
     what = f"{record_keys({'dynamodb': {'Keys': release.keys}})} dueAt={release.due:%Y-%m-%dT%H:%M:%SZ} (second)"
-    return _sender(client, stack, release.payload, occurrence), what, why
+
+    def send() -> str:
+        from datetime import UTC
+
+        delay = _release().delay_seconds(release.due, datetime.now(UTC))
+        _release().enqueue(_Clients(client), stack.config, message.body, delay)
+        return f"to the release queue {queue} (held {delay} s): released at its second if the item still holds it"
+
+    return send, what, why
 
 
 def _polling_event(client: Client, stack: Stack, message: Message) -> Prepared:

@@ -154,3 +154,68 @@ def test_a_redriven_record_already_delivered_is_not_delivered_again(deployment: 
     target = aws("sqs").get_queue_url(QueueName=TARGET)["QueueUrl"]
     assert drain(aws, target) == []  # nothing delivered a second time
     assert visible(aws, outputs["stream_dlq_url"]) == 0 and visible(aws, outputs["poison_queue_url"]) == 0
+
+
+def test_a_parked_delete_cancels_the_schedule_of_the_time_it_left_though_the_item_is_back(
+    deployment: Deployment,
+) -> None:
+    """Ordering under redrive, in the local cloud: the item `c` held T1, its delete was parked (DeleteSchedule kept
+    failing, so T1's schedule stayed), and `c` was written again with T2 (applied by the deployed consumer). The
+    parked delete is not "superseded": the deployed consumer is handed what it says of T1 (a cancel), so T1's
+    schedule goes and T2's stays."""
+    from datetime import UTC, datetime, timedelta
+
+    import eventbridge
+    from st_core.stream import key_identity
+
+    from components import redrive as ops
+
+    aws = clients(deployment.endpoint, REGION)
+    outputs = deployment.outputs
+    table, function = outputs["table_name"], outputs["function_name"]
+    group = ops.discover(aws, function).config["scheduler"]["group"]
+    scheduler = aws("scheduler")
+    t1, t2 = (datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(days=d) for d in (1, 2))
+    due = {t: t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in (t1, t2)}
+    keys = {"PK": {"S": "c"}, "SK": {"S": "1"}}
+
+    def names() -> list[str]:
+        return sorted(s["Name"] for s in scheduler.list_schedules(GroupName=group)["Schedules"])
+
+    before = set(names())
+    aws("dynamodb").put_item(TableName=table, Item={**keys, "dueAt": {"S": due[t2]}})
+    wait_for("T2's schedule made by the deployed consumer", lambda: len(set(names()) - before) == 1)
+    [t2_name] = set(names()) - before
+    removed: Any = {
+        "eventID": "c-remove",
+        "eventName": "REMOVE",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": REGION,
+        "dynamodb": {
+            "Keys": keys,
+            "OldImage": {**keys, "dueAt": {"S": due[t1]}},
+            "SequenceNumber": "100",
+            "ApproximateCreationDateTime": int(time.time()) - 60,
+            "StreamViewType": "NEW_AND_OLD_IMAGES",
+        },
+    }
+    t1_name = eventbridge.occurrence_name(key_identity(removed), {"PK": "c", "SK": "1"}, t1)  # the handler's name
+    leftover = scheduler.get_schedule(Name=t2_name, GroupName=group)
+    scheduler.create_schedule(  # what the failed delete left: T1's schedule, as the consumer made it
+        Name=t1_name,
+        GroupName=group,
+        ScheduleExpression=f"at({t1:%Y-%m-%dT%H:%M:%S})",
+        ScheduleExpressionTimezone="UTC",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        ActionAfterCompletion="DELETE",
+        Target=leftover["Target"],
+    )
+    parked = {"reason": "ThrottlingException", "error": "E", "mode": "eventbridge", "table": table, "record": removed}
+    aws("sqs").send_message(QueueUrl=outputs["poison_queue_url"], MessageBody=json.dumps(parked))
+
+    status, lines = redrive(deployment, "poison")
+
+    assert status == 0, lines
+    assert lines[0].startswith("replayed") and "(its cancel)" in lines[0], lines
+    assert t1_name not in names() and t2_name in names()
+    assert visible(aws, outputs["poison_queue_url"]) == 0

@@ -218,25 +218,6 @@ def test_a_scheduler_dead_letter_is_sent_to_the_target_again_as_it_was(env: Env)
     assert lines[0].startswith("resent") and "dueAt=2026-12-01T09:00:00Z" in lines[0]
 
 
-def test_a_second_precision_dead_letter_sends_the_due_event_inside_its_release_envelope(env: Env) -> None:
-    from datetime import UTC, datetime
-
-    from st_core.release import Release, envelope
-
-    function = Function(env, lambda event, config: None, eventbridge_filters("dueAt"))
-    event = a_due_event(env, "2026-12-01T09:00:07Z")
-    due = datetime(2026, 12, 1, 9, 0, 7, tzinfo=UTC)
-    payload = target_input(env.config["target"], event, via_scheduler=True)
-    keys = {"PK": {"S": "a"}, "SK": {"S": "A"}}
-    scheduler_dead_letter(env, envelope(Release("occ-a", due, due, keys, payload)))
-
-    status, lines = run("target", function)
-
-    assert status == 0, lines
-    assert bodies(env, env.due_queue_url) == [event]  # the due event, not the envelope
-    assert "dueAt=2026-12-01T09:00:07Z" in lines[0]
-
-
 def test_a_universal_target_dead_letter_calls_its_api_again(env: Env) -> None:
     """Precise ttl's delete schedules call DynamoDB DeleteItem (Scheduler's universal target) with the item's TTL
     value as the condition: the redrive makes the same call."""
