@@ -10,6 +10,8 @@ import pytest
 from st_core.errors import PermanentError
 from st_core.recurrence import Cron, Rate, parse, zone
 
+from tests.handlers.conftest import Env
+
 LONDON = ZoneInfo("Europe/London")
 
 
@@ -231,3 +233,16 @@ def test_the_local_cloud_never_fires_an_expression_scheduler_refuses() -> None:
         spec = {"ScheduleExpression": expression, "ScheduleExpressionTimezone": "UTC", "State": "ENABLED"}
         fired = [ticker.due(expression, spec, start + timedelta(hours=h)) for h in range(0, 24 * 40, 6)]
         assert fired == [None] * len(fired), expression
+
+
+@pytest.mark.parametrize("expression", ["cron(0 9 ? * 2/2 *)", "cron(0 9 ? * 3#1,6#3 *)", "cron(0 9 ? * MON#1,FRI *)"])
+def test_an_item_with_a_refused_expression_is_parked_with_the_reason_and_makes_no_schedule(
+    env: Env, expression: str
+) -> None:
+    from tests.handlers.test_recurring import item, run, zoned
+
+    zoned(env).put(item(dueAt=expression))
+    run(env)
+    (parked,) = env.messages(env.poison_url)
+    assert expression in parked["reason"] and "day-of-week" in parked["reason"], parked["reason"]
+    assert env.schedules() == []
