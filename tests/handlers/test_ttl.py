@@ -457,3 +457,40 @@ def precise_passes(record: dict[str, Any]) -> bool:
 
     patterns = filter_patterns(ttl_filters("dueAt", precise=True))
     return any(EventPattern.load(p).matches_event(record) for p in patterns)  # type: ignore[arg-type]
+
+
+def test_precise_cost_per_item_is_measured(ttl_env: Env) -> None:
+    """What one item costs in precise mode, counted on the calls made (the README's cost paragraph quotes this):
+    writes to the table (Scheduler's fire, the executor's delete), ledger writes (claim, complete), stream records
+    (insert, fire, delete) and the ones the mapping passes (insert, fire: the delete is filtered out). The original
+    design made one table write (Scheduler's delete) and two records, both passed, plus a DeleteSchedule call."""
+    env = precise(ttl_env)
+    calls: list[str] = []
+
+    def count(event_name: str, **_: Any) -> None:
+        calls.append(event_name.rsplit(".", 1)[-1])
+
+    for service in ("dynamodb", "scheduler", "sqs"):
+        CLIENTS.get(service).meta.events.register(f"before-call.{service}", count)
+    due = (NOW + timedelta(days=1)).replace(second=30)
+    env.put({"PK": "offer#9", "SK": "S", "dueAt": epoch(due)})
+    records = env.event()["Records"]
+    passed = [r for r in records if precise_passes(r)]
+    assert handle_batch({"Records": passed}, env.config) == {"batchItemFailures": []}
+    [schedule] = env.schedules()
+    calls.clear()
+    clock = SchedulerClock(env)
+    ran = clock.instant(schedule)
+    clock.run(schedule)  # Scheduler's one UpdateItem (outside the handler's clients)
+    fire = env.event(at=ran)["Records"]
+    records += fire
+    passed_fire = [r for r in fire if precise_passes(r)]
+    assert handle_batch({"Records": passed_fire}, env.config, now=lambda: ran) == {"batchItemFailures": []}
+    tail = env.event(at=ran)["Records"]
+    records += tail
+    passed += passed_fire + [r for r in tail if precise_passes(r)]
+    assert [r["eventName"] for r in records] == ["INSERT", "MODIFY", "REMOVE"]
+    assert [r["eventName"] for r in passed] == ["INSERT", "MODIFY"]  # two invocations' worth, as before
+    # The executor on the fire: claim (PutItem on the ledger), send, complete (UpdateItem), delete; no
+    # DeleteSchedule (Scheduler deletes a fired schedule itself). GetQueueUrl is cached by a warm function.
+    assert [c for c in calls if c != "GetQueueUrl"] == ["PutItem", "SendMessage", "UpdateItem", "DeleteItem"], calls
