@@ -160,6 +160,9 @@ def decide(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetim
                     poison=True,
                 )
             return Decision(Step.FIRED, name, due)
+        if record["eventName"] == "MODIFY" and old.get(attribute) is None and old.get(FIRED) is not None:
+            # A write to an item that fired and is not deleted yet (the mapping does not pass it): its schedule ran.
+            return Decision(Step.IGNORE, name, reason="a fired item changed")
         return Decision(Step.UNSCHEDULE, name, reason="no due time")
     try:
         due = expiry(new, attribute)

@@ -388,6 +388,28 @@ def test_precise_fire_redelivered_after_a_crash_before_the_delete_still_deletes_
     assert len(env.messages(env.due_queue_url)) == 1 and _item(env, "offer#6") is None
 
 
+def test_precise_writes_to_a_fired_item_and_its_delete_change_no_schedule(ttl_env: Env) -> None:
+    """The mapping passes neither (no due time in either image); delivered anyway (a redrive, another mapping),
+    they must not delete the item's schedule, which may already be its next one."""
+    env = precise(ttl_env)
+    due = NOW - timedelta(seconds=5)
+    env.put({"PK": "done", "SK": "S", "dueAt": epoch(due)})
+    handle_batch(env.event(), env.config)  # fired at once
+    env.ddb.update_item(
+        TableName=env.table,
+        Key={"PK": {"S": "done"}, "SK": {"S": "S"}},
+        UpdateExpression="SET v = :v",
+        ExpressionAttributeValues={":v": {"S": "x"}},
+    )
+    fire, write = env.event()["Records"]
+    assert not precise_passes(write)
+    assert decide(write, env.config, NOW).step.value == "ignore"
+    handle_batch({"Records": [fire]}, env.config)
+    [delete] = env.event()["Records"]
+    assert delete["eventName"] == "REMOVE" and decide(delete, env.config, NOW).step.value == "ignore"
+    assert len(env.messages(env.due_queue_url)) == 1
+
+
 def test_precise_user_change_after_the_fire_keeps_their_write_and_schedules_it(ttl_env: Env) -> None:
     env = precise(ttl_env)
     due = (NOW + timedelta(days=1)).replace(second=20)
