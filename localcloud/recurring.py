@@ -115,16 +115,16 @@ class RecurringTicker:
         entry = self.pending.get(key)
         if entry is None or entry.signature != signature:
             # New or changed: its firings count from now (a change never replays a missed one).
-            entry = _Next(signature, self._refused_or(lambda: first_firing(schedule, now), key, schedule))
+            entry = _Next(signature, self._refused_or(lambda: first_firing(schedule, now), key))
             self.pending[key] = entry
         scheduled = entry.scheduled
         if scheduled is None or now.timestamp() < self.instant(f"{key}@{scheduled.isoformat()}", scheduled.timestamp()):
             return None
-        entry.scheduled = self._refused_or(lambda: next_firing(schedule, scheduled), key, schedule)
+        entry.scheduled = self._refused_or(lambda: next_firing(schedule, scheduled), key)
         return scheduled
 
     @staticmethod
-    def _refused_or(firing: Callable[[], datetime | None], key: Any, schedule: dict[str, Any]) -> datetime | None:
+    def _refused_or(firing: Callable[[], datetime | None], key: Any) -> datetime | None:
         """An expression Scheduler refuses (ministack stores any) never fires, and does not stop the others."""
         try:
             return firing()
