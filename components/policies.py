@@ -162,9 +162,10 @@ def table_item_statements(table_arn: str, actions: list[str]) -> list[Statement]
 
 
 def scheduled_delete_statements(table_arn: str, kms_key_arn: str | None) -> list[Statement]:
-    """What Scheduler needs to delete an item at its due time (precise ttl mode): DeleteItem on the table, and
-    the table's own KMS key if it has one."""
-    return table_item_statements(table_arn, ["DeleteItem"]) + key_statements(kms_key_arn, TABLE_KEY_ACTIONS)
+    """What Scheduler needs to fire an item at its due time (precise ttl mode: its universal target
+    `dynamodb:updateItem` moves the due time into `stFiredAt`; the executor deletes the item): UpdateItem on the
+    table, and the table's own KMS key if it has one."""
+    return table_item_statements(table_arn, ["UpdateItem"]) + key_statements(kms_key_arn, TABLE_KEY_ACTIONS)
 
 
 def index_query_statements(table_arn: str, index_name: str) -> list[Statement]:

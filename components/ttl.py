@@ -1,5 +1,5 @@
-"""`ttl` mode: TTL deletion -> filtered stream -> executor -> target (seeds 001, 004); `precise` adds a delete
-schedule per item. The handler side is `handlers/ttl.py`."""
+"""`ttl` mode: TTL deletion -> filtered stream -> executor -> target (seeds 001, 004); `precise` adds a schedule
+per item that fires it (an UpdateItem the executor acts on). The handler side is `handlers/ttl.py`."""
 
 from __future__ import annotations
 
@@ -17,11 +17,13 @@ if TYPE_CHECKING:
 
 
 def build(component: ScheduledTable) -> Consumer:
-    """TTL deletion -> filtered stream -> executor -> target (seeds 001, 004); `precise` adds a delete schedule
-    per item so the action is on time, with TTL as the fallback."""
+    """TTL deletion -> filtered stream -> executor -> target (seeds 001, 004); `precise` adds a schedule per item
+    that fires it on time (Scheduler may only UpdateItem this table), with TTL as the fallback."""
     a = component._args
     ledger = component._ledger()
-    item_actions = ["PutItem", "DeleteItem"] if a.precise else ["PutItem"]
+    # Precise: the executor fires an item whose due time has passed (UpdateItem, as its schedule would), deletes a
+    # fired item once acted on, and writes a repeating one back (PutItem).
+    item_actions = ["PutItem", "DeleteItem", "UpdateItem"] if a.precise else ["PutItem"]
     statements: list[pulumi.Output[list[policies.Statement]]] = [
         component._target_statements(policies.direct_dispatch_statements),
         ledger.arn.apply(policies.ledger_statements),

@@ -5,12 +5,17 @@ users' deletes never invoke this function. Each deletion becomes one due event, 
 once per occurrence (see `st_core.idempotency`), and a repeating item is written back with its next due time.
 
 With `precise`, TTL's lateness (minutes to days) is cut to Scheduler's: every item also gets one `at()` schedule
-that deletes it through the universal target `dynamodb:deleteItem`, only while its TTL value is unchanged, set on
-the first whole minute at or after its due time (Scheduler fires anywhere in an `at()` minute, so that is the only
-minute that is never early). Those deletes are ordinary REMOVEs, so in precise mode the mapping also passes
-inserts, updates and removes of items with a due time, and a REMOVE is judged by when it happened (its
-`ApproximateCreationDateTime`, not when it is processed, so a late or redelivered batch decides the same): in the
-due minute or after means due, before means the user cancelled. The action itself never runs before the due time.
+on the first whole minute at or after its due time (Scheduler fires anywhere in an `at()` minute, so that is the
+only minute that is never early). The schedule does not delete the item: a plain delete in the stream looks like
+anyone's, so a user's delete just before the due second could not be told from it. It fires the item instead,
+through the universal target `dynamodb:updateItem`, only while its TTL value is unchanged: `SET stFiredAt = <due>
+REMOVE <time attribute>`. That MODIFY is unmistakably the schedule's (a marker equal to the due time the item just
+lost): the executor acts on it, once per occurrence (ledger), then deletes the item, or writes it back with its next
+due time when it repeats, only while it is still in that fired state. Its own delete holds no due time, so the
+mapping's filters never pass it. Every other REMOVE is judged by when it happened (its `ApproximateCreationDateTime`,
+not when it is processed, so a late or redelivered batch decides the same): at or after the due second means due
+(DynamoDB's TTL, or a user deleting an expired item), before it means the user cancelled. The action itself never
+runs before the due time.
 """
 
 from __future__ import annotations
@@ -28,14 +33,7 @@ from st_core import log, schedules
 from st_core.batch import handle_stream_batch
 from st_core.clients import CLIENTS, Clients
 from st_core.config import HandlerConfig, load_config
-from st_core.dispatch import (
-    DELETE_ITEM_UNIVERSAL_TARGET,
-    delete_item_request,
-    due_event,
-    schedule_target,
-    send_now,
-    target_input,
-)
+from st_core.dispatch import due_event, schedule_target, send_now, target_input
 from st_core.errors import PermanentError, error_code, persist
 from st_core.idempotency import Ledger
 from st_core.naming import schedule_name
@@ -52,6 +50,11 @@ from st_core.timeparse import format_due, minute_start, parse_due
 
 MODE = "ttl"
 TTL_SERVICE = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+# Precise mode: what the schedule does at the due time (Scheduler's universal target for DynamoDB UpdateItem), and
+# the attribute it sets to the due time the item gives up. Reserved on precise tables: an item written with it and
+# without a due time is one that has fired.
+UPDATE_ITEM_UNIVERSAL_TARGET = "arn:aws:scheduler:::aws-sdk:dynamodb:updateItem"
+FIRED = "stFiredAt"
 # A repeat interval longer than this is a mistake in the data (and overflows date arithmetic soon after).
 MAX_REPEAT_SECONDS = 100 * 366 * 24 * 3600
 Clock = Callable[[], datetime]
@@ -60,6 +63,7 @@ Sleep = Callable[[float], None]
 
 class Step(StrEnum):
     EXECUTE = "execute"
+    FIRED = "fired"  # precise: the schedule (or the executor, for a due time already past) fired the item
     CANCELLED = "cancelled"
     SCHEDULE = "schedule"
     UNSCHEDULE = "unschedule"
@@ -91,6 +95,26 @@ def expiry(image: dict[str, Any], attribute: str) -> datetime:
     return parse_due(value)
 
 
+def fire_request(table: str, keys: dict[str, Any], attribute: str, value: dict[str, Any]) -> dict[str, Any]:
+    """DynamoDB UpdateItem (DynamoDB JSON) that fires an item: its due time moves into `stFiredAt`, only while
+    `attribute` still holds `value` (a later change of the due time, or a delete, makes it a no-op)."""
+    return {
+        "TableName": table,
+        "Key": keys,
+        "UpdateExpression": "SET #fired = :due REMOVE #due",
+        "ConditionExpression": "#due = :due",
+        "ExpressionAttributeNames": {"#due": attribute, "#fired": FIRED},
+        "ExpressionAttributeValues": {":due": value},
+    }
+
+
+def fired(old: dict[str, Any], new: dict[str, Any], attribute: str) -> bool:
+    """True for the MODIFY a fire request makes: the item gave up its due time and holds it as `stFiredAt`. A user's
+    update that removes the due time, or any other write, leaves no such pair."""
+    due = old.get(attribute)
+    return due is not None and new.get(attribute) is None and new.get(FIRED) == due
+
+
 def decide(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime) -> Decision:
     """What one record means, without calling AWS; `changed` is when its change happened."""
     data = record["dynamodb"]
@@ -104,18 +128,41 @@ def decide(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetim
             return Decision(Step.EXECUTE, name, expiry(old, attribute))
         if not precise:
             return Decision(Step.IGNORE, name, reason="not a TTL deletion")
+        if old.get(attribute) is None and old.get(FIRED) is not None:
+            # The executor's own delete of a fired item (the mapping does not pass it): acted on when it fired.
+            return Decision(Step.IGNORE, name, reason="deleted after it fired")
         try:
             due = expiry(old, attribute)
         except PermanentError:
             return Decision(Step.UNSCHEDULE, name, reason="deleted; its TTL was never valid")
-        # Our own delete runs in the minute at or after the due time; so does any delete that counts as due.
-        if changed >= minute_start(due):
+        # The schedule never deletes an item, so this is a user's (or another writer's) delete: at or after the due
+        # second the item had expired, before it the user cancelled, even inside the due minute.
+        if changed >= due:
             return Decision(Step.EXECUTE, name, due)
         return Decision(Step.CANCELLED, name, due, reason="deleted before its due time")
     if not precise:
         return Decision(Step.IGNORE, name, reason=f"{record['eventName']} is not an expiry")
     new = decode_image(data.get("NewImage")) or {}
     if new.get(attribute) is None:
+        old = decode_image(data.get("OldImage")) or {}
+        if record["eventName"] == "MODIFY" and fired(old, new, attribute):
+            try:
+                due = expiry(old, attribute)
+            except PermanentError as exc:
+                return Decision(Step.IGNORE, name, reason=str(exc), poison=True)
+            if changed < minute_start(due):
+                # Scheduler fires at or after the due minute's end, the executor only once the time has passed.
+                return Decision(
+                    Step.IGNORE,
+                    name,
+                    reason=f"{FIRED} was set at {format_due(changed)}, before its due time {format_due(due)}: only "
+                    "the table's schedule may set it; the item was not acted on",
+                    poison=True,
+                )
+            return Decision(Step.FIRED, name, due)
+        if record["eventName"] == "MODIFY" and old.get(attribute) is None and old.get(FIRED) is not None:
+            # A write to an item that fired and is not deleted yet (the mapping does not pass it): its schedule ran.
+            return Decision(Step.IGNORE, name, reason="a fired item changed")
         return Decision(Step.UNSCHEDULE, name, reason="no due time")
     try:
         due = expiry(new, attribute)
@@ -173,8 +220,8 @@ class Executor:
         precise = self.config["ttl"]["precise"]
         if precise and decision.step in (Step.EXECUTE, Step.CANCELLED, Step.UNSCHEDULE):
             schedules.delete(self.clients, self.config["scheduler"]["group"], decision.name)
-        if decision.step is Step.EXECUTE and decision.due is not None:
-            self._execute(record, decision.name, decision.due)
+        if decision.step in (Step.EXECUTE, Step.FIRED) and decision.due is not None:
+            self._execute(record, decision.name, decision.due, fired=decision.step is Step.FIRED)
         elif decision.step is Step.SCHEDULE and decision.due is not None:
             self._schedule(record, decision.name, decision.due)
         elif decision.poison:
@@ -182,26 +229,30 @@ class Executor:
         else:
             log.debug(decision.step.value, schedule=decision.name, reason=decision.reason)
 
-    def _execute(self, record: DynamoDBStreamRecord, name: str, due: datetime) -> None:
+    def _execute(self, record: DynamoDBStreamRecord, name: str, due: datetime, *, fired: bool = False) -> None:
+        """Act on one occurrence, once. `fired`: the record is the schedule's fire (the item is still there, without
+        its due time): the item is deleted, or written back for its next occurrence, only once the action is done,
+        so a record that fails for good is redriven while the item still says what it was."""
         data = record["dynamodb"]
-        raw = data.get("OldImage") or {}
+        raw = {k: v for k, v in (data.get("OldImage") or {}).items() if k != FIRED}
         item = decode_image(raw) or {}
         keys = decode_image(data["Keys"]) or {}
         occurrence = schedules.occurrence(name, due)
         early = (due - self.now()).total_seconds()
         if early > 0:
-            # A delete inside the due minute but before its second (a user's, say) counts as due: the action still
-            # waits for the due second. At most a minute, within any function timeout this mode allows.
+            # This invocation's clock behind the change's (a due time already past, fired by another invocation):
+            # the action waits for the due second. At most a minute, within any function timeout this mode allows.
             self.sleep(min(early, 60.0))
         if not self.ledger.claim(occurrence):
             log.debug("duplicate", schedule=name, dueAt=format_due(due))
+            if fired:  # done before, perhaps without its settling write (a crash, a timeout): settle it now
+                self._settle(record, raw, item, due)
             return
         repeat_problem = ""
         try:
-            try:
-                self._repeat(raw, item, due)
-            except PermanentError as exc:
-                repeat_problem = str(exc)  # the occurrence still fires; the record is parked afterwards
+            following, repeat_problem = self._following(raw, item, due)
+            if not fired:
+                self._put_back(raw, following)
             event = due_event(mode=MODE, table=self.config["table"], keys=keys, due=due, item=item)
             send_now(
                 self.config["target"],
@@ -215,11 +266,49 @@ class Executor:
         persist(lambda: self.ledger.complete(occurrence))
         late = (self.now() - due).total_seconds()
         log.debug("executed", schedule=name, dueAt=format_due(due), lateSeconds=round(late, 3))
+        if fired:
+            self._write_settled(record, following)
         if repeat_problem:
             raise PermanentError(f"fired, but not repeated: {repeat_problem}")
 
-    def _repeat(self, raw: dict[str, Any], item: dict[str, Any], due: datetime) -> None:
-        following = next_item(raw, item, due, self.now(), self.config)
+    def _following(self, raw: dict[str, Any], item: dict[str, Any], due: datetime) -> tuple[Any, str]:
+        """The item for the next occurrence (None when it does not repeat), and why it cannot repeat, if so: the
+        occurrence still fires, and the record is parked afterwards."""
+        try:
+            return next_item(raw, item, due, self.now(), self.config), ""
+        except PermanentError as exc:
+            return None, str(exc)
+
+    def _settle(self, record: DynamoDBStreamRecord, raw: dict[str, Any], item: dict[str, Any], due: datetime) -> None:
+        following, _ = self._following(raw, item, due)
+        self._write_settled(record, following)
+
+    def _write_settled(self, record: DynamoDBStreamRecord, following: Any) -> None:
+        """A fired item leaves the fired state: deleted, or replaced by its next occurrence (whose MODIFY comes back
+        here and is scheduled). Only while it is still fired for this due time: a user who changed, re-armed or
+        deleted it since keeps their write. The delete holds no due time, so the mapping never passes it back."""
+        data = record["dynamodb"]
+        attribute = self.config["timeAttribute"]
+        guard = {
+            "ConditionExpression": "#fired = :due AND attribute_not_exists(#due)",
+            "ExpressionAttributeNames": {"#fired": FIRED, "#due": attribute},
+            "ExpressionAttributeValues": to_request({":due": data["OldImage"][attribute]}),
+        }
+        ddb = self.clients.get("dynamodb")
+        try:
+            if following is None:
+                ddb.delete_item(TableName=self.config["table"], Key=to_request(data["Keys"]), **guard)
+            else:
+                ddb.put_item(TableName=self.config["table"], Item=to_request(following), **guard)
+        except Exception as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            log.debug("settled-already", keys=json.dumps(decode_image(data["Keys"]) or {}, default=str)[:200])
+            return
+        log.debug("settled", repeated=following is not None)
+
+    def _put_back(self, raw: dict[str, Any], following: Any) -> None:
+        """After a deletion (TTL's, or a user's after the due time): the next occurrence, as a new item."""
         if following is None:
             return
         partition = self.config["partitionKey"]
@@ -248,14 +337,18 @@ class Executor:
                 return
         scheduler = self.config["scheduler"]
         # Scheduler's universal target takes DynamoDB JSON as Lambda delivers it (binary as base64 text).
-        request = delete_item_request(self.config["table"], data["Keys"], attribute, data["NewImage"][attribute])
+        request = fire_request(self.config["table"], data["Keys"], attribute, data["NewImage"][attribute])
         now = self.now()
         if due <= now:
-            # Due already: delete it now; its REMOVE comes back here and executes.
+            # Due already: fire it now, as its schedule would; that MODIFY comes back here and executes.
             schedules.delete(self.clients, scheduler["group"], name)
-            direct = {**request, "Key": to_request(request["Key"])}
+            direct = {
+                **request,
+                "Key": to_request(request["Key"]),
+                "ExpressionAttributeValues": to_request(request["ExpressionAttributeValues"]),
+            }
             try:
-                self.clients.get("dynamodb").delete_item(**direct)
+                self.clients.get("dynamodb").update_item(**direct)
             except Exception as exc:
                 if error_code(exc) != "ConditionalCheckFailedException":
                     raise
@@ -266,7 +359,7 @@ class Executor:
                 group=scheduler["group"],
                 name=name,
                 fire=schedules.fire_time(due, now),
-                target=schedule_target(DELETE_ITEM_UNIVERSAL_TARGET, scheduler, json.dumps(request)),
+                target=schedule_target(UPDATE_ITEM_UNIVERSAL_TARGET, scheduler, json.dumps(request)),
                 description=f"scheduled-table {MODE} precise {self.config['table']}",
             ),
             create_first=record["eventName"] == "INSERT",

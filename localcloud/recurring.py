@@ -21,7 +21,7 @@ from typing import Any
 
 from components.packaging import runtime_module
 
-from .emulators import UNIVERSAL_PREFIX
+from .emulators import UNIVERSAL_PREFIX, log
 
 Instant = Callable[[str, float], float]  # (what fires, its scheduled epoch) -> when it runs (MinuteWindow.instant)
 CONTEXT_ATTRIBUTES = ("scheduled-time", "schedule-arn", "execution-id", "attempt-number")
@@ -115,13 +115,22 @@ class RecurringTicker:
         entry = self.pending.get(key)
         if entry is None or entry.signature != signature:
             # New or changed: its firings count from now (a change never replays a missed one).
-            entry = _Next(signature, first_firing(schedule, now))
+            entry = _Next(signature, self._refused_or(lambda: first_firing(schedule, now), key))
             self.pending[key] = entry
         scheduled = entry.scheduled
         if scheduled is None or now.timestamp() < self.instant(f"{key}@{scheduled.isoformat()}", scheduled.timestamp()):
             return None
-        entry.scheduled = next_firing(schedule, scheduled)
+        entry.scheduled = self._refused_or(lambda: next_firing(schedule, scheduled), key)
         return scheduled
+
+    @staticmethod
+    def _refused_or(firing: Callable[[], datetime | None], key: Any) -> datetime | None:
+        """An expression Scheduler refuses (ministack stores any) never fires, and does not stop the others."""
+        try:
+            return firing()
+        except runtime_module("errors").PermanentError as refused:
+            log.warning("recurring schedule %s never fires: Scheduler refuses it: %s", key, refused)
+            return None
 
     def forget(self, live: set[Any]) -> None:
         for key in [k for k in self.pending if k not in live]:

@@ -134,18 +134,22 @@ def _values(term: str, field: str) -> frozenset[int]:
     """One comma-free term of a numeric field: `*`, `n`, `a-b`, `*/s`, `a/s`, `a-b/s` (names allowed)."""
     low, high = YEARS if field == "year" else RANGES[field]
     names = MONTHS if field == "month" else DAYS if field == "day-of-week" else {}
-    base, _, step_text = term.partition("/")
+    if not TERM.match(term):
+        raise ValueError(f"{field} {term!r} is not a value, a range or an increment (allowed: {WILDCARDS[field]})")
+    base, slash, step_text = term.partition("/")
+    if slash and (not step_text.isdigit() or int(step_text) < 1):
+        raise ValueError(f"{field} {term!r}: an increment is a whole number from 1")
     step = int(step_text) if step_text else 1
     if base == "*":
         first, last = low, high
     elif "-" in base:
         a, b = base.split("-", 1)
-        first, last = _number(a, names), _number(b, names)
+        first, last = _number(a, names, field), _number(b, names, field)
     else:
-        first = _number(base, names)
+        first = _number(base, names, field)
         last = high if step_text else first
-    if not (low <= first <= high and low <= last <= high) or step < 1:
-        raise ValueError(f"{term!r} is outside {low}-{high}")
+    if not (low <= first <= high and low <= last <= high):
+        raise ValueError(f"{field} {term!r} is outside {low}-{high}")
     if first <= last:
         return frozenset(range(first, last + 1, step))
     # A wrapping range (FRI-MON, 22-2): AWS allows it in day-of-week and hours.
@@ -153,11 +157,26 @@ def _values(term: str, field: str) -> frozenset[int]:
     return frozenset(span[::step])
 
 
-def _number(text: str, names: dict[str, int]) -> int:
-    return names[text.upper()] if text.upper() in names else int(text)
+def _number(text: str, names: dict[str, int], field: str) -> int:
+    if text.upper() in names:
+        return names[text.upper()]
+    if not text.isdigit():
+        kind = " or a month name" if field == "month" else " or a day name" if field == "day-of-week" else ""
+        raise ValueError(f"{field} {text!r} is not a number{kind}")
+    return int(text)
 
 
-TERM = re.compile(r"^(\*|\?|[0-9A-Za-z]+(-[0-9A-Za-z]+)?)(/[0-9]+)?$")
+# AWS's cron reference, per field: the values and the wildcards it allows. Anything else Scheduler refuses with a
+# ValidationException, so it is refused here with the rule it breaks (and the local cloud never fires it).
+WILDCARDS = {
+    "minutes": ", - * /",
+    "hours": ", - * /",
+    "day-of-month": ", - * ? / L W",
+    "month": ", - * /",
+    "day-of-week": ", - * ? L #",
+    "year": ", - * /",
+}
+TERM = re.compile(r"^(\*|[0-9A-Za-z]+(-[0-9A-Za-z]+)?)(/[0-9]*)?$")
 
 
 def parse(expression: str) -> Expression:
@@ -192,17 +211,10 @@ def _cron(body: str) -> Cron:
     if len(fields) != 6:
         raise ValueError(f"{len(fields)} fields, not six (minutes hours day-of-month month day-of-week year)")
     minutes, hours, dom, month, dow, year = fields
+    for name, text in zip(WILDCARDS, fields, strict=True):
+        _check_field(name, text)
     if (dom == "?") == (dow == "?"):
         raise ValueError("exactly one of day-of-month and day-of-week must be '?'")
-    for term in (*dom.split(","), *dow.split(",")):
-        if term != "?" and not _day_term_valid(term):
-            raise ValueError(f"{term!r} is not a valid day term")
-    for name, text in (("minutes", minutes), ("hours", hours), ("month", month), ("year", year)):
-        if any(not TERM.match(t) or t == "?" for t in text.split(",")):
-            raise ValueError(f"{text!r} is not a valid {name} field")
-    probe = date(2026, 1, 5)
-    _ = [_dom_term(t, probe) for t in dom.split(",") if dom != "?"]  # range errors surface now, not at firing time
-    _ = [_dow_term(t, probe) for t in dow.split(",") if dow != "?"]
     return Cron(
         minutes=_union(minutes, "minutes"),
         hours=_union(hours, "hours"),
@@ -213,13 +225,69 @@ def _cron(body: str) -> Cron:
     )
 
 
-def _day_term_valid(term: str) -> bool:
-    upper = term.upper()
-    if upper in ("L", "LW") or re.fullmatch(r"[0-9]{1,2}W", upper):
-        return True
-    if re.fullmatch(r"([1-7]|SUN|MON|TUE|WED|THU|FRI|SAT)(L|#[1-5])", upper):
-        return True
-    return bool(TERM.match(upper))
+def _check_field(field: str, text: str) -> None:
+    """Refuse what AWS's cron reference refuses in `field`; the ValueError names the field, the term and the rule."""
+    terms = text.upper().split(",")
+    if "" in terms:
+        raise ValueError(f"{field} {text!r} has an empty item in its list")
+    if "?" in terms:
+        if field not in ("day-of-month", "day-of-week"):
+            raise ValueError(f"{field} {text!r}: '?' is only for day-of-month or day-of-week")
+        if len(terms) > 1:
+            raise ValueError(f"{field} {text!r}: '?' stands alone, in no list")
+        return
+    if field == "day-of-week" and "#" in text and len(terms) > 1:
+        raise ValueError(
+            f"day-of-week {text!r}: with '#' the field holds only one expression (AWS reads this as {len(terms)})"
+        )
+    names = "|".join(MONTHS if field == "month" else DAYS if field == "day-of-week" else ["(?!)"])
+    for term in terms:
+        bare = re.sub(names, "", term)  # JUL holds an L and WED a W; neither is a wildcard
+        for mark in "LW#":
+            if mark in bare and mark not in WILDCARDS[field]:
+                only = {"L": "day-of-month and day-of-week", "W": "day-of-month", "#": "day-of-week"}[mark]
+                raise ValueError(
+                    f"{field} {term!r}: {mark!r} is not allowed in {field} (allowed: {WILDCARDS[field]}); it is for "
+                    f"{only} only"
+                )
+        if field == "day-of-week" and "/" in term:
+            raise ValueError(
+                f"day-of-week {term!r}: '/' (increments) is not allowed in day-of-week (allowed: , - * ? L #)"
+            )
+        if field == "day-of-month":
+            _check_day_of_month(term)
+        elif field == "day-of-week":
+            _check_day_of_week(term)
+        else:
+            _values(term, field)
+
+
+def _check_day_of_month(term: str) -> None:
+    if term in ("L", "LW"):
+        return
+    if term.endswith("W") and term[:-1].isdigit():
+        if not 1 <= int(term[:-1]) <= 31:
+            raise ValueError(f"day-of-month {term!r}: the day before W is outside 1-31")
+        return
+    if "L" in term or "W" in term:
+        raise ValueError(f"day-of-month {term!r} is not a valid day term: L and W are written L, LW or 15W")
+    _values(term, "day-of-month")
+
+
+def _check_day_of_week(term: str) -> None:
+    if term == "L":
+        return
+    special = re.fullmatch(r"(.*?)(L|#(.*))", term)
+    if special is None:
+        _values(term, "day-of-week")
+        return
+    day, nth = special.group(1), special.group(3)
+    valid_day = day in DAYS or (day.isdigit() and 1 <= int(day) <= 7)
+    if not valid_day or (nth is not None and nth not in ("1", "2", "3", "4", "5")):
+        raise ValueError(
+            f"day-of-week {term!r} is not a valid day term: nL is the last such day of the month and n#k its k-th "
+            "(n 1-7 or SUN-SAT, k 1-5)"
+        )
 
 
 def _union(text: str, field: str) -> frozenset[int]:

@@ -102,23 +102,23 @@ def test_handler_config_carries_the_ttl_section(build: Build) -> None:
     assert built.one("rem-executor").inputs["handler"] == "ttl.handler"
 
 
-def test_precise_adds_a_schedule_group_whose_role_may_only_delete_this_tables_items(build: Build) -> None:
+def test_precise_adds_a_schedule_group_whose_role_may_only_update_this_tables_items(build: Build) -> None:
     built = ttl(build, precise=True)
     table_arn = built.one("rem-table").outputs["arn"]
     fire = built.statements("rem-scheduler-exec-policy")
-    assert fire[0] == {"Effect": "Allow", "Action": ["dynamodb:DeleteItem"], "Resource": [table_arn]}
+    assert fire[0] == {"Effect": "Allow", "Action": ["dynamodb:UpdateItem"], "Resource": [table_arn]}
     assert fire[1]["Action"] == ["sqs:SendMessage"]
     assert built.handler_config()["scheduler"]["group"] == built.one("rem-schedules").outputs["name"]
     assert built.handler_config()["ttl"]["precise"] is True
 
 
-def test_a_table_key_is_usable_by_the_executor_and_by_scheduler_which_deletes_items(build: Build) -> None:
+def test_a_table_key_is_usable_by_the_executor_and_by_scheduler_which_fires_items(build: Build) -> None:
     key = "arn:aws:kms:eu-west-1:123456789012:key/abc"
     built = ttl(build, precise=True, kms_key_arn=key)
     use_key = {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"], "Resource": [key]}
     assert use_key in built.statements("rem-executor-policy")
     assert built.statements("rem-scheduler-exec-policy")[:2] == [
-        {"Effect": "Allow", "Action": ["dynamodb:DeleteItem"], "Resource": [built.one("rem-table").outputs["arn"]]},
+        {"Effect": "Allow", "Action": ["dynamodb:UpdateItem"], "Resource": [built.one("rem-table").outputs["arn"]]},
         use_key,
     ]
 
@@ -130,14 +130,15 @@ def test_a_target_key_is_not_scheduler_s_business_in_precise_mode(build: Build) 
     built = ttl(build, precise=True, target=target)
     use_key = {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [target.kms_key_arn]}
     assert use_key in built.statements("rem-executor-policy")  # the executor sends to the target
-    assert use_key not in built.statements("rem-scheduler-exec-policy")  # Scheduler only deletes items
+    assert use_key not in built.statements("rem-scheduler-exec-policy")  # Scheduler only fires items
 
 
-def test_precise_executor_may_manage_its_schedules_and_delete_due_items(build: Build) -> None:
+def test_precise_executor_may_manage_its_schedules_fire_and_delete_due_items(build: Build) -> None:
     built = ttl(build, precise=True)
     found = built.statements("rem-executor-policy")
     table_arn = built.one("rem-table").outputs["arn"]
-    assert {"Effect": "Allow", "Action": ["dynamodb:DeleteItem", "dynamodb:PutItem"], "Resource": [table_arn]} in found
+    actions = ["dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+    assert {"Effect": "Allow", "Action": actions, "Resource": [table_arn]} in found
     assert any("scheduler:CreateSchedule" in s["Action"] for s in found)
 
 

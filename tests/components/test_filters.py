@@ -98,3 +98,84 @@ def test_an_insert_claiming_the_ttl_identity_still_does_not_invoke_it(records: d
 def test_another_service_deleting_is_not_a_ttl_expiry(records: dict[str, Any]) -> None:
     other = {"type": "Service", "principalId": "replication.dynamodb.amazonaws.com"}
     assert not ttl_matches({**records["remove-with-time"], "userIdentity": other})
+
+
+@pytest.fixture
+def precise_records() -> Iterator[dict[str, dict[str, Any]]]:
+    """The records of a precise ttl table's life, read back from a moto stream: the schedule's fire is the
+    UpdateItem its universal target makes; the executor's delete follows it."""
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        arn = ddb.create_table(
+            TableName="precise",
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )["TableDescription"]["LatestStreamArn"]
+        due = {"N": "1893456000"}
+        names: list[str] = []
+
+        def write(name: str, call: str, **request: Any) -> None:
+            getattr(ddb, call)(TableName="precise", **request)
+            names.append(name)
+
+        write("insert", "put_item", Item={"PK": {"S": "a"}, "dueAt": due})
+        write(
+            "write-back",
+            "update_item",
+            Key={"PK": {"S": "a"}},
+            UpdateExpression="SET v = :v",
+            ExpressionAttributeValues={":v": {"S": "x"}},
+        )
+        write(
+            "fire",
+            "update_item",
+            Key={"PK": {"S": "a"}},
+            UpdateExpression="SET stFiredAt = :d REMOVE dueAt",
+            ConditionExpression="dueAt = :d",
+            ExpressionAttributeValues={":d": due},
+        )
+        write("own-delete", "delete_item", Key={"PK": {"S": "a"}})
+        write("insert-b", "put_item", Item={"PK": {"S": "b"}, "dueAt": due})
+        write("user-removes-due", "update_item", Key={"PK": {"S": "b"}}, UpdateExpression="REMOVE dueAt")
+        write("insert-c", "put_item", Item={"PK": {"S": "c"}, "dueAt": due})
+        write("user-delete", "delete_item", Key={"PK": {"S": "c"}})
+        write("insert-iso", "put_item", Item={"PK": {"S": "d"}, "dueAt": {"S": "2030-01-01T00:00:00Z"}})
+        write("remove-iso", "delete_item", Key={"PK": {"S": "d"}})
+        write("insert-without-time", "put_item", Item={"PK": {"S": "e"}, "v": {"S": "x"}})
+        write("remove-without-time", "delete_item", Key={"PK": {"S": "e"}})
+        streams = boto3.client("dynamodbstreams", region_name=REGION)
+        shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+        raw = streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
+        yield {name: json.loads(json.dumps(r, default=str)) for name, r in zip(names, raw, strict=True)}
+
+
+def precise_matches(record: dict[str, Any]) -> bool:
+    patterns = filter_patterns(ttl_filters("dueAt", precise=True))
+    return any(EventPattern.load(p).matches_event(record) for p in patterns)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "situation", ["insert", "write-back", "fire", "insert-b", "user-removes-due", "user-delete", "insert-iso"]
+)
+def test_precise_ttl_passes_changes_of_due_items_and_the_schedules_fire(
+    precise_records: dict[str, Any], situation: str
+) -> None:
+    assert precise_matches(precise_records[situation])
+
+
+def test_precise_ttl_passes_ttl_deletions(precise_records: dict[str, Any]) -> None:
+    assert precise_matches({**precise_records["user-delete"], "userIdentity": TTL_IDENTITY})
+
+
+@pytest.mark.parametrize("situation", ["own-delete", "remove-iso", "insert-without-time", "remove-without-time"])
+def test_precise_ttl_drops_its_own_delete_and_items_it_never_scheduled(
+    precise_records: dict[str, Any], situation: str
+) -> None:
+    assert not precise_matches(precise_records[situation])
+
+
+def test_precise_ttl_filters_fit_in_one_mapping() -> None:
+    assert len(filter_patterns(ttl_filters("dueAt", precise=True))) == 3

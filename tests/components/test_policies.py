@@ -91,7 +91,7 @@ def test_key_statements_name_one_key_and_nothing_without_one() -> None:
 def test_scheduler_deletes_items_through_the_tables_key() -> None:
     key = "arn:aws:kms:eu-west-1:123456789012:key/k"
     assert policies.scheduled_delete_statements(TABLE, None) == [
-        {"Effect": "Allow", "Action": ["dynamodb:DeleteItem"], "Resource": [TABLE]}
+        {"Effect": "Allow", "Action": ["dynamodb:UpdateItem"], "Resource": [TABLE]}
     ]
     assert policies.scheduled_delete_statements(TABLE, key)[1]["Action"] == [
         "kms:Decrypt",

@@ -111,6 +111,12 @@ def _from_wire(value: Any) -> Any:
     return value
 
 
+# Scheduler's universal targets for DynamoDB that schedules use (precise ttl fires items with UpdateItem), as the
+# boto3 method each one calls.
+UNIVERSAL_DYNAMODB = {
+    "arn:aws:scheduler:::aws-sdk:dynamodb:deleteItem": "delete_item",
+    "arn:aws:scheduler:::aws-sdk:dynamodb:updateItem": "update_item",
+}
 SEED = int(os.environ.get("SCHEDULER_SEED", random.SystemRandom().randrange(1_000_000)))
 
 
@@ -156,10 +162,10 @@ class SchedulerClock:
         if arn.startswith("arn:aws:sqs:"):
             url = self.env.sqs.get_queue_url(QueueName=arn.split(":")[-1])["QueueUrl"]
             self.env.sqs.send_message(QueueUrl=url, MessageBody=target["Input"])
-        elif arn == "arn:aws:scheduler:::aws-sdk:dynamodb:deleteItem":
+        elif arn in UNIVERSAL_DYNAMODB:
             request = _from_wire(json.loads(target["Input"]))
             with contextlib.suppress(self.env.ddb.exceptions.ConditionalCheckFailedException):
-                self.env.ddb.delete_item(**request)
+                getattr(self.env.ddb, UNIVERSAL_DYNAMODB[arn])(**request)
         else:
             raise AssertionError(f"no emulation for target {arn}")
         if schedule.get("ActionAfterCompletion") == "DELETE":

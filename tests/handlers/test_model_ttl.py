@@ -3,11 +3,12 @@ lag, batch redeliveries, Scheduler running the precise delete anywhere in its mi
 expired items, compared with a plain reference model of the guarantee.
 
 The guarantee (README, "Guarantees, per mode" and "`ttl` mode, in detail"): the action is tied to the item's
-removal. An occurrence (item keys + due time) is acted on exactly once when the item is removed holding it by
-DynamoDB's TTL, by its precise delete, or (precise) by anyone in the due time's minute or later; never before its
-due second; and never when a user deleted the item before that minute (a cancel), however late the REMOVE is
-processed. Without `precise` only TTL deletions act. The system itself never deletes an item before its due second,
-and with `precise` (records delivered in order) nothing expired is left for TTL.
+removal. An occurrence (item keys + due time) is acted on exactly once when the item gives it up: removed holding it
+by DynamoDB's TTL, fired by its precise schedule (or by the executor, for a due time already past), or (precise)
+deleted by anyone at or after its due second; never before its due second; and never when a user deleted the item
+before that second (a cancel, even inside the due minute), however late the REMOVE is processed. Without `precise`
+only TTL deletions act. The system itself never fires an item before its due second, and with `precise` (records
+delivered in order) nothing expired or fired is left in the table.
 
 `MODEL_EXAMPLES` sets the number of sequences (50 by default); `MODEL_RANDOM=1` draws new sequences instead of the
 fixed ones `make test` runs; hypothesis prints a failing sequence shrunk. Scheduler's firing instants come from a
@@ -49,8 +50,8 @@ SK = "S"
 
 @dataclass(frozen=True)
 class Removal:
-    """An item leaving the table while it held `due`: by its user, Scheduler (the precise delete), DynamoDB's TTL,
-    or the handler itself (a due time already past is deleted at once)."""
+    """An item giving up `due`: deleted by its user or by DynamoDB's TTL, or fired (the due time moved into
+    `stFiredAt`) by Scheduler (the precise schedule) or by the handler itself (a due time already past)."""
 
     pk: str
     due: datetime
@@ -69,7 +70,7 @@ class Reference:
             return True
         if not self.precise:
             return False
-        return removal.by != "user" or removal.at >= minute_start(removal.due)
+        return removal.by != "user" or removal.at >= removal.due
 
     def must_act(self) -> set[tuple[str, datetime]]:
         return {(r.pk, r.due) for r in self.removals if self.acts(r)}
@@ -98,6 +99,7 @@ class TtlModel(StreamDelivery):
         self.queue.watch()
         self.start_stream()
         self.delivered: list[tuple[str, datetime, datetime]] = []  # (pk, due, sent at)
+        self.fired: set[str] = set()  # items fired and not yet deleted or written again (no due time)
         self.ready = True
 
     def teardown(self) -> None:
@@ -153,11 +155,34 @@ class TtlModel(StreamDelivery):
         """DynamoDB's TTL deletes an expired item, some time after it expired (now)."""
         self._expire(data.draw(st.sampled_from(self._expired()), label="expired"))
 
+    @precondition(lambda self: self.ready and self.reference.precise and (self.fired or self._existing()))
+    @rule(data=st.data(), what=st.sampled_from(["delete", "rearm", "write_back"]), seconds=st.integers(-60, 240))
+    def touch_fired(self, data: st.DataObject, what: str, seconds: int) -> None:
+        """A user writes to an item that has fired but is not deleted yet (the executor has not processed the fire):
+        deletes it, gives it a new due time, or changes something else. With none fired yet, time first passes to
+        the next schedule's run."""
+        if not self.fired:
+            runs = [self.scheduler.instant(s) for s in self.env.schedules()]
+            if not runs:
+                return
+            self._advance(min(runs))
+            if not self.fired:
+                return
+        pk = data.draw(st.sampled_from(sorted(self.fired)), label="fired item")
+        if what == "delete":
+            self._delete(pk)
+        elif what == "rearm":
+            self._update(
+                pk, "SET dueAt = :d", {":d": {"N": str(int((self.now + timedelta(seconds=seconds)).timestamp()))}}
+            )
+        else:
+            self._update(pk, "SET v = :v", {":v": {"S": uuid.uuid4().hex[:6]}})
+
     @precondition(lambda self: self.ready and self._inside_minute_ahead() != [])
     @rule(data=st.data())
     def delete_in_its_due_minute(self, data: st.DataObject) -> None:
-        """Time passes into the item's due minute, and the user deletes it before its due second: that counts as
-        due, and the action waits for the due second."""
+        """Time passes into the item's due minute, and the user deletes it before its due second: a cancel, although
+        its schedule's minute has begun (the original code took any delete in the due minute for the schedule's)."""
         pk = data.draw(st.sampled_from(self._inside_minute_ahead()), label="item")
         due = self.reference.current[pk]
         assert due is not None
@@ -186,7 +211,7 @@ class TtlModel(StreamDelivery):
         cancelled = self.reference.cancelled()
         assert unwarranted == [], (
             f"acted on without a removal that counts: {unwarranted} "
-            f"({'cancelled by a user delete before the due minute' if set(unwarranted) & cancelled else 'no removal'})"
+            f"({'cancelled by a user delete before the due second' if set(unwarranted) & cancelled else 'no removal'})"
         )
         early = [r for r in self.reference.removals if r.by != "user" and r.at < r.due]
         assert early == [], f"the system deleted items before their due second: {early}"
@@ -197,6 +222,7 @@ class TtlModel(StreamDelivery):
         left = {pk: due for pk, due in self.reference.current.items() if due is not None}
         if self.reference.precise and not self.stale:
             assert left == {}, f"precise: expired items left for TTL: {left}"
+            assert self.fired == set(), f"precise: fired items never deleted: {sorted(self.fired)}"
         for pk in self._expired():
             self._expire(pk)
         self._drain()
@@ -239,14 +265,25 @@ class TtlModel(StreamDelivery):
         records = self.env.stream.read(at=at)
         for record in records:
             pk = record["dynamodb"]["Keys"]["PK"]["S"]
+            old, new = record["dynamodb"].get("OldImage") or {}, record["dynamodb"].get("NewImage") or {}
             if record["eventName"] == "REMOVE":
                 if by == "ttl":
                     record["userIdentity"] = dict(TTL_IDENTITY)
-                due = _due(record["dynamodb"]["OldImage"])
-                self.reference.removals.append(Removal(pk, due, at, by))
+                self.fired.discard(pk)
+                if "dueAt" in old:  # a fired item's delete gives up no due time: it gave it up when it fired
+                    self.reference.removals.append(Removal(pk, _due(old), at, by))
                 self.reference.current[pk] = None
+            elif "dueAt" not in new and "dueAt" not in old:
+                assert pk in self.fired, f"{pk}: a write without a due time: {record}"  # a user's, on a fired item
+            elif "dueAt" not in new:
+                assert new.get("stFiredAt") == old["dueAt"], f"{pk}: lost its due time: {record}"
+                assert by in ("scheduler", "handler"), f"{pk} fired by {by}"
+                self.reference.removals.append(Removal(pk, _due(old), at, by))
+                self.reference.current[pk] = None
+                self.fired.add(pk)
             else:
-                self.reference.current[pk] = _due(record["dynamodb"]["NewImage"])
+                self.fired.discard(pk)
+                self.reference.current[pk] = _due(new)
         self.history += self.lambda_filter(records)
 
     def _advance(self, until: datetime) -> None:

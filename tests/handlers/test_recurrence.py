@@ -10,6 +10,8 @@ import pytest
 from st_core.errors import PermanentError
 from st_core.recurrence import Cron, Rate, parse, zone
 
+from tests.handlers.conftest import Env
+
 LONDON = ZoneInfo("Europe/London")
 
 
@@ -117,3 +119,130 @@ def test_unknown_zone_is_refused_with_an_example() -> None:
     with pytest.raises(PermanentError, match="not an IANA zone name"):
         zone("Mars/Olympus_Mons")
     assert zone(None) is UTC and zone("Europe/London") == LONDON
+
+
+# AWS's cron reference, field by field (EventBridge "Cron expressions reference", the table EventBridge Scheduler's
+# cron-based schedules use): minutes 0-59 `, - * /`; hours 0-23 `, - * /`; day-of-month 1-31 `, - * ? / L W`; month
+# 1-12 or JAN-DEC `, - * /`; day-of-week 1-7 or SUN-SAT `, - * ? L #` (no `/`), and with `#` the field holds one
+# expression only ("3#1,6#3" is invalid); year 1970-2199 `, - * /`. Each case puts one field's term into an
+# otherwise valid expression, so the verdict is that field's alone.
+def in_field(field: str, term: str) -> str:
+    fields = {"minutes": "0", "hours": "9", "day-of-month": "?", "month": "*", "day-of-week": "MON", "year": "*"}
+    if field == "day-of-month":
+        fields["day-of-week"] = "?"
+    fields[field] = term
+    return f"cron({' '.join(fields.values())})"
+
+
+ACCEPTED = {
+    "minutes": ["0", "59", "0,15,30", "10-20", "*", "0/15", "*/5", "5-50/5"],
+    "hours": ["0", "23", "8-17", "*", "0/2", "1,13", "22-2"],
+    "day-of-month": ["1", "31", "1-15", "*", "1/2", "1-31/7", "L", "LW", "15W", "1W", "31W", "1,15"],
+    "month": ["1", "12", "JAN", "jan", "JAN-MAR", "JAN,JUL", "*", "1/3", "*/2"],
+    "day-of-week": ["1", "7", "SUN", "MON-FRI", "FRI-MON", "MON,WED,FRI", "*", "L", "6L", "FRIL", "2#1", "MON#5"],
+    "year": ["1970", "2199", "2026-2030", "2026,2028", "*", "2026/2"],
+}
+
+REFUSED = {
+    # field: [(term, what the reason says)]
+    "minutes": [
+        ("60", "outside 0-59"),
+        ("?", "'?' is only for day-of-month or day-of-week"),
+        ("L", "'L' is not allowed in minutes"),
+        ("5W", "'W' is not allowed in minutes"),
+        ("1#2", "'#' is not allowed in minutes"),
+        ("MON", "not a number"),
+        ("5/0", "increment"),
+        ("/5", "not a value, a range or an increment"),
+        ("1,,2", "empty"),
+    ],
+    "hours": [("24", "outside 0-23"), ("L", "'L' is not allowed in hours"), ("?", "'?' is only for day-of-month")],
+    "day-of-month": [
+        ("0", "outside 1-31"),
+        ("32", "outside 1-31"),
+        ("32W", "outside 1-31"),
+        ("0W", "outside 1-31"),
+        ("1#2", "'#' is not allowed in day-of-month"),
+        ("5L", "not a valid day term"),
+        ("L-3", "not a valid day term"),
+        ("W", "not a valid day term"),
+        ("MON", "not a number"),
+        ("?,5", "'?' stands alone"),
+    ],
+    "month": [
+        ("13", "outside 1-12"),
+        ("0", "outside 1-12"),
+        ("L", "'L' is not allowed in month"),
+        ("MON", "not a number or a month name"),
+        ("?", "'?' is only for day-of-month"),
+    ],
+    "day-of-week": [
+        ("8", "outside 1-7"),
+        ("0", "outside 1-7"),
+        ("2/2", "'/' (increments) is not allowed in day-of-week"),
+        ("*/2", "'/' (increments) is not allowed in day-of-week"),
+        ("MON/2", "'/' (increments) is not allowed in day-of-week"),
+        ("3#1,6#3", "only one expression"),
+        ("MON#1,FRI", "only one expression"),
+        ("FRI,MON#1", "only one expression"),
+        ("MON#6", "not a valid day term"),
+        ("MON#0", "not a valid day term"),
+        ("MON-FRI#2", "not a valid day term"),
+        ("8L", "not a valid day term"),
+        ("LW", "'W' is not allowed in day-of-week"),
+        ("15W", "'W' is not allowed in day-of-week"),
+        ("JAN", "not a number or a day name"),
+        ("?,MON", "'?' stands alone"),
+    ],
+    "year": [("1969", "outside 1970-2199"), ("2200", "outside 1970-2199"), ("L", "'L' is not allowed in year")],
+}
+
+
+@pytest.mark.parametrize(("field", "term"), [(f, t) for f, terms in ACCEPTED.items() for t in terms])
+def test_each_field_accepts_what_aws_accepts(field: str, term: str) -> None:
+    parsed = parse(in_field(field, term))
+    assert isinstance(parsed, Cron)
+    if field != "year":  # a year field limits the firings to those years
+        assert parsed.next_after(utc(2026, 1, 1), UTC) is not None
+
+
+@pytest.mark.parametrize(("field", "term", "reason"), [(f, t, r) for f, cases in REFUSED.items() for t, r in cases])
+def test_each_field_refuses_what_aws_refuses_with_a_readable_reason(field: str, term: str, reason: str) -> None:
+    expression = in_field(field, term)
+    with pytest.raises(PermanentError, match="is not a valid Scheduler expression") as refused:
+        parse(expression)
+    assert reason in str(refused.value), str(refused.value)
+    if field != "minutes" or term != "?":
+        assert field in str(refused.value) or "day term" in str(refused.value), str(refused.value)
+
+
+def test_the_issues_examples_are_refused() -> None:
+    for expression in ("cron(0 9 ? * 2/2 *)", "cron(0 9 ? * 3#1,6#3 *)", "cron(0 9 ? * MON#1,FRI *)"):
+        with pytest.raises(PermanentError, match="day-of-week"):
+            parse(expression)
+
+
+def test_the_local_cloud_never_fires_an_expression_scheduler_refuses() -> None:
+    """ministack stores any expression; the local cloud's ticker reads it with this same parser (st_core.recurrence,
+    loaded from the handler runtime), so a refused one never fires, and does not stop the ticker."""
+    from localcloud.recurring import RecurringTicker
+
+    ticker = RecurringTicker(lambda what, named: named)
+    start = utc(2026, 11, 23, 8, 0)  # a Monday
+    for expression in ("cron(0 9 ? * 2/2 *)", "cron(0 9 ? * 3#1,6#3 *)", "cron(0 9 ? * MON#1,FRI *)"):
+        spec = {"ScheduleExpression": expression, "ScheduleExpressionTimezone": "UTC", "State": "ENABLED"}
+        fired = [ticker.due(expression, spec, start + timedelta(hours=h)) for h in range(0, 24 * 40, 6)]
+        assert fired == [None] * len(fired), expression
+
+
+@pytest.mark.parametrize("expression", ["cron(0 9 ? * 2/2 *)", "cron(0 9 ? * 3#1,6#3 *)", "cron(0 9 ? * MON#1,FRI *)"])
+def test_an_item_with_a_refused_expression_is_parked_with_the_reason_and_makes_no_schedule(
+    env: Env, expression: str
+) -> None:
+    from tests.handlers.test_recurring import item, run, zoned
+
+    zoned(env).put(item(dueAt=expression))
+    run(env)
+    (parked,) = env.messages(env.poison_url)
+    assert expression in parked["reason"] and "day-of-week" in parked["reason"], parked["reason"]
+    assert env.schedules() == []

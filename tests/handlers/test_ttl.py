@@ -15,10 +15,10 @@ from st_core.clients import CLIENTS
 from st_core.config import HandlerConfig
 from st_core.errors import TransientError
 from st_core.idempotency import Ledger
-from st_core.timeparse import minute_at_or_after
+from st_core.timeparse import format_due, minute_at_or_after
 from ttl import decide, handle_batch, next_item
 
-from tests.handlers.conftest import ACCOUNT, Env
+from tests.handlers.conftest import ACCOUNT, Env, SchedulerClock
 
 TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -224,16 +224,19 @@ def test_a_transient_target_failure_reports_the_record_for_retry(ttl_env: Env) -
 # -- precise --------------------------------------------------------------------------------------------------------
 
 
-def test_precise_insert_schedules_a_conditional_delete_of_the_item(ttl_env: Env) -> None:
+def test_precise_insert_schedules_a_conditional_fire_of_the_item(ttl_env: Env) -> None:
     env = precise(ttl_env)
     due = NOW + timedelta(days=1)
     env.put({"PK": "offer#1", "SK": "S", "dueAt": epoch(due)})
     assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     [schedule] = env.schedules()
     assert schedule["ScheduleExpression"] == f"at({minute_at_or_after(due).strftime('%Y-%m-%dT%H:%M:%S')})"
-    assert schedule["Target"]["Arn"] == "arn:aws:scheduler:::aws-sdk:dynamodb:deleteItem"
+    assert schedule["Target"]["Arn"] == "arn:aws:scheduler:::aws-sdk:dynamodb:updateItem"
     request = json.loads(schedule["Target"]["Input"])
     assert request["Key"] == {"PK": {"S": "offer#1"}, "SK": {"S": "S"}}
+    assert request["UpdateExpression"] == "SET #fired = :due REMOVE #due"
+    assert request["ConditionExpression"] == "#due = :due"
+    assert request["ExpressionAttributeNames"] == {"#due": "dueAt", "#fired": "stFiredAt"}
     assert request["ExpressionAttributeValues"] == {":due": {"N": str(epoch(due))}}
     assert schedule["Target"]["DeadLetterConfig"]["Arn"] == env.target_dlq_arn
 
@@ -266,13 +269,17 @@ def test_precise_user_delete_before_due_time_fires_nothing_and_removes_the_sched
     assert env.messages(env.due_queue_url) == [] and env.schedules() == []
 
 
-def test_precise_item_due_now_is_deleted_at_once_and_then_acted_on(ttl_env: Env) -> None:
+def test_precise_item_due_now_is_fired_at_once_and_then_acted_on_and_deleted(ttl_env: Env) -> None:
     env = precise(ttl_env)
-    env.put({"PK": "late", "SK": "S", "dueAt": epoch(NOW - timedelta(seconds=5))})
+    due = NOW - timedelta(seconds=5)
+    env.put({"PK": "late", "SK": "S", "dueAt": epoch(due)})
     handle_batch(env.event(), env.config)
-    assert env.ddb.get_item(TableName=env.table, Key={"PK": {"S": "late"}, "SK": {"S": "S"}}).get("Item") is None
+    # Fired as its schedule would fire it: the due time moved into the marker.
+    fired = env.ddb.get_item(TableName=env.table, Key={"PK": {"S": "late"}, "SK": {"S": "S"}})["Item"]
+    assert "dueAt" not in fired and fired["stFiredAt"] == {"N": str(epoch(due))}
     handle_batch(env.event(), env.config)
     assert len(env.messages(env.due_queue_url)) == 1 and env.schedules() == []
+    assert env.ddb.get_item(TableName=env.table, Key={"PK": {"S": "late"}, "SK": {"S": "S"}}).get("Item") is None
 
 
 def test_precise_ttl_that_is_not_a_number_is_parked_with_the_reason(ttl_env: Env) -> None:
@@ -287,3 +294,225 @@ def test_decide_ignores_non_ttl_records_without_precise(ttl_env: Env) -> None:
     ttl_env.put({"PK": "a", "SK": "S", "dueAt": epoch(NOW)})
     (record,) = ttl_env.event()["Records"]
     assert decide(record, ttl_env.config, NOW).step.value == "ignore"
+
+
+# -- precise: the schedule's fire, told apart from a user's delete ---------------------------------------------------
+
+
+def _scheduled(env: Env, pk: str, due: datetime, **extra: Any) -> dict[str, Any]:
+    """An item with a precise schedule (its insert processed); the schedule."""
+    env.put({"PK": pk, "SK": "S", "dueAt": epoch(due), **extra})
+    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    [schedule] = [s for s in env.schedules() if pk in json.dumps(s["Target"]["Input"])]
+    return schedule
+
+
+def _item(env: Env, pk: str) -> Any:
+    return env.ddb.get_item(TableName=env.table, Key={"PK": {"S": pk}, "SK": {"S": "S"}}, ConsistentRead=True).get(
+        "Item"
+    )
+
+
+def test_precise_user_delete_inside_the_due_minute_before_the_due_second_cancels(ttl_env: Env) -> None:
+    env = precise(ttl_env)
+    due = (NOW + timedelta(days=1)).replace(second=45)
+    _scheduled(env, "offer#3", due)
+    # WHEN the user deletes it at 12:00:30 for 12:00:45: inside the due minute, 15 s early
+    env.delete("offer#3", "S")
+    removes = env.event(at=due - timedelta(seconds=15))
+    slept: list[float] = []
+    response = handle_batch(removes, env.config, now=lambda: due - timedelta(seconds=14), sleep=slept.append)
+    # THEN it is a cancel: nothing fires, now or later, and its schedule is gone
+    assert response == {"batchItemFailures": []}
+    assert env.messages(env.due_queue_url) == [] and env.schedules() == [] and slept == []
+    assert handle_batch(removes, env.config, now=lambda: due + timedelta(minutes=5)) == {"batchItemFailures": []}
+    assert env.messages(env.due_queue_url) == []
+
+
+def test_precise_user_delete_at_the_due_second_or_after_acts(ttl_env: Env) -> None:
+    env = precise(ttl_env)
+    due = (NOW + timedelta(days=1)).replace(second=45)
+    _scheduled(env, "offer#4", due)
+    env.delete("offer#4", "S")
+    removes = env.event(at=due)
+    assert handle_batch(removes, env.config, now=lambda: due + timedelta(seconds=1)) == {"batchItemFailures": []}
+    [message] = env.messages(env.due_queue_url)
+    assert message["keys"]["PK"] == "offer#4" and env.schedules() == []
+
+
+def test_precise_schedule_fires_the_item_the_executor_acts_once_and_deletes_it(ttl_env: Env) -> None:
+    env = precise(ttl_env)
+    due = (NOW + timedelta(days=1)).replace(second=45)
+    schedule = _scheduled(env, "offer#5", due, user="ada")
+    clock = SchedulerClock(env)
+    ran = clock.instant(schedule)
+    assert ran >= due  # on the minute after the due second: never early
+    clock.run(schedule)
+    fire = env.event(at=ran)
+    [modify] = fire["Records"]
+    assert modify["eventName"] == "MODIFY" and precise_passes(modify)
+    # WHEN the fire is delivered, and delivered again (Lambda redelivers whole batches)
+    for _ in range(2):
+        assert handle_batch(fire, env.config, now=lambda: ran + timedelta(seconds=1)) == {"batchItemFailures": []}
+    # THEN one action, built from the item as it was, and the item is gone
+    [message] = env.messages(env.due_queue_url)
+    assert message["keys"]["PK"] == "offer#5" and message["item"]["user"] == "ada"
+    assert message["dueAt"] == format_due(due) and "stFiredAt" not in message["item"]
+    assert _item(env, "offer#5") is None
+    # The executor's own delete holds no due time: the mapping never passes it, and it would change nothing
+    [own_delete] = env.event(at=ran + timedelta(seconds=1))["Records"]
+    assert own_delete["eventName"] == "REMOVE" and not precise_passes(own_delete)
+    assert handle_batch({"Records": [own_delete]}, env.config) == {"batchItemFailures": []}
+    assert env.messages(env.due_queue_url) == []
+
+
+def test_precise_fire_redelivered_after_a_crash_before_the_delete_still_deletes_once(ttl_env: Env) -> None:
+    env = precise(ttl_env)
+    due = (NOW + timedelta(days=1)).replace(second=10)
+    schedule = _scheduled(env, "offer#6", due)
+    clock = SchedulerClock(env)
+    clock.run(schedule)
+    fire = env.event(at=clock.instant(schedule))
+
+    # GIVEN the action was done and completed, but the invocation died before deleting the item
+    def refuse_delete(**_: Any) -> None:
+        raise _client_error("InternalServerError", 500, "DeleteItem")
+
+    CLIENTS.get("dynamodb").meta.events.register("before-call.dynamodb.DeleteItem", refuse_delete)
+    later = clock.instant(schedule) + timedelta(seconds=1)
+    assert handle_batch(fire, env.config, now=lambda: later)["batchItemFailures"] != []
+    CLIENTS.get("dynamodb").meta.events.unregister("before-call.dynamodb.DeleteItem", refuse_delete)
+    assert _item(env, "offer#6") is not None
+    # WHEN the batch comes again THEN no second action, and the item is deleted
+    assert handle_batch(fire, env.config, now=lambda: later) == {"batchItemFailures": []}
+    assert len(env.messages(env.due_queue_url)) == 1 and _item(env, "offer#6") is None
+
+
+def test_precise_writes_to_a_fired_item_and_its_delete_change_no_schedule(ttl_env: Env) -> None:
+    """The mapping passes neither (no due time in either image); delivered anyway (a redrive, another mapping),
+    they must not delete the item's schedule, which may already be its next one."""
+    env = precise(ttl_env)
+    due = NOW - timedelta(seconds=5)
+    env.put({"PK": "done", "SK": "S", "dueAt": epoch(due)})
+    handle_batch(env.event(), env.config)  # fired at once
+    env.ddb.update_item(
+        TableName=env.table,
+        Key={"PK": {"S": "done"}, "SK": {"S": "S"}},
+        UpdateExpression="SET v = :v",
+        ExpressionAttributeValues={":v": {"S": "x"}},
+    )
+    fire, write = env.event()["Records"]
+    assert not precise_passes(write)
+    assert decide(write, env.config, NOW).step.value == "ignore"
+    handle_batch({"Records": [fire]}, env.config)
+    [delete] = env.event()["Records"]
+    assert delete["eventName"] == "REMOVE" and decide(delete, env.config, NOW).step.value == "ignore"
+    assert len(env.messages(env.due_queue_url)) == 1
+
+
+def test_precise_user_change_after_the_fire_keeps_their_write_and_schedules_it(ttl_env: Env) -> None:
+    env = precise(ttl_env)
+    due = (NOW + timedelta(days=1)).replace(second=20)
+    schedule = _scheduled(env, "offer#7", due)
+    clock = SchedulerClock(env)
+    ran = clock.instant(schedule)
+    clock.run(schedule)
+    # GIVEN the user gives the fired item a new due time before the executor got to it
+    again = due + timedelta(days=1)
+    env.ddb.update_item(
+        TableName=env.table,
+        Key={"PK": {"S": "offer#7"}, "SK": {"S": "S"}},
+        UpdateExpression="SET dueAt = :d",
+        ExpressionAttributeValues={":d": {"N": str(epoch(again))}},
+    )
+    records = env.event(at=ran)
+    assert handle_batch(records, env.config, now=lambda: ran + timedelta(seconds=1)) == {"batchItemFailures": []}
+    # THEN the fired occurrence acts once, the item stays with its new due time, which is scheduled
+    [message] = env.messages(env.due_queue_url)
+    assert message["dueAt"] == format_due(due)
+    assert _item(env, "offer#7")["dueAt"] == {"N": str(epoch(again))}
+    [rescheduled] = env.schedules()
+    assert json.loads(rescheduled["Target"]["Input"])["ExpressionAttributeValues"] == {":due": {"N": str(epoch(again))}}
+
+
+def test_precise_repeating_item_fired_by_its_schedule_is_written_back_with_its_next_time(ttl_env: Env) -> None:
+    env = precise(ttl_env)
+    due = (NOW + timedelta(days=1)).replace(second=0)
+    schedule = _scheduled(env, "pill#7", due, repeatEvery=3600, occurrence=1)
+    clock = SchedulerClock(env)
+    ran = clock.instant(schedule)
+    clock.run(schedule)
+    fire = env.event(at=ran)
+    assert handle_batch(fire, env.config, now=lambda: ran + timedelta(seconds=1)) == {"batchItemFailures": []}
+    assert len(env.messages(env.due_queue_url)) == 1
+    item = _item(env, "pill#7")
+    assert item["dueAt"] == {"N": str(epoch(due + timedelta(hours=1)))} and item["occurrence"] == {"N": "2"}
+    assert "stFiredAt" not in item
+    # Its write-back (a MODIFY with the next due time) schedules the next occurrence
+    assert handle_batch(env.event(), env.config, now=lambda: ran + timedelta(seconds=2)) == {"batchItemFailures": []}
+    [following] = env.schedules()
+    assert json.loads(following["Target"]["Input"])["ExpressionAttributeValues"][":due"]["N"] == str(
+        epoch(due + timedelta(hours=1))
+    )
+
+
+def test_a_marker_set_before_the_due_time_is_not_the_schedules_and_is_parked(ttl_env: Env) -> None:
+    env = precise(ttl_env)
+    due = NOW + timedelta(days=1)
+    _scheduled(env, "forged", due)
+    env.ddb.update_item(
+        TableName=env.table,
+        Key={"PK": {"S": "forged"}, "SK": {"S": "S"}},
+        UpdateExpression="SET stFiredAt = dueAt REMOVE dueAt",
+    )
+    assert handle_batch(env.event(at=NOW), env.config) == {"batchItemFailures": []}
+    assert env.messages(env.due_queue_url) == []
+    [poison] = env.messages(env.poison_url)
+    assert "before its due time" in poison["reason"]
+
+
+def precise_passes(record: dict[str, Any]) -> bool:
+    """Whether the precise mapping's filters (Lambda's event filtering, moto's matcher) let the record through."""
+    from moto.events.models import EventPattern
+
+    from components.filters import filter_patterns, ttl_filters
+
+    patterns = filter_patterns(ttl_filters("dueAt", precise=True))
+    return any(EventPattern.load(p).matches_event(record) for p in patterns)  # type: ignore[arg-type]
+
+
+def test_precise_cost_per_item_is_measured(ttl_env: Env) -> None:
+    """What one item costs in precise mode, counted on the calls made (the README's cost paragraph quotes this):
+    writes to the table (Scheduler's fire, the executor's delete), ledger writes (claim, complete), stream records
+    (insert, fire, delete) and the ones the mapping passes (insert, fire: the delete is filtered out). The original
+    design made one table write (Scheduler's delete) and two records, both passed, plus a DeleteSchedule call."""
+    env = precise(ttl_env)
+    calls: list[str] = []
+
+    def count(event_name: str, **_: Any) -> None:
+        calls.append(event_name.rsplit(".", 1)[-1])
+
+    for service in ("dynamodb", "scheduler", "sqs"):
+        CLIENTS.get(service).meta.events.register(f"before-call.{service}", count)
+    due = (NOW + timedelta(days=1)).replace(second=30)
+    env.put({"PK": "offer#9", "SK": "S", "dueAt": epoch(due)})
+    records = env.event()["Records"]
+    passed = [r for r in records if precise_passes(r)]
+    assert handle_batch({"Records": passed}, env.config) == {"batchItemFailures": []}
+    [schedule] = env.schedules()
+    calls.clear()
+    clock = SchedulerClock(env)
+    ran = clock.instant(schedule)
+    clock.run(schedule)  # Scheduler's one UpdateItem (outside the handler's clients)
+    fire = env.event(at=ran)["Records"]
+    records += fire
+    passed_fire = [r for r in fire if precise_passes(r)]
+    assert handle_batch({"Records": passed_fire}, env.config, now=lambda: ran) == {"batchItemFailures": []}
+    tail = env.event(at=ran)["Records"]
+    records += tail
+    passed += passed_fire + [r for r in tail if precise_passes(r)]
+    assert [r["eventName"] for r in records] == ["INSERT", "MODIFY", "REMOVE"]
+    assert [r["eventName"] for r in passed] == ["INSERT", "MODIFY"]  # two invocations' worth, as before
+    # The executor on the fire: claim (PutItem on the ledger), send, complete (UpdateItem), delete; no
+    # DeleteSchedule (Scheduler deletes a fired schedule itself). GetQueueUrl is cached by a warm function.
+    assert [c for c in calls if c != "GetQueueUrl"] == ["PutItem", "SendMessage", "UpdateItem", "DeleteItem"], calls
