@@ -263,8 +263,14 @@ TYPES = "['queue', 'function', 'stateMachine', 'topic', 'eventBus', 'email', 'du
             "target.arn: unknown key; a dueQueue target (the queue the component creates) takes no other keys; "
             "remove arn, or set type to the kind of resource the ARN names",
         ),
-        ({"type": "queu", "arn": QUEUE}, f"target.type: 'queu' is not a target type; did you mean queue? (one of {TYPES})"),
-        ({"type": "Topic", "arn": QUEUE}, f"target.type: 'Topic' is not a target type; did you mean topic? (one of {TYPES})"),
+        (
+            {"type": "queu", "arn": QUEUE},
+            f"target.type: 'queu' is not a target type; did you mean queue? (one of {TYPES})",
+        ),
+        (
+            {"type": "Topic", "arn": QUEUE},
+            f"target.type: 'Topic' is not a target type; did you mean topic? (one of {TYPES})",
+        ),
         ({"type": "sqs", "arn": QUEUE}, f"target.type: 'sqs' is not a target type; use one of {TYPES}"),
         (
             {"type": "queue", "arn": QUEUE, "colour": "red"},
