@@ -12,7 +12,7 @@ from typing import Any, Literal
 import pulumi
 
 from .existing import TABLE_OPTIONS, ExistingTable, same_table, stream_arn_problem
-from .targets import TARGET_TYPES, Target, scheduler_problem
+from .targets import TARGET_TYPES, Target, scheduler_problem, topic_arn_problem
 
 
 class Mode(StrEnum):
@@ -120,7 +120,7 @@ class ScheduledTableArgs:
     # the key (kms:Decrypt, kms:GenerateDataKey*), or no alarm ever arrives; the AWS-managed alias/aws/sns key
     # cannot allow that. `create_alarm_topic` makes a topic with a key of its own that does
     # (policies.alarm_topic_key_policy shows the policy to give your own key).
-    alarm_topic_arn: str | None = None
+    alarm_topic_arn: pulumi.Input[str] | None = None
     create_alarm_topic: bool = False
     iterator_age_alarm_seconds: int = 300
     dashboard: bool = True
@@ -459,8 +459,11 @@ def _operations(args: ScheduledTableArgs) -> None:
         _fail("create_alarm_topic", "conflicts with alarm_topic_arn", "give a topic or ask for one, not both")
     if (args.alarm_topic_arn is not None or args.create_alarm_topic) and not args.alarms:
         _fail("alarms", "is off, so an alarm topic would never be used", "turn alarms on or remove the topic")
-    if args.alarm_topic_arn is not None and not str(args.alarm_topic_arn).startswith("arn:aws"):
-        _fail("alarm_topic_arn", f"{args.alarm_topic_arn!r} is not an SNS topic ARN", "pass arn:aws:sns:<region>:...")
+    # An Output (a topic made in the same program) is checked when it resolves, with the same message.
+    topic = args.alarm_topic_arn
+    problem = topic_arn_problem("alarm_topic_arn", topic) if isinstance(topic, str) else None
+    if problem:
+        raise ValueError(problem)
     _between(args, "iterator_age_alarm_seconds", 60, 86400)
 
 
@@ -607,7 +610,10 @@ OPTION_DOCS: dict[str, str] = {
     "alarms": (
         "CloudWatch alarms: any message in a DLQ or poison queue, any function error, a stream consumer's iterator age"
     ),
-    "alarm_topic_arn": "SNS topic the alarms notify (and notify again when they clear)",
+    "alarm_topic_arn": (
+        "SNS topic the alarms notify (and notify again when they clear): its ARN or the topic's `arn` output "
+        "(checked when it resolves)"
+    ),
     "create_alarm_topic": (
         "create `{name}-alarms` for them instead, encrypted with a KMS key of its own (rotation on; its "
         "policy lets the account administer it and CloudWatch and SNS use it for this account only: the "

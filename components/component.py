@@ -24,7 +24,7 @@ from .runtime_config import (
     handler_document,
     target_kind,
 )
-from .targets import EmailTarget, checked_arn
+from .targets import EmailTarget, checked_arn, topic_arn_problem
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,10 +80,13 @@ class ScheduledTable(pulumi.ComponentResource):
         schedule_group_name, due_queue_url/due_queue_arn, target_dlq_url, ledger_table_name,
         processor_function_name, tick_rule_name, alarm_topic_arn; all of them in `outputs`.
         """
+        # How a message names the options: as written in Python, or as the provider's camelCase inputs.
+        self._rename: Callable[[str], str] = str
         if not isinstance(args, ScheduledTableArgs):
-            from .provider import args_from_inputs  # here: provider.py subclasses this class
+            from .provider import args_from_inputs, provider_message  # here: provider.py subclasses this class
 
             args = args_from_inputs(args)
+            self._rename = provider_message
         super().__init__(TYPE, name, {}, opts)
         self._name = name
         self._args = args
@@ -113,7 +116,9 @@ class ScheduledTable(pulumi.ComponentResource):
             self.due_queue_url, self.due_queue_arn = self.due_queue.url, self.due_queue.arn
             self.target_arn = self.due_queue.arn
         elif args.target is not None:
-            self.target_arn = checked_arn(args.target, scheduler_delivers=args.mode is Mode.EVENTBRIDGE)
+            self.target_arn = checked_arn(
+                args.target, scheduler_delivers=args.mode is Mode.EVENTBRIDGE, rename=self._rename
+            )
 
         self.schedule_group_name = None
         self.target_dlq_url = None
@@ -159,6 +164,8 @@ class ScheduledTable(pulumi.ComponentResource):
         a = self._args
         if a.alarms:
             topic: pulumi.Input[str] | None = a.alarm_topic_arn
+            if topic is not None and not isinstance(topic, str):
+                topic = pulumi.Output.from_input(topic).apply(self._checked_topic)
             if a.create_alarm_topic:
                 topic = self._alarm_topic().arn
             if topic is not None:
@@ -199,6 +206,14 @@ class ScheduledTable(pulumi.ComponentResource):
                 dashboard_body=body,
                 opts=self._child,
             )
+
+    def _checked_topic(self, value: str | None) -> str | None:
+        """alarm_topic_arn given as an Output, once it resolves: refused as a plain string would be at construction
+        (raising here fails `pulumi up`, naming the option). None: mocks that echo inputs."""
+        problem = topic_arn_problem("alarm_topic_arn", value) if value is not None else None
+        if problem:
+            raise ValueError(self._rename(problem))
+        return value
 
     def _alarm_topic(self) -> aws.sns.Topic:
         """An SNS topic encrypted with a key of its own whose policy lets CloudWatch publish to it (the AWS-managed

@@ -304,3 +304,32 @@ def test_the_python_dict_form_is_accepted_by_scheduled_table_itself() -> None:
     assert table.inputs["hashKey"] == "PK" and "rangeKey" not in table.inputs
     with pytest.raises(ValueError, match=r"^batchSize: 0 is out of range"):
         ScheduledTable("audit", ScheduledTableInputs(mode=Mode.Ttl, batch_size=0))
+
+
+# -- issue 24.2: every ARN input takes another resource's output (alarmTopicArn was plain)
+
+REFERENCES.setdefault("ops.arn", "arn:aws:sns:eu-west-1:123456789012:ops-9a8b7c6")
+REFERENCES.setdefault("opsQueue.arn", "arn:aws:sqs:eu-west-1:123456789012:ops")
+
+
+def test_an_alarm_topic_from_another_resource_builds_what_the_python_api_builds() -> None:
+    inputs = {"mode": "eventbridge", "alarmTopicArn": "${ops.arn}"}
+    from_provider = construct("alarmed", inputs)
+    from_python = build("alarmed", ScheduledTableArgs(mode="eventbridge", alarm_topic_arn=REFERENCES["ops.arn"]))
+    assert resources(from_provider) == resources(from_python)
+    alarm = from_provider.one("alarmed-poison-not-empty-alarm").inputs
+    assert alarm["alarmActions"] == [REFERENCES["ops.arn"]]
+
+
+def test_a_wrong_alarm_topic_from_another_resource_fails_naming_the_input() -> None:
+    queue = REFERENCES["opsQueue.arn"]
+    with pytest.raises(Exception) as caught:
+        construct("alarmed", {"mode": "eventbridge", "alarmTopicArn": "${opsQueue.arn}"})
+    assert (
+        str(caught.value)
+        .splitlines()[-1]
+        .endswith(
+            f"alarmTopicArn: {queue!r} is not an SNS topic ARN; pass the topic's `.arn` "
+            "(arn:aws:sns:<region>:<account>:<topic>), e.g. 'arn:aws:sns:eu-west-1:123456789012:ops'"
+        )
+    )
