@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import pulumi
 
-from .existing import TABLE_OPTIONS, ExistingTable, same_table, stream_arn_problem
+from .existing import TABLE_OPTIONS, ExistingTable, existing_table_problem
 from .targets import TARGET_TYPES, Target, scheduler_problem, topic_arn_problem
 
 
@@ -198,14 +198,10 @@ def _existing(args: ScheduledTableArgs) -> None:
         _fail(
             "existing_table", f"{type(table).__name__} is not an ExistingTable", "pass ExistingTable(name, stream_arn)"
         )
-    if isinstance(table.name, str) and not table.name:
-        _fail("existing_table.name", "must not be empty", "pass the table's name")
-    problem = stream_arn_problem(table.stream_arn)
+    # Outputs are checked once they resolve, with the same message (ScheduledTable._given_table).
+    problem = existing_table_problem(table.name, table.stream_arn)
     if problem:
-        _fail("existing_table.stream_arn", problem, "enable the stream (NEW_AND_OLD_IMAGES) and pass its ARN")
-    mismatch = same_table(table.name, table.stream_arn)
-    if mismatch:
-        _fail("existing_table", mismatch, "the name and the stream ARN must be the same table's")
+        raise ValueError(problem)
     for name in TABLE_OPTIONS:
         if getattr(args, name) != _DEFAULTS[name]:
             _fail(
