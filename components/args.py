@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import pulumi
 
+from .arns import kms_key_problem
 from .existing import TABLE_OPTIONS, ExistingTable, existing_table_problem
 from .targets import TARGET_TYPES, Target, scheduler_problem, topic_arn_problem
 
@@ -225,6 +226,10 @@ def _billing(args: ScheduledTableArgs) -> None:
 def _encryption(args: ScheduledTableArgs) -> None:
     if args.kms_key_arn is not None and not args.server_side_encryption:
         _fail("kms_key_arn", "a KMS key needs server_side_encryption=True", "remove kms_key_arn or enable encryption")
+    # An Output is checked when it resolves, with the same message (ScheduledTable._checked_keys).
+    problem = kms_key_problem("kms_key_arn", args.kms_key_arn) if isinstance(args.kms_key_arn, str) else None
+    if problem:
+        raise ValueError(problem)
 
 
 def _target(args: ScheduledTableArgs) -> None:

@@ -32,7 +32,15 @@ from .runtime_config import (
     handler_document,
     target_kind,
 )
-from .targets import EmailTarget, checked_arn, topic_arn_problem
+from .targets import (
+    EmailTarget,
+    FunctionTarget,
+    QueueTarget,
+    StateMachineTarget,
+    TopicTarget,
+    checked_arn,
+    topic_arn_problem,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +103,7 @@ class ScheduledTable(pulumi.ComponentResource):
 
             args = args_from_inputs(args)
             self._rename = provider_message
+        args = self._checked_keys(args)
         super().__init__(TYPE, name, {}, opts)
         self._name = name
         self._args = args
@@ -214,6 +223,30 @@ class ScheduledTable(pulumi.ComponentResource):
                 dashboard_body=body,
                 opts=self._child,
             )
+
+    def _checked_keys(self, args: ScheduledTableArgs) -> ScheduledTableArgs:
+        """`args` with each KMS key given as an Output checked when it resolves, as a plain one is at construction
+        (raising then fails `pulumi up`, naming the option)."""
+
+        def checked(field_name: str, key: pulumi.Input[str]) -> pulumi.Output[str]:
+            def check(value: str | None) -> str:
+                problem = arns.kms_key_problem(field_name, value) if value is not None else None  # None: echoing mocks
+                if problem:
+                    raise ValueError(self._rename(problem))
+                return cast(str, value)
+
+            return pulumi.Output.all(key).apply(lambda v: check(v[0]))
+
+        changes: dict[str, Any] = {}
+        if args.kms_key_arn is not None and not isinstance(args.kms_key_arn, str):
+            changes["kms_key_arn"] = checked("kms_key_arn", args.kms_key_arn)
+        target = args.target
+        if isinstance(target, QueueTarget | FunctionTarget | StateMachineTarget | TopicTarget):
+            key = target.kms_key_arn
+            if key is not None and not isinstance(key, str):
+                owner = type(target).__name__
+                changes["target"] = dataclasses.replace(target, kms_key_arn=checked(f"{owner}.kms_key_arn", key))
+        return dataclasses.replace(args, **changes) if changes else args
 
     def _checked_topic(self, value: str | None) -> str:
         """alarm_topic_arn given as an Output, once it resolves: refused as a plain string would be at construction

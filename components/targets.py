@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import pulumi
 
-from .arns import email_address
+from .arns import email_address, kms_key_problem
 from .packaging import runtime_module
 
 # SQS FIFO: a MessageGroupId is 1-128 alphanumeric or punctuation characters (printable ASCII but space).
@@ -90,6 +90,11 @@ def topic_arn_problem(field_name: str, value: str) -> str | None:
 
 
 def _check(target: QueueTarget | FunctionTarget | StateMachineTarget | TopicTarget | EventBusTarget) -> None:
+    key = getattr(target, "kms_key_arn", None)
+    if isinstance(key, str):  # an Output: when it resolves (ScheduledTable._checked_keys)
+        problem = kms_key_problem(f"{type(target).__name__}.kms_key_arn", key)
+        if problem:
+            raise ValueError(problem)
     if isinstance(target.arn, str):
         problem = arn_problem(target.kind, type(target).__name__, target.arn) or options_problem(target, target.arn)
         if problem:
