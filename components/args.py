@@ -11,8 +11,9 @@ from typing import Any, Literal
 
 import pulumi
 
-from .existing import TABLE_OPTIONS, ExistingTable, same_table, stream_arn_problem
-from .targets import TARGET_TYPES, Target, scheduler_problem
+from .arns import kms_key_problem
+from .existing import TABLE_OPTIONS, ExistingTable, existing_table_problem
+from .targets import TARGET_TYPES, Target, scheduler_problem, topic_arn_problem
 
 
 class Mode(StrEnum):
@@ -120,7 +121,7 @@ class ScheduledTableArgs:
     # the key (kms:Decrypt, kms:GenerateDataKey*), or no alarm ever arrives; the AWS-managed alias/aws/sns key
     # cannot allow that. `create_alarm_topic` makes a topic with a key of its own that does
     # (policies.alarm_topic_key_policy shows the policy to give your own key).
-    alarm_topic_arn: str | None = None
+    alarm_topic_arn: pulumi.Input[str] | None = None
     create_alarm_topic: bool = False
     iterator_age_alarm_seconds: int = 300
     dashboard: bool = True
@@ -198,14 +199,10 @@ def _existing(args: ScheduledTableArgs) -> None:
         _fail(
             "existing_table", f"{type(table).__name__} is not an ExistingTable", "pass ExistingTable(name, stream_arn)"
         )
-    if isinstance(table.name, str) and not table.name:
-        _fail("existing_table.name", "must not be empty", "pass the table's name")
-    problem = stream_arn_problem(table.stream_arn)
+    # Outputs are checked once they resolve, with the same message (ScheduledTable._given_table).
+    problem = existing_table_problem(table.name, table.stream_arn)
     if problem:
-        _fail("existing_table.stream_arn", problem, "enable the stream (NEW_AND_OLD_IMAGES) and pass its ARN")
-    mismatch = same_table(table.name, table.stream_arn)
-    if mismatch:
-        _fail("existing_table", mismatch, "the name and the stream ARN must be the same table's")
+        raise ValueError(problem)
     for name in TABLE_OPTIONS:
         if getattr(args, name) != _DEFAULTS[name]:
             _fail(
@@ -229,6 +226,10 @@ def _billing(args: ScheduledTableArgs) -> None:
 def _encryption(args: ScheduledTableArgs) -> None:
     if args.kms_key_arn is not None and not args.server_side_encryption:
         _fail("kms_key_arn", "a KMS key needs server_side_encryption=True", "remove kms_key_arn or enable encryption")
+    # An Output is checked when it resolves, with the same message (ScheduledTable._checked_keys).
+    problem = kms_key_problem("kms_key_arn", args.kms_key_arn) if isinstance(args.kms_key_arn, str) else None
+    if problem:
+        raise ValueError(problem)
 
 
 def _target(args: ScheduledTableArgs) -> None:
@@ -459,8 +460,11 @@ def _operations(args: ScheduledTableArgs) -> None:
         _fail("create_alarm_topic", "conflicts with alarm_topic_arn", "give a topic or ask for one, not both")
     if (args.alarm_topic_arn is not None or args.create_alarm_topic) and not args.alarms:
         _fail("alarms", "is off, so an alarm topic would never be used", "turn alarms on or remove the topic")
-    if args.alarm_topic_arn is not None and not str(args.alarm_topic_arn).startswith("arn:aws"):
-        _fail("alarm_topic_arn", f"{args.alarm_topic_arn!r} is not an SNS topic ARN", "pass arn:aws:sns:<region>:...")
+    # An Output (a topic made in the same program) is checked when it resolves, with the same message.
+    topic = args.alarm_topic_arn
+    problem = topic_arn_problem("alarm_topic_arn", topic) if isinstance(topic, str) else None
+    if problem:
+        raise ValueError(problem)
     _between(args, "iterator_age_alarm_seconds", 60, 86400)
 
 
@@ -607,7 +611,10 @@ OPTION_DOCS: dict[str, str] = {
     "alarms": (
         "CloudWatch alarms: any message in a DLQ or poison queue, any function error, a stream consumer's iterator age"
     ),
-    "alarm_topic_arn": "SNS topic the alarms notify (and notify again when they clear)",
+    "alarm_topic_arn": (
+        "SNS topic the alarms notify (and notify again when they clear): its ARN or the topic's `arn` output "
+        "(checked when it resolves)"
+    ),
     "create_alarm_topic": (
         "create `{name}-alarms` for them instead, encrypted with a KMS key of its own (rotation on; its "
         "policy lets the account administer it and CloudWatch and SNS use it for this account only: the "

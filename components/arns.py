@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from email.utils import parseaddr
 
 # Under mocks that echo a resource's inputs back as its outputs (the minimal mocks of Pulumi's unit-testing guide),
@@ -40,3 +41,20 @@ def ses_identity_arns(table_arn: str | None, sender: str) -> list[str]:
     address = email_address(sender)
     domain = address.rsplit("@", 1)[-1]
     return [f"arn:{partition}:ses:{region}:{account}:identity/{name}" for name in (address, domain)]
+
+
+# arn:<partition>:kms:<region>:<account>:key/<key id>; not an alias (`alias/x`, `...:alias/x`) nor a bare key id.
+KMS_KEY_ARN = re.compile(r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d+:key/[A-Za-z0-9-]+")
+KMS_KEY_EXAMPLE = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
+def kms_key_problem(field_name: str, value: str) -> str | None:
+    """Why `value` cannot be the KMS key ARN option `field_name` (None if it can). The roles are granted kms:
+    actions on it, and IAM matches those on the key's ARN only: an alias or key id would grant nothing (or be
+    refused as a policy resource). The same message for a plain string and for an Output once it resolves."""
+    if KMS_KEY_ARN.fullmatch(value):
+        return None
+    return (
+        f"{field_name}: {value!r} is not a KMS key ARN; pass the key's `.arn` (arn:aws:kms:<region>:<account>:key/"
+        f"<key id>), e.g. {KMS_KEY_EXAMPLE!r}: IAM grants kms: actions on the key's ARN, not on an alias or a key id"
+    )

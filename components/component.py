@@ -5,14 +5,22 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import pulumi
 import pulumi_aws as aws
 
 from . import aggregate, arns, descriptions, eventbridge, operations, policies, polling, ttl
 from .args import Mode, ScheduledTableArgs
-from .existing import looked_up, table_arn_of, table_problems
+from .existing import (
+    WRONG_VIEW_TYPE_FILTER,
+    existing_table_problem,
+    latest_stream_problem,
+    looked_up,
+    stream_region_and_account,
+    table_arn_of,
+    table_problems,
+)
 from .filters import filter_patterns
 from .packaging import handler_archive, runtime_module
 from .parts import Consumer, Scheduling
@@ -24,7 +32,15 @@ from .runtime_config import (
     handler_document,
     target_kind,
 )
-from .targets import EmailTarget, checked_arn
+from .targets import (
+    EmailTarget,
+    FunctionTarget,
+    QueueTarget,
+    StateMachineTarget,
+    TopicTarget,
+    checked_arn,
+    topic_arn_problem,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,10 +96,14 @@ class ScheduledTable(pulumi.ComponentResource):
         schedule_group_name, due_queue_url/due_queue_arn, target_dlq_url, ledger_table_name,
         processor_function_name, tick_rule_name, alarm_topic_arn; all of them in `outputs`.
         """
+        # How a message names the options: as written in Python, or as the provider's camelCase inputs.
+        self._rename: Callable[[str], str] = str
         if not isinstance(args, ScheduledTableArgs):
-            from .provider import args_from_inputs  # here: provider.py subclasses this class
+            from .provider import args_from_inputs, provider_message  # here: provider.py subclasses this class
 
             args = args_from_inputs(args)
+            self._rename = provider_message
+        args = self._checked_keys(args)
         super().__init__(TYPE, name, {}, opts)
         self._name = name
         self._args = args
@@ -113,7 +133,9 @@ class ScheduledTable(pulumi.ComponentResource):
             self.due_queue_url, self.due_queue_arn = self.due_queue.url, self.due_queue.arn
             self.target_arn = self.due_queue.arn
         elif args.target is not None:
-            self.target_arn = checked_arn(args.target, scheduler_delivers=args.mode is Mode.EVENTBRIDGE)
+            self.target_arn = checked_arn(
+                args.target, scheduler_delivers=args.mode is Mode.EVENTBRIDGE, rename=self._rename
+            )
 
         self.schedule_group_name = None
         self.target_dlq_url = None
@@ -159,6 +181,8 @@ class ScheduledTable(pulumi.ComponentResource):
         a = self._args
         if a.alarms:
             topic: pulumi.Input[str] | None = a.alarm_topic_arn
+            if topic is not None and not isinstance(topic, str):
+                topic = pulumi.Output.all(topic).apply(lambda v: self._checked_topic(v[0]))
             if a.create_alarm_topic:
                 topic = self._alarm_topic().arn
             if topic is not None:
@@ -199,6 +223,38 @@ class ScheduledTable(pulumi.ComponentResource):
                 dashboard_body=body,
                 opts=self._child,
             )
+
+    def _checked_keys(self, args: ScheduledTableArgs) -> ScheduledTableArgs:
+        """`args` with each KMS key given as an Output checked when it resolves, as a plain one is at construction
+        (raising then fails `pulumi up`, naming the option)."""
+
+        def checked(field_name: str, key: pulumi.Input[str]) -> pulumi.Output[str]:
+            def check(value: str | None) -> str:
+                problem = arns.kms_key_problem(field_name, value) if value is not None else None  # None: echoing mocks
+                if problem:
+                    raise ValueError(self._rename(problem))
+                return cast(str, value)
+
+            return pulumi.Output.all(key).apply(lambda v: check(v[0]))
+
+        changes: dict[str, Any] = {}
+        if args.kms_key_arn is not None and not isinstance(args.kms_key_arn, str):
+            changes["kms_key_arn"] = checked("kms_key_arn", args.kms_key_arn)
+        target = args.target
+        if isinstance(target, QueueTarget | FunctionTarget | StateMachineTarget | TopicTarget):
+            key = target.kms_key_arn
+            if key is not None and not isinstance(key, str):
+                owner = type(target).__name__
+                changes["target"] = dataclasses.replace(target, kms_key_arn=checked(f"{owner}.kms_key_arn", key))
+        return dataclasses.replace(args, **changes) if changes else args
+
+    def _checked_topic(self, value: str | None) -> str:
+        """alarm_topic_arn given as an Output, once it resolves: refused as a plain string would be at construction
+        (raising here fails `pulumi up`, naming the option). None: mocks that echo inputs."""
+        problem = topic_arn_problem("alarm_topic_arn", value) if value is not None else None
+        if problem:
+            raise ValueError(self._rename(problem))
+        return cast(str, value)
 
     def _alarm_topic(self) -> aws.sns.Topic:
         """An SNS topic encrypted with a key of its own whose policy lets CloudWatch publish to it (the AWS-managed
@@ -241,39 +297,73 @@ class ScheduledTable(pulumi.ComponentResource):
         if given is not None:
             if given.stream_arn is None:
                 return self._looked_up_table(given.name)
-            stream_arn = pulumi.Output.from_input(given.stream_arn)
-            return TableRef(
-                name=pulumi.Output.from_input(given.name),
-                arn=stream_arn.apply(table_arn_of),
-                stream_arn=stream_arn,
-            )
+            return self._given_table(given.name, given.stream_arn)
         table = self._new_table()
         return TableRef(name=table.name, arn=table.arn, stream_arn=table.stream_arn)
+
+    def _fail(self, message: str) -> None:
+        """Fail `pulumi up` from inside an apply, naming the field as the user wrote it (Python or provider input)."""
+        raise ValueError(self._rename(message))
+
+    def _checked_table(self, result: Any, stream_arn: str | None = None) -> dict[str, Any]:
+        """A looked-up table, refused if it lacks what the mode needs (or, given by stream ARN, if that is not its
+        latest stream): the deploy fails naming each setting to change."""
+        a = self._args
+        table = looked_up(result)
+        problems = table_problems(
+            table,
+            mode=str(a.mode),
+            partition_key=a.partition_key,
+            sort_key=a.sort_key,
+            time_attribute=a.time_attribute,
+        )
+        if problems:
+            self._fail("existing_table: " + "; ".join(problems))
+        stale = latest_stream_problem(table, stream_arn) if stream_arn is not None else None
+        if stale:
+            self._fail(stale)
+        return table
 
     def _looked_up_table(self, name: pulumi.Input[str]) -> TableRef:
         """An existing table given by name only: looked up when the stack deploys, and refused (failing the deploy
         with the settings to change) if it lacks what the mode needs."""
-        a = self._args
         found = aws.dynamodb.get_table_output(name=name, opts=pulumi.InvokeOutputOptions(parent=self))
-
-        def checked(result: Any) -> dict[str, Any]:
-            table = looked_up(result)
-            problems = table_problems(
-                table,
-                mode=str(a.mode),
-                partition_key=a.partition_key,
-                sort_key=a.sort_key,
-                time_attribute=a.time_attribute,
-            )
-            if problems:
-                raise ValueError("existing_table: " + "; ".join(problems))
-            return table
-
-        table = found.apply(checked)
+        table = found.apply(self._checked_table)
         return TableRef(
             name=table.apply(lambda t: str(t["name"])),
             arn=table.apply(lambda t: str(t["arn"])),
             stream_arn=table.apply(lambda t: str(t["stream_arn"])),
+        )
+
+    def _given_table(self, name: pulumi.Input[str], stream_arn: pulumi.Input[str]) -> TableRef:
+        """An existing table given by name and stream ARN, either of them plain or an Output. Once both are known
+        they must be one table's (as plain strings are checked at construction); the table the stream ARN names is
+        then looked up in its region and checked as a table given by name is, when it is in the deploying account
+        (another account's cannot be described: its records are parked at run time instead, see
+        existing.WRONG_VIEW_TYPE_FILTER). Everything built on the table waits for these checks, so a failed one
+        fails the deploy before anything reads the stream."""
+        caller = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
+
+        def check(values: list[Any]) -> Any:
+            table, stream, account = values
+            if table is None or stream is None:  # mocks that echo inputs: nothing to check
+                return [table, stream]
+            problem = existing_table_problem(table, stream)
+            if problem:
+                self._fail(problem)
+            region, owner = stream_region_and_account(stream)
+            if owner != account:
+                return [table, stream]
+            found = aws.dynamodb.get_table_output(
+                name=table, region=region, opts=pulumi.InvokeOutputOptions(parent=self)
+            )
+            return found.apply(lambda result: [self._checked_table(result, stream)["name"], stream])
+
+        pair = pulumi.Output.all(name, stream_arn, caller.account_id).apply(check)
+        return TableRef(
+            name=pair.apply(lambda p: p[0]),
+            arn=pair.apply(lambda p: table_arn_of(p[1]) if p[1] is not None else arns.UNKNOWN_ARN),
+            stream_arn=pair.apply(lambda p: p[1]),
         )
 
     def _new_table(self) -> aws.dynamodb.Table:
@@ -433,6 +523,9 @@ class ScheduledTable(pulumi.ComponentResource):
         )
         function, policy = consumer.function, consumer.policy
         self._stream_functions[role] = function
+        given = a.existing_table
+        if given is not None and given.stream_arn is not None:
+            filters = [*filters, WRONG_VIEW_TYPE_FILTER]
         mapping = aws.lambda_.EventSourceMapping(
             f"{self._name}-{role}-mapping",
             event_source_arn=self.table.stream_arn,

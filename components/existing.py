@@ -2,8 +2,11 @@
 
 What the component then makes: its consumers, schedules, queues, roles, ledger and alarms, scoped to that table and
 stream. Given only the name, it looks the table up at deploy time (`aws.dynamodb.getTable`) for its stream ARN and
-checks everything below, failing `pulumi up`/`preview` with the setting to change; given the stream ARN too (a
-table in another account or stack, say), nothing is looked up and what it needs is named at run time instead.
+checks everything below, failing `pulumi up`/`preview` with the setting to change. Given the stream ARN too (a
+table of another stack, say), the table that ARN names is looked up in its region and checked the same way when it
+is in the deploying account, and the stream ARN must be its latest; a table in another account cannot be looked up,
+so its mapping also takes every record of a stream without both images, which the handlers park with a reason
+naming StreamViewType (the modes' filters match on the images: such records would otherwise reach nothing).
 What it cannot make, and each mode needs of the table:
 - every mode: a stream with view type NEW_AND_OLD_IMAGES (a record without both images is parked with a reason
   that names the setting);
@@ -73,8 +76,9 @@ def table_problems(
         problems.append(f"table {name!r} has no stream; enable one with view type NEW_AND_OLD_IMAGES")
     elif found.get("stream_view_type") != "NEW_AND_OLD_IMAGES":
         problems.append(
-            f"table {name!r} streams {found.get('stream_view_type')}; ScheduledTable needs NEW_AND_OLD_IMAGES "
-            "(a stream's view type cannot change: disable the stream, then enable it with NEW_AND_OLD_IMAGES)"
+            f"table {name!r} has StreamViewType {found.get('stream_view_type')}; ScheduledTable needs "
+            "NEW_AND_OLD_IMAGES (a stream's view type cannot change: disable the stream, then enable it with "
+            "NEW_AND_OLD_IMAGES)"
         )
     if found.get("hash_key") and found.get("hash_key") != partition_key:
         problems.append(
@@ -142,6 +146,46 @@ def stream_arn_problem(value: object) -> str | None:
         f"{value[:100]!r} is not a DynamoDB stream ARN; use the table's LatestStreamArn "
         "(arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>)"
     )
+
+
+def existing_table_problem(name: object, stream_arn: object) -> str | None:
+    """Why a name and stream ARN cannot be one existing table, as the whole message naming the field and the fix
+    (None when they can): checked on plain strings at construction, and on Outputs once they resolve, so both read
+    the same. A value not known yet (an Output) passes until it is."""
+    if isinstance(name, str) and not name:
+        return "existing_table.name: must not be empty; pass the table's name"
+    problem = stream_arn_problem(stream_arn)
+    if problem:
+        return f"existing_table.stream_arn: {problem}; enable the stream (NEW_AND_OLD_IMAGES) and pass its ARN"
+    mismatch = same_table(name, stream_arn)
+    if mismatch:
+        return f"existing_table: {mismatch}; the name and the stream ARN must be the same table's"
+    return None
+
+
+def stream_region_and_account(stream_arn: str) -> tuple[str, str]:
+    """The region and account of the table a (valid) stream ARN belongs to."""
+    _, _, _, region, account, _ = stream_arn.split(":", 5)
+    return region, account
+
+
+def latest_stream_problem(found: Mapping[str, Any], stream_arn: str) -> str | None:
+    """Why `stream_arn` is not the looked-up table's current stream (None if it is): a disabled stream's records
+    stay readable for 24 hours, and after that a mapping on it receives nothing."""
+    latest = found.get("stream_arn")
+    if not latest or latest == stream_arn:
+        return None
+    return (
+        f"existing_table.stream_arn: {stream_arn!r} is not the latest stream of table {found.get('name')!r} "
+        f"({latest!r}): its records stop when it is disabled; pass the table's LatestStreamArn"
+    )
+
+
+# A table given by stream ARN that cannot be looked up (another account's) may stream without both images, and its
+# records would then match none of a mode's filters (they match on the images): nothing would reach the function,
+# nothing would be parked. Its mapping also takes every record of such a stream, which the handlers park with a
+# reason naming StreamViewType (a NEW_AND_OLD_IMAGES stream's records never match this pattern).
+WRONG_VIEW_TYPE_FILTER: dict[str, Any] = {"dynamodb": {"StreamViewType": ["KEYS_ONLY", "NEW_IMAGE", "OLD_IMAGE"]}}
 
 
 def same_table(name: object, stream_arn: object) -> str | None:

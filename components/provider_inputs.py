@@ -333,8 +333,11 @@ class ScheduledTableInputs(TypedDict, total=False):
         "CloudWatch alarms: any message in a DLQ or poison queue, any function error, a stream consumer's iterator "
         "age. Default: `true`."
     )
-    alarm_topic_arn: str | None
-    """SNS topic the alarms notify (and notify again when they clear). Default: not set."""
+    alarm_topic_arn: pulumi.Input[str] | None
+    (
+        "SNS topic the alarms notify (and notify again when they clear): its ARN or the topic's `arn` output (checked "
+        "when it resolves). Default: not set."
+    )
     create_alarm_topic: bool
     (
         "Create `{name}-alarms` for them instead, encrypted with a KMS key of its own (rotation on; its policy lets "

@@ -54,34 +54,63 @@ def camel(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
+# What a stack file's `type` may be: the kinds above, email, and `dueQueue` (the queue the component creates, as
+# when `target` is left out).
+TARGET_TYPE_NAMES = (*_TARGETS, "email", "dueQueue")
+
+
 def target_from_config(value: Any) -> Target | None:
     """`{"type": "queue", "arn": ..., "maxMessageBytes": ...}` (each target's options in camelCase, its ARN as
     `arn`: a FIFO queue's `messageGroupAttribute`, an event bus's `detailType` and `source`); `{"type": "email",
-    "sender": ..., "subject": ..., "body": ...}`; or none."""
-    if value is None or value == {} or (isinstance(value, dict) and value.get("type") in (None, "dueQueue")):
+    "sender": ..., "subject": ..., "body": ...}`; `{"type": "dueQueue"}`; or none. A mapping without a `type`, or
+    with a key that type does not read, is refused: dropping it would send every due event to a new due queue that
+    nobody reads."""
+    if value is None:
         return None
     if not isinstance(value, dict):
-        raise ValueError(
-            "target: must be an object with a 'type' (queue, function, stateMachine, topic, eventBus, email)"
-        )
+        raise ValueError(f"target: must be an object with a 'type' (one of {list(TARGET_TYPE_NAMES)})")
     kind = value.get("type")
+    if kind is None:
+        if "kind" in value:
+            raise ValueError(
+                "target.kind: unknown key; a stack file names the target's kind with `type` (`kind` is the provider "
+                f"input's name): write `type: {value['kind']}`"
+            )
+        raise ValueError(f"target.type: missing; set it to one of {list(TARGET_TYPE_NAMES)}")
     cls: type
     arn_field: str | None
+    if kind == "dueQueue":
+        for key in sorted(k for k in value if k != "type"):
+            raise ValueError(
+                f"target.{key}: unknown key; a dueQueue target (the queue the component creates) takes no other keys; "
+                f"remove {key}, or set type to the kind of resource the ARN names"
+            )
+        return None
     if kind == "email":
         cls, arn_field = EmailTarget, None
     elif kind in _TARGETS:
         cls, arn_field = _TARGETS[kind]
-        if not value.get("arn"):
-            what = "event bus" if kind == "eventBus" else kind
-            raise ValueError(f"target.arn: a {kind} target needs the ARN of the {what}")
     else:
-        raise ValueError(f"target.type: {kind!r} is not a target type; use one of {[*_TARGETS, 'email', 'dueQueue']}")
+        raise ValueError(f"target.type: {kind!r} is not a target type; {_closest(kind, TARGET_TYPE_NAMES)}")
     fields = {camel(f.name): f.name for f in dataclasses.fields(cls) if f.name != arn_field}
     if arn_field is not None:
         fields["arn"] = arn_field
     check_keys(value, [*fields, "type"], where="target.")
+    if arn_field is not None and not value.get("arn"):
+        what = "event bus" if kind == "eventBus" else kind
+        raise ValueError(f"target.arn: a {kind} target needs the ARN of the {what}")
     target: Target = cls(**{fields[k]: v for k, v in value.items() if k != "type"})
     return target
+
+
+def _closest(value: object, choices: Iterable[str]) -> str:
+    """`did you mean X? (all of them)` for a near miss (a typo, another case), else `use one of ...`."""
+    names = list(choices)
+    text = str(value)
+    close = difflib.get_close_matches(text, names, n=1, cutoff=0.6) or [n for n in names if n.lower() == text.lower()]
+    if close:
+        return f"did you mean {close[0]}? (one of {names})"
+    return f"use one of {names}"
 
 
 # Keys a stack may set besides the options: `name` (the component's name) and `tables` (several components).
@@ -95,8 +124,10 @@ def existing_from_config(value: Any) -> ExistingTable | None:
     if not isinstance(value, dict):
         raise ValueError("existingTable: must be an object with 'name' (and 'streamArn', or it is looked up)")
     check_keys(value, ["name", "streamArn"], where="existingTable.")
-    if "name" not in value:
-        raise ValueError("existingTable: needs 'name' (the table's name; 'streamArn' is looked up if left out)")
+    if not value.get("name"):
+        raise ValueError(
+            "existingTable.name: missing; set it to the table's name ('streamArn' is looked up if left out)"
+        )
     return ExistingTable(name=value["name"], stream_arn=value.get("streamArn"))
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
 import pulumi
 
-from .arns import email_address
+from .arns import email_address, kms_key_problem
 from .packaging import runtime_module
 
 # SQS FIFO: a MessageGroupId is 1-128 alphanumeric or punctuation characters (printable ASCII but space).
@@ -74,7 +75,26 @@ def arn_problem(kind: str, owner: str, arn: str) -> str | None:
     return None
 
 
+SNS_TOPIC_EXAMPLE = "arn:aws:sns:eu-west-1:123456789012:ops"
+
+
+def topic_arn_problem(field_name: str, value: str) -> str | None:
+    """Why `value` cannot be the SNS topic ARN option `field_name` (None if it can): the same message for a plain
+    string at construction and for an Output once it resolves."""
+    if arn_problem("sns", "", value) is None:
+        return None
+    return (
+        f"{field_name}: {value!r} is not an SNS topic ARN; pass the topic's `.arn` "
+        f"(arn:aws:sns:<region>:<account>:<topic>), e.g. {SNS_TOPIC_EXAMPLE!r}"
+    )
+
+
 def _check(target: QueueTarget | FunctionTarget | StateMachineTarget | TopicTarget | EventBusTarget) -> None:
+    key = getattr(target, "kms_key_arn", None)
+    if isinstance(key, str):  # an Output: when it resolves (ScheduledTable._checked_keys)
+        problem = kms_key_problem(f"{type(target).__name__}.kms_key_arn", key)
+        if problem:
+            raise ValueError(problem)
     if isinstance(target.arn, str):
         problem = arn_problem(target.kind, type(target).__name__, target.arn) or options_problem(target, target.arn)
         if problem:
@@ -113,9 +133,12 @@ def scheduler_problem(target: Target | None, *, scheduler_delivers: bool) -> str
     )
 
 
-def checked_arn(target: Target, *, scheduler_delivers: bool = False) -> pulumi.Input[str]:
+def checked_arn(
+    target: Target, *, scheduler_delivers: bool = False, rename: Callable[[str], str] = str
+) -> pulumi.Input[str]:
     """The target's ARN; an Output is checked once it resolves, so a wrong one fails `pulumi up` with the same
-    message a plain string gets at construction. `scheduler_delivers`: Scheduler delivers to it (eventbridge mode)."""
+    message a plain string gets at construction. `scheduler_delivers`: Scheduler delivers to it (eventbridge mode).
+    `rename`: how the message names the fields (the provider's camelCase inputs for a program in another language)."""
     arn = target.arn
     if isinstance(arn, str) or isinstance(target, EmailTarget):
         return arn
@@ -128,7 +151,7 @@ def checked_arn(target: Target, *, scheduler_delivers: bool = False) -> pulumi.I
             resolved = dataclasses.replace(target, queue_arn=value) if isinstance(target, QueueTarget) else None
             problem = problem or scheduler_problem(resolved, scheduler_delivers=scheduler_delivers)
         if problem:
-            raise ValueError(problem)
+            raise ValueError(rename(problem))
         return value
 
     return pulumi.Output.from_input(arn).apply(check)  # type: ignore[arg-type]

@@ -315,9 +315,10 @@ class ScheduledTableMocks(pulumi.runtime.Mocks):
     registration, parent included, in `by_name`.
 
     `invokes`: results of data-source functions by token, each a mapping or a function of the call's arguments
-    (`{"aws:dynamodb/getTable:getTable": lambda args: {...}}` answers the lookup an `ExistingTable` given by name
-    makes). By default getCallerIdentity, getRegion and getPartition are answered for `account` and `region`; any
-    other lookup fails, naming its token. Pass `{}` to make any lookup fail.
+    (`{"aws:dynamodb/getTable:getTable": lambda args: {...}}` answers the lookup an `ExistingTable` makes: by name,
+    or by stream ARN in the deploying account, in the stream's region: `args` has `name` and `region`).
+    getCallerIdentity, getRegion and getPartition are always answered for `account` and `region` (an entry in
+    `invokes` overrides one); any other lookup fails, naming its token. Pass `{}` to make every lookup fail.
     """
 
     def __init__(
@@ -331,7 +332,10 @@ class ScheduledTableMocks(pulumi.runtime.Mocks):
         self.region = region
         self.account = account
         self.backend = backend
-        self.invokes = dict(_default_invokes(region, account) if invokes is None else invokes)
+        # The usual lookups stay answered beside those given (an ExistingTable given by stream ARN asks who deploys
+        # as well as for the table); `{}` answers none.
+        usual = _default_invokes(region, account)
+        self.invokes = dict(usual if invokes is None else ({**usual, **invokes} if invokes else {}))
         self.by_name: dict[str, Registration] = {}
         # What the program exported (`pulumi.export`), resolved; filled in by run_with_mocks.
         self.stack_outputs: dict[str, Any] = {}

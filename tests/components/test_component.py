@@ -430,3 +430,57 @@ def test_tracing_passes_through_by_default_and_active_adds_xray_permissions(buil
         "Action": ["xray:PutTraceSegments", "xray:PutTelemetryRecords"],
         "Resource": "*",
     } in active.statements("rem-scheduler-policy")
+
+
+# -- issue 24.2 (audit): a KMS key option takes the key's ARN, plain or an Output, checked when it resolves --------
+
+NOT_A_KEY = (
+    "is not a KMS key ARN; pass the key's `.arn` (arn:aws:kms:<region>:<account>:key/<key id>), e.g. "
+    "'arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab': IAM grants kms: actions on the "
+    "key's ARN, not on an alias or a key id"
+)
+BAD_KEYS = [
+    "alias/reminders",
+    "arn:aws:kms:eu-west-1:123456789012:alias/reminders",
+    "1234abcd-12ab-34cd-56ef-1234567890ab",
+    "arn:aws:sns:eu-west-1:123456789012:key/k",
+]
+
+
+@pytest.mark.parametrize("value", BAD_KEYS)
+def test_a_table_key_that_is_not_a_key_arn_fails_plain_or_inside_an_output(build: Build, value: str) -> None:
+    import pulumi
+
+    from components import ScheduledTableArgs
+
+    with pytest.raises(ValueError) as plain:
+        ScheduledTableArgs(mode="eventbridge", kms_key_arn=value)
+    assert str(plain.value) == f"kms_key_arn: {value!r} {NOT_A_KEY}"
+    with pytest.raises(ValueError) as resolved:
+        build(kms_key_arn=pulumi.Output.from_input(value))
+    assert str(resolved.value).splitlines()[-1].endswith(str(plain.value))
+
+
+@pytest.mark.parametrize("value", BAD_KEYS)
+def test_a_target_key_that_is_not_a_key_arn_fails_plain_or_inside_an_output(build: Build, value: str) -> None:
+    import pulumi
+
+    with pytest.raises(ValueError) as plain:
+        TopicTarget(TOPIC, kms_key_arn=value)
+    assert str(plain.value) == f"TopicTarget.kms_key_arn: {value!r} {NOT_A_KEY}"
+    with pytest.raises(ValueError) as resolved:
+        build(target=TopicTarget(TOPIC, kms_key_arn=pulumi.Output.from_input(value)))
+    assert str(resolved.value).splitlines()[-1].endswith(str(plain.value))
+
+
+def test_keys_given_as_outputs_are_granted_as_plain_ones_are(build: Build) -> None:
+    import pulumi
+
+    built = build(
+        kms_key_arn=pulumi.Output.from_input(KEY),
+        target=TopicTarget(TOPIC, kms_key_arn=pulumi.Output.from_input(TARGET_KEY)),
+    )
+    found = built.statements("rem-scheduler-policy")
+    assert allow(["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"], [KEY]) in found
+    assert allow(["kms:Decrypt", "kms:GenerateDataKey"], [TARGET_KEY]) in found
+    assert built.one("rem-ledger").inputs["serverSideEncryption"] == {"enabled": True, "kmsKeyArn": KEY}

@@ -30,7 +30,7 @@ def test_table_arn_comes_from_the_stream_arn() -> None:
 
 @pytest.mark.parametrize("mode", ["eventbridge", "ttl", "polling", "aggregate"])
 def test_no_table_is_created_and_everything_points_at_the_given_one(build: Build, mode: str) -> None:
-    built = build(mode=mode, existing_table=GIVEN, alarms=False, dashboard=False)
+    built = build(mode=mode, existing_table=GIVEN, alarms=False, dashboard=False, invokes=given(mode))
     tables = [r.name for r in built.of_type("dynamodb/table:Table")]
     assert "rem-table" not in tables and all(t.endswith("-ledger") for t in tables)
     for mapping in built.of_type("lambda/eventSourceMapping:EventSourceMapping"):
@@ -47,8 +47,10 @@ def test_no_table_is_created_and_everything_points_at_the_given_one(build: Build
 
 
 def test_two_components_share_one_table_each_with_its_own_filter(build: Build) -> None:
-    reminders = build(name="rem", mode="eventbridge", existing_table=GIVEN, alarms=False, dashboard=False)
-    totals = build(name="tot", mode="aggregate", existing_table=GIVEN, alarms=False, dashboard=False)
+    reminders = build(
+        name="rem", mode="eventbridge", existing_table=GIVEN, alarms=False, dashboard=False, invokes=given()
+    )
+    totals = build(name="tot", mode="aggregate", existing_table=GIVEN, alarms=False, dashboard=False, invokes=given())
     (first,) = reminders.of_type("EventSourceMapping")
     (second,) = totals.of_type("EventSourceMapping")
     assert first.inputs["eventSourceArn"] == second.inputs["eventSourceArn"] == STREAM
@@ -141,7 +143,7 @@ def test_a_table_given_by_name_is_looked_up_for_its_stream_and_used_as_given(bui
         (
             "eventbridge",
             {"streamViewType": "KEYS_ONLY"},
-            "table 'appointments' streams KEYS_ONLY; ScheduledTable needs",
+            "table 'appointments' has StreamViewType KEYS_ONLY; ScheduledTable needs NEW_AND_OLD_IMAGES",
         ),
         ("eventbridge", {"hashKey": "id"}, "has partition key 'id', not 'PK'; pass partition_key='id'"),
         ("eventbridge", {"rangeKey": ""}, "has sort key None, not 'SK'; pass sort_key=None"),
@@ -175,3 +177,157 @@ def test_what_each_mode_needs_of_a_looked_up_table() -> None:
     assert len(table_problems(table, mode="ttl", time_attribute="dueAt", **keys)) == 1
     keys_only = {**table, "global_secondary_indexes": [{**index, "projection_type": "KEYS_ONLY"}]}
     assert "projection ALL" in table_problems(keys_only, mode="polling", time_attribute="dueAt", **keys)[0]
+
+
+# -- issue 24.3: a table given by stream ARN is looked up too, so a stream without both images fails the deploy --
+
+IDENTITY = "aws:index/getCallerIdentity:getCallerIdentity"
+ACCOUNT = "123456789012"
+
+
+def identity(account: str = ACCOUNT) -> dict[str, Any]:
+    """getCallerIdentity's answer: who deploys (the lookup is made only for a table in that account)."""
+    return {"accountId": account, "arn": f"arn:aws:iam::{account}:user/ci", "id": account, "userId": "AIDA" + "0" * 17}
+
+
+def given(mode: str = "eventbridge", seen: list[dict[str, Any]] | None = None, **changes: Any) -> dict[str, Any]:
+    """The lookups a table given by stream ARN in the deployer's account makes, answered for TABLE as `mode` needs
+    it (TTL on dueAt, the due index), with `changes`."""
+    needs: dict[str, Any] = {}
+    if mode == "ttl":
+        needs["ttl"] = {"enabled": True, "attributeName": "dueAt"}
+    if mode == "polling":
+        needs["globalSecondaryIndexes"] = [
+            {"name": "due", "hashKey": "stShard", "rangeKey": "stDue", "projectionType": "ALL"}
+        ]
+
+    def get_table(args: dict[str, Any]) -> dict[str, Any]:
+        (seen if seen is not None else []).append(args)
+        return described(**{**needs, **changes})
+
+    return {IDENTITY: identity(), GET_TABLE: get_table}
+
+
+VIEW_TYPE_FIX = (
+    "ScheduledTable needs NEW_AND_OLD_IMAGES (a stream's view type cannot change: disable the stream, then enable it "
+    "with NEW_AND_OLD_IMAGES)"
+)
+
+
+@pytest.mark.parametrize(
+    ("mode", "view"),
+    [
+        ("eventbridge", "KEYS_ONLY"),
+        ("eventbridge", "NEW_IMAGE"),
+        ("eventbridge", "OLD_IMAGE"),
+        ("ttl", "KEYS_ONLY"),
+        ("polling", "NEW_IMAGE"),
+        ("aggregate", "KEYS_ONLY"),
+    ],
+)
+def test_a_table_given_by_stream_arn_without_both_images_fails_the_deploy_naming_the_setting(
+    build: Build, mode: str, view: str
+) -> None:
+    # Its records lack the images the mapping's filters match on: none would reach the function, none be parked.
+    with pytest.raises(ValueError) as caught:
+        build(mode=mode, existing_table=GIVEN, invokes=given(mode, streamViewType=view), alarms=False)
+    last = str(caught.value).splitlines()[-1]
+    assert last.endswith(f"existing_table: table 'appointments' has StreamViewType {view}; {VIEW_TYPE_FIX}"), last
+
+
+def test_the_table_a_stream_arn_names_is_looked_up_in_its_region_and_used_as_given(build: Build) -> None:
+    seen: list[dict[str, Any]] = []
+    built = build(mode="eventbridge", existing_table=GIVEN, invokes=given(seen=seen), alarms=False)
+    assert seen == [{"name": TABLE, "region": "eu-west-1"}]
+    (mapping,) = built.of_type("EventSourceMapping")
+    assert mapping.inputs["eventSourceArn"] == STREAM
+    assert built.outputs["table_arn"] == TABLE_ARN and built.outputs["table_name"] == TABLE
+
+
+def test_a_stream_arn_that_is_not_the_tables_latest_fails_the_deploy(build: Build) -> None:
+    # A disabled stream's records stay readable 24 hours; after that a mapping on it receives nothing.
+    latest = f"{TABLE_ARN}/stream/2026-11-20T00:00:00.000"
+    with pytest.raises(ValueError) as caught:
+        build(mode="eventbridge", existing_table=GIVEN, invokes=given(streamArn=latest), alarms=False)
+    assert (
+        str(caught.value)
+        .splitlines()[-1]
+        .endswith(
+            f"existing_table.stream_arn: {STREAM!r} is not the latest stream of table 'appointments' ({latest!r}): its "
+            "records stop when it is disabled; pass the table's LatestStreamArn"
+        )
+    )
+
+
+OTHER_ACCOUNT_STREAM = f"arn:aws:dynamodb:eu-west-1:210987654321:table/{TABLE}/stream/2026-11-01T00:00:00.000"
+
+
+def keys_only_record() -> dict[str, Any]:
+    """A real KEYS_ONLY stream record (moto), as Lambda's filters see it."""
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name="eu-west-1")
+        stream = ddb.create_table(
+            TableName=TABLE,
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+            AttributeDefinitions=[
+                {"AttributeName": "PK", "AttributeType": "S"},
+                {"AttributeName": "SK", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"},
+        )["TableDescription"]["LatestStreamArn"]
+        ddb.put_item(TableName=TABLE, Item={"PK": {"S": "a"}, "SK": {"S": "b"}, "dueAt": {"S": "2030-01-01T00:00:00Z"}})
+        streams = boto3.client("dynamodbstreams", region_name="eu-west-1")
+        shard = streams.describe_stream(StreamArn=stream)["StreamDescription"]["Shards"][0]["ShardId"]
+        iterator = streams.get_shard_iterator(StreamArn=stream, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+        (record,) = streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
+    plain: dict[str, Any] = json.loads(json.dumps(record, default=str))
+    return plain
+
+
+@pytest.mark.parametrize("mode", ["eventbridge", "ttl", "polling", "aggregate"])
+def test_a_table_in_another_account_is_not_looked_up_and_its_keys_only_records_are_parked(
+    build: Build, mode: str
+) -> None:
+    # The deployer cannot describe another account's table, so nothing is looked up (getTable is not answered here);
+    # instead the mapping also passes every record of a stream without both images, which the handler parks.
+    from moto.events.models import EventPattern
+    from st_core.stream import record_problem
+
+    other = ExistingTable(name=TABLE, stream_arn=OTHER_ACCOUNT_STREAM)
+    built = build(mode=mode, existing_table=other, invokes={IDENTITY: identity()}, alarms=False, dashboard=False)
+    (mapping,) = [m for m in built.of_type("EventSourceMapping") if m.inputs["eventSourceArn"] == OTHER_ACCOUNT_STREAM]
+    patterns = [f["pattern"] for f in mapping.inputs["filterCriteria"]["filters"]]
+    record = keys_only_record()
+    assert any(EventPattern.load(p).matches_event(record) for p in patterns)  # type: ignore[arg-type]
+    assert record_problem(record).startswith("the table's stream view type is KEYS_ONLY; ScheduledTable needs")
+
+
+# -- issue 24.4: a name and a stream ARN of two tables are refused when they are Outputs too -------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "stream_arn"),
+    [
+        ("other", STREAM),
+        (TABLE, "arn:aws:dynamodb:eu-west-1:123456789012:table/other/stream/2026-11-01T00:00:00.000"),
+        ("", STREAM),
+        (TABLE, TABLE_ARN),
+    ],
+)
+@pytest.mark.parametrize("outputs", ["both", "name", "stream_arn"])
+def test_a_name_and_stream_arn_given_as_outputs_are_checked_as_plain_strings_are(
+    build: Build, name: str, stream_arn: str, outputs: str
+) -> None:
+    import pulumi
+
+    with pytest.raises(ValueError) as plain:
+        ScheduledTableArgs(mode="eventbridge", existing_table=ExistingTable(name, stream_arn))
+    given_name = pulumi.Output.from_input(name) if outputs in ("both", "name") else name
+    given_stream = pulumi.Output.from_input(stream_arn) if outputs in ("both", "stream_arn") else stream_arn
+    with pytest.raises(ValueError) as resolved:
+        build(existing_table=ExistingTable(given_name, given_stream), invokes=given(), alarms=False)
+    assert str(resolved.value).splitlines()[-1].endswith(str(plain.value)), str(resolved.value)

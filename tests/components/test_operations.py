@@ -141,3 +141,49 @@ def test_the_dashboard_name_holds_the_stack_so_two_stacks_never_share_one(build:
     assert dashboard_name("rem", "team.prod") == "rem-team-prod-scheduled-table"
     assert dashboard_name("rem", "dev") != dashboard_name("rem", "prod")
     assert len(dashboard_name("r" * 200, "s" * 200)) == 255
+
+
+# -- issue 24.2: alarm_topic_arn takes a Pulumi Output (a topic made in the same program), checked when it resolves
+
+
+def test_an_alarm_topic_given_as_an_output_is_used(build: Build) -> None:
+    built = build(alarm_topic_arn=pulumi.Output.from_input(TOPIC))
+    for alarm in alarms(built).values():
+        assert alarm["alarmActions"] == [TOPIC] and alarm["okActions"] == [TOPIC]
+    assert built.outputs["alarm_topic_arn"] == TOPIC
+
+
+def test_a_topic_made_in_the_same_program_receives_the_alarms() -> None:
+    import pulumi_aws as aws
+
+    from components import ScheduledTable
+    from components.testing import run_with_mocks
+
+    def program() -> pulumi.Output[str]:
+        topic = aws.sns.Topic("ops")
+        ScheduledTable("rem", ScheduledTableArgs(mode="eventbridge", alarm_topic_arn=topic.arn))
+        return topic.arn
+
+    stack = run_with_mocks(program)
+    assert stack.result.startswith("arn:aws:sns:eu-west-1:123456789012:ops-")
+    alarm = stack.one("rem-poison-not-empty-alarm").inputs
+    assert alarm["alarmActions"] == [stack.result] and alarm["okActions"] == [stack.result]
+
+
+NOT_A_TOPIC = (
+    "is not an SNS topic ARN; pass the topic's `.arn` (arn:aws:sns:<region>:<account>:<topic>), e.g. "
+    "'arn:aws:sns:eu-west-1:123456789012:ops'"
+)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["ops", "arn:aws:sqs:eu-west-1:123456789012:ops", "https://sns.eu-west-1.amazonaws.com/ops", "arn:aws:sns:ops"],
+)
+def test_a_wrong_alarm_topic_fails_with_the_same_message_plain_or_inside_an_output(build: Build, value: str) -> None:
+    with pytest.raises(ValueError) as plain:
+        ScheduledTableArgs(mode="eventbridge", alarm_topic_arn=value)
+    assert str(plain.value) == f"alarm_topic_arn: {value!r} {NOT_A_TOPIC}"
+    with pytest.raises(ValueError) as resolved:
+        build(alarm_topic_arn=pulumi.Output.from_input(value))
+    assert str(resolved.value).splitlines()[-1].endswith(str(plain.value))

@@ -237,3 +237,76 @@ def test_the_local_stack_config_builds_its_tables() -> None:
     owned = [args for _, args in built if args.existing_table is None]
     assert len(owned) == 7 and all(args.deletion_protection is False for args in owned)
     assert [a.deletion_protection for _, a in built if a.existing_table is not None] == [True, True]
+
+
+# -- issue 24.1: a target without a `type`, or with keys nobody reads, is refused (it was dropped for the due queue)
+
+QUEUE = "arn:aws:sqs:eu-west-1:123456789012:jobs"
+TYPES = "['queue', 'function', 'stateMachine', 'topic', 'eventBus', 'email', 'dueQueue']"
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        # The provider's spelling: the target was silently dropped and every due event went to a new due queue.
+        (
+            {"kind": "queue", "arn": QUEUE},
+            "target.kind: unknown key; a stack file names the target's kind with `type` (`kind` is the provider "
+            "input's name): write `type: queue`",
+        ),
+        ({"arn": QUEUE}, f"target.type: missing; set it to one of {TYPES}"),
+        ({"arn": QUEUE, "maxMessageBytes": 2048}, f"target.type: missing; set it to one of {TYPES}"),
+        ({"type": None, "arn": QUEUE}, f"target.type: missing; set it to one of {TYPES}"),
+        ({}, f"target.type: missing; set it to one of {TYPES}"),
+        (
+            {"type": "dueQueue", "arn": QUEUE},
+            "target.arn: unknown key; a dueQueue target (the queue the component creates) takes no other keys; "
+            "remove arn, or set type to the kind of resource the ARN names",
+        ),
+        (
+            {"type": "queu", "arn": QUEUE},
+            f"target.type: 'queu' is not a target type; did you mean queue? (one of {TYPES})",
+        ),
+        (
+            {"type": "Topic", "arn": QUEUE},
+            f"target.type: 'Topic' is not a target type; did you mean topic? (one of {TYPES})",
+        ),
+        ({"type": "sqs", "arn": QUEUE}, f"target.type: 'sqs' is not a target type; use one of {TYPES}"),
+        (
+            {"type": "queue", "arn": QUEUE, "colour": "red"},
+            "target.colour: unknown key; valid keys: arn, contentBasedDeduplication, kmsKeyArn, maxMessageBytes, "
+            "messageGroupAttribute, messageGroupId, type",
+        ),
+    ],
+)
+def test_a_target_without_a_known_type_or_with_an_unknown_key_is_refused(target: Any, message: str) -> None:
+    # At the top level of the stack file, and in a `tables` entry, the same message.
+    for config in (
+        ListingConfig({"mode": "eventbridge", "target": target}),
+        ListingConfig({"mode": "eventbridge", "tables": [{"name": "jobs", "target": target}]}),
+    ):
+        with pytest.raises(ValueError) as caught:
+            tables_from_config(config)
+        assert str(caught.value) == message
+
+
+def test_a_target_in_the_stack_file_as_the_cli_hands_it_over_is_checked_too() -> None:
+    # GIVEN `Pulumi.<stack>.yaml` entries as strings (what the CLI passes a program), read with pulumi.Config's rules
+    raw = {"tables": '[{"name": "jobs", "mode": "polling", "target": {"kind": "queue", "arn": "' + QUEUE + '"}}]'}
+    with pytest.raises(ValueError, match=r"^target\.kind: unknown key; .*write `type: queue`$"):
+        tables_from_config(DictConfig(raw, FakeConfig({})))
+
+
+@pytest.mark.parametrize(
+    ("existing", "message"),
+    [
+        ({"name": "orders", "stream_arn": "x"}, "existingTable.stream_arn: unknown key; did you mean streamArn?"),
+        ({"table": "orders"}, "existingTable.table: unknown key; valid keys: name, streamArn"),
+        ({"streamArn": "arn:aws:dynamodb:eu-west-1:123456789012:table/o/stream/l"}, "existingTable.name: missing"),
+        ("orders", "existingTable: must be an object with 'name'"),
+    ],
+)
+def test_every_other_mapping_of_the_stack_file_refuses_unknown_and_missing_keys(existing: Any, message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        tables_from_config(ListingConfig({"mode": "eventbridge", "existingTable": existing}))
+    assert str(caught.value).startswith(message), str(caught.value)

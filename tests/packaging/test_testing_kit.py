@@ -142,3 +142,26 @@ def test_the_usual_lookups_are_answered_and_others_name_their_token() -> None:
     assert stack.exports == {"account": kit.ACCOUNT, "region": "us-east-2", "partition": "aws"}
     with pytest.raises(Exception, match="getCallerIdentity"):
         run_with_mocks(lambda: aws.get_caller_identity(), invokes={})
+
+
+def test_a_users_test_answers_the_lookup_an_existing_table_given_by_stream_arn_makes() -> None:
+    # A table given by stream ARN in the deploying account is looked up (issue 24.3): a user's test answers getTable
+    # alone, the kit still answers who deploys; the lookup names the table and the stream's region.
+    from components import ExistingTable
+
+    stream = f"arn:aws:dynamodb:eu-west-1:{kit.ACCOUNT}:table/orders/stream/{kit.STREAM_LABEL}"
+    asked: list[dict[str, Any]] = []
+
+    def get_table(args: dict[str, Any]) -> dict[str, Any]:
+        asked.append(args)
+        return {**kit.fabricated_table(args["name"]), "hashKey": "PK", "rangeKey": "SK"}
+
+    def program() -> Any:
+        table = ExistingTable("orders", stream_arn=stream)
+        return ScheduledTable("totals", ScheduledTableArgs(mode="aggregate", existing_table=table)).outputs
+
+    stack = run_with_mocks(program, invokes={"aws:dynamodb/getTable:getTable": get_table})
+    assert asked == [{"name": "orders", "region": "eu-west-1"}]
+    assert stack.result["stream_arn"] == stream
+    with pytest.raises(Exception, match="getCallerIdentity"):
+        run_with_mocks(lambda: aws.get_caller_identity(), invokes={})

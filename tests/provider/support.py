@@ -69,20 +69,52 @@ def wire_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
     return deserialized
 
 
-def construct(name: str, inputs: dict[str, Any]) -> MockedStack:
+ACCOUNT = "123456789012"
+# A table of the deployer's account given by stream ARN is looked up (its stream view type, keys, ...): the lookups
+# answered here, for the examples' `orders` table (what its stream ARN names; `changes` alter the answer).
+ORDERS_STREAM = "arn:aws:dynamodb:eu-west-1:123456789012:table/orders/stream/2026-01-01T00:00:00.000"
+
+
+def lookups(**changes: Any) -> dict[str, Any]:
+    orders = {
+        "name": "orders",
+        "arn": ORDERS_STREAM.split("/stream/")[0],
+        "hashKey": "PK",
+        "rangeKey": "SK",
+        "streamEnabled": True,
+        "streamViewType": "NEW_AND_OLD_IMAGES",
+        "streamArn": ORDERS_STREAM,
+        "ttl": {"enabled": False, "attributeName": ""},
+        "globalSecondaryIndexes": [],
+    }
+    caller = {
+        "accountId": ACCOUNT,
+        "arn": f"arn:aws:iam::{ACCOUNT}:user/ci",
+        "id": ACCOUNT,
+        "userId": "AIDA" + "0" * 17,
+    }
+    return {
+        "aws:index/getCallerIdentity:getCallerIdentity": caller,
+        "aws:dynamodb/getTable:getTable": {**orders, **changes},
+    }
+
+
+def construct(name: str, inputs: dict[str, Any], invokes: dict[str, Any] | None = None) -> MockedStack:
     """The provider builds table `name` from `inputs` under the mocks; `result` is the state it returns."""
 
     def program() -> Any:
         result = provider().construct(name, TYPE, wire_inputs(inputs), pulumi.ResourceOptions())
         return result.state
 
-    return run_with_mocks(program, project="scheduled-table", stack="test", invokes={})
+    return run_with_mocks(
+        program, project="scheduled-table", stack="test", invokes=lookups() if invokes is None else invokes
+    )
 
 
 def build(name: str, args: ScheduledTableArgs) -> MockedStack:
     """The Python API builds table `name` from `args` under the same mocks."""
     return run_with_mocks(
-        lambda: ScheduledTable(name, args).outputs, project="scheduled-table", stack="test", invokes={}
+        lambda: ScheduledTable(name, args).outputs, project="scheduled-table", stack="test", invokes=lookups()
     )
 
 

@@ -27,7 +27,7 @@ from components.provider_inputs import Mode, ScheduledTableInputs
 from components.targets import TARGET_TYPES
 from components.testing import run_with_mocks
 
-from .support import EXAMPLES, REFERENCES, TYPE, build, construct, provider, resources, wire_inputs
+from .support import EXAMPLES, REFERENCES, TYPE, build, construct, lookups, provider, resources, wire_inputs
 
 STREAM = "arn:aws:dynamodb:eu-west-1:123456789012:table/orders/stream/2026-01-01T00:00:00.000"
 KEY = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
@@ -304,3 +304,63 @@ def test_the_python_dict_form_is_accepted_by_scheduled_table_itself() -> None:
     assert table.inputs["hashKey"] == "PK" and "rangeKey" not in table.inputs
     with pytest.raises(ValueError, match=r"^batchSize: 0 is out of range"):
         ScheduledTable("audit", ScheduledTableInputs(mode=Mode.Ttl, batch_size=0))
+
+
+# -- issue 24.2: every ARN input takes another resource's output (alarmTopicArn was plain)
+
+REFERENCES.setdefault("ops.arn", "arn:aws:sns:eu-west-1:123456789012:ops-9a8b7c6")
+REFERENCES.setdefault("opsQueue.arn", "arn:aws:sqs:eu-west-1:123456789012:ops")
+
+
+def test_an_alarm_topic_from_another_resource_builds_what_the_python_api_builds() -> None:
+    inputs = {"mode": "eventbridge", "alarmTopicArn": "${ops.arn}"}
+    from_provider = construct("alarmed", inputs)
+    from_python = build("alarmed", ScheduledTableArgs(mode="eventbridge", alarm_topic_arn=REFERENCES["ops.arn"]))
+    assert resources(from_provider) == resources(from_python)
+    alarm = from_provider.one("alarmed-poison-not-empty-alarm").inputs
+    assert alarm["alarmActions"] == [REFERENCES["ops.arn"]]
+
+
+def test_a_wrong_alarm_topic_from_another_resource_fails_naming_the_input() -> None:
+    queue = REFERENCES["opsQueue.arn"]
+    with pytest.raises(Exception) as caught:
+        construct("alarmed", {"mode": "eventbridge", "alarmTopicArn": "${opsQueue.arn}"})
+    assert (
+        str(caught.value)
+        .splitlines()[-1]
+        .endswith(
+            f"alarmTopicArn: {queue!r} is not an SNS topic ARN; pass the topic's `.arn` "
+            "(arn:aws:sns:<region>:<account>:<topic>), e.g. 'arn:aws:sns:eu-west-1:123456789012:ops'"
+        )
+    )
+
+
+# -- issues 24.3 and 24.4: an existing table given by stream ARN, through the provider -----------------------------
+
+
+def test_an_existing_tables_stream_without_both_images_fails_naming_the_input() -> None:
+    inputs = {"mode": "aggregate", "existingTable": {"name": "orders", "streamArn": "${orders.streamArn}"}}
+    with pytest.raises(Exception) as caught:
+        construct("totals", inputs, invokes=lookups(streamViewType="KEYS_ONLY"))
+    assert (
+        str(caught.value)
+        .splitlines()[-1]
+        .endswith(
+            "existingTable: table 'orders' has StreamViewType KEYS_ONLY; ScheduledTable needs NEW_AND_OLD_IMAGES (a "
+            "stream's view type cannot change: disable the stream, then enable it with NEW_AND_OLD_IMAGES)"
+        )
+    )
+
+
+def test_a_name_and_a_stream_arn_of_two_tables_fail_naming_the_input() -> None:
+    inputs = {"mode": "aggregate", "existingTable": {"name": "invoices", "streamArn": "${orders.streamArn}"}}
+    with pytest.raises(Exception) as caught:
+        construct("totals", inputs)
+    assert (
+        str(caught.value)
+        .splitlines()[-1]
+        .endswith(
+            "existingTable: the stream ARN belongs to table 'orders', not 'invoices'; pass that table's name and "
+            "stream ARN; the name and the stream ARN must be the same table's"
+        )
+    )

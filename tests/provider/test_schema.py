@@ -214,3 +214,14 @@ def test_an_option_of_a_type_the_provider_cannot_take_fails_generation(monkeypat
     monkeypatch.setitem(OPTION_DOCS, "ratio", "a ratio")
     with pytest.raises(TypeError, match=r"ScheduledTableInputs\.ratio: no provider input type"):
         provider.render_inputs()
+
+
+def test_every_arn_input_takes_another_resources_output() -> None:
+    """An ARN is another resource's output (`topic.arn`); a plain input would refuse it (issue 24.2)."""
+    found = schema()
+    objects = {"ScheduledTable": _resource()["inputProperties"]}
+    objects.update({token: spec.get("properties", {}) for token, spec in found["types"].items()})
+    arns = [(where, name, spec) for where, props in objects.items() for name, spec in props.items()]
+    arns = [(where, name, spec) for where, name, spec in arns if name.lower().endswith("arn")]
+    assert {name for _, name, _ in arns} >= {"alarmTopicArn", "kmsKeyArn", "arn", "streamArn"}
+    assert [f"{where}.{name}" for where, name, spec in arns if spec.get("plain")] == []
