@@ -6,7 +6,6 @@ Each rule raises ValueError naming the field and the fix, so `pulumi up` stops b
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
-from enum import StrEnum
 from typing import Any, Literal
 
 import pulumi
@@ -14,17 +13,7 @@ import pulumi
 from .arns import kms_key_problem
 from .existing import TABLE_OPTIONS, ExistingTable, existing_table_problem
 from .targets import TARGET_TYPES, Target, scheduler_problem, topic_arn_problem
-
-
-class Mode(StrEnum):
-    EVENTBRIDGE = "eventbridge"
-    TTL = "ttl"
-    POLLING = "polling"
-    AGGREGATE = "aggregate"
-
-
-ModeName = Literal["eventbridge", "ttl", "polling", "aggregate"]
-KeyType = Literal["S", "N", "B"]
+from .types import KeyType, Mode, ModeName
 
 # CloudWatch Logs accepts only these retention periods (days).
 LOG_RETENTION_DAYS = frozenset(

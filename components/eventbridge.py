@@ -7,18 +7,23 @@ time, and a release function delivers each due event at its second (`handlers/st
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_aws as aws
 
 from . import policies
+from .builders import (
+    build_function,
+    build_ledger,
+    build_queue,
+    build_scheduling,
+    build_stream_consumer,
+    handler_config,
+    target_statements,
+)
 from .filters import eventbridge_filters
-from .parts import Consumer, flatten
+from .parts import BuildContext, Consumer, ModeResult, flatten
 from .runtime_config import OWNED_QUEUE_MAX_MESSAGE_BYTES, Value
-
-if TYPE_CHECKING:
-    from .component import ScheduledTable
 
 # A release message that failed this many receives (a target failing for a while, a consumer crashing) goes to the
 # target DLQ, where Scheduler also parks what it could not deliver.
@@ -29,16 +34,16 @@ RELEASE_RETENTION_SECONDS = 24 * 3600
 RELEASE_BATCH_SIZE = 10
 
 
-def build(component: ScheduledTable) -> Consumer:
+def build(ctx: BuildContext) -> ModeResult:
     """Stream -> scheduling Lambda -> one Scheduler `at()` schedule per item -> target (seed 000)."""
-    a = component._args
-    ledger = component._ledger()
-    fire_statements = component._target_statements(policies.target_statements)
+    a = ctx.args
+    ledger = build_ledger(ctx)
+    fire_statements = target_statements(ctx, policies.target_statements)
     target_dlq = release_queue = None
     values: dict[str, pulumi.Input[str]] = {Value.LEDGER_TABLE: ledger.name}
     if a.precision == "second":
-        target_dlq = component._queue("target-dlq")
-        release_queue = _release_queue(component, target_dlq)
+        target_dlq = build_queue(ctx.owner, "target-dlq")
+        release_queue = _release_queue(ctx, target_dlq)
         # Scheduler sends one-time occurrences to the release queue; recurring items' schedules still deliver to the
         # target themselves (their firings are minutes), so the role keeps the target's statements.
         fire_statements = pulumi.Output.all(fire_statements, release_queue.arn).apply(
@@ -51,13 +56,13 @@ def build(component: ScheduledTable) -> Consumer:
                 Value.TARGET_DLQ_URL: target_dlq.url,
             }
         )
-    scheduling = component._scheduling(fire_statements, target_dlq=target_dlq)
+    scheduling = build_scheduling(ctx, fire_statements, target_dlq=target_dlq)
     values.update(scheduling.values)
     delivery = [
-        component._target_statements(policies.direct_dispatch_statements),
+        target_statements(ctx, policies.direct_dispatch_statements),
         # Deliveries are claimed once per occurrence in the ledger; the item is read back before acting.
         ledger.arn.apply(policies.ledger_statements),
-        component.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["GetItem"])),
+        ctx.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["GetItem"])),
     ]
     # The scheduling function writes its batch's schedule markers with BatchWriteItem (the releaser does not).
     markers = ledger.arn.apply(lambda arn: policies.ledger_statements(arn, batch_markers=True))
@@ -65,26 +70,32 @@ def build(component: ScheduledTable) -> Consumer:
     if release_queue is not None:
         # Occurrences too close for a schedule go straight into the release queue.
         statements.append(release_queue.arn.apply(policies.queue_send_statements))
-    consumer = component._consumer(
+    consumer = build_stream_consumer(
+        ctx,
         role="scheduler",
         handler="eventbridge.handler",
         filters=eventbridge_filters(a.time_attribute),
         extra_statements=pulumi.Output.all(*statements).apply(flatten),
-        config=component._config(values),
+        config=handler_config(ctx, values),
     )
     if release_queue is not None and target_dlq is not None:
-        _releaser(component, release_queue, target_dlq, delivery, component._config(values))
-    return consumer
+        _releaser(ctx, release_queue, target_dlq, delivery, handler_config(ctx, values))
+    return ModeResult(
+        consumer=consumer,
+        schedule_group_name=scheduling.group.name,
+        target_dlq_url=scheduling.target_dlq.url,
+        ledger_table_name=ledger.name,
+    )
 
 
-def _release_queue(component: ScheduledTable, target_dlq: aws.sqs.Queue) -> aws.sqs.Queue:
+def _release_queue(ctx: BuildContext, target_dlq: aws.sqs.Queue) -> aws.sqs.Queue:
     """Holds each due event until its second (per-message DelaySeconds); after `RELEASE_MAX_RECEIVES` failed
     receives a message goes to the target DLQ. Its visibility timeout outlasts the function's timeout (AWS requires
     at least that for an event source mapping) and equals the ledger's lease, so a retry finds a crashed run's claim
     expired. Not in the component's alarmed queues: messages wait here by design (the target DLQ is alarmed)."""
-    a = component._args
+    a = ctx.args
     return aws.sqs.Queue(
-        f"{component._name}-release",
+        f"{ctx.owner.name}-release",
         sqs_managed_sse_enabled=True,
         max_message_size=OWNED_QUEUE_MAX_MESSAGE_BYTES,
         message_retention_seconds=RELEASE_RETENTION_SECONDS,
@@ -92,13 +103,13 @@ def _release_queue(component: ScheduledTable, target_dlq: aws.sqs.Queue) -> aws.
         redrive_policy=target_dlq.arn.apply(
             lambda arn: json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": RELEASE_MAX_RECEIVES})
         ),
-        tags=component._tags,
-        opts=component._child,
+        tags=dict(ctx.owner.tags),
+        opts=ctx.owner.child,
     )
 
 
 def _releaser(
-    component: ScheduledTable,
+    ctx: BuildContext,
     release_queue: aws.sqs.Queue,
     target_dlq: aws.sqs.Queue,
     delivery: list[pulumi.Output[list[policies.Statement]]],
@@ -108,22 +119,23 @@ def _releaser(
     (early messages), deliver to the target (claiming in the ledger, reading the item's due time), and park in the
     poison queue and the target DLQ; nothing else."""
     statements = pulumi.Output.all(*delivery, release_queue.arn.apply(policies.queue_consume_statements))
-    consumer = component._function(
+    consumer = build_function(
+        ctx,
         role="releaser",
         handler="release.handler",
         extra_statements=statements.apply(flatten),
         config=config,
         stream=False,
-        send_queues=[release_queue, component.poison_queue, target_dlq],
+        send_queues=[release_queue, ctx.poison_queue, target_dlq],
     )
     mapping = aws.lambda_.EventSourceMapping(
-        f"{component._name}-release-mapping",
+        f"{ctx.owner.name}-release-mapping",
         event_source_arn=release_queue.arn,
         function_name=consumer.function.arn,
         batch_size=RELEASE_BATCH_SIZE,
         maximum_batching_window_in_seconds=0,
         function_response_types=["ReportBatchItemFailures"],
-        opts=pulumi.ResourceOptions(parent=component, depends_on=[consumer.policy]),
+        opts=pulumi.ResourceOptions(parent=ctx.owner.parent, depends_on=[consumer.policy]),
     )
     return Consumer(
         function=consumer.function,

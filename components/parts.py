@@ -1,13 +1,64 @@
-"""What the mode modules build with and hand back: the parts every mode's consumer has, and small helpers."""
+"""The records the component's builders take and hand back (the AWS Solutions Constructs pattern: the construct only
+wires; each `build_x(ctx, ...)` makes its resources and returns what it made). A leaf of the package: it imports no
+other module of the component but the IAM types, so every builder and mode module can use it without a cycle."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 
 from . import policies
+from .args import ScheduledTableArgs
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """What the component needs of its table, whether it made it or was given it."""
+
+    name: pulumi.Output[str]
+    arn: pulumi.Output[str]
+    stream_arn: pulumi.Output[str]
+
+
+@dataclass
+class Made:
+    """Every function and queue a build made, by role: the alarms and the dashboard are made from these."""
+
+    functions: dict[str, aws.lambda_.Function] = field(default_factory=dict)
+    stream_functions: dict[str, aws.lambda_.Function] = field(default_factory=dict)
+    queues: dict[str, aws.sqs.Queue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Whose resources these are: the component (the parent of every child), its name (every child's logical name
+    is `f"{name}-..."`), the tags every taggable child gets, and the record of what was made."""
+
+    name: str
+    parent: pulumi.Resource
+    tags: Mapping[str, str]
+    made: Made
+
+    @property
+    def child(self) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self.parent)
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What every mode's builder needs: the validated args, the table, the queues every mode has, and the target
+    (its kind and ARN; an owned due queue's ARN when the user gave none; "" in aggregate mode)."""
+
+    owner: Owner
+    args: ScheduledTableArgs
+    table: TableRef
+    stream_dlq: aws.sqs.Queue
+    poison_queue: aws.sqs.Queue
+    target_kind: str
+    target_arn: pulumi.Input[str]
 
 
 @dataclass(frozen=True)
@@ -23,11 +74,25 @@ class Consumer:
 
 @dataclass(frozen=True)
 class Scheduling:
-    """What a per-item-schedule mode adds to its consumer: IAM statements and the values of the handler's
-    `scheduler` config."""
+    """What a per-item-schedule mode adds to its consumer: the schedule group, the target DLQ, the IAM statements
+    the consumer needs and the values of the handler's `scheduler` config."""
 
+    group: aws.scheduler.ScheduleGroup
+    target_dlq: aws.sqs.Queue
     consumer_statements: pulumi.Output[list[policies.Statement]]
     values: dict[str, pulumi.Input[str]]
+
+
+@dataclass(frozen=True)
+class ModeResult:
+    """What a mode built: its main consumer (the component's `function_name`) and the outputs only some modes have."""
+
+    consumer: Consumer
+    schedule_group_name: pulumi.Output[str] | None = None
+    target_dlq_url: pulumi.Output[str] | None = None
+    ledger_table_name: pulumi.Output[str] | None = None
+    processor_function_name: pulumi.Output[str] | None = None
+    tick_rule_name: pulumi.Output[str] | None = None
 
 
 def flatten(parts: list[list[policies.Statement]]) -> list[policies.Statement]:

@@ -3,38 +3,41 @@ write (seed 002). The handler side is `handlers/polling.py`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pulumi
 import pulumi_aws as aws
 
 from . import policies
+from .builders import (
+    build_function,
+    build_ledger,
+    build_queue,
+    build_stream_consumer,
+    handler_config,
+    target_statements,
+)
 from .filters import polling_filters
 from .packaging import runtime_module
-from .parts import Consumer, flatten
+from .parts import BuildContext, ModeResult, flatten
 from .runtime_config import Value
 
-if TYPE_CHECKING:
-    from .component import ScheduledTable
 
-
-def build(component: ScheduledTable) -> Consumer:
+def build(ctx: BuildContext) -> ModeResult:
     """A rule ticks -> processor takes due items from the sharded index; the assigner indexes new items."""
-    a = component._args
+    a = ctx.args
     pending = runtime_module("pending")
-    target_dlq = component._queue("target-dlq")
-    component.target_dlq_url = target_dlq.url
+    target_dlq = build_queue(ctx.owner, "target-dlq")
     # The assigner indexes an item and marks the record in the ledger in one transaction (once per record).
-    ledger = component._ledger()
-    config = component._config({Value.TARGET_DLQ_URL: target_dlq.url, Value.LEDGER_TABLE: ledger.name})
+    ledger = build_ledger(ctx)
+    config = handler_config(ctx, {Value.TARGET_DLQ_URL: target_dlq.url, Value.LEDGER_TABLE: ledger.name})
     done_actions = ["DeleteItem", "UpdateItem"] if a.on_done == "delete" else ["UpdateItem"]
-    processor = component._function(
+    processor = build_function(
+        ctx,
         role="processor",
         handler="polling.handler",
         extra_statements=pulumi.Output.all(
-            component._target_statements(policies.direct_dispatch_statements),
-            component.table.arn.apply(lambda arn: policies.index_query_statements(arn, pending.INDEX_NAME)),
-            component.table.arn.apply(lambda arn: policies.table_item_statements(arn, done_actions)),
+            target_statements(ctx, policies.direct_dispatch_statements),
+            ctx.table.arn.apply(lambda arn: policies.index_query_statements(arn, pending.INDEX_NAME)),
+            ctx.table.arn.apply(lambda arn: policies.table_item_statements(arn, done_actions)),
         ).apply(flatten),
         config=config,
         stream=False,
@@ -43,47 +46,53 @@ def build(component: ScheduledTable) -> Consumer:
     # A failed tick is retried by the next one (its items are still due); no async retries, and a record of
     # the failure in the target DLQ.
     aws.lambda_.FunctionEventInvokeConfig(
-        f"{component._name}-processor-invoke-config",
+        f"{ctx.owner.name}-processor-invoke-config",
         function_name=processor.function.name,
         maximum_retry_attempts=0,
         maximum_event_age_in_seconds=processor_event_age_seconds(a.poll_interval_minutes),
         destination_config=aws.lambda_.FunctionEventInvokeConfigDestinationConfigArgs(
             on_failure=aws.lambda_.FunctionEventInvokeConfigDestinationConfigOnFailureArgs(destination=target_dlq.arn)
         ),
-        opts=component._child,
+        opts=ctx.owner.child,
     )
     rule = aws.cloudwatch.EventRule(
-        f"{component._name}-tick",
+        f"{ctx.owner.name}-tick",
         schedule_expression=tick_expression(a.poll_interval_minutes),
-        description=f"scheduled-table polling tick for {component._name}",
-        tags=component._tags,
-        opts=component._child,
+        description=f"scheduled-table polling tick for {ctx.owner.name}",
+        tags=dict(ctx.owner.tags),
+        opts=ctx.owner.child,
     )
     permission = aws.lambda_.Permission(
-        f"{component._name}-tick-permission",
+        f"{ctx.owner.name}-tick-permission",
         action="lambda:InvokeFunction",
         function=processor.function.name,
         principal="events.amazonaws.com",
         source_arn=rule.arn,
-        opts=component._child,
+        opts=ctx.owner.child,
     )
     aws.cloudwatch.EventTarget(
-        f"{component._name}-tick-target",
+        f"{ctx.owner.name}-tick-target",
         rule=rule.name,
         arn=processor.function.arn,
-        opts=pulumi.ResourceOptions(parent=component, depends_on=[permission]),
+        opts=pulumi.ResourceOptions(parent=ctx.owner.parent, depends_on=[permission]),
     )
-    component.processor_function_name = processor.function.name
-    component.tick_rule_name = rule.name
-    return component._consumer(
+    assigner = build_stream_consumer(
+        ctx,
         role="assigner",
         handler="polling.assign",
         filters=polling_filters(),
         extra_statements=pulumi.Output.all(
-            component.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),
+            ctx.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),
             ledger.arn.apply(lambda arn: policies.table_item_statements(arn, ["PutItem"])),
         ).apply(flatten),
         config=config,
+    )
+    return ModeResult(
+        consumer=assigner,
+        target_dlq_url=target_dlq.url,
+        ledger_table_name=ledger.name,
+        processor_function_name=processor.function.name,
+        tick_rule_name=rule.name,
     )
 
 

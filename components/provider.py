@@ -12,7 +12,6 @@ validation; its messages name the camelCase inputs a TypeScript, YAML, Go or C# 
 """
 
 import dataclasses
-import enum
 import inspect
 import json
 import re
@@ -25,25 +24,29 @@ from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 import pulumi
-from pulumi.provider.experimental.util import camel_case
 
 from . import args as args_module
 from . import component
 from .args import OPTION_DOCS, Mode, ScheduledTableArgs
 from .existing import ExistingTable
+from .inputs import NO_SORT_KEY, TARGET_KINDS, args_from_inputs, input_name, provider_message, target_fields
 from .provider_inputs import ScheduledTableInputs
-from .stack_config import _TARGETS, check_keys
-from .targets import TARGET_TYPES, EmailTarget, Target
+from .targets import TARGET_TYPES
+
+__all__ = [
+    "NO_SORT_KEY",
+    "PACKAGE",
+    "TARGET_KINDS",
+    "ScheduledTable",
+    "args_from_inputs",
+    "input_name",
+    "package_version",
+    "provider_message",
+    "target_fields",
+]
 
 PACKAGE = "scheduled-table"
 INPUTS_FILE = Path(__file__).with_name("provider_inputs.py")
-
-# Each target kind's name (the stack configuration's `type`, the provider's `kind`), class and the field its `arn`
-# fills: one table for both, so a kind added for stack files is a provider kind too.
-TARGET_KINDS: dict[str, tuple[type, str | None]] = {**_TARGETS, "email": (EmailTarget, None)}
-# The stack configuration's spelling of "no sort key" (stack_config.args_from_config), also accepted here: a
-# provider input that is not set keeps its default ("SK"), so "none" is how a TypeScript or YAML user says None.
-NO_SORT_KEY = ("", "none", "None")
 
 # Descriptions of what only the provider form has, or says differently from OPTION_DOCS (which speaks Python).
 PROVIDER_DOCS: dict[str, str] = {
@@ -97,11 +100,6 @@ EXISTING_TABLE_DOCS: dict[str, str] = {
 }
 
 
-def input_name(field_name: str) -> str:
-    """The schema's name of a Python field: the analyzer's own camelCase, so messages name what users wrote."""
-    return camel_case(field_name)
-
-
 def package_version() -> str:
     """The installed package's version (the plugin's venv installs it), or pyproject's in a bare checkout: the
     schema's version, which consumers pin as the git tag `v<version>`."""
@@ -110,131 +108,6 @@ def package_version() -> str:
     except metadata.PackageNotFoundError:
         pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
         return str(tomllib.loads(pyproject.read_text())["project"]["version"])
-
-
-# -- the provider form -> ScheduledTableArgs ---------------------------------------------------------------------
-
-
-def args_from_inputs(inputs: Mapping[str, Any]) -> ScheduledTableArgs:
-    """ScheduledTableArgs from the provider form (snake_case keys, as `construct` maps them: enum members, numbers
-    that came over the wire as floats, nested dicts for `target` and `existing_table`). ScheduledTableArgs then
-    validates it exactly as it does a Python user's; a ValueError names the camelCase input and the fix."""
-    try:
-        return _args(inputs)
-    except ValueError as exc:
-        raise ValueError(provider_message(str(exc))) from exc
-
-
-def _args(inputs: Mapping[str, Any]) -> ScheduledTableArgs:
-    if not isinstance(inputs, Mapping):
-        raise ValueError(f"args: {type(inputs).__name__} is not ScheduledTableArgs or a dict of its inputs")
-    fields = dataclasses.fields(ScheduledTableArgs)
-    check_keys(inputs, [f.name for f in fields])
-    for f in fields:
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and inputs.get(f.name) is None:
-            raise ValueError(f"{f.name}: missing; it is required")
-    values: dict[str, Any] = {}
-    for name, value in inputs.items():
-        if value is None:  # not set: the default, as the schema says
-            continue
-        if name == "target":
-            values[name] = _target(value)
-        elif name == "existing_table":
-            values[name] = _existing(value)
-        elif name == "sort_key" and value in NO_SORT_KEY:
-            values[name] = None
-        else:
-            values[name] = _plain(value)
-    return ScheduledTableArgs(**values)
-
-
-def _plain(value: Any) -> Any:
-    """What ScheduledTableArgs takes: an enum member's value, and a whole number that came as a float (JSON numbers
-    cross the wire as doubles; the SDK converts top-level integers only, not a list's items)."""
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, list):
-        return [_plain(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    return value
-
-
-def _target(value: Any) -> Target:
-    if not isinstance(value, Mapping):
-        raise ValueError(f"target: {value!r} is not an object; pass {{kind: ..., ...}} with the kind's fields")
-    kind = _plain(value.get("kind"))
-    if kind not in TARGET_KINDS:
-        kinds = ", ".join(repr(k) for k in TARGET_KINDS)
-        raise ValueError(f"target.kind: {kind!r} is not a target kind; use one of {kinds}")
-    cls, arn_field = TARGET_KINDS[kind]
-    own = {f.name: f for f in dataclasses.fields(cls)}
-    check_keys(value, ["kind", *target_fields()], where="target.")
-    given: dict[str, Any] = {}
-    for key, item in value.items():
-        if key == "kind" or item is None:
-            continue
-        field_name = arn_field if key == "arn" else key
-        if field_name is None or field_name not in own or (key != "arn" and field_name == arn_field):
-            users = ", ".join(repr(k) for k, (c, a) in TARGET_KINDS.items() if _target_field(c, a, key))
-            raise ValueError(f"target.{key}: does not apply to a {kind!r} target (only to {users}); remove it")
-        given[field_name] = item if key == "arn" else _plain(item)
-    for name, f in own.items():
-        if f.default is dataclasses.MISSING and name not in given:
-            raise ValueError(f"target.{'arn' if name == arn_field else name}: a {kind!r} target needs it; set it")
-    target: Target = cls(**given)
-    return target
-
-
-def _existing(value: Any) -> ExistingTable:
-    if not isinstance(value, Mapping):
-        raise ValueError(f"existing_table: {value!r} is not an object; pass {{name: ..., stream_arn: ...}}")
-    fields = dataclasses.fields(ExistingTable)
-    check_keys(value, [f.name for f in fields], where="existing_table.")
-    for f in fields:
-        if f.default is dataclasses.MISSING and value.get(f.name) is None:
-            raise ValueError(f"existing_table.{f.name}: missing; it is required")
-    return ExistingTable(**{f.name: value[f.name] for f in fields if value.get(f.name) is not None})
-
-
-def _target_field(cls: type, arn_field: str | None, key: str) -> bool:
-    """Whether input `key` of the target object applies to target class `cls`."""
-    if key == "arn":
-        return arn_field is not None
-    return key != arn_field and key in {f.name for f in dataclasses.fields(cls)}
-
-
-def target_fields() -> list[str]:
-    """The target object's fields besides `kind`, in order: `arn`, then every target class's own fields."""
-    names = ["arn"]
-    for cls, arn_field in TARGET_KINDS.values():
-        names += [f.name for f in dataclasses.fields(cls) if f.name != arn_field and f.name not in names]
-    return names
-
-
-def _renames() -> list[tuple[str, str]]:
-    """(Python name, provider name) for every name a validation message may use, most specific first."""
-    pairs: list[tuple[str, str]] = []
-    for cls, arn_field in TARGET_KINDS.values():
-        for f in dataclasses.fields(cls):
-            provider = "arn" if f.name == arn_field else input_name(f.name)
-            pairs += [(f"{cls.__name__}.{f.name}", f"target.{provider}"), (f.name, provider)]
-    pairs += [(f.name, input_name(f.name)) for f in dataclasses.fields(ExistingTable)]
-    pairs += [(f.name, input_name(f.name)) for f in dataclasses.fields(ScheduledTableArgs)]
-    return sorted({p for p in pairs if p[0] != p[1]}, key=lambda p: -len(p[0]))
-
-
-_RENAMES = dict(_renames())
-_NAMES = re.compile(r"(?<!\w)(" + "|".join(re.escape(name) for name in _RENAMES) + r")(?![\w])")
-
-
-def provider_message(text: str) -> str:
-    """A validation message in the provider's terms: `lambda_memory_mb: ...` -> `lambdaMemoryMb: ...`,
-    `QueueTarget.queue_arn` -> `target.arn`, `x=True` -> `x: true`."""
-    text = _NAMES.sub(lambda m: _RENAMES[m.group(1)], text)
-    return re.sub(r"\b(\w+)=(True|False)\b", lambda m: f"{m.group(1)}: {m.group(2).lower()}", text)
 
 
 # -- the hosted component ------------------------------------------------------------------------------------------

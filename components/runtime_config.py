@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .args import Mode, ScheduledTableArgs
 from .targets import SQS_MAX_MESSAGE_BYTES, EmailTarget, EventBusTarget, QueueTarget
+from .types import Mode
+
+if TYPE_CHECKING:  # the options validate themselves with this module's 4 KB check: a type-only import back
+    from .args import ScheduledTableArgs
 
 ENV_VAR = "SCHEDULED_TABLE_CONFIG"
 LOG_LEVEL_VAR = "LOG_LEVEL"

@@ -40,7 +40,7 @@ REMOVED_KEYS: dict[str, tuple[str, str]] = {
     ),
 }
 
-_TARGETS: dict[str, tuple[type, str]] = {
+TARGETS: dict[str, tuple[type, str]] = {
     "queue": (QueueTarget, "queue_arn"),
     "function": (FunctionTarget, "function_arn"),
     "stateMachine": (StateMachineTarget, "state_machine_arn"),
@@ -56,7 +56,7 @@ def camel(name: str) -> str:
 
 # What a stack file's `type` may be: the kinds above, email, and `dueQueue` (the queue the component creates, as
 # when `target` is left out).
-TARGET_TYPE_NAMES = (*_TARGETS, "email", "dueQueue")
+TARGET_TYPE_NAMES = (*TARGETS, "email", "dueQueue")
 
 
 def target_from_config(value: Any) -> Target | None:
@@ -88,8 +88,8 @@ def target_from_config(value: Any) -> Target | None:
         return None
     if kind == "email":
         cls, arn_field = EmailTarget, None
-    elif kind in _TARGETS:
-        cls, arn_field = _TARGETS[kind]
+    elif kind in TARGETS:
+        cls, arn_field = TARGETS[kind]
     else:
         raise ValueError(f"target.type: {kind!r} is not a target type; {_closest(kind, TARGET_TYPE_NAMES)}")
     fields = {camel(f.name): f.name for f in dataclasses.fields(cls) if f.name != arn_field}

@@ -3,44 +3,55 @@ per item that fires it (an UpdateItem the executor acts on). The handler side is
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pulumi
 
 from . import policies
+from .builders import (
+    build_ledger,
+    build_scheduling,
+    build_stream_consumer,
+    handler_config,
+    target_statements,
+)
 from .filters import ttl_filters
-from .parts import Consumer, flatten
+from .parts import BuildContext, ModeResult, flatten
 from .runtime_config import Value
 
-if TYPE_CHECKING:
-    from .component import ScheduledTable
 
-
-def build(component: ScheduledTable) -> Consumer:
+def build(ctx: BuildContext) -> ModeResult:
     """TTL deletion -> filtered stream -> executor -> target (seeds 001, 004); `precise` adds a schedule per item
     that fires it on time (Scheduler may only UpdateItem this table), with TTL as the fallback."""
-    a = component._args
-    ledger = component._ledger()
+    a = ctx.args
+    ledger = build_ledger(ctx)
     # Precise: the executor fires an item whose due time has passed (UpdateItem, as its schedule would), deletes a
     # fired item once acted on, and writes a repeating one back (PutItem).
     item_actions = ["PutItem", "DeleteItem", "UpdateItem"] if a.precise else ["PutItem"]
     statements: list[pulumi.Output[list[policies.Statement]]] = [
-        component._target_statements(policies.direct_dispatch_statements),
+        target_statements(ctx, policies.direct_dispatch_statements),
         ledger.arn.apply(policies.ledger_statements),
-        component.table.arn.apply(lambda arn: policies.table_item_statements(arn, item_actions)),
+        ctx.table.arn.apply(lambda arn: policies.table_item_statements(arn, item_actions)),
     ]
     values: dict[str, pulumi.Input[str]] = {Value.LEDGER_TABLE: ledger.name}
+    group_name = target_dlq_url = None
     if a.precise:
-        delete_item = pulumi.Output.all(component.table.arn, a.kms_key_arn).apply(
+        delete_item = pulumi.Output.all(ctx.table.arn, a.kms_key_arn).apply(
             lambda v: policies.scheduled_delete_statements(v[0], v[1])
         )
-        scheduling = component._scheduling(delete_item)
+        scheduling = build_scheduling(ctx, delete_item)
+        group_name, target_dlq_url = scheduling.group.name, scheduling.target_dlq.url
         statements.append(scheduling.consumer_statements)
         values.update(scheduling.values)
-    return component._consumer(
+    consumer = build_stream_consumer(
+        ctx,
         role="executor",
         handler="ttl.handler",
         filters=ttl_filters(a.time_attribute, a.precise),
         extra_statements=pulumi.Output.all(*statements).apply(flatten),
-        config=component._config(values),
+        config=handler_config(ctx, values),
+    )
+    return ModeResult(
+        consumer=consumer,
+        schedule_group_name=group_name,
+        target_dlq_url=target_dlq_url,
+        ledger_table_name=ledger.name,
     )

@@ -1,0 +1,376 @@
+"""The shared builders every mode makes its resources with: free functions `build_x(ctx, ...) -> record` over the
+build context (components/parts.py). Each child is named `f"{owner.name}-..."` and parented to the component, so
+moving code here changed no resource's URN (tests/house/test_resources_unchanged.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from . import arns, descriptions, policies
+from .args import Mode, ScheduledTableArgs
+from .existing import (
+    WRONG_VIEW_TYPE_FILTER,
+    existing_table_problem,
+    latest_stream_problem,
+    looked_up,
+    stream_region_and_account,
+    table_arn_of,
+    table_problems,
+)
+from .filters import filter_patterns
+from .packaging import handler_archive, runtime_module
+from .parts import BuildContext, Consumer, Owner, Scheduling, TableRef
+from .runtime_config import OWNED_QUEUE_MAX_MESSAGE_BYTES, Value, function_environment, handler_document
+from .targets import EmailTarget
+
+DLQ_RETENTION_SECONDS = 14 * 24 * 3600
+
+
+def build_table(owner: Owner, args: ScheduledTableArgs, rename: Callable[[str], str] = str) -> TableRef:
+    """The table acted on: the one given (`existing_table`), or a new one. `rename` words a deploy-time failure as
+    the user named the option (Python, or the provider's camelCase inputs)."""
+    given = args.existing_table
+    if given is not None:
+        checks = _TableChecks(owner, args, rename)
+        if given.stream_arn is None:
+            return checks.looked_up(given.name)
+        return checks.given(given.name, given.stream_arn)
+    table = _new_table(owner, args)
+    return TableRef(name=table.name, arn=table.arn, stream_arn=table.stream_arn)
+
+
+@dataclasses.dataclass(frozen=True)
+class _TableChecks:
+    """An existing table, checked when the stack deploys; a failed check raises inside an apply, which fails the
+    deploy naming each setting to change, before anything reads the stream."""
+
+    owner: Owner
+    args: ScheduledTableArgs
+    rename: Callable[[str], str]
+
+    def fail(self, message: str) -> None:
+        raise ValueError(self.rename(message))
+
+    def checked(self, result: Any, stream_arn: str | None = None) -> dict[str, Any]:
+        """A looked-up table, refused if it lacks what the mode needs (or, given by stream ARN, if that is not its
+        latest stream)."""
+        a = self.args
+        table = looked_up(result)
+        problems = table_problems(
+            table,
+            mode=str(a.mode),
+            partition_key=a.partition_key,
+            sort_key=a.sort_key,
+            time_attribute=a.time_attribute,
+        )
+        if problems:
+            self.fail("existing_table: " + "; ".join(problems))
+        stale = latest_stream_problem(table, stream_arn) if stream_arn is not None else None
+        if stale:
+            self.fail(stale)
+        return table
+
+    def looked_up(self, name: pulumi.Input[str]) -> TableRef:
+        """An existing table given by name only: looked up when the stack deploys, and checked."""
+        found = aws.dynamodb.get_table_output(name=name, opts=pulumi.InvokeOutputOptions(parent=self.owner.parent))
+        table = found.apply(self.checked)
+        return TableRef(
+            name=table.apply(lambda t: str(t["name"])),
+            arn=table.apply(lambda t: str(t["arn"])),
+            stream_arn=table.apply(lambda t: str(t["stream_arn"])),
+        )
+
+    def given(self, name: pulumi.Input[str], stream_arn: pulumi.Input[str]) -> TableRef:
+        """An existing table given by name and stream ARN, either of them plain or an Output. Once both are known
+        they must be one table's (as plain strings are checked at construction); the table the stream ARN names is
+        then looked up in its region and checked as a table given by name is, when it is in the deploying account
+        (another account's cannot be described: its records are parked at run time instead, see
+        existing.WRONG_VIEW_TYPE_FILTER). Everything built on the table waits for these checks."""
+        parent = pulumi.InvokeOutputOptions(parent=self.owner.parent)
+        caller = aws.get_caller_identity_output(opts=parent)
+
+        def check(values: list[Any]) -> Any:
+            table, stream, account = values
+            if table is None or stream is None:  # mocks that echo inputs: nothing to check
+                return [table, stream]
+            problem = existing_table_problem(table, stream)
+            if problem:
+                self.fail(problem)
+            region, owner = stream_region_and_account(stream)
+            if owner != account:
+                return [table, stream]
+            found = aws.dynamodb.get_table_output(name=table, region=region, opts=parent)
+            return found.apply(lambda result: [self.checked(result, stream)["name"], stream])
+
+        pair = pulumi.Output.all(name, stream_arn, caller.account_id).apply(check)
+        return TableRef(
+            name=pair.apply(lambda p: p[0]),
+            arn=pair.apply(lambda p: table_arn_of(p[1]) if p[1] is not None else arns.UNKNOWN_ARN),
+            stream_arn=pair.apply(lambda p: p[1]),
+        )
+
+
+def _new_table(owner: Owner, a: ScheduledTableArgs) -> aws.dynamodb.Table:
+    attributes = [aws.dynamodb.TableAttributeArgs(name=a.partition_key, type=a.partition_key_type)]
+    if a.sort_key:
+        attributes.append(aws.dynamodb.TableAttributeArgs(name=a.sort_key, type=a.sort_key_type))
+    indexes: list[aws.dynamodb.TableGlobalSecondaryIndexArgs] = []
+    if a.mode is Mode.POLLING:
+        # The sparse due index: only items waiting to run carry its keys (shard, due epoch seconds).
+        pending = runtime_module("pending")
+        attributes += [
+            aws.dynamodb.TableAttributeArgs(name=pending.SHARD, type="N"),
+            aws.dynamodb.TableAttributeArgs(name=pending.DUE, type="N"),
+        ]
+        indexes.append(
+            aws.dynamodb.TableGlobalSecondaryIndexArgs(
+                name=pending.INDEX_NAME,
+                key_schemas=[
+                    aws.dynamodb.TableGlobalSecondaryIndexKeySchemaArgs(attribute_name=pending.SHARD, key_type="HASH"),
+                    aws.dynamodb.TableGlobalSecondaryIndexKeySchemaArgs(attribute_name=pending.DUE, key_type="RANGE"),
+                ],
+                projection_type="ALL",
+                read_capacity=a.read_capacity,
+                write_capacity=a.write_capacity,
+            )
+        )
+    return aws.dynamodb.Table(
+        f"{owner.name}-table",
+        attributes=attributes,
+        hash_key=a.partition_key,
+        range_key=a.sort_key,
+        billing_mode=a.billing_mode,
+        read_capacity=a.read_capacity,
+        write_capacity=a.write_capacity,
+        stream_enabled=True,
+        stream_view_type="NEW_AND_OLD_IMAGES",
+        point_in_time_recovery=aws.dynamodb.TablePointInTimeRecoveryArgs(enabled=a.point_in_time_recovery),
+        server_side_encryption=aws.dynamodb.TableServerSideEncryptionArgs(
+            enabled=a.server_side_encryption, kms_key_arn=a.kms_key_arn
+        ),
+        deletion_protection_enabled=a.deletion_protection,
+        # ttl mode: DynamoDB deletes each item once its time attribute (epoch seconds) has passed.
+        global_secondary_indexes=indexes or None,
+        ttl=aws.dynamodb.TableTtlArgs(attribute_name=a.time_attribute, enabled=True) if a.mode is Mode.TTL else None,
+        tags=dict(owner.tags),
+        opts=owner.child,
+    )
+
+
+def build_queue(owner: Owner, role: str, retention: int = DLQ_RETENTION_SECONDS) -> aws.sqs.Queue:
+    """Encrypted standard queue taking messages up to 1 MiB; a DLQ has no DLQ of its own (its messages are the
+    end of the line). Recorded by role for the alarms and the dashboard."""
+    queue = aws.sqs.Queue(
+        f"{owner.name}-{role}",
+        sqs_managed_sse_enabled=True,
+        max_message_size=OWNED_QUEUE_MAX_MESSAGE_BYTES,
+        message_retention_seconds=retention,
+        tags=dict(owner.tags),
+        opts=owner.child,
+    )
+    owner.made.queues[role] = queue
+    return queue
+
+
+def build_function(
+    ctx: BuildContext,
+    *,
+    role: str,
+    handler: str,
+    extra_statements: pulumi.Output[list[policies.Statement]],
+    config: pulumi.Output[str],
+    stream: bool,
+    send_queues: list[aws.sqs.Queue],
+) -> Consumer:
+    """Log group, role, least-privilege policy and function; `stream` adds reading this table's stream."""
+    a, owner = ctx.args, ctx.owner
+    log_group = aws.cloudwatch.LogGroup(
+        f"{owner.name}-{role}-logs", retention_in_days=a.log_retention_days, tags=dict(owner.tags), opts=owner.child
+    )
+    lambda_role = aws.iam.Role(
+        f"{owner.name}-{role}-role",
+        description=descriptions.role(owner.name, role, str(a.mode)),
+        assume_role_policy=policies.assume_role_policy("lambda.amazonaws.com"),
+        tags=dict(owner.tags),
+        opts=owner.child,
+    )
+    statements = pulumi.Output.all(
+        ctx.table.arn,
+        log_group.arn,
+        pulumi.Output.from_input(a.kms_key_arn),
+        extra_statements,
+        *[q.arn for q in send_queues],
+    ).apply(
+        lambda v: (
+            policies.stream_consumer_statements(
+                table_arn=v[0] if stream else None,
+                log_group_arn=v[1],
+                send_queue_arns=list(v[4:]),
+                kms_key_arn=v[2],
+            )
+            + v[3]
+            + policies.tracing_statements(a.tracing)
+        )
+    )
+    policy = aws.iam.RolePolicy(
+        f"{owner.name}-{role}-policy",
+        role=lambda_role.id,
+        policy=statements.apply(policies.document),
+        opts=owner.child,
+    )
+    function = aws.lambda_.Function(
+        f"{owner.name}-{role}",
+        code=handler_archive(),
+        handler=handler,
+        description=descriptions.function(owner.name, role, str(a.mode)),
+        tracing_config=aws.lambda_.FunctionTracingConfigArgs(mode=a.tracing),
+        runtime=a.lambda_runtime,
+        architectures=[a.lambda_architecture],
+        memory_size=a.lambda_memory_mb,
+        timeout=a.lambda_timeout_seconds,
+        role=lambda_role.arn,
+        # Checked against Lambda's 4 KB again with the real names (raising here fails `pulumi up`).
+        environment=aws.lambda_.FunctionEnvironmentArgs(variables=config.apply(partial(function_environment, a))),
+        logging_config=aws.lambda_.FunctionLoggingConfigArgs(log_format="Text", log_group=log_group.name),
+        tags=dict(owner.tags),
+        opts=pulumi.ResourceOptions(parent=owner.parent, depends_on=[policy, log_group]),
+    )
+    owner.made.functions[role] = function
+    return Consumer(function=function, role=lambda_role, log_group=log_group, policy=policy)
+
+
+def build_stream_consumer(
+    ctx: BuildContext,
+    *,
+    role: str,
+    handler: str,
+    filters: list[dict[str, Any]],
+    extra_statements: pulumi.Output[list[policies.Statement]],
+    config: pulumi.Output[str],
+) -> Consumer:
+    """A function fed by this table's stream through a filtered event source mapping."""
+    a, owner = ctx.args, ctx.owner
+    consumer = build_function(
+        ctx,
+        role=role,
+        handler=handler,
+        extra_statements=extra_statements,
+        config=config,
+        stream=True,
+        send_queues=[ctx.stream_dlq, ctx.poison_queue],
+    )
+    function, policy = consumer.function, consumer.policy
+    owner.made.stream_functions[role] = function
+    given = a.existing_table
+    if given is not None and given.stream_arn is not None:
+        # Another account's table is not looked up: let a stream without both images reach the function, which
+        # parks each record naming the setting (a correct stream never matches this filter).
+        filters = [*filters, WRONG_VIEW_TYPE_FILTER]
+    mapping = aws.lambda_.EventSourceMapping(
+        f"{owner.name}-{role}-mapping",
+        event_source_arn=ctx.table.stream_arn,
+        function_name=function.arn,
+        starting_position=a.starting_position,
+        batch_size=a.batch_size,
+        maximum_batching_window_in_seconds=a.maximum_batching_window_seconds,
+        maximum_retry_attempts=a.maximum_retry_attempts,
+        maximum_record_age_in_seconds=a.maximum_record_age_seconds,
+        bisect_batch_on_function_error=a.bisect_on_error,
+        parallelization_factor=a.parallelization_factor,
+        function_response_types=["ReportBatchItemFailures"],
+        destination_config=aws.lambda_.EventSourceMappingDestinationConfigArgs(
+            on_failure=aws.lambda_.EventSourceMappingDestinationConfigOnFailureArgs(destination_arn=ctx.stream_dlq.arn)
+        ),
+        filter_criteria=aws.lambda_.EventSourceMappingFilterCriteriaArgs(
+            filters=[
+                aws.lambda_.EventSourceMappingFilterCriteriaFilterArgs(pattern=p) for p in filter_patterns(filters)
+            ]
+        ),
+        opts=pulumi.ResourceOptions(parent=owner.parent, depends_on=[policy]),
+    )
+    return dataclasses.replace(consumer, mapping=mapping)
+
+
+def target_statements(ctx: BuildContext, build: Callable[..., list[policies.Statement]]) -> pulumi.Output[list[Any]]:
+    """`build` (a policies function over the target's kind and ARN) once the target's and the table's ARNs are known,
+    with the email sender and the target's own KMS key where there are."""
+    email = ctx.args.target if isinstance(ctx.args.target, EmailTarget) else None
+    target_key = getattr(ctx.args.target, "kms_key_arn", None)
+    return pulumi.Output.all(ctx.target_arn, ctx.table.arn, target_key).apply(
+        lambda v: build(
+            ctx.target_kind, v[0], table_arn=v[1], sender=email.sender if email else None, target_key_arn=v[2]
+        )
+    )
+
+
+def build_scheduling(
+    ctx: BuildContext, fire_statements: pulumi.Output[list[policies.Statement]], target_dlq: aws.sqs.Queue | None = None
+) -> Scheduling:
+    """Schedule group, target DLQ (`target_dlq`, if the mode made it first) and the role Scheduler assumes
+    (allowed `fire_statements` and the DLQ), plus what the consumer needs to manage schedules in that group and
+    pass that role."""
+    owner = ctx.owner
+    group = aws.scheduler.ScheduleGroup(f"{owner.name}-schedules", tags=dict(owner.tags), opts=owner.child)
+    target_dlq = target_dlq or build_queue(owner, "target-dlq")
+    role = aws.iam.Role(
+        f"{owner.name}-scheduler-exec-role",
+        description=descriptions.scheduler_role(owner.name),
+        assume_role_policy=ctx.table.arn.apply(
+            lambda arn: policies.assume_role_policy("scheduler.amazonaws.com", policies.account_of(arn))
+        ),
+        tags=dict(owner.tags),
+        opts=owner.child,
+    )
+    aws.iam.RolePolicy(
+        f"{owner.name}-scheduler-exec-policy",
+        role=role.id,
+        policy=pulumi.Output.all(fire_statements, target_dlq.arn).apply(
+            lambda v: policies.scheduler_execution_policy(v[0], v[1])
+        ),
+        opts=owner.child,
+    )
+    consumer_statements = pulumi.Output.all(group.arn, role.arn).apply(
+        lambda v: policies.scheduling_statements(group_arn=v[0], scheduler_role_arn=v[1])
+    )
+    values: dict[str, pulumi.Input[str]] = {
+        Value.SCHEDULE_GROUP: group.name,
+        Value.SCHEDULER_ROLE_ARN: role.arn,
+        Value.TARGET_DLQ_ARN: target_dlq.arn,
+    }
+    return Scheduling(group=group, target_dlq=target_dlq, consumer_statements=consumer_statements, values=values)
+
+
+def handler_config(ctx: BuildContext, values: dict[str, pulumi.Input[str]]) -> pulumi.Output[str]:
+    """The handler's config document, from the shared values and a mode's own (`runtime_config.needed_values`)."""
+    shared = {
+        Value.TABLE: ctx.table.name,
+        Value.TARGET_ARN: ctx.target_arn,
+        Value.POISON_QUEUE_URL: ctx.poison_queue.url,
+    }
+    return pulumi.Output.all(**shared, **values).apply(partial(handler_document, ctx.args))
+
+
+def build_ledger(ctx: BuildContext) -> aws.dynamodb.Table:
+    """The idempotency ledger: one small item per occurrence or record, expiring by TTL, no stream (so nothing
+    written to it can trigger anything)."""
+    a, owner = ctx.args, ctx.owner
+    return aws.dynamodb.Table(
+        f"{owner.name}-ledger",
+        attributes=[aws.dynamodb.TableAttributeArgs(name="id", type="S")],
+        hash_key="id",
+        billing_mode="PAY_PER_REQUEST",
+        ttl=aws.dynamodb.TableTtlArgs(attribute_name="expiresAt", enabled=True),
+        point_in_time_recovery=aws.dynamodb.TablePointInTimeRecoveryArgs(enabled=a.point_in_time_recovery),
+        server_side_encryption=aws.dynamodb.TableServerSideEncryptionArgs(
+            enabled=a.server_side_encryption, kms_key_arn=a.kms_key_arn
+        ),
+        deletion_protection_enabled=a.deletion_protection,
+        tags=dict(owner.tags),
+        opts=owner.child,
+    )
