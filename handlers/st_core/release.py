@@ -98,6 +98,12 @@ def may_be_firing(due: datetime, now: datetime) -> bool:
     return now >= release_fire_time(due) - schedules.MIN_LEAD
 
 
+def may_have_started(due: datetime, now: datetime) -> bool:
+    """True once a release schedule for `due` may have started to run (its minute, less the clocks' skew); see
+    `schedules.may_have_started`."""
+    return now >= release_fire_time(due) - schedules.CLOCK_SKEW
+
+
 def delay_seconds(due: datetime, now: datetime) -> int:
     """SQS's DelaySeconds for a message that must not be received before `due`: the seconds left, rounded up (so
     the message is never visible early), within SQS's 0-900."""
@@ -264,8 +270,15 @@ class Releaser:
         if left > 0:
             self.sleep(left)
         if not self._holds(release):
-            log.debug("release-dropped", schedule=release.name, dueAt=format_due(release.due))
-            return Outcome.DROPPED
+            # The item left this due time: the stream's record of that change decides (a cancel, or a settle that
+            # delivers through the same claim). Nothing of this release owns the occurrence any more: its marker is
+            # forgotten, so an item written back to this time after its second is delivered at once by the stream
+            # handler. Read again after that: a return in between (whose delivery found the marker and left the
+            # occurrence to this release) is seen here and delivered.
+            persist(lambda: self.ledger.unschedule(release.name))
+            if not self._holds(release):
+                log.debug("release-dropped", schedule=release.name, dueAt=format_due(release.due))
+                return Outcome.DROPPED
         if not self.ledger.claim(release.name, take_over_scheduled=True):
             log.debug("duplicate", schedule=release.name, dueAt=format_due(release.due))
             return Outcome.DUPLICATE
