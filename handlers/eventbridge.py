@@ -7,8 +7,10 @@ Once per occurrence, under AWS's real behaviour:
   after the due time (never early; at most about 60 s late, 120 s when made less than 10 s before that minute).
 - Stream batches are delivered at least once, whole, possibly much later. A record is judged by when its change
   happened (`ApproximateCreationDateTime`), not by when it is processed: a due time the item held when it came is
-  due (delivered once), one the item left before it came is cancelled (never delivered). A write that keeps the due
-  time never delivers again: a consumer that writes back on delivery cannot loop.
+  due (delivered once), one the item left before it came is cancelled (never delivered, if the cancel is handled
+  before its schedule's minute; from then on the schedule may be running and is left to run, so an item that
+  comes back to that time is delivered once whatever the timing). A write that keeps the due time never delivers
+  again: a consumer that writes back on delivery cannot loop.
 - The idempotency ledger records which occurrences a schedule owns and which were delivered directly, so a
   redelivered batch neither re-creates a fired schedule nor delivers a past occurrence twice.
 
@@ -16,8 +18,10 @@ Recurring items: the time attribute may hold a Scheduler `rate(...)` or `cron(..
 (in the item's time zone attribute, with optional start and end attributes). The item then has one recurring
 schedule (ActionAfterCompletion NONE), made, updated in place and deleted with the item; Scheduler delivers every
 firing itself, with its scheduled time in the due event's `dueAt`, so no firing passes through this function and
-a redelivered batch only repeats idempotent create/update/delete calls. The expression shares the time attribute
-(rather than an attribute of its own) so the mapping's filters stay within Lambda's five per event source mapping.
+a redelivered batch only repeats idempotent create/update/delete calls, made only for the rule the item still
+holds (a consistent read), so an old batch handled after a newer one brings no deleted schedule back. The
+expression shares the time attribute (rather than an attribute of its own) so the mapping's filters stay within
+Lambda's five per event source mapping.
 """
 
 from __future__ import annotations
