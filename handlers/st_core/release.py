@@ -23,7 +23,9 @@ takes over the schedule's SCHEDULED marker (it *is* that schedule's delivery); a
 An item that no longer holds the due time when its second comes is not delivered by the release path: if it left
 the time before the second, the stream's record of that change cancels the occurrence; if it left it after (a
 write at the due second), that record settles it, and the settle delivers it through the same claim. So a
-cancellation is honoured even when the stream is late, and no occurrence that came is lost.
+cancellation is honoured even when the stream is late, and no occurrence that came is lost. A dropped release
+forgets the occurrence's schedule marker: an item written back to that due time after its second is then
+delivered at once by the stream handler (once: every path claims).
 """
 
 from __future__ import annotations
