@@ -7,8 +7,10 @@ Once per occurrence, under AWS's real behaviour:
   after the due time (never early; at most about 60 s late, 120 s when made less than 10 s before that minute).
 - Stream batches are delivered at least once, whole, possibly much later. A record is judged by when its change
   happened (`ApproximateCreationDateTime`), not by when it is processed: a due time the item held when it came is
-  due (delivered once), one the item left before it came is cancelled (never delivered). A write that keeps the due
-  time never delivers again: a consumer that writes back on delivery cannot loop.
+  due (delivered once), one the item left before it came is cancelled (never delivered, if the cancel is handled
+  before its schedule's minute; from then on the schedule may be running and is left to run, so an item that
+  comes back to that time is delivered once whatever the timing). A write that keeps the due time never delivers
+  again: a consumer that writes back on delivery cannot loop.
 - The idempotency ledger records which occurrences a schedule owns and which were delivered directly, so a
   redelivered batch neither re-creates a fired schedule nor delivers a past occurrence twice.
 
@@ -16,8 +18,10 @@ Recurring items: the time attribute may hold a Scheduler `rate(...)` or `cron(..
 (in the item's time zone attribute, with optional start and end attributes). The item then has one recurring
 schedule (ActionAfterCompletion NONE), made, updated in place and deleted with the item; Scheduler delivers every
 firing itself, with its scheduled time in the due event's `dueAt`, so no firing passes through this function and
-a redelivered batch only repeats idempotent create/update/delete calls. The expression shares the time attribute
-(rather than an attribute of its own) so the mapping's filters stay within Lambda's five per event source mapping.
+a redelivered batch only repeats idempotent create/update/delete calls, made only for the rule the item still
+holds (a consistent read), so an old batch handled after a newer one brings no deleted schedule back. The
+expression shares the time attribute (rather than an attribute of its own) so the mapping's filters stay within
+Lambda's five per event source mapping.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from st_core.stream import (
     decode_image,
     key_identity,
     sequence_number,
+    to_request,
 )
 from st_core.timeparse import format_due, parse_due
 
@@ -325,7 +330,7 @@ class Scheduling:
         occurrence = step.occurrence
         now = self.now()
         if occurrence.recurrence is not None:
-            self._recur(step, occurrence.recurrence, now)
+            self._recur(record, step, occurrence.recurrence, now)
             return
         if occurrence.due <= now:
             # Scheduler cannot fire in the past. Deliver now, if the item still holds this time (otherwise a later
@@ -365,6 +370,9 @@ class Scheduling:
     def _may_be_firing(self, due: datetime, now: datetime) -> bool:
         return release.may_be_firing(due, now) if self.second else schedules.may_be_firing(due, now)
 
+    def _may_have_started(self, due: datetime, now: datetime) -> bool:
+        return release.may_have_started(due, now) if self.second else schedules.may_have_started(due, now)
+
     def _release(self, record: DynamoDBStreamRecord, step: Step, payload: str, now: datetime, firing: bool) -> datetime:
         """`precision="second"`: a schedule in the minute before the due time's minute, into the release queue; or,
         when that minute is too close, straight into the queue, held back until the due second (st_core/release.py).
@@ -393,7 +401,7 @@ class Scheduling:
         schedules.upsert(self.clients, request, create_first=step.fresh)
         return fire
 
-    def _recur(self, step: Step, spec: Recurrence, now: datetime) -> None:
+    def _recur(self, record: DynamoDBStreamRecord, step: Step, spec: Recurrence, now: datetime) -> None:
         """Make or update the item's recurring schedule; delete it once its end has passed (Scheduler refuses an
         EndDate in the past).
 
@@ -401,8 +409,20 @@ class Scheduling:
         each create or update. So a rate always gets a start on its own grid (the item's start, or the epoch when it
         has none: `rate(1 hour)` runs on the hour), moved to its next firing: an update for any other change of the
         item (a consumer writing back after each firing) neither fires it again nor shifts it. A cron expression is
-        its own grid: a past start is dropped."""
-        occurrence = step.occurrence
+        its own grid: a past start is dropped.
+
+        Made only for the rule the item still holds, read consistently (`_as_held`), with the item as it is now:
+        records of one item come in order, but an old batch may be handled again after a newer one (a redrive).
+        One GetItem per recurring create or update, which are rare (a firing does not pass through here)."""
+        occurrence = self._as_held(record, step.occurrence)
+        if occurrence is None or occurrence.recurrence is None:
+            # The item no longer holds this rule (deleted, given another rule or a time): this record is older than
+            # the item's latest change, which makes or deletes the schedule itself. Making it here would bring back
+            # a schedule that change deleted, firing for ever (an old batch handled after a newer one).
+            self._count("stale")
+            log.debug("recurring-stale", schedule=step.occurrence.name, expression=spec.expression)
+            return
+        spec = occurrence.recurrence
         start = spec.start
         parsed = recurrence.parse(spec.expression)
         if isinstance(parsed, recurrence.Rate):
@@ -435,6 +455,22 @@ class Scheduling:
         self._count("scheduled")
         log.debug("recurring", schedule=occurrence.name, expression=spec.expression, zone=spec.zone)
 
+    def _as_held(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> Occurrence | None:
+        """The item's recurring occurrence as the item holds it now (a consistent read), if that is the same rule
+        as `occurrence`'s; None when the item is gone or holds another rule, a time, or nothing usable."""
+        keys = record["dynamodb"]["Keys"]
+        found = self.clients.get("dynamodb").get_item(
+            TableName=self.config["table"], Key=to_request(keys), ConsistentRead=True
+        )
+        try:
+            held = occurrences_of(decode_image(found.get("Item")), key_identity(record), occurrence.keys, self.config)
+        except PermanentError:
+            return None
+        current = held.get(RECURRING)
+        if current is None or current.recurrence != occurrence.recurrence:
+            return None
+        return current
+
     def _cancel_recurring(self, occurrence: Occurrence) -> None:
         # No ledger: each firing is Scheduler's own, none was ever recorded here.
         schedules.delete(self.clients, self.group, occurrence.name)
@@ -452,11 +488,22 @@ class Scheduling:
         if occurrence.recurrence is not None:
             self._cancel_recurring(occurrence)
             return
-        deleted = schedules.delete(self.clients, self.group, occurrence.name)
-        # Forget the ledger's marker only for a schedule that surely had not run: one this call deleted, before its
-        # minute. A schedule already gone may have fired (a replayed cancel after the firing): its marker stays, so a
-        # replayed INSERT after it does not deliver the occurrence a second time.
-        if deleted and not self._may_be_firing(occurrence.due, self.now()):
+        if self._may_have_started(occurrence.due, self.now()):
+            # Its schedule may be running or have run, and a delete now could not tell which: Scheduler removes a
+            # schedule some time after invoking its target (and keeps it while retrying the target). So it is left
+            # to run, with its ledger marker: the occurrence is delivered once, by it, also if the item comes back to
+            # this time (a delete that won the race would have kept the marker and lost that return). The limit
+            # the README states: a cancel handled once the schedule's minute began does not take it back.
+            # (Second precision: the releaser still drops it at its second if the item left the time.)
+            self._count("tooLateToCancel")
+            log.debug("cancel-too-late", schedule=occurrence.name, dueAt=format_due(occurrence.due))
+            return
+        schedules.delete(self.clients, self.group, occurrence.name)
+        # Deleted, or found gone, before its minute began: no schedule of this occurrence has run or will, so none
+        # owns it and its marker is forgotten (a return to this due time is then scheduled or delivered afresh).
+        # Judged by the clock once the delete has answered: one that answered later may have raced a firing, and
+        # keeps the marker.
+        if not self._may_have_started(occurrence.due, self.now()):
             persist(lambda: self.ledger.unschedule(occurrence.name))
         self._count("cancelled")
         log.debug("cancelled", schedule=occurrence.name, dueAt=format_due(occurrence.due))

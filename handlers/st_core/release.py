@@ -23,7 +23,9 @@ takes over the schedule's SCHEDULED marker (it *is* that schedule's delivery); a
 An item that no longer holds the due time when its second comes is not delivered by the release path: if it left
 the time before the second, the stream's record of that change cancels the occurrence; if it left it after (a
 write at the due second), that record settles it, and the settle delivers it through the same claim. So a
-cancellation is honoured even when the stream is late, and no occurrence that came is lost.
+cancellation is honoured even when the stream is late, and no occurrence that came is lost. A dropped release
+forgets the occurrence's schedule marker: an item written back to that due time after its second is then
+delivered at once by the stream handler (once: every path claims).
 """
 
 from __future__ import annotations
@@ -96,6 +98,12 @@ def may_be_firing(due: datetime, now: datetime) -> bool:
     time (closer than `schedules.MIN_LEAD`): the occurrence then goes straight into the release queue instead.
     That is up to ~70 s ahead for a due time on a minute, up to ~130 s for one at its minute's last second."""
     return now >= release_fire_time(due) - schedules.MIN_LEAD
+
+
+def may_have_started(due: datetime, now: datetime) -> bool:
+    """True once a release schedule for `due` may have started to run (its minute, less the clocks' skew); see
+    `schedules.may_have_started`."""
+    return now >= release_fire_time(due) - schedules.CLOCK_SKEW
 
 
 def delay_seconds(due: datetime, now: datetime) -> int:
@@ -264,8 +272,15 @@ class Releaser:
         if left > 0:
             self.sleep(left)
         if not self._holds(release):
-            log.debug("release-dropped", schedule=release.name, dueAt=format_due(release.due))
-            return Outcome.DROPPED
+            # The item left this due time: the stream's record of that change decides (a cancel, or a settle that
+            # delivers through the same claim). Nothing of this release owns the occurrence any more: its marker is
+            # forgotten, so an item written back to this time after its second is delivered at once by the stream
+            # handler. Read again after that: a return in between (whose delivery found the marker and left the
+            # occurrence to this release) is seen here and delivered.
+            persist(lambda: self.ledger.unschedule(release.name))
+            if not self._holds(release):
+                log.debug("release-dropped", schedule=release.name, dueAt=format_due(release.due))
+                return Outcome.DROPPED
         if not self.ledger.claim(release.name, take_over_scheduled=True):
             log.debug("duplicate", schedule=release.name, dueAt=format_due(release.due))
             return Outcome.DUPLICATE

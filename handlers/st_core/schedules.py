@@ -29,10 +29,23 @@ def fire_time(due: datetime, now: datetime) -> datetime:
     return fire if fire - now >= MIN_LEAD else minute_at_or_after(now + MIN_LEAD)
 
 
+# How far the function's clock may be from Scheduler's. Both keep AWS's time (Amazon Time Sync, well within a
+# millisecond); a second is the margin.
+CLOCK_SKEW = timedelta(seconds=1)
+
+
 def may_be_firing(due: datetime, now: datetime) -> bool:
     """True when a schedule made for `due` may already be firing (or have fired): changing it now could run it a
     second time or not at all."""
     return now >= minute_at_or_after(due) - MIN_LEAD
+
+
+def may_have_started(due: datetime, now: datetime) -> bool:
+    """True once a schedule made for `due` may have started to run: from its minute (the earliest any schedule of
+    this due time names), less the clocks' skew. Before then, a schedule deleted or found missing has surely never
+    run; from then on a successful delete cannot tell (Scheduler removes a schedule some time after invoking its
+    target, and keeps it while it retries the target)."""
+    return now >= minute_at_or_after(due) - CLOCK_SKEW
 
 
 def schedule_request(

@@ -15,7 +15,7 @@ from eventbridge import handle_batch
 from st_core.clients import CLIENTS
 from st_core.timeparse import minute_at_or_after
 
-from tests.handlers.conftest import Env
+from tests.handlers.conftest import Env, SchedulerClock
 
 FUTURE = datetime.now(UTC).replace(microsecond=0) + timedelta(days=2)
 
@@ -443,3 +443,125 @@ def test_schedule_names_are_valid_and_distinct_for_awkward_keys(env: Env) -> Non
     names = [s["Name"] for s in env.schedules()]
     assert len(set(names)) == len(awkward)
     assert all(re.fullmatch(r"[0-9A-Za-z_.-]{1,64}", n) for n in names)
+
+
+# -- a due time moved away and back while its schedule's minute comes (issue 24, defect 5) ----------------------
+
+
+class LastInstant(SchedulerClock):
+    """Scheduler running every schedule at the last instant of its minute (so a delete early in the minute finds
+    it not yet run)."""
+
+    def _draw(self, schedule: dict[str, Any]) -> datetime:
+        return datetime.fromisoformat(schedule["ScheduleExpression"][3:-1]).replace(tzinfo=UTC) + timedelta(
+            seconds=59.999
+        )
+
+
+ON_THE_MINUTE = FUTURE.replace(second=0)
+
+
+def handled(env: Env, moment: datetime) -> None:
+    """The table's new records, changed and handled at `moment`."""
+    assert handle_batch(env.event(at=moment), env.config, now=lambda: moment) == {"batchItemFailures": []}
+
+
+def deliveries(env: Env, clock: SchedulerClock) -> list[datetime]:
+    """Due times of everything the target got, after every schedule has run."""
+    clock.fire_due(ON_THE_MINUTE + timedelta(hours=2))
+    return sorted(datetime.fromisoformat(m["dueAt"].replace("Z", "+00:00")) for m in env.messages(env.due_queue_url))
+
+
+@pytest.mark.parametrize(
+    ("away", "back"),
+    [
+        pytest.param(-5, -3, id="both-within-the-lead"),
+        pytest.param(-5, 20, id="back-after-the-minute-began"),
+        pytest.param(-30, -4, id="away-before-the-lead-back-within-it"),
+    ],
+)
+def test_a_due_time_moved_away_and_back_before_its_minute_is_delivered_once(env: Env, away: int, back: int) -> None:
+    # GIVEN an item due on a minute, scheduled ten minutes before
+    clock = SchedulerClock(env)
+    item = {"PK": "p", "SK": "s", "dueAt": iso(ON_THE_MINUTE)}
+    env.put(item)
+    handled(env, ON_THE_MINUTE - timedelta(minutes=10))
+    # WHEN it moves away seconds before that minute (its own batch: the schedule is deleted, before it can run)
+    env.put({**item, "dueAt": iso(ON_THE_MINUTE + timedelta(hours=1))})
+    handled(env, ON_THE_MINUTE + timedelta(seconds=away))
+    # AND comes back to the same due time in a later batch
+    env.put({**item, "note": "back"})
+    handled(env, ON_THE_MINUTE + timedelta(seconds=back))
+    # THEN that due time is delivered once (it was lost: the cancel kept the schedule's ledger marker, so the return
+    # found the occurrence owned by the schedule it had just deleted), and the time it left for a moment never
+    assert deliveries(env, clock) == [ON_THE_MINUTE]
+
+
+@pytest.mark.parametrize("same_batch", [False, True], ids=["separate-batches", "same-batch"])
+def test_a_due_time_moved_away_and_back_after_its_minute_began_is_delivered_once(env: Env, same_batch: bool) -> None:
+    # GIVEN a scheduled item whose schedule will run late in its minute
+    clock = LastInstant(env)
+    item = {"PK": "p", "SK": "s", "dueAt": iso(ON_THE_MINUTE)}
+    env.put(item)
+    handled(env, ON_THE_MINUTE - timedelta(minutes=10))
+    # WHEN it moved away and back before its due time, but the stream handles the move only once the minute began
+    env.put({**item, "dueAt": iso(ON_THE_MINUTE + timedelta(hours=1))})
+    away = env.event(at=ON_THE_MINUTE - timedelta(seconds=2))
+    env.put({**item, "note": "back"})
+    back = env.event(at=ON_THE_MINUTE - timedelta(seconds=1))
+    late = ON_THE_MINUTE + timedelta(seconds=5)
+    for batch in [{"Records": away["Records"] + back["Records"]}] if same_batch else [away, back]:
+        assert handle_batch(batch, env.config, now=lambda: late) == {"batchItemFailures": []}
+    # THEN it is delivered once: a schedule that may be running is left to run (deleting it could not tell whether
+    # it had already delivered), and its marker keeps the return from delivering a second time
+    assert deliveries(env, clock) == [ON_THE_MINUTE]
+
+
+def test_a_cancel_handled_within_the_lead_still_cancels(env: Env) -> None:
+    clock = SchedulerClock(env)
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(ON_THE_MINUTE)})
+    handled(env, ON_THE_MINUTE - timedelta(minutes=10))
+    env.delete("p", "s")
+    handled(env, ON_THE_MINUTE - timedelta(seconds=5))
+    assert env.schedules() == [] and deliveries(env, clock) == []
+
+
+def test_a_cancel_handled_once_the_schedules_minute_began_leaves_it_to_run(env: Env) -> None:
+    # The documented limit: from its minute on, a schedule may be running; deleting it then cannot tell whether it
+    # delivered, so it is left to deliver (once), as a cancel processed after the firing always was.
+    clock = LastInstant(env)
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(ON_THE_MINUTE)})
+    handled(env, ON_THE_MINUTE - timedelta(minutes=10))
+    env.delete("p", "s")
+    handle_batch(env.event(at=ON_THE_MINUTE - timedelta(seconds=2)), env.config, now=lambda: ON_THE_MINUTE)
+    assert deliveries(env, clock) == [ON_THE_MINUTE]
+
+
+def test_a_cancel_retried_after_its_marker_could_not_be_forgotten_forgets_it(env: Env) -> None:
+    # GIVEN a cancel whose schedule was deleted but whose ledger marker could not be removed (throttled throughout)
+    clock = SchedulerClock(env)
+    item = {"PK": "p", "SK": "s", "dueAt": iso(ON_THE_MINUTE)}
+    env.put(item)
+    handled(env, ON_THE_MINUTE - timedelta(minutes=10))
+    env.put({**item, "dueAt": iso(ON_THE_MINUTE + timedelta(hours=1))})
+    away = env.event(at=ON_THE_MINUTE - timedelta(minutes=2))
+
+    def throttle(params: dict[str, Any], **_: Any) -> None:
+        if params.get("TableName") == env.config["eventbridge"]["ledgerTable"]:
+            raise ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "injected"}, "ResponseMetadata": {}},
+                "DeleteItem",
+            )
+
+    ddb = CLIENTS.get("dynamodb")
+    ddb.meta.events.register("before-parameter-build.dynamodb.DeleteItem", throttle)
+    moment = ON_THE_MINUTE - timedelta(minutes=2)
+    assert handle_batch(away, env.config, now=lambda: moment)["batchItemFailures"] != []
+    ddb.meta.events.unregister("before-parameter-build.dynamodb.DeleteItem", throttle)
+    # WHEN Lambda retries it (the schedule is gone by now) and the item then comes back to the due time
+    assert handle_batch(away, env.config, now=lambda: moment) == {"batchItemFailures": []}
+    env.put({**item, "note": "back"})
+    handled(env, ON_THE_MINUTE + timedelta(seconds=20))
+    # THEN it is delivered once (now, by the handler): a schedule that cannot have run yet owns nothing, whoever
+    # deleted it
+    assert deliveries(env, clock) == [ON_THE_MINUTE]

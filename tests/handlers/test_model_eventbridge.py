@@ -31,6 +31,9 @@ from tests.handlers.model_support import model_test
 
 START = datetime(2030, 6, 1, 12, 0, 0, tzinfo=UTC)
 KEYS = ["a", "b", "c"]
+# Due seconds, with the edges of the minute drawn more often (a due time on the minute, or in its last seconds,
+# puts the schedule's lead before the due time: a change there is a cancel racing the firing).
+EDGY_SECONDS = st.one_of(st.integers(0, 59), st.sampled_from([0, 1, 2, 50, 55, 58, 59]))
 
 
 @dataclass
@@ -89,12 +92,60 @@ class EventBridgeModel(RuleBasedStateMachine):
         replays."""
         self.clock = SchedulerClock(self.env, seed=seed)
 
-    @rule(pk=st.sampled_from(KEYS), minutes=st.integers(-3, 12), second=st.integers(0, 59))
+    @initialize(
+        minutes=st.lists(st.integers(1, 12), min_size=len(KEYS), max_size=len(KEYS)),
+        seconds=st.lists(EDGY_SECONDS, min_size=len(KEYS), max_size=len(KEYS)),
+    )
+    def items(self, minutes: list[int], seconds: list[int]) -> None:
+        """Every item starts with a due time ahead (not yet handled), so short sequences already move and race
+        schedules rather than mostly writing."""
+        for pk, minute, second in zip(KEYS, minutes, seconds, strict=True):
+            self._put(pk, self.now.replace(second=second) + timedelta(minutes=minute))
+
+    @rule(pk=st.sampled_from(KEYS), minutes=st.integers(-3, 12), second=EDGY_SECONDS)
     def put(self, pk: str, minutes: int, second: int) -> None:
         due = self.now.replace(second=second) + timedelta(minutes=minutes)
-        self.env.put({"PK": pk, "SK": "s", "dueAt": format_due(due), "v": uuid.uuid4().hex[:6]})
-        self.reference.write(pk, due, self.now)
-        self._read()
+        self._put(pk, due)
+
+    @rule(
+        pk=st.sampled_from(KEYS),
+        near=st.integers(-15, 5),
+        settled=st.booleans(),
+        away=st.integers(1, 5),
+        gap=st.integers(0, 12),
+        between=st.booleans(),
+    )
+    def move_away_and_back(self, pk: str, near: int, settled: bool, away: int, gap: int, between: bool) -> None:
+        """The item leaves its due time and comes back to it `gap` seconds later: both records in one batch, or
+        (`between`) the first one handled on its own before the second is written. First, time moves to `near`
+        seconds from its schedule's minute (its lead, the boundary, just after), if that is still ahead;
+        `settled`: the records so far are handled before the move (its schedule exists)."""
+        current = self.reference.current.get(pk)
+        if current is None:
+            return
+        due = current.due
+        if settled:
+            self.lambda_delivers()
+        self._time_to(self.schedule_minute(due) + timedelta(seconds=near))
+        self._put(pk, due + timedelta(minutes=away))
+        if between:
+            self.lambda_delivers()
+        if gap:
+            self.time_passes(gap)
+        self._put(pk, due)
+
+    @rule(pk=st.sampled_from(KEYS), offset=st.integers(-15, 5))
+    def time_reaches_the_schedule_minute(self, pk: str, offset: int) -> None:
+        """Time moves to within seconds of the minute the item's schedule runs in (its lead, the boundary, just
+        after): where a change may race the firing."""
+        current = self.reference.current.get(pk)
+        if current is None:
+            return
+        self._time_to(self.schedule_minute(current.due) + timedelta(seconds=offset))
+
+    def schedule_minute(self, due: datetime) -> datetime:
+        """The minute an occurrence's schedule names (Scheduler runs it anywhere within it)."""
+        return minute_at_or_after(due)
 
     @rule(pk=st.sampled_from(KEYS))
     def write_back(self, pk: str) -> None:
@@ -122,6 +173,13 @@ class EventBridgeModel(RuleBasedStateMachine):
     def lambda_delivers(self) -> None:
         self._handle(self.history[self.pending :])
         self.pending = len(self.history)
+
+    @rule(limit=st.integers(1, 2))
+    def lambda_delivers_a_small_batch(self, limit: int) -> None:
+        """The next record or two alone (the rest waits for the next batch)."""
+        end = min(len(self.history), self.pending + limit)
+        self._handle(self.history[self.pending : end])
+        self.pending = end
 
     @precondition(lambda self: self.pending > 0)
     @rule(data=st.data())
@@ -171,6 +229,16 @@ class EventBridgeModel(RuleBasedStateMachine):
         return late
 
     # -- plumbing ----------------------------------------------------------------------------------------------------
+
+    def _time_to(self, moment: datetime) -> None:
+        if moment > self.now:
+            self.now = moment
+            self._fire()
+
+    def _put(self, pk: str, due: datetime) -> None:
+        self.env.put({"PK": pk, "SK": "s", "dueAt": format_due(due), "v": uuid.uuid4().hex[:6]})
+        self.reference.write(pk, due, self.now)
+        self._read()
 
     def _read(self) -> None:
         self.history += self.env.stream.read(at=self.now)

@@ -446,3 +446,65 @@ def test_offsets_and_zoned_due_times_are_released_at_their_own_seconds(env: Env,
     assert offsets == [-30, 0]
     assert [due - timedelta(seconds=30), due] == [t.replace(microsecond=0) for t in times]
     assert all(event["dueAt"] == iso(due) for _, event in queue.deliveries)
+
+
+# -- a due time moved away and back while its release schedule's minute comes (issue 24, defect 5) ---------------
+
+
+class LastInstant(SchedulerClock):
+    """Every schedule runs at the last instant of its minute."""
+
+    def _draw(self, schedule: dict[str, Any]) -> datetime:
+        named = datetime.fromisoformat(schedule["ScheduleExpression"][3:-1]).replace(tzinfo=UTC)
+        return named + timedelta(seconds=59.999)
+
+
+@pytest.mark.parametrize(
+    ("away", "back"),
+    [
+        pytest.param(-5, -3, id="both-within-the-lead"),
+        pytest.param(5, 8, id="both-after-the-release-minute-began"),
+    ],
+)
+def test_a_due_time_moved_away_and_back_around_its_release_minute_is_delivered_once_at_its_second(
+    env: Env, queue: ReleaseQueue, away: int, back: int
+) -> None:
+    due = BASE + timedelta(seconds=30)
+    minute = release_fire_time(due)  # BASE - 60 s: the release schedule runs in that minute
+    item = {"PK": "p", "SK": "x", "dueAt": iso(due)}
+    env.put(item)
+    stream(env, queue)
+    scheduler = LastInstant(env)
+    # It moves away and back, each change handled on its own, seconds before (or after) the release minute begins.
+    env.put({**item, "dueAt": iso(due + timedelta(hours=1))})
+    queue.clock.t = minute + timedelta(seconds=away)
+    stream(env, queue)
+    env.put({**item, "note": "back"})
+    queue.clock.t = minute + timedelta(seconds=back)
+    stream(env, queue)
+    run_until(env, queue, due + timedelta(hours=2), scheduler=scheduler)
+    # Once, at its second (it was lost: the cancel deleted the schedule but kept its marker, and the return left the
+    # occurrence to that deleted schedule); the hour later it left is never sent.
+    (delivered,) = queue.delivered()["p"]  # once, within its second (SQS delays by whole seconds)
+    assert due <= delivered < due + timedelta(seconds=1)
+
+
+def test_a_due_time_left_before_its_second_and_written_again_after_it_is_delivered_once(
+    env: Env, queue: ReleaseQueue
+) -> None:
+    due = BASE + timedelta(seconds=30)
+    item = {"PK": "p", "SK": "x", "dueAt": iso(due)}
+    env.put(item)
+    stream(env, queue)
+    scheduler = SchedulerClock(env)
+    run_until(env, queue, due - timedelta(seconds=10), scheduler=scheduler)  # released: the message waits
+    env.put({**item, "dueAt": iso(due + timedelta(hours=1))})
+    queue.clock.t = due - timedelta(seconds=5)
+    stream(env, queue)
+    run_until(env, queue, due + timedelta(seconds=5), scheduler=scheduler)  # dropped: the item left that time
+    assert queue.delivered() == {}
+    # The item is written back to that due time after it passed: a due time already past, delivered at once
+    env.put({**item, "note": "back"})
+    stream(env, queue)
+    run_until(env, queue, due + timedelta(hours=2), scheduler=scheduler)
+    assert queue.delivered() == {"p": [due + timedelta(seconds=5)]}

@@ -267,3 +267,38 @@ def test_a_past_due_time_in_the_items_zone_is_delivered_once_at_once(env: Env) -
     assert handle_batch(batch, env.config) == {"batchItemFailures": []}  # redelivered
     (event,) = env.messages(env.due_queue_url)
     assert event["dueAt"] == iso(local.replace(tzinfo=ZoneInfo("America/New_York")).astimezone(UTC))
+
+
+# -- a create replayed after a newer change (issue 24, defect 7) --------------------------------------------------
+
+
+def test_a_create_replayed_after_the_items_delete_brings_no_schedule_back(env: Env) -> None:
+    zoned(env).put(item())
+    create = run(env)
+    env.delete("u", "weekly")
+    run(env)
+    assert env.schedules() == []
+    # An old batch handled after a newer one (a redrive, any out-of-order replay): it must not make the schedule
+    # again, which would then fire every Monday forever for an item that is gone.
+    assert handle_batch(copy.deepcopy(create), env.config) == {"batchItemFailures": []}
+    assert env.schedules() == []
+
+
+def test_a_create_replayed_after_the_expression_changed_keeps_the_new_expression(env: Env) -> None:
+    zoned(env).put(item())
+    create = run(env)
+    env.put(item(dueAt="rate(2 hours)", timeZone="UTC"))
+    run(env)
+    assert handle_batch(copy.deepcopy(create), env.config) == {"batchItemFailures": []}
+    (schedule,) = env.schedules()
+    assert (schedule["ScheduleExpression"], schedule["ScheduleExpressionTimezone"]) == ("rate(2 hours)", "UTC")
+
+
+def test_a_replayed_write_of_a_recurring_item_schedules_the_item_as_it_is_now(env: Env) -> None:
+    zoned(env).put(item(note="old"))
+    first = run(env)
+    env.put(item(note="new"))
+    run(env)
+    assert handle_batch(copy.deepcopy(first), env.config) == {"batchItemFailures": []}
+    (schedule,) = env.schedules()
+    assert json.loads(schedule["Target"]["Input"])["item"]["note"] == "new"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -12,7 +12,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
-from st_core import naming, templates, timeparse
+from st_core import naming, release, schedules, templates, timeparse
 from st_core.clients import Clients
 from st_core.dispatch import due_event, email_request, send_now, target_input
 from st_core.errors import PermanentError, TransientError, is_transient
@@ -22,6 +22,28 @@ from st_core.stream import decode_image, key_identity
 from tests.conftest import REGION
 
 # -- time -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("due", "minute"),
+    [
+        pytest.param(datetime(2030, 1, 2, 3, 5, tzinfo=UTC), datetime(2030, 1, 2, 3, 5, tzinfo=UTC), id="on-a-minute"),
+        pytest.param(
+            datetime(2030, 1, 2, 3, 4, 59, tzinfo=UTC), datetime(2030, 1, 2, 3, 5, tzinfo=UTC), id="second-59"
+        ),
+    ],
+)
+def test_a_schedule_may_have_started_from_its_minute_less_the_clock_skew(due: datetime, minute: datetime) -> None:
+    # Inside the 10 s lead a schedule may be firing (no new one is made for that minute), yet one deleted there has
+    # surely not run: a cancel then forgets its marker (issue 24, defect 5).
+    inside_lead = minute - timedelta(seconds=5)
+    assert schedules.may_be_firing(due, inside_lead) and not schedules.may_have_started(due, inside_lead)
+    assert not schedules.may_have_started(due, minute - schedules.CLOCK_SKEW - timedelta(milliseconds=1))
+    assert schedules.may_have_started(due, minute - schedules.CLOCK_SKEW)
+    # precision="second": its release schedule names the minute before the due time's
+    before = minute - timedelta(minutes=1) if due.second == 0 else minute - timedelta(minutes=2)
+    assert not release.may_have_started(due, before - timedelta(seconds=2))
+    assert release.may_have_started(due, before - timedelta(seconds=1))
 
 
 @pytest.mark.parametrize(
