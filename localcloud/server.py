@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any, NoReturn
 
 from .aws_behaviour import REDELIVER_VARIABLE, REDELIVERY_LOG_VARIABLE, seed
+from .iam import AUTH_VARIABLE
 from .interrupts import deferred
 
 HEALTH = "/_ministack/health"
@@ -65,6 +66,8 @@ class Ministack:
         env = {
             **os.environ,
             "BIND_HOST": "127.0.0.1",
+            # IAM enforced, as on AWS: every call is checked against its caller's policies (localcloud/iam.py).
+            AUTH_VARIABLE: "true",
             REDELIVER_VARIABLE: str(self.redeliver),
             REDELIVERY_LOG_VARIABLE: str(self.redelivery_log),
             "GATEWAY_PORT": str(self.port),
