@@ -5,6 +5,11 @@ out for the calls this project makes.
 - Scheduler's request -> resource map: ministack names every schedule `schedule/default/NAME`, whatever the request's
   `GroupName`, so a policy scoped to the component's own group (`schedule/GROUP/*`, right on AWS) never matched.
   `schedule_resource_arn` reads the group from the body (Create/UpdateSchedule) or `groupName` (Get/DeleteSchedule).
+- SQS's batch operations: `SendMessageBatch` is `sqs:SendMessage` in IAM (likewise `DeleteMessageBatch`,
+  `ChangeMessageVisibilityBatch`); ministack authorized them as actions no policy names (`sqs_batch_action`).
+- SES v2 `SendEmail`: AWS authorizes it on the sending identity's ARN with `ses:FromAddress` (and
+  `ses:FromDisplayName`) as condition keys; ministack checked it on `*` without them, so a policy scoped to the
+  sender's identity and address (the component's) never matched (`send_email_identity`, `patch_ses_send_email`).
 - `iam:PassRole`: AWS checks it on CreateSchedule/UpdateSchedule for the target's `RoleArn`, with
   `iam:PassedToService` = `scheduler.amazonaws.com`; ministack does not.
 - Service sessions: what AWS does on the component's behalf it does as a role (Scheduler as the schedule's
@@ -77,6 +82,33 @@ def schedule_resource_arn(
     return f"arn:aws:scheduler:{region}:{account}:schedule/{group or 'default'}/{unquote(parts[1])}"
 
 
+SQS_BATCH_ACTIONS = {
+    "sqs:SendMessageBatch": "sqs:SendMessage",
+    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+}
+
+
+def sqs_batch_action(action: str | None) -> str | None:
+    """The IAM action of an SQS operation: a batch operation is authorized as its single-message action."""
+    return SQS_BATCH_ACTIONS.get(action or "", action)
+
+
+def send_email_identity(sender: str, region: str, account: str, verified: set[str]) -> tuple[str, dict[str, str]]:
+    """(identity ARN, condition keys) of an SES v2 SendEmail from `sender` (`Name <address>` or an address): the
+    address's own identity if it is verified, else its domain's (or a parent domain's, the nearest first), as SES
+    picks the identity it sends as. `verified`: the verified identities, lower case."""
+    from email.utils import parseaddr
+
+    display, address = parseaddr(sender)
+    domain = address.rpartition("@")[2].lower()
+    labels = domain.split(".")
+    candidates = [address.lower()] + [".".join(labels[i:]) for i in range(len(labels) - 1)]
+    identity = next((c for c in candidates if c in verified), domain or address)
+    keys = {"ses:FromAddress": address, **({"ses:FromDisplayName": display} if display else {})}
+    return f"arn:aws:ses:{region}:{account}:identity/{identity}", keys
+
+
 def templated_action(target_arn: str) -> tuple[str, str] | None:
     """(IAM action, its service) Scheduler's role needs to call a templated target; None for a universal target
     (`arn:aws:scheduler:::aws-sdk:...`: the emulators call those, with the role) or an unknown service."""
@@ -120,6 +152,59 @@ def patch_scheduler_resources() -> None:
         return result
 
     iam_actions.extract_resource_arn = extract_resource_arn
+
+
+def patch_sqs_batch_actions() -> None:
+    """ministack's request -> action map, with SQS's batch operations as the actions IAM knows them by."""
+    from ministack.core import iam_actions
+
+    original = iam_actions.extract_iam_action
+
+    def extract_iam_action(
+        service: str, method: str, path: str, headers: dict, body: bytes, query_params: dict
+    ) -> str | None:
+        action: str | None = original(service, method, path, headers, body, query_params)
+        return sqs_batch_action(action) if service == "sqs" else action
+
+    iam_actions.extract_iam_action = extract_iam_action
+
+
+def patch_ses_send_email() -> None:
+    """SES v2 SendEmail authorized on the sending identity, with the sender's address as `ses:FromAddress`."""
+    from ministack import app
+    from ministack.core.responses import get_account_id
+    from ministack.services import ses, ses_v2
+
+    original = app._enforce_ses_v2
+
+    def enforce_ses_v2(method: str, path: str, headers: dict, body: bytes, query_params: dict, request_id: str) -> Any:
+        if not (enabled() and method == "POST" and path.rstrip("/").endswith("/v2/email/outbound-emails")):
+            return original(method, path, headers, body, query_params, request_id)
+        try:
+            document = json.loads(body or b"{}")
+        except (ValueError, UnicodeDecodeError):
+            document = {}
+        sender = str((document if isinstance(document, dict) else {}).get("FromEmailAddress") or "")
+        if not sender:  # a raw message names its sender inside; ministack's check stands
+            return original(method, path, headers, body, query_params, request_id)
+        verified = {str(k).lower() for k, r in ses_v2._identities.items() if (r or {}).get("VerifiedForSendingStatus")}
+        verified |= {
+            str(k).lower() for k, r in ses._identities.items() if (r or {}).get("VerificationStatus") == "Success"
+        }
+        region = app.extract_region(headers, query_params)
+        identity, keys = send_email_identity(sender, region, get_account_id(), verified)
+        return app._enforce_data_plane(
+            "sesv2",
+            "ses:SendEmail",
+            headers,
+            query_params,
+            request_id,
+            resource_arn=identity,
+            service_context=keys,
+            named_resource=identity,
+        )
+
+    app._enforce_ses_v2 = enforce_ses_v2
 
 
 def _denied_json(message: str) -> tuple[int, dict[str, str], bytes]:
@@ -374,6 +459,8 @@ def authorize_scheduler_targets() -> None:
 
 def install() -> None:
     patch_scheduler_resources()
+    patch_sqs_batch_actions()
+    patch_ses_send_email()
     check_pass_role()
     serve_service_sessions()
     authorize_scheduler_targets()

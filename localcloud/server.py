@@ -25,6 +25,7 @@ HEALTH = "/_ministack/health"
 RESET = "/_ministack/reset"
 SES_OUTBOX = "/_ministack/ses/messages"
 START_TIMEOUT_SECONDS = 60.0
+CALLER_CREDENTIALS = frozenset({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"})
 
 
 def free_port() -> int:
@@ -64,7 +65,9 @@ class Ministack:
         temporary = self.scratch / "tmp"
         temporary.mkdir(parents=True, exist_ok=True)  # parents: started again after a stop()
         env = {
-            **os.environ,
+            # Not the caller's AWS credentials: ministack's root (admin) is then exactly the local cloud's own
+            # (provision.CREDENTIALS), and nothing real reaches its Lambda workers.
+            **{k: v for k, v in os.environ.items() if k not in CALLER_CREDENTIALS},
             "BIND_HOST": "127.0.0.1",
             # IAM enforced, as on AWS: every call is checked against its caller's policies (localcloud/iam.py).
             AUTH_VARIABLE: "true",

@@ -94,7 +94,7 @@ def ttl_table(provisioner: Provisioner) -> dict[str, str]:
     p.apply(
         "aws:iam/rolePolicy:RolePolicy",
         "ttl-recorder-send",
-        {"role": role["arn"], "policy": allow(("sqs:SendMessage", queue["arn"]))},
+        {"role": role["name"], "policy": allow(("sqs:SendMessage", queue["arn"]))},
     )
     _, function = p.apply(
         "aws:lambda/function:Function",
@@ -180,7 +180,7 @@ def test_universal_targets_fire_once_dead_letter_failures_and_skip_deleted_sched
     provisioner.apply(
         "aws:iam/rolePolicy:RolePolicy",
         "universal-scheduler-send",
-        {"role": role["arn"], "policy": allow(("ses:SendEmail", "*"), ("sqs:SendMessage", dlq["arn"]))},
+        {"role": role["name"], "policy": allow(("ses:SendEmail", "*"), ("sqs:SendMessage", dlq["arn"]))},
     )
     # GIVEN one good email schedule, one from an unverified sender, one deleted before it is due
     _email_schedule(client, "good", "sender@verified.example", dlq["arn"], ahead=2, role_arn=role["arn"])
@@ -216,7 +216,9 @@ def test_the_local_cloud_refuses_what_aws_refuses(fresh_cloud: Ministack) -> Non
     client = clients(fresh_cloud.endpoint, REGION)
     scheduler, lam = client("scheduler"), client("lambda")
     scheduler.create_schedule_group(Name="limits")
-    target = {"Arn": "arn:aws:sqs:eu-west-1:000000000000:q", "RoleArn": "arn:aws:iam::000000000000:role/r"}
+    # A role that exists: with IAM enforced, CreateFunction refuses one that does not, as AWS does.
+    role = client("iam").create_role(RoleName="r", AssumeRolePolicyDocument=trust_policy("lambda"))["Role"]["Arn"]
+    target = {"Arn": "arn:aws:sqs:eu-west-1:000000000000:q", "RoleArn": role}
     common = {
         "GroupName": "limits",
         "ScheduleExpression": "at(2030-01-01T00:00:00)",

@@ -7,7 +7,13 @@ import json
 
 import pytest
 
-from localcloud.iam import patch_scheduler_resources, schedule_resource_arn, templated_action
+from localcloud.iam import (
+    patch_scheduler_resources,
+    schedule_resource_arn,
+    send_email_identity,
+    sqs_batch_action,
+    templated_action,
+)
 
 REGION, ACCOUNT = "eu-west-1", "123456789012"
 
@@ -59,3 +65,29 @@ def test_each_templated_target_needs_its_own_action_and_universal_targets_are_th
     assert templated_action(f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:m") == ("states:StartExecution", "states")
     assert templated_action(f"arn:aws:sns:{REGION}:{ACCOUNT}:t") == ("sns:Publish", "sns")
     assert templated_action("arn:aws:scheduler:::aws-sdk:dynamodb:deleteItem") is None
+
+
+def test_sqs_batch_operations_are_authorized_as_their_single_message_actions() -> None:
+    # The AWS Service Authorization Reference: SendMessageBatch needs sqs:SendMessage, and so on.
+    assert sqs_batch_action("sqs:SendMessageBatch") == "sqs:SendMessage"
+    assert sqs_batch_action("sqs:DeleteMessageBatch") == "sqs:DeleteMessage"
+    assert sqs_batch_action("sqs:ChangeMessageVisibilityBatch") == "sqs:ChangeMessageVisibility"
+    assert sqs_batch_action("sqs:ReceiveMessage") == "sqs:ReceiveMessage"
+
+
+def test_send_email_is_authorized_on_the_identity_ses_sends_as_with_the_from_address() -> None:
+    def identity(sender: str, verified: set[str]) -> tuple[str, dict[str, str]]:
+        return send_email_identity(sender, REGION, ACCOUNT, verified)
+
+    prefix = f"arn:aws:ses:{REGION}:{ACCOUNT}:identity/"
+    assert identity("Clinic <reminders@mail.example.com>", {"example.com"}) == (
+        prefix + "example.com",
+        {"ses:FromAddress": "reminders@mail.example.com", "ses:FromDisplayName": "Clinic"},
+    )
+    assert identity("reminders@example.com", {"reminders@example.com", "example.com"})[0] == (
+        prefix + "reminders@example.com"
+    )
+    assert identity("a@unverified.example", set()) == (
+        prefix + "unverified.example",
+        {"ses:FromAddress": "a@unverified.example"},
+    )
