@@ -104,10 +104,11 @@ class RoleSessions:
             with urllib.request.urlopen(request, timeout=10) as response:
                 credentials = json.loads(response.read())["Credentials"]
         except urllib.error.HTTPError as error:
-            detail = json.loads(error.read() or b"{}")
-            raise ClientError(
-                {"Error": {"Code": DENIED, "Message": str(detail.get("Message", error))}}, "AssumeRole"
-            ) from None
+            try:
+                reason = str(json.loads(error.read() or b"{}").get("Message", error))
+            except ValueError:
+                reason = str(error)
+            raise ClientError({"Error": {"Code": DENIED, "Message": reason}}, "AssumeRole") from None
         session = boto3.session.Session(
             region_name=self.region,
             aws_access_key_id=credentials["AccessKeyId"],

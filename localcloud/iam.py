@@ -219,7 +219,7 @@ def check_pass_role() -> None:
     """CreateSchedule/UpdateSchedule: the caller must be allowed `iam:PassRole` on the target's role, for
     Scheduler (`iam:PassedToService`), as AWS checks."""
     from ministack.core.iam_evaluator import AuthError, enforce
-    from ministack.core.router import extract_access_key_id
+    from ministack.core.router import extract_access_key_id, extract_region
     from ministack.services import scheduler
 
     handle = scheduler.handle_request
@@ -236,7 +236,7 @@ def check_pass_role() -> None:
                     extract_access_key_id(headers, query_params),
                     "iam:PassRole",
                     "iam",
-                    "us-east-1",
+                    extract_region(headers, query_params),
                     resource_arn=role,
                     service_context={"iam:PassedToService": SCHEDULER_PRINCIPAL},
                 )
