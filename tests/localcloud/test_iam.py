@@ -24,13 +24,14 @@ def test_a_schedule_is_named_in_the_group_its_request_names() -> None:
         schedule_resource_arn("POST", "/schedules/r-1", create, {}, REGION, ACCOUNT)
         == f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule/reminders-schedules/r-1"
     )
-    assert schedule_resource_arn("PUT", "/schedules/r-1", create, {}, REGION, ACCOUNT).endswith(
-        "schedule/reminders-schedules/r-1"
+    arn = f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule/"
+    assert (
+        schedule_resource_arn("PUT", "/schedules/r-1", create, {}, REGION, ACCOUNT) == arn + "reminders-schedules/r-1"
     )
-    assert schedule_resource_arn("DELETE", "/schedules/r-1", b"", {"groupName": ["g"]}, REGION, ACCOUNT).endswith(
-        "schedule/g/r-1"
+    assert (
+        schedule_resource_arn("DELETE", "/schedules/r-1", b"", {"groupName": ["g"]}, REGION, ACCOUNT) == arn + "g/r-1"
     )
-    assert schedule_resource_arn("GET", "/schedules/r-1", b"", {}, REGION, ACCOUNT).endswith("schedule/default/r-1")
+    assert schedule_resource_arn("GET", "/schedules/r-1", b"", {}, REGION, ACCOUNT) == arn + "default/r-1"
     assert schedule_resource_arn("GET", "/schedules", b"", {}, REGION, ACCOUNT) is None  # ListSchedules: ministack's
 
 
