@@ -5,8 +5,8 @@ by the deployed consumer, the target is fixed, and `scheduled-table redrive` get
 The stream DLQ path reads ministack's real stream and invokes the deployed consumer; its failure record is written
 here, in the shape ministack's event source mapping writes (`DDBStreamBatchInfo`), because ministack sends one only
 after `MaximumRecordAgeInSeconds` (60 s at least) and this test stays short. The target DLQ path (Scheduler's
-dead-letter events, polling's dead letters) is tested against moto in tests/redrive: ministack's Scheduler never
-dead-letters, and an at() schedule takes a minute to fire.
+dead-letter events, polling's dead letters) is tested against moto in tests/redrive: ministack's Scheduler
+dead-letters only a firing its role may not make (localcloud/iam.py), and an at() schedule takes a minute to fire.
 """
 
 from __future__ import annotations
