@@ -16,6 +16,9 @@
   `Target.Input` (256 KiB), a function's environment (4 KB), and an event invoke config's
   `MaximumEventAgeInSeconds` (60-21600), each refused with AWS's error code.
 
+- IAM, enforced as on AWS: ministack's `AUTH=true`, with its Scheduler resource map, `iam:PassRole` and Scheduler's
+  role for each firing put right (localcloud/iam.py).
+
 `python -m localcloud.aws_behaviour` patches ministack in its own process, then runs it.
 """
 
@@ -198,6 +201,12 @@ def silence_ttl_reaper() -> None:
     dynamodb.time.time = clock
 
 
+def enforce_iam() -> None:
+    from . import iam
+
+    iam.install()
+
+
 def main() -> None:
     from .recurring import install as fire_recurring_schedules
 
@@ -206,6 +215,7 @@ def main() -> None:
     fire_recurring_schedules(window.instant)
     silence_ttl_reaper()
     enforce_limits()
+    enforce_iam()  # AUTH=true (set by server.Ministack): ministack's IAM, with what it gets wrong put right
     fraction = float(os.environ.get(REDELIVER_VARIABLE, "0") or 0)
     if fraction > 0:
         rng = random.Random(seed() + 1)

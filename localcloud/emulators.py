@@ -9,6 +9,12 @@
   time as though it had fired it), the API is called with the schedule's `Input` when due, failures go to the
   schedule's dead-letter queue, and `ActionAfterCompletion` is honoured.
 
+IAM: what AWS does on the component's behalf is done here with the credentials of the role AWS would use
+(`RoleSessions`, sessions handed out by the local cloud's ministack, see localcloud/iam.py): a universal target's
+call and its dead-letter send as the schedule's `RoleArn`, a TTL record's on-failure destination as the function's
+execution role. Reading the tables, the TTL deletion itself and invoking a function for a stream record are the
+services' own doing, with no role of the account: they use the local cloud's admin credentials.
+
 The stack may be removed under them (`python -m localcloud down` while `up --stay` runs): a table, queue, function
 or schedule group that is gone is let go of with one line in the log, never a traceback.
 """
@@ -19,6 +25,8 @@ import json
 import logging
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -27,10 +35,13 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import boto3
 import botocore
+from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from .aws_behaviour import MinuteWindow, seed
+from .iam import DENIED, DENIED_CODES, SCHEDULER_PRINCIPAL, SERVICE_SESSION_PATH
 from .provision import NOT_FOUND, clients, error_code, name_from_arn
 
 log = logging.getLogger("localcloud")
@@ -58,6 +69,65 @@ def _pages(call: Callable[..., dict[str, Any]], key: str, token: str = "NextToke
         if not page.get(token):
             return found
         kwargs[token] = page[token]
+
+
+# -- roles -------------------------------------------------------------------------------------------------------
+
+
+LAMBDA_PRINCIPAL = "lambda.amazonaws.com"
+SESSION_REFRESH_SECONDS = 300.0
+
+
+class RoleSessions:
+    """Clients signed with a role's credentials, as an AWS service assumes it (ministack's local-only
+    `/_localcloud/service-session`, which checks the role's trust policy names the service). A service that may not
+    assume the role gets `AccessDeniedException`, as its call would on AWS."""
+
+    def __init__(self, endpoint: str, region: str) -> None:
+        self.endpoint = endpoint
+        self.region = region
+        self._lock = threading.Lock()
+        self._sessions: dict[tuple[str, str], tuple[float, boto3.session.Session]] = {}
+        self._clients: dict[tuple[str, str, str], Any] = {}
+        self._config = Config(retries={"max_attempts": 2, "mode": "standard"}, connect_timeout=5, read_timeout=60)
+
+    def _session(self, role_arn: str, principal: str, source_arn: str) -> boto3.session.Session:
+        from urllib.parse import urlencode
+
+        key = (role_arn, principal)
+        cached = self._sessions.get(key)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        query = urlencode({"role": role_arn, "service": principal, "source": source_arn})
+        request = urllib.request.Request(f"{self.endpoint}{SERVICE_SESSION_PATH}?{query}")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                credentials = json.loads(response.read())["Credentials"]
+        except urllib.error.HTTPError as error:
+            try:
+                reason = str(json.loads(error.read() or b"{}").get("Message", error))
+            except ValueError:
+                reason = str(error)
+            raise ClientError({"Error": {"Code": DENIED, "Message": reason}}, "AssumeRole") from None
+        session = boto3.session.Session(
+            region_name=self.region,
+            aws_access_key_id=credentials["AccessKeyId"],
+            aws_secret_access_key=credentials["SecretAccessKey"],
+            aws_session_token=credentials["SessionToken"],
+        )
+        self._sessions[key] = (time.monotonic() + SESSION_REFRESH_SECONDS, session)
+        return session
+
+    def client(self, role_arn: str, service: str, principal: str, source_arn: str = "") -> Any:
+        """A `service` client signed as `role_arn` assumed by `principal` (e.g. `scheduler.amazonaws.com`)."""
+        with self._lock:
+            session = self._session(role_arn, principal, source_arn)
+            key = (role_arn, principal, service)
+            cached = self._clients.get(key)
+            if cached is None or cached[0] is not session:
+                cached = (session, session.client(service, endpoint_url=self.endpoint, config=self._config))
+                self._clients[key] = cached
+            return cached[1]
 
 
 # -- TTL -------------------------------------------------------------------------------------------------------------
@@ -123,6 +193,7 @@ class TtlService:
     region: str
     delay: float = 0.0
     delays: dict[str, float] = field(default_factory=dict)
+    roles: RoleSessions | None = None
     delivered: int = 0
     failed: int = 0
     deleted: Counter[str] = field(default_factory=Counter)
@@ -313,7 +384,17 @@ class TtlService:
                 "DDBStreamBatchInfo": {"streamArn": record["eventSourceARN"], "batchSize": 1},
                 "record": record,
             }
-            _send_to_queue(self.client, destination, json.dumps(failure), {})
+            # Lambda sends it with the function's execution role (which needs sqs:SendMessage on the queue).
+            role = self.client("lambda").get_function_configuration(FunctionName=mapping["FunctionArn"])["Role"]
+            try:
+                _send_to_queue(self.client, destination, json.dumps(failure), {}, self._sender(role, LAMBDA_PRINCIPAL))
+            except ClientError as error:
+                if error_code(error) not in DENIED_CODES:
+                    raise
+                log.warning("TTL record for %s: on-failure destination refused: %s", mapping["FunctionArn"], error)
+
+    def _sender(self, role: str, principal: str) -> Any:
+        return self.client("sqs") if self.roles is None else self.roles.client(role, "sqs", principal)
 
 
 # -- Scheduler universal targets ---------------------------------------------------------------------------------------
@@ -344,10 +425,11 @@ def universal_call(arn: str) -> tuple[str, str]:
     return service, botocore.xform_name(action[:1].upper() + action[1:])
 
 
-def _send_to_queue(client: Client, queue_arn: str, body: str, attributes: dict[str, str]) -> None:
-    sqs = client("sqs")
-    url = sqs.get_queue_url(QueueName=name_from_arn(queue_arn))["QueueUrl"]
-    sqs.send_message(
+def _send_to_queue(client: Client, queue_arn: str, body: str, attributes: dict[str, str], sender: Any) -> None:
+    """Send as `sender` (a client signed with the role AWS sends with, which needs `sqs:SendMessage` only: the queue
+    is found by its ARN, here with the admin `client`)."""
+    url = client("sqs").get_queue_url(QueueName=name_from_arn(queue_arn))["QueueUrl"]
+    sender.send_message(
         QueueUrl=url,
         MessageBody=body,
         MessageAttributes={k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()},
@@ -356,8 +438,11 @@ def _send_to_queue(client: Client, queue_arn: str, body: str, attributes: dict[s
 
 @dataclass
 class UniversalTargets:
+    """`roles`: the schedules' roles, which every call is made with (None: the admin `client`, no IAM)."""
+
     client: Client
     window: MinuteWindow = field(default_factory=lambda: MinuteWindow(seed()))
+    roles: RoleSessions | None = None
     fired: int = 0
     failed: int = 0
     _captured: dict[tuple[str, str], _Captured] = field(default_factory=dict)
@@ -416,11 +501,18 @@ class UniversalTargets:
             modified,
         )
 
+    def _as_role(self, captured: _Captured, service: str) -> Any:
+        """A client for `service` signed as the schedule's role, as Scheduler calls its target and its DLQ."""
+        if self.roles is None:
+            return self.client(service)
+        role = str(captured.target.get("RoleArn", ""))
+        return self.roles.client(role, service, SCHEDULER_PRINCIPAL, captured.arn)
+
     def _fire(self, captured: _Captured) -> None:
         service, method = universal_call(captured.target["Arn"])
         request = json.loads(captured.target.get("Input") or "{}")
         try:
-            getattr(self.client(service), method)(**request)
+            getattr(self._as_role(captured, service), method)(**request)
             self.fired += 1
         except Exception as error:  # any failure of the call is what Scheduler would dead-letter
             self.failed += 1
@@ -437,11 +529,15 @@ class UniversalTargets:
                     "TARGET_ARN": captured.target["Arn"],
                 }
                 try:
-                    _send_to_queue(self.client, dead_letter, captured.target.get("Input") or "{}", attributes)
+                    sender = self._as_role(captured, "sqs")
+                    _send_to_queue(self.client, dead_letter, captured.target.get("Input") or "{}", attributes, sender)
                 except ClientError as queue_error:
-                    if not gone(queue_error):
+                    if error_code(queue_error) in DENIED_CODES:  # the role may not send it either: lost, as on AWS
+                        log.warning("schedule %s: dead letter refused: %s", captured.name, queue_error)
+                    elif gone(queue_error):
+                        log.warning("schedule %s/%s: its dead-letter queue is gone", captured.group, captured.name)
+                    else:
                         raise
-                    log.warning("schedule %s/%s: its dead-letter queue is gone", captured.group, captured.name)
         if captured.after == "DELETE":
             try:
                 self.client("scheduler").delete_schedule(GroupName=captured.group, Name=captured.name)
@@ -494,8 +590,9 @@ class Emulators:
         ttl_delays: dict[str, float] | None = None,
     ) -> None:
         client = clients(endpoint, region)
-        self.ttl = TtlService(client, region, delay=ttl_delay, delays=dict(ttl_delays or {}))
-        self.universal = UniversalTargets(client)
+        roles = RoleSessions(endpoint, region)
+        self.ttl = TtlService(client, region, delay=ttl_delay, delays=dict(ttl_delays or {}), roles=roles)
+        self.universal = UniversalTargets(client, roles=roles)
         self.interval = interval
         self.errors = 0
         self._stop = threading.Event()

@@ -18,12 +18,14 @@ from types import TracebackType
 from typing import Any, NoReturn
 
 from .aws_behaviour import REDELIVER_VARIABLE, REDELIVERY_LOG_VARIABLE, seed
+from .iam import AUTH_VARIABLE
 from .interrupts import deferred
 
 HEALTH = "/_ministack/health"
 RESET = "/_ministack/reset"
 SES_OUTBOX = "/_ministack/ses/messages"
 START_TIMEOUT_SECONDS = 60.0
+CALLER_CREDENTIALS = frozenset({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"})
 
 
 def free_port() -> int:
@@ -63,8 +65,12 @@ class Ministack:
         temporary = self.scratch / "tmp"
         temporary.mkdir(parents=True, exist_ok=True)  # parents: started again after a stop()
         env = {
-            **os.environ,
+            # Not the caller's AWS credentials: ministack's root (admin) is then exactly the local cloud's own
+            # (provision.CREDENTIALS), and nothing real reaches its Lambda workers.
+            **{k: v for k, v in os.environ.items() if k not in CALLER_CREDENTIALS},
             "BIND_HOST": "127.0.0.1",
+            # IAM enforced, as on AWS: every call is checked against its caller's policies (localcloud/iam.py).
+            AUTH_VARIABLE: "true",
             REDELIVER_VARIABLE: str(self.redeliver),
             REDELIVERY_LOG_VARIABLE: str(self.redelivery_log),
             "GATEWAY_PORT": str(self.port),

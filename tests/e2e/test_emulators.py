@@ -30,6 +30,18 @@ def handler(event, context):
 """
 
 
+def trust_policy(service: str) -> str:
+    principal = {"Service": f"{service}.amazonaws.com"}
+    statement = {"Effect": "Allow", "Principal": principal, "Action": "sts:AssumeRole"}
+    return json.dumps({"Version": "2012-10-17", "Statement": [statement]})
+
+
+def allow(*grants: tuple[str, str]) -> str:
+    """A policy allowing each (action, resource)."""
+    statements = [{"Effect": "Allow", "Action": action, "Resource": resource} for action, resource in grants]
+    return json.dumps({"Version": "2012-10-17", "Statement": statements})
+
+
 @pytest.fixture(scope="module")
 def provisioner(fresh_cloud: Ministack) -> Provisioner:
     return Provisioner(fresh_cloud.endpoint, REGION)
@@ -77,8 +89,13 @@ def ttl_table(provisioner: Provisioner) -> dict[str, str]:
             "ttl": {"attributeName": "expiresAt", "enabled": True},
         },
     )
-    trust = json.dumps({"Version": "2012-10-17", "Statement": []})
-    _, role = p.apply("aws:iam/role:Role", "ttl-recorder-role", {"assumeRolePolicy": trust})
+    # IAM is enforced: the recorder runs as its role, which may send to its queue and nothing else.
+    _, role = p.apply("aws:iam/role:Role", "ttl-recorder-role", {"assumeRolePolicy": trust_policy("lambda")})
+    p.apply(
+        "aws:iam/rolePolicy:RolePolicy",
+        "ttl-recorder-send",
+        {"role": role["name"], "policy": allow(("sqs:SendMessage", queue["arn"]))},
+    )
     _, function = p.apply(
         "aws:lambda/function:Function",
         "ttl-recorder",
@@ -126,7 +143,9 @@ def _at(seconds_ahead: float) -> str:
     return "at(" + datetime.fromtimestamp(time.time() + seconds_ahead, UTC).strftime("%Y-%m-%dT%H:%M:%S") + ")"
 
 
-def _email_schedule(client: Callable[[str], Any], name: str, sender: str, dlq_arn: str, ahead: float) -> None:
+def _email_schedule(
+    client: Callable[[str], Any], name: str, sender: str, dlq_arn: str, ahead: float, role_arn: str
+) -> None:
     request = {
         "FromEmailAddress": sender,
         "Destination": {"ToAddresses": [f"{name}@verified.example"]},
@@ -140,7 +159,7 @@ def _email_schedule(client: Callable[[str], Any], name: str, sender: str, dlq_ar
         ActionAfterCompletion="DELETE",
         Target={
             "Arn": "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail",
-            "RoleArn": "arn:aws:iam::000000000000:role/scheduler",
+            "RoleArn": role_arn,
             "Input": json.dumps(request),
             "DeadLetterConfig": {"Arn": dlq_arn},
         },
@@ -154,12 +173,21 @@ def test_universal_targets_fire_once_dead_letter_failures_and_skip_deleted_sched
     client("sesv2").create_email_identity(EmailIdentity="verified.example")
     _, dlq = provisioner.apply("aws:sqs/queue:Queue", "universal-dlq", {})
     provisioner.apply("aws:scheduler/scheduleGroup:ScheduleGroup", "universal", {})
+    # Scheduler calls SES and the DLQ as this role (IAM is enforced): it may send email and dead letters.
+    _, role = provisioner.apply(
+        "aws:iam/role:Role", "universal-scheduler", {"assumeRolePolicy": trust_policy("scheduler")}
+    )
+    provisioner.apply(
+        "aws:iam/rolePolicy:RolePolicy",
+        "universal-scheduler-send",
+        {"role": role["name"], "policy": allow(("ses:SendEmail", "*"), ("sqs:SendMessage", dlq["arn"]))},
+    )
     # GIVEN one good email schedule, one from an unverified sender, one deleted before it is due
-    _email_schedule(client, "good", "sender@verified.example", dlq["arn"], ahead=2)
-    _email_schedule(client, "rejected", "nobody@unverified.example", dlq["arn"], ahead=2)
+    _email_schedule(client, "good", "sender@verified.example", dlq["arn"], ahead=2, role_arn=role["arn"])
+    _email_schedule(client, "rejected", "nobody@unverified.example", dlq["arn"], ahead=2, role_arn=role["arn"])
     # (AWS runs an at() anywhere in its minute, so a cancellation is only safe before that minute: this one is three
     # minutes ahead.)
-    _email_schedule(client, "cancelled", "sender@verified.example", dlq["arn"], ahead=180)
+    _email_schedule(client, "cancelled", "sender@verified.example", dlq["arn"], ahead=180, role_arn=role["arn"])
     time.sleep(1)
     client("scheduler").delete_schedule(GroupName="universal", Name="cancelled")
     # WHEN they come due: anywhere in their minute, so within 60 s plus the 1 s sweep, and an allowance for a loaded
@@ -188,7 +216,9 @@ def test_the_local_cloud_refuses_what_aws_refuses(fresh_cloud: Ministack) -> Non
     client = clients(fresh_cloud.endpoint, REGION)
     scheduler, lam = client("scheduler"), client("lambda")
     scheduler.create_schedule_group(Name="limits")
-    target = {"Arn": "arn:aws:sqs:eu-west-1:000000000000:q", "RoleArn": "arn:aws:iam::000000000000:role/r"}
+    # A role that exists: with IAM enforced, CreateFunction refuses one that does not, as AWS does.
+    role = client("iam").create_role(RoleName="r", AssumeRolePolicyDocument=trust_policy("lambda"))["Role"]["Arn"]
+    target = {"Arn": "arn:aws:sqs:eu-west-1:000000000000:q", "RoleArn": role}
     common = {
         "GroupName": "limits",
         "ScheduleExpression": "at(2030-01-01T00:00:00)",

@@ -4,7 +4,10 @@ through the emulator's APIs. Tests run in file order: scenarios, redeploy, then 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -152,6 +155,56 @@ def test_flash_sales_arrive_once_each_at_their_second_and_never_before_it(outcom
     # precision tables are up to two minutes late.
     p99 = percentile(flash.lateness, 0.99)
     assert p99 is not None and p99 < 5, flash.lateness
+
+
+def without_action(policy: dict[str, Any], action: str) -> dict[str, Any]:
+    statements = []
+    for statement in policy["Statement"]:
+        actions = [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+        if action in actions:
+            statement = {**statement, "Action": [a for a in actions if a != action]}
+        if statement["Action"]:
+            statements.append(statement)
+    return {**policy, "Statement": statements}
+
+
+def test_a_function_whose_role_loses_an_action_is_denied_and_parks_the_record_with_the_denial(
+    emulated: tuple[dict[str, Outcome], Emulators], deployment: Deployment
+) -> None:
+    """IAM is enforced: the deployed scheduling function runs as its role. Without `scheduler:CreateSchedule` (the
+    policy edited as a user might), its CreateSchedule is refused as on AWS, the item is parked with the denial as
+    its reason, and no schedule is made. (The function retries a denial while its container is younger than 120 s,
+    IAM's propagation window on AWS; after the scenarios it is older, so the denial parks at once.)"""
+    aws = clients(deployment.endpoint, deployment.region)
+    iam, outputs = aws("iam"), deployment.outputs["tasks"]
+    role = aws("lambda").get_function_configuration(FunctionName="tasks-scheduler")["Role"].rsplit("/", 1)[-1]
+    [(name, policy)] = [
+        (n, p)
+        for n in iam.list_role_policies(RoleName=role)["PolicyNames"]
+        if "scheduler:CreateSchedule"
+        in json.dumps(p := iam.get_role_policy(RoleName=role, PolicyName=n)["PolicyDocument"])
+    ]
+    before = aws("scheduler").list_schedules(GroupName="tasks-schedules")["Schedules"]
+    iam.put_role_policy(
+        RoleName=role, PolicyName=name, PolicyDocument=json.dumps(without_action(policy, "scheduler:CreateSchedule"))
+    )
+    try:
+        due = datetime.fromtimestamp(time.time() + 900, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        aws("dynamodb").put_item(
+            TableName=outputs["table_name"], Item={"PK": {"S": "DENIED#1"}, "SK": {"S": "TASK"}, "dueAt": {"S": due}}
+        )
+        parked: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 180
+        while not parked and time.monotonic() < deadline:
+            for message in aws("sqs").receive_message(QueueUrl=outputs["poison_queue_url"]).get("Messages", []):
+                parked.append(json.loads(message["Body"]))
+            time.sleep(0.5)
+    finally:
+        iam.put_role_policy(RoleName=role, PolicyName=name, PolicyDocument=json.dumps(policy))
+    assert parked, "the denied record was not parked"
+    assert parked[0]["record"]["dynamodb"]["Keys"]["PK"] == {"S": "DENIED#1"}
+    assert parked[0]["error"] == "AccessDeniedException" and "scheduler:CreateSchedule" in parked[0]["reason"]
+    assert aws("scheduler").list_schedules(GroupName="tasks-schedules")["Schedules"] == before
 
 
 def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment: Deployment) -> None:

@@ -5,8 +5,8 @@ by the deployed consumer, the target is fixed, and `scheduled-table redrive` get
 The stream DLQ path reads ministack's real stream and invokes the deployed consumer; its failure record is written
 here, in the shape ministack's event source mapping writes (`DDBStreamBatchInfo`), because ministack sends one only
 after `MaximumRecordAgeInSeconds` (60 s at least) and this test stays short. The target DLQ path (Scheduler's
-dead-letter events, polling's dead letters) is tested against moto in tests/redrive: ministack's Scheduler never
-dead-letters, and an at() schedule takes a minute to fire.
+dead-letter events, polling's dead letters) is tested against moto in tests/redrive: ministack's Scheduler
+dead-letters only a firing its role may not make (localcloud/iam.py), and an at() schedule takes a minute to fire.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 
 from components.cli import main
 from localcloud.deploy import Deployment, up
-from localcloud.provision import clients
+from localcloud.provision import CREDENTIALS, clients
 from localcloud.server import Ministack
 
 REGION = "eu-west-1"
@@ -72,6 +72,15 @@ def redrive(deployment: Deployment, *args: str) -> tuple[int, list[str]]:
     function = deployment.outputs["function_name"]
     argv = ["redrive", *args, "--function", function, "--endpoint-url", deployment.endpoint, "--region", REGION]
     return main(argv, emit=lines.append), lines
+
+
+@pytest.fixture(autouse=True)
+def operator_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator runs redrive with their own credentials; against the local cloud (IAM enforced) those are its
+    admin's (provision.CREDENTIALS), not the suite's placeholder keys, which it does not know."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", CREDENTIALS["aws_access_key_id"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", CREDENTIALS["aws_secret_access_key"])
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
 
 
 @pytest.fixture(scope="module")

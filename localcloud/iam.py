@@ -1,0 +1,466 @@
+"""IAM in the local cloud, as AWS enforces it: ministack runs with `AUTH=true` (its policy evaluator, request ->
+action map and per-function execution-role credentials), and this module puts right what it gets wrong or leaves
+out for the calls this project makes.
+
+- Scheduler's request -> resource map: ministack names every schedule `schedule/default/NAME`, whatever the request's
+  `GroupName`, so a policy scoped to the component's own group (`schedule/GROUP/*`, right on AWS) never matched.
+  `schedule_resource_arn` reads the group from the body (Create/UpdateSchedule) or `groupName` (Get/DeleteSchedule).
+- SQS's batch operations: `SendMessageBatch` is `sqs:SendMessage` in IAM (likewise `DeleteMessageBatch`,
+  `ChangeMessageVisibilityBatch`); ministack authorized them as actions no policy names (`sqs_batch_action`).
+- SES v2 `SendEmail`: AWS authorizes it on the sending identity's ARN with `ses:FromAddress` (and
+  `ses:FromDisplayName`) as condition keys; ministack checked it on `*` without them, so a policy scoped to the
+  sender's identity and address (the component's) never matched (`send_email_identity`, `patch_ses_send_email`).
+- `iam:PassRole`: AWS checks it on CreateSchedule/UpdateSchedule for the target's `RoleArn`, with
+  `iam:PassedToService` = `scheduler.amazonaws.com`; ministack does not.
+- Service sessions: what AWS does on the component's behalf it does as a role (Scheduler as the schedule's
+  `RoleArn`). `service_session` hands out credentials of a role for a service principal its trust policy names
+  (conditions such as `aws:SourceAccount` evaluated), the way the service would assume it. ministack's Scheduler uses
+  them to check each firing of a templated target (`authorize_scheduler_targets`); the emulators in the local cloud's
+  own process (universal targets, dead-letter sends) fetch them from `SERVICE_SESSION_PATH` and sign with them.
+
+Everything here runs inside ministack's process (`python -m localcloud.aws_behaviour`), except `schedule_resource_arn`
+and `templated_action`, which are pure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from typing import Any
+from urllib.parse import unquote
+
+log = logging.getLogger("localcloud.iam")
+
+AUTH_VARIABLE = "AUTH"
+SERVICE_SESSION_PATH = "/_localcloud/service-session"
+SCHEDULER_PRINCIPAL = "scheduler.amazonaws.com"
+SESSION_SECONDS = 3600
+# A session is handed out again until this many seconds before it expires.
+SESSION_MARGIN_SECONDS = 600
+DENIED = "AccessDeniedException"
+# What a refusal is called, by protocol (SNS says AuthorizationError).
+DENIED_CODES = frozenset({DENIED, "AccessDenied", "AuthorizationError"})
+
+# Scheduler's templated targets: the action its role needs on the target's ARN (AWS Scheduler user guide,
+# "Set up the execution role"; the same actions components/policies.py grants).
+TEMPLATED_ACTIONS = {
+    "lambda": "lambda:InvokeFunction",
+    "sqs": "sqs:SendMessage",
+    "sns": "sns:Publish",
+    "states": "states:StartExecution",
+    "events": "events:PutEvents",
+}
+
+
+def _first(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return str(value[0]) if value else ""
+    return "" if value is None else str(value)
+
+
+def schedule_resource_arn(
+    method: str, path: str, body: bytes, query_params: dict[str, Any], region: str, account: str
+) -> str | None:
+    """The ARN a Scheduler request acts on when it names a schedule: `schedule/GROUP/NAME`, the group from the body
+    (CreateSchedule, UpdateSchedule) or the `groupName` query parameter (GetSchedule, DeleteSchedule), `default`
+    when neither names one (as AWS). None for any other request (left to ministack's map)."""
+    parts = [p for p in path.split("/") if p]
+    if len(parts) != 2 or parts[0] != "schedules":
+        return None
+    group = ""
+    if method in ("POST", "PUT"):
+        try:
+            document = json.loads(body or b"{}")
+        except (ValueError, UnicodeDecodeError):
+            document = {}
+        group = str(document.get("GroupName") or "") if isinstance(document, dict) else ""
+    else:
+        group = _first(query_params.get("groupName"))
+    return f"arn:aws:scheduler:{region}:{account}:schedule/{group or 'default'}/{unquote(parts[1])}"
+
+
+SQS_BATCH_ACTIONS = {
+    "sqs:SendMessageBatch": "sqs:SendMessage",
+    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+}
+
+
+def sqs_batch_action(action: str | None) -> str | None:
+    """The IAM action of an SQS operation: a batch operation is authorized as its single-message action."""
+    return SQS_BATCH_ACTIONS.get(action or "", action)
+
+
+def send_email_identity(sender: str, region: str, account: str, verified: set[str]) -> tuple[str, dict[str, str]]:
+    """(identity ARN, condition keys) of an SES v2 SendEmail from `sender` (`Name <address>` or an address): the
+    address's own identity if it is verified, else its domain's (or a parent domain's, the nearest first), as SES
+    picks the identity it sends as. `verified`: the verified identities, lower case."""
+    from email.utils import parseaddr
+
+    display, address = parseaddr(sender)
+    domain = address.rpartition("@")[2].lower()
+    labels = domain.split(".")
+    candidates = [address.lower()] + [".".join(labels[i:]) for i in range(len(labels) - 1)]
+    identity = next((c for c in candidates if c in verified), domain or address)
+    keys = {"ses:FromAddress": address, **({"ses:FromDisplayName": display} if display else {})}
+    return f"arn:aws:ses:{region}:{account}:identity/{identity}", keys
+
+
+def templated_action(target_arn: str) -> tuple[str, str] | None:
+    """(IAM action, its service) Scheduler's role needs to call a templated target; None for a universal target
+    (`arn:aws:scheduler:::aws-sdk:...`: the emulators call those, with the role) or an unknown service."""
+    parts = target_arn.split(":")
+    if len(parts) < 6 or parts[2] == "scheduler":
+        return None
+    action = TEMPLATED_ACTIONS.get(parts[2])
+    return None if action is None else (action, parts[2])
+
+
+# -- inside ministack ------------------------------------------------------------------------------------------------
+
+
+def enabled() -> bool:
+    from ministack import app
+
+    return bool(app.AUTH)
+
+
+def patch_scheduler_resources() -> None:
+    """ministack's request -> resource map, with each schedule in its own group."""
+    from ministack.core import iam_actions
+
+    original = iam_actions.extract_resource_arn
+
+    def extract_resource_arn(
+        service: str,
+        method: str,
+        path: str,
+        headers: dict,
+        body: bytes,
+        query_params: dict,
+        region: str,
+        account_id: str,
+    ) -> str:
+        if service == "scheduler":
+            arn = schedule_resource_arn(method, path, body, query_params, region, account_id)
+            if arn is not None:
+                return arn
+        result: str = original(service, method, path, headers, body, query_params, region, account_id)
+        return result
+
+    iam_actions.extract_resource_arn = extract_resource_arn
+
+
+def patch_sqs_batch_actions() -> None:
+    """ministack's request -> action map, with SQS's batch operations as the actions IAM knows them by."""
+    from ministack.core import iam_actions
+
+    original = iam_actions.extract_iam_action
+
+    def extract_iam_action(
+        service: str, method: str, path: str, headers: dict, body: bytes, query_params: dict
+    ) -> str | None:
+        action: str | None = original(service, method, path, headers, body, query_params)
+        return sqs_batch_action(action) if service == "sqs" else action
+
+    iam_actions.extract_iam_action = extract_iam_action
+
+
+def patch_ses_send_email() -> None:
+    """SES v2 SendEmail authorized on the sending identity, with the sender's address as `ses:FromAddress`."""
+    from ministack import app
+    from ministack.core.responses import get_account_id
+    from ministack.services import ses, ses_v2
+
+    original = app._enforce_ses_v2
+
+    def enforce_ses_v2(method: str, path: str, headers: dict, body: bytes, query_params: dict, request_id: str) -> Any:
+        if not (enabled() and method == "POST" and path.rstrip("/").endswith("/v2/email/outbound-emails")):
+            return original(method, path, headers, body, query_params, request_id)
+        try:
+            document = json.loads(body or b"{}")
+        except (ValueError, UnicodeDecodeError):
+            document = {}
+        sender = str((document if isinstance(document, dict) else {}).get("FromEmailAddress") or "")
+        if not sender:  # a raw message names its sender inside; ministack's check stands
+            return original(method, path, headers, body, query_params, request_id)
+        verified = {str(k).lower() for k, r in ses_v2._identities.items() if (r or {}).get("VerifiedForSendingStatus")}
+        verified |= {
+            str(k).lower() for k, r in ses._identities.items() if (r or {}).get("VerificationStatus") == "Success"
+        }
+        region = app.extract_region(headers, query_params)
+        identity, keys = send_email_identity(sender, region, get_account_id(), verified)
+        return app._enforce_data_plane(
+            "sesv2",
+            "ses:SendEmail",
+            headers,
+            query_params,
+            request_id,
+            resource_arn=identity,
+            service_context=keys,
+            named_resource=identity,
+        )
+
+    app._enforce_ses_v2 = enforce_ses_v2
+
+
+def _denied_json(message: str) -> tuple[int, dict[str, str], bytes]:
+    return (
+        403,
+        {"Content-Type": "application/json", "x-amzn-ErrorType": DENIED},
+        json.dumps({"__type": DENIED, "Message": message, "message": message}).encode(),
+    )
+
+
+def check_pass_role() -> None:
+    """CreateSchedule/UpdateSchedule: the caller must be allowed `iam:PassRole` on the target's role, for
+    Scheduler (`iam:PassedToService`), as AWS checks."""
+    from ministack.core.iam_evaluator import AuthError, enforce
+    from ministack.core.router import extract_access_key_id, extract_region
+    from ministack.services import scheduler
+
+    handle = scheduler.handle_request
+
+    async def handle_request(method: str, path: str, headers: dict, body: bytes, query_params: dict) -> Any:
+        if enabled() and method in ("POST", "PUT") and path.startswith("/schedules/"):
+            try:
+                document = json.loads(body or b"{}")
+            except (ValueError, UnicodeDecodeError):
+                document = {}
+            role = str(((document if isinstance(document, dict) else {}).get("Target") or {}).get("RoleArn") or "")
+            if role:
+                denied = enforce(
+                    extract_access_key_id(headers, query_params),
+                    "iam:PassRole",
+                    "iam",
+                    extract_region(headers, query_params),
+                    resource_arn=role,
+                    service_context={"iam:PassedToService": SCHEDULER_PRINCIPAL},
+                )
+                if denied is not None:
+                    who = "" if isinstance(denied, AuthError) else denied.principal_arn
+                    return _denied_json(f"User: {who} is not authorized to perform: iam:PassRole on resource: {role}")
+        return await handle(method, path, headers, body, query_params)
+
+    scheduler.handle_request = handle_request
+
+
+_sessions: dict[tuple[str, str], dict[str, Any]] = {}
+_sessions_lock = threading.Lock()
+
+
+class Refused(Exception):
+    """The service may not act as the role: it does not exist or its trust policy does not name the service."""
+
+
+def _trusts(document: Any, service: str, context: dict[str, str]) -> bool:
+    from ministack.core.iam_evaluator import (
+        EvalContext,
+        _action_matches,
+        _conditions_met,
+        _service_principal_matches,
+    )
+
+    if isinstance(document, str):
+        try:
+            document = json.loads(unquote(document) if document.startswith("%") else document)
+        except ValueError:
+            return False
+    statements = document.get("Statement", []) if isinstance(document, dict) else []
+    statements = [statements] if isinstance(statements, dict) else statements
+    ctx = EvalContext(
+        principal_arn=service,
+        principal_type="Service",
+        principal_account="",
+        action="sts:AssumeRole",
+        resource_arn="*",
+        region="",
+        service_context={k.lower(): v for k, v in context.items()},
+    )
+    allowed = False
+    for statement in statements if isinstance(statements, list) else []:
+        if not isinstance(statement, dict) or statement.get("Effect") not in ("Allow", "Deny"):
+            continue
+        actions, excluded = statement.get("Action", []), statement.get("NotAction", [])
+        actions = [actions] if isinstance(actions, str) else actions
+        excluded = [excluded] if isinstance(excluded, str) else excluded
+        if not (actions or excluded) or not _action_matches("sts:AssumeRole", actions, excluded):
+            continue
+        if not _service_principal_matches(statement.get("Principal", {}), service):
+            continue
+        if not _conditions_met(statement.get("Condition", {}), ctx):
+            continue
+        if statement["Effect"] == "Deny":
+            return False
+        allowed = True
+    return allowed
+
+
+def service_session(role_arn: str, service: str, source_arn: str = "") -> dict[str, Any]:
+    """Credentials of `role_arn` as the AWS service `service` assumes it (on behalf of the role's own account, with
+    `source_arn` as `aws:SourceArn` if given), registered with ministack's STS. Raises `Refused` as AWS would fail
+    to assume it. Reused until shortly before it expires."""
+    from ministack.services import iam as iam_svc
+    from ministack.services import sts as sts_svc
+
+    parts = role_arn.split(":")
+    if len(parts) < 6 or not parts[5].startswith("role/"):
+        raise Refused(f"{role_arn} is not a role ARN")
+    account, name = parts[4], parts[5].rsplit("/", 1)[-1]
+    with _sessions_lock:
+        cached = _sessions.get((role_arn, service))
+        if cached and cached["Expiration"] - SESSION_MARGIN_SECONDS > time.time():
+            return cached
+        role = iam_svc._roles.get_scoped(account, None, name)
+        if role is None:
+            raise Refused(f"{service} cannot assume {role_arn}: no such role")
+        context = {"aws:SourceAccount": account, **({"aws:SourceArn": source_arn} if source_arn else {})}
+        if not _trusts(role.get("AssumeRolePolicyDocument", "{}"), service, context):
+            raise Refused(f"{service} is not allowed to assume {role_arn}: its trust policy does not name it")
+        session_name = service.split(".", 1)[0]
+        access_key = sts_svc._gen_session_access_key()
+        session = {
+            "AccessKeyId": access_key,
+            "SecretAccessKey": sts_svc._gen_secret(),
+            "SessionToken": sts_svc._gen_session_token(),
+            "Expiration": time.time() + SESSION_SECONDS,
+        }
+        sts_svc.register_session(
+            access_key,
+            {
+                "Arn": f"arn:aws:sts::{account}:assumed-role/{name}/{session_name}",
+                "UserId": f"{sts_svc._role_id(role_arn)}:{session_name}",
+                "SecretAccessKey": session["SecretAccessKey"],
+                "SessionToken": session["SessionToken"],
+                "Expiration": session["Expiration"],
+                "AccountId": account,
+                "PrincipalType": "AssumedRole",
+                "SourcePrincipalArn": f"arn:aws:iam::{account}:root",
+            },
+        )
+        _sessions[(role_arn, service)] = session
+        return session
+
+
+def serve_service_sessions() -> None:
+    """`GET /_localcloud/service-session?role=ARN&service=scheduler.amazonaws.com[&source=ARN]`: a role's session
+    for the local cloud's emulators (JSON `Credentials`), or 403 with the reason. Local only, like
+    `/_ministack/reset`: it stands for AWS's own services, which need no credentials to assume a role."""
+    from ministack import app
+
+    handle = app._handle_sqs_messages_request
+
+    async def with_sessions(method: str, path: str, headers: dict, query_params: dict) -> Any:
+        if path != SERVICE_SESSION_PATH or method != "GET":
+            return await handle(method, path, headers, query_params)
+        try:
+            role, service = _first(query_params.get("role")), _first(query_params.get("service"))
+            session = service_session(role, service, _first(query_params.get("source")))
+        except Refused as refusal:
+            return _denied_json(str(refusal))
+        return 200, {"Content-Type": "application/json"}, json.dumps({"Credentials": session}).encode()
+
+    app._handle_sqs_messages_request = with_sessions
+
+
+def _local_endpoint() -> str:
+    return f"http://127.0.0.1:{os.environ.get('GATEWAY_PORT', '4566')}"
+
+
+def role_client(session: dict[str, Any], service: str, region: str) -> Any:
+    import boto3
+
+    return boto3.client(
+        service,
+        region_name=region,
+        endpoint_url=_local_endpoint(),
+        aws_access_key_id=session["AccessKeyId"],
+        aws_secret_access_key=session["SecretAccessKey"],
+        aws_session_token=session["SessionToken"],
+    )
+
+
+def scheduler_refusal(target: dict[str, Any], schedule: dict[str, Any], region: str) -> str:
+    """Why Scheduler, as the schedule's role, may not call its templated target, or "" if it may."""
+    from ministack.core.iam_evaluator import AuthError, enforce
+
+    wanted = templated_action(str(target.get("Arn", "")))
+    if wanted is None:
+        return ""
+    action, service = wanted
+    try:
+        session = service_session(str(target.get("RoleArn", "")), SCHEDULER_PRINCIPAL, str(schedule.get("Arn", "")))
+    except Refused as refusal:
+        return str(refusal)
+    denied = enforce(session["AccessKeyId"], action, service, region, resource_arn=str(target["Arn"]))
+    if denied is None:
+        return ""
+    who = "" if isinstance(denied, AuthError) else denied.principal_arn
+    return f"User: {who} is not authorized to perform: {action} on resource: {target['Arn']}"
+
+
+def dead_letter(target: dict[str, Any], schedule: dict[str, Any], payload: str, code: str, message: str) -> None:
+    """Scheduler's dead-letter event, sent with the schedule's role (which needs `sqs:SendMessage` on the queue);
+    a role that may not send it loses the event, as on AWS."""
+    queue_arn = str((target.get("DeadLetterConfig") or {}).get("Arn") or "")
+    name = schedule.get("Name", "?")
+    if not queue_arn:
+        log.warning("schedule %s: %s; no dead-letter queue, the event is dropped", name, message)
+        return
+    parts = queue_arn.split(":")
+    try:
+        session = service_session(str(target.get("RoleArn", "")), SCHEDULER_PRINCIPAL, str(schedule.get("Arn", "")))
+        queue_url = f"{_local_endpoint()}/{parts[4]}/{parts[5]}"
+        role_client(session, "sqs", parts[3]).send_message(
+            QueueUrl=queue_url,
+            MessageBody=payload,
+            MessageAttributes={
+                key: {"DataType": "String", "StringValue": value}
+                for key, value in {
+                    "ERROR_CODE": code,
+                    "ERROR_MESSAGE": message[:1000],
+                    "EXHAUSTED_RETRY_CONDITION": "MaximumRetryAttempts",
+                    "RETRY_ATTEMPTS": "0",
+                    "SCHEDULE_ARN": str(schedule.get("Arn", "")),
+                    "TARGET_ARN": str(target.get("Arn", "")),
+                }.items()
+            },
+        )
+    except Exception as error:  # the role may not send either: the event is lost, as on AWS
+        log.warning("schedule %s: %s; its dead-letter event was not sent either: %s", name, message, error)
+        return
+    log.warning("schedule %s: %s; dead-lettered to %s", name, message, queue_arn)
+
+
+def authorize_scheduler_targets() -> None:
+    """Each firing of a templated target (ministack's own at() and ours for rate()/cron(), both through
+    `eventbridge._invoke_target`) is made as the schedule's role: denied, it goes to the schedule's DLQ instead."""
+    from ministack.core.responses import get_region
+    from ministack.services import eventbridge
+
+    invoke = eventbridge._invoke_target
+
+    def invoke_as_role(target: dict, event: dict, rule: dict, view: Any = None) -> Any:
+        from_scheduler = event.get("Source") == "aws.scheduler" and "ScheduleExpression" in (rule or {})
+        if not from_scheduler or not enabled():
+            return invoke(target, event, rule, view)
+        refusal = scheduler_refusal(target, rule, get_region())
+        if not refusal:
+            return invoke(target, event, rule, view)
+        payload = target.get("Input")
+        dead_letter(target, rule, payload if payload is not None else json.dumps(event, default=str), DENIED, refusal)
+        return None
+
+    eventbridge._invoke_target = invoke_as_role
+
+
+def install() -> None:
+    patch_scheduler_resources()
+    patch_sqs_batch_actions()
+    patch_ses_send_email()
+    check_pass_role()
+    serve_service_sessions()
+    authorize_scheduler_targets()
