@@ -25,40 +25,17 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import random
 import threading
-from datetime import UTC, datetime
 
-SEED_VARIABLE = "LOCALCLOUD_SEED"
+from .window import MinuteWindow, seed
+
 REDELIVER_VARIABLE = "LOCALCLOUD_REDELIVER"
 REDELIVERY_LOG_VARIABLE = "LOCALCLOUD_REDELIVERY_LOG"
 REDELIVERY_DELAY_SECONDS = (1.0, 8.0)
 # ministack sweeps its schedules every 10 s; a 1 s sweep keeps the drawn instant meaningful.
 TICK_SECONDS = 1
-
-
-def seed() -> int:
-    """The run's seed: `LOCALCLOUD_SEED` if set, else a new one written back so child processes share it."""
-    value = os.environ.get(SEED_VARIABLE)
-    if value is None:
-        value = str(random.SystemRandom().randrange(1_000_000))
-        os.environ[SEED_VARIABLE] = value
-    return int(value)
-
-
-class MinuteWindow:
-    """The instant an `at()` expression runs: anywhere in the minute its time falls in, drawn from the seed and the
-    expression alone, so ministack's process and the emulators' agree on it without talking to each other."""
-
-    def __init__(self, seed_value: int) -> None:
-        self.seed = seed_value
-
-    def instant(self, expression: str, named: float) -> float:
-        minute = datetime.fromtimestamp(named, UTC).replace(second=0, microsecond=0).timestamp()
-        digest = hashlib.sha256(f"{self.seed}:{expression}".encode()).digest()
-        return minute + int.from_bytes(digest[:4], "big") / 2**32 * 59.999
 
 
 def patch_ministack(window: MinuteWindow) -> None:

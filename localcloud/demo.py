@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
-from .aws_behaviour import seed
 from .deploy import LOCAL_STACK, up
 from .emulators import Emulators
 from .scenarios import TTL_DELAYS, Outcome, count_redeliveries, run, scenarios, verify_sender
 from .server import Ministack
+from .window import seed
 
 COLUMNS = (
     "scenario",

@@ -40,9 +40,9 @@ import botocore
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from .aws_behaviour import MinuteWindow, seed
 from .iam import DENIED, DENIED_CODES, SCHEDULER_PRINCIPAL, SERVICE_SESSION_PATH
 from .provision import NOT_FOUND, clients, error_code, name_from_arn
+from .window import MinuteWindow, seed
 
 log = logging.getLogger("localcloud")
 

@@ -17,9 +17,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn
 
-from .aws_behaviour import REDELIVER_VARIABLE, REDELIVERY_LOG_VARIABLE, seed
+from .aws_behaviour import REDELIVER_VARIABLE, REDELIVERY_LOG_VARIABLE
 from .iam import AUTH_VARIABLE
 from .interrupts import deferred
+from .window import seed
 
 HEALTH = "/_ministack/health"
 RESET = "/_ministack/reset"
