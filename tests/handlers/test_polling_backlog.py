@@ -10,8 +10,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
+import polling
 import pytest
-from polling import Processor, process
+from polling import Processor
 from st_core.clients import CLIENTS
 
 from tests.conftest import REGION
@@ -62,7 +63,7 @@ class CountingClients:
 
 
 def tick(env: Env, clients: CountingClients, now: float = NOW, **kwargs: Any) -> Any:
-    return process(env.config, clients=clients, now=lambda: now, **kwargs)  # type: ignore[arg-type]
+    return polling.process(env.config, clients=clients, now=lambda: now, **kwargs)  # type: ignore[arg-type]
 
 
 def _claim_as(env: Env, now: float, pks: list[str], *, done: bool = False) -> None:
@@ -148,9 +149,9 @@ def test_a_retried_dispatch_is_the_same_occurrence(polling_env: Env) -> None:
 
     pending(polling_env, "a", NOW - 5)
     _break_target(polling_env)
-    assert process(polling_env.config, now=lambda: NOW).retried == 1
+    assert polling.process(polling_env.config, now=lambda: NOW).retried == 1
     CLIENTS.reset()  # the target works again
-    assert process(polling_env.config, now=lambda: NOW + 61).dispatched == 1
+    assert polling.process(polling_env.config, now=lambda: NOW + 61).dispatched == 1
     [message] = polling_env.messages(polling_env.due_queue_url)
     assert message["dueAt"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(NOW - 5))
 

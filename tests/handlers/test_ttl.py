@@ -10,13 +10,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import ttl
 from botocore.exceptions import ClientError
 from st_core.clients import CLIENTS
 from st_core.config import HandlerConfig
 from st_core.errors import TransientError
 from st_core.idempotency import Ledger
 from st_core.timeparse import minute_at_or_after
-from ttl import decide, handle_batch, next_item
+from ttl import decide, next_item
 
 from tests.handlers.conftest import ACCOUNT, Env
 
@@ -68,7 +69,7 @@ def test_a_ttl_deletion_delivers_the_due_event_built_from_the_old_image(ttl_env:
     due = NOW - timedelta(minutes=12)
     ttl_env.put({"PK": "session#1", "SK": "S", "dueAt": epoch(due), "user": "ada"})
     ttl_env.event()
-    response = handle_batch(expire(ttl_env, "session#1"), ttl_env.config)
+    response = ttl.handle_batch(expire(ttl_env, "session#1"), ttl_env.config)
     assert response == {"batchItemFailures": []}
     [message] = ttl_env.messages(ttl_env.due_queue_url)
     assert message["mode"] == "ttl" and message["keys"] == {"PK": "session#1", "SK": "S"}
@@ -78,7 +79,7 @@ def test_a_ttl_deletion_delivers_the_due_event_built_from_the_old_image(ttl_env:
 def test_a_users_delete_and_inserts_do_not_act_without_precise(ttl_env: Env) -> None:
     ttl_env.put({"PK": "session#1", "SK": "S", "dueAt": epoch(NOW)})
     ttl_env.delete("session#1", "S")
-    response = handle_batch(ttl_env.event(), ttl_env.config)
+    response = ttl.handle_batch(ttl_env.event(), ttl_env.config)
     assert response == {"batchItemFailures": []}
     assert ttl_env.messages(ttl_env.due_queue_url) == []
 
@@ -87,8 +88,8 @@ def test_the_same_record_delivered_twice_acts_once(ttl_env: Env) -> None:
     ttl_env.put({"PK": "session#1", "SK": "S", "dueAt": epoch(NOW)})
     ttl_env.event()
     event = expire(ttl_env, "session#1")
-    handle_batch(event, ttl_env.config)
-    handle_batch(event, ttl_env.config)
+    ttl.handle_batch(event, ttl_env.config)
+    ttl.handle_batch(event, ttl_env.config)
     assert len(ttl_env.messages(ttl_env.due_queue_url)) == 1
 
 
@@ -111,21 +112,22 @@ def test_a_failed_action_releases_its_claim_so_the_retry_acts_once(ttl_env: Env)
             raise _client_error("ServiceUnavailable", 503, "SendMessage")
 
     CLIENTS.get("sqs").meta.events.register("before-call.sqs.SendMessage", fail_first_send)
-    first = handle_batch(event, ttl_env.config)
+    first = ttl.handle_batch(event, ttl_env.config)
     # THEN the record is retried, and the retry acts (the claim was released), once
     assert first["batchItemFailures"] != []
-    assert handle_batch(event, ttl_env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(event, ttl_env.config) == {"batchItemFailures": []}
     assert len(ttl_env.messages(ttl_env.due_queue_url)) == 1
 
 
 def test_a_claim_under_a_live_lease_is_retried_and_a_done_one_is_skipped(ttl_env: Env) -> None:
     ledger = Ledger(ttl_env.config["ttl"]["ledgerTable"], clients=CLIENTS, lease_seconds=90, window_seconds=3600)
-    assert ledger.claim("occ", now=1000.0) is True
-    with pytest.raises(TransientError, match="being acted on"):
-        ledger.claim("occ", now=1010.0)
-    assert ledger.claim("occ", now=1100.0) is True  # the lease ran out: the holder died
-    ledger.complete("occ")
-    assert ledger.claim("occ", now=5000.0) is False
+    with acting("executor", dict(ttl_env.config)):
+        assert ledger.claim("occ", now=1000.0) is True
+        with pytest.raises(TransientError, match="being acted on"):
+            ledger.claim("occ", now=1010.0)
+        assert ledger.claim("occ", now=1100.0) is True  # the lease ran out: the holder died
+        ledger.complete("occ")
+        assert ledger.claim("occ", now=5000.0) is False
 
 
 def _recorder(service: str, operation: str) -> list[dict[str, Any]]:
@@ -160,7 +162,7 @@ def test_each_target_kind_gets_its_one_call(ttl_env: Env, kind: str, service: st
     calls = _recorder(service, operation)
     ttl_env.put({"PK": "offer#1", "SK": "S", "dueAt": epoch(NOW), "user": "ada", "email": "ada@example.com"})
     ttl_env.event()
-    assert handle_batch(expire(ttl_env, "offer#1"), ttl_env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(expire(ttl_env, "offer#1"), ttl_env.config) == {"batchItemFailures": []}
     assert len(calls) == 1
     sent = json.dumps(calls[0], default=str)
     assert ("Your offer offer#1 expired" in sent) if kind == "email" else ('"offer#1"' in sent or "offer#1" in sent)
@@ -173,8 +175,8 @@ def test_a_repeating_item_is_written_back_once_with_its_next_time(ttl_env: Env) 
     ttl_env.event()
     event = expire(ttl_env, "pill#1")
     # WHEN it expires, and the record is delivered twice
-    handle_batch(event, ttl_env.config)
-    handle_batch(event, ttl_env.config)
+    ttl.handle_batch(event, ttl_env.config)
+    ttl.handle_batch(event, ttl_env.config)
     # THEN one action, and the item is back once, due at the next hour after now, not in a burst of missed ones
     assert len(ttl_env.messages(ttl_env.due_queue_url)) == 1
     item = ttl_env.ddb.get_item(TableName=ttl_env.table, Key={"PK": {"S": "pill#1"}, "SK": {"S": "S"}})["Item"]
@@ -195,7 +197,7 @@ def test_a_repeat_stops_at_its_end() -> None:
 def test_a_bad_repeat_still_fires_and_is_parked_with_the_reason(ttl_env: Env) -> None:
     ttl_env.put({"PK": "pill#2", "SK": "S", "dueAt": epoch(NOW), "repeatEvery": "hourly"})
     ttl_env.event()
-    response = handle_batch(expire(ttl_env, "pill#2"), ttl_env.config)
+    response = ttl.handle_batch(expire(ttl_env, "pill#2"), ttl_env.config)
     assert response == {"batchItemFailures": []}
     assert len(ttl_env.messages(ttl_env.due_queue_url)) == 1
     [poison] = ttl_env.messages(ttl_env.poison_url)
@@ -217,7 +219,7 @@ def test_a_transient_target_failure_reports_the_record_for_retry(ttl_env: Env) -
         )
 
     CLIENTS.get("sqs").meta.events.register("before-call.sqs.SendMessage", throttle)
-    response = handle_batch(event, ttl_env.config)
+    response = ttl.handle_batch(event, ttl_env.config)
     assert response["batchItemFailures"] == [{"itemIdentifier": event["Records"][0]["dynamodb"]["SequenceNumber"]}]
 
 
@@ -228,7 +230,7 @@ def test_precise_insert_schedules_a_conditional_delete_of_the_item(ttl_env: Env)
     env = precise(ttl_env)
     due = NOW + timedelta(days=1)
     env.put({"PK": "offer#1", "SK": "S", "dueAt": epoch(due)})
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     [schedule] = env.schedules()
     assert schedule["ScheduleExpression"] == f"at({minute_at_or_after(due).strftime('%Y-%m-%dT%H:%M:%S')})"
     assert schedule["Target"]["Arn"] == "arn:aws:scheduler:::aws-sdk:dynamodb:deleteItem"
@@ -242,7 +244,7 @@ def test_precise_delete_at_the_due_time_acts_and_an_early_delete_is_a_cancellati
     env = precise(ttl_env)
     env.put({"PK": "due", "SK": "S", "dueAt": epoch(NOW + timedelta(days=1))})
     env.put({"PK": "cancelled", "SK": "S", "dueAt": epoch(NOW + timedelta(days=2))})
-    handle_batch(env.event(), env.config)
+    ttl.handle_batch(env.event(), env.config)
     assert len(env.schedules()) == 2
     later = NOW + timedelta(days=1, minutes=1)
     # The scheduled delete of "due" runs in the minute after its time; "cancelled" is deleted by its user a day
@@ -251,7 +253,7 @@ def test_precise_delete_at_the_due_time_acts_and_an_early_delete_is_a_cancellati
     removes = env.event(at=NOW + timedelta(days=1, seconds=30))["Records"]
     env.delete("cancelled", "S")
     removes += env.event(at=NOW)["Records"]
-    response = handle_batch({"Records": removes}, env.config, now=lambda: later)
+    response = ttl.handle_batch({"Records": removes}, env.config, now=lambda: later)
     assert response == {"batchItemFailures": []}
     [message] = env.messages(env.due_queue_url)
     assert message["keys"]["PK"] == "due"
@@ -260,25 +262,25 @@ def test_precise_delete_at_the_due_time_acts_and_an_early_delete_is_a_cancellati
 def test_precise_user_delete_before_due_time_fires_nothing_and_removes_the_schedule(ttl_env: Env) -> None:
     env = precise(ttl_env)
     env.put({"PK": "offer#2", "SK": "S", "dueAt": epoch(NOW + timedelta(days=1))})
-    handle_batch(env.event(), env.config)
+    ttl.handle_batch(env.event(), env.config)
     env.delete("offer#2", "S")
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     assert env.messages(env.due_queue_url) == [] and env.schedules() == []
 
 
 def test_precise_item_due_now_is_deleted_at_once_and_then_acted_on(ttl_env: Env) -> None:
     env = precise(ttl_env)
     env.put({"PK": "late", "SK": "S", "dueAt": epoch(NOW - timedelta(seconds=5))})
-    handle_batch(env.event(), env.config)
+    ttl.handle_batch(env.event(), env.config)
     assert env.ddb.get_item(TableName=env.table, Key={"PK": {"S": "late"}, "SK": {"S": "S"}}).get("Item") is None
-    handle_batch(env.event(), env.config)
+    ttl.handle_batch(env.event(), env.config)
     assert len(env.messages(env.due_queue_url)) == 1 and env.schedules() == []
 
 
 def test_precise_ttl_that_is_not_a_number_is_parked_with_the_reason(ttl_env: Env) -> None:
     env = precise(ttl_env)
     env.put({"PK": "bad", "SK": "S", "dueAt": "2026-12-01T10:00:00Z"})
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     [poison] = env.messages(env.poison_url)
     assert "never expires" in poison["reason"]
 
