@@ -50,6 +50,10 @@ from st_core.stream import (
 )
 from st_core.timeparse import format_due, minute_start, parse_due
 
+# The AWS actions this module's own calls need (checked by tests/iam): put the next occurrence of a repeating item
+# back; with `precise`, delete an item whose schedule fired (on the table).
+AWS_ACTIONS = ("dynamodb:DeleteItem", "dynamodb:PutItem")
+
 MODE = "ttl"
 TTL_SERVICE = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 # A repeat interval longer than this is a mistake in the data (and overflows date arithmetic soon after).

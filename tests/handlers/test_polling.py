@@ -19,6 +19,7 @@ from st_core.clients import CLIENTS
 from components.filters import filter_patterns, polling_filters
 from tests.conftest import REGION
 from tests.handlers.conftest import Env, with_due_index
+from tests.iam.enforce import acting
 
 NOW = float(int(time.time()))
 
@@ -194,7 +195,8 @@ def test_a_processor_that_lost_its_lease_does_not_overwrite_the_new_claim(pollin
     pending(polling_env, "a", NOW - 5)
     processor = Processor(polling_env.config, CLIENTS, lambda: NOW, lambda: 900.0)
     key = {"PK": {"S": "a"}, "SK": {"S": "T"}}
-    assert processor._claim(key, int(NOW) - 5, int(NOW) + 90)
+    with acting("processor", polling_env.config):
+        assert processor._claim(key, int(NOW) - 5, int(NOW) + 90)
     # another processor took over after the lease
     polling_env.ddb.update_item(
         TableName=polling_env.table,
@@ -202,7 +204,8 @@ def test_a_processor_that_lost_its_lease_does_not_overwrite_the_new_claim(pollin
         UpdateExpression="SET stClaimUntil = :x",
         ExpressionAttributeValues={":x": {"N": str(int(NOW) + 500)}},
     )
-    processor._done(key, int(NOW) + 90)
+    with acting("processor", polling_env.config):
+        processor._done(key, int(NOW) + 90)
     assert item(polling_env, "a")["stClaimUntil"]["N"] == str(int(NOW) + 500)
 
 

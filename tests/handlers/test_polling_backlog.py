@@ -18,6 +18,7 @@ from st_core.clients import CLIENTS
 from tests.conftest import REGION
 from tests.handlers.conftest import Env, with_due_index
 from tests.handlers.test_polling import NOW, due_keys, item, matches, pending
+from tests.iam.enforce import acting
 
 
 @pytest.fixture
@@ -70,6 +71,11 @@ def _claim_as(env: Env, now: float, pks: list[str], *, done: bool = False) -> No
     """A tick started at `now` claims these items (those still in the index) with its lease (`now` + 90 s), and
     with `done` dispatches and completes them too."""
     other = Processor(env.config, CLIENTS, lambda: now, lambda: 900.0)
+    with acting("processor", env.config):
+        _claim_all(env, other, now, pks, done=done)
+
+
+def _claim_all(env: Env, other: Processor, now: float, pks: list[str], *, done: bool) -> None:
     for pk in pks:
         raw = env.ddb.get_item(TableName=env.table, Key={"PK": {"S": pk}, "SK": {"S": "T"}})["Item"]
         if "stDue" in raw:

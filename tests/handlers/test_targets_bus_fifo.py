@@ -26,6 +26,7 @@ from st_core.dispatch import deduplication_id, due_event, message_group, send_no
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env, with_due_index
 from tests.handlers.test_ttl import ttl_section
+from tests.iam.enforce import acting_for_target
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
@@ -309,10 +310,10 @@ def test_a_group_attribute_groups_items_and_an_item_without_it_keeps_a_group_of_
 def test_a_redelivered_occurrence_reaches_the_fifo_queue_once(env: Env) -> None:
     # GIVEN the executor sent the message, then could not record that it did (the ledger's completion fails)
     arn, url = fifo(env)
-    ttl = as_ttl(env)
-    ttl.config["target"] = {"kind": "sqs", "arn": arn}
+    executor = as_ttl(env)
+    executor.config["target"] = {"kind": "sqs", "arn": arn}
     event = ttl_item(env, "offer#9")
-    ledger = ttl.config["ttl"]["ledgerTable"]
+    ledger = executor.config["ttl"]["ledgerTable"]
     failures: list[int] = []
 
     def fail_completion(params: dict[str, Any], **_: Any) -> None:
@@ -321,9 +322,8 @@ def test_a_redelivered_occurrence_reaches_the_fifo_queue_once(env: Env) -> None:
             raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "injected"}}, "UpdateItem")
 
     CLIENTS.get("dynamodb").meta.events.register("before-parameter-build.dynamodb.UpdateItem", fail_completion)
-    assert ttl.handle_batch(event, env.config)[
-        "batchItemFailures"
-    ]  # reported for retry: the action may not be recorded
+    # reported for retry: the action may not be recorded
+    assert ttl.handle_batch(event, env.config)["batchItemFailures"]
     # WHEN the claim's lease runs out and Lambda delivers the record again (a second send of the same occurrence)
     (occurrence,) = occurrences(env)
     env.ddb.update_item(
@@ -344,7 +344,8 @@ def test_send_now_twice_is_one_message_and_another_occurrence_is_another(env: En
     payload = target_input(target, event)
     clients = Clients()
     for occurrence in ("k#1", "k#1", "k#2"):
-        send_now(target, payload, occurrence=occurrence, clients=clients)
+        with acting_for_target(target):
+            send_now(target, payload, occurrence=occurrence, clients=clients)
     found = fifo_messages(env, url)
     assert [dedupe for _, _, dedupe in found] == [deduplication_id("k#1"), deduplication_id("k#2")]
 

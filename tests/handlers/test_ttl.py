@@ -20,6 +20,7 @@ from st_core.timeparse import minute_at_or_after
 from ttl import decide, next_item
 
 from tests.handlers.conftest import ACCOUNT, Env
+from tests.iam.enforce import acting
 
 TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 NOW = datetime.now(UTC).replace(microsecond=0)

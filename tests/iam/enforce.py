@@ -85,8 +85,20 @@ def check(role: Role, wanted: list[requests.Request]) -> None:
 
 @dataclass
 class Acting:
-    role: str
-    config: dict[str, Any]
+    """A function acting: its role, and Scheduler's execution role when the configuration has one (resolved when
+    the function starts, on the test's thread: the component is built under Pulumi's mocks there, not in a
+    handler's worker thread)."""
+
+    role: Role
+    scheduler: Role | None
+
+
+def resolve(role: str, config: dict[str, Any]) -> Acting:
+    try:
+        scheduler: Role | None = role_for(config, "scheduler-exec")
+    except LookupError:
+        scheduler = None
+    return Acting(role_for(config, role), scheduler)
 
 
 class Enforcement:
@@ -104,7 +116,7 @@ class Enforcement:
 
     @contextmanager
     def act(self, role: str, config: dict[str, Any]) -> Iterator[None]:
-        entry = Acting(role, config)
+        entry = resolve(role, config)
         with self._lock:
             self.acting.append(entry)
         try:
@@ -127,29 +139,58 @@ def acting(role: str, config: dict[str, Any]) -> Any:
     return STATE.act(role, config)
 
 
-def _handler_frame() -> bool | None:
-    """True when the call comes from handler code, False from a test's own code, None from neither."""
+def acting_for_target(target: dict[str, Any]) -> Any:
+    """Run the block as the function that delivers due events itself (ttl's executor), for a test of the delivery
+    code alone with `target` and no table of its own: its policy grants exactly the target's action."""
+    config = {
+        "mode": "ttl",
+        "table": "table",
+        "target": target,
+        "poisonQueueUrl": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/poison",
+        "ttl": {"ledgerTable": "ledger", "precise": False},
+    }
+    return STATE.act("executor", config)
+
+
+def _handler_frame() -> str | None:
+    """The handler file the call comes from; None when it comes from a test's own code (or from neither)."""
     frame = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_filename
         if name.startswith(HANDLERS):
-            return True
+            return name
         if name.startswith(TESTS):
-            return False
+            return None
         frame = frame.f_back
     return None
+
+
+_MODULES: dict[str, Any] = {}
+
+
+def declared_actions(filename: str, role: str) -> tuple[str, ...] | None:
+    """What the handler module at `filename` declares it calls (its AWS_ACTIONS, or AWS_ACTIONS_BY_ROLE[role])."""
+    module = _MODULES.get(filename)
+    if module is None:
+        module = next((m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == filename), None)
+        _MODULES[filename] = module
+    by_role = getattr(module, "AWS_ACTIONS_BY_ROLE", None)
+    if by_role is not None:
+        return tuple(by_role.get(role, ()))
+    return getattr(module, "AWS_ACTIONS", None)
 
 
 _original_make_api_call = BaseClient._make_api_call
 
 
 def _make_api_call(client: BaseClient, operation_name: str, api_params: dict[str, Any]) -> Any:
-    if _handler_frame():
-        _authorize(client, operation_name, api_params)
+    caller = _handler_frame()
+    if caller is not None:
+        _authorize(client, operation_name, api_params, caller)
     return _original_make_api_call(client, operation_name, api_params)
 
 
-def _authorize(client: BaseClient, operation: str, params: dict[str, Any]) -> None:
+def _authorize(client: BaseClient, operation: str, params: dict[str, Any], caller: str) -> None:
     service = client.meta.service_model.service_name
     now = STATE.current()
     if now is None:
@@ -161,21 +202,29 @@ def _authorize(client: BaseClient, operation: str, params: dict[str, Any]) -> No
         STATE.violation(text)  # the handler may catch the error below; the test fails at its end all the same
         raise AssertionError(text)
     STATE.calls += 1
-    role = role_for(now.config, now.role)
     wanted = requests.authorizations(service, operation, params, WHERE)
+    declared = declared_actions(caller, now.role.name)
+    undeclared = sorted({r.action for r in wanted} - set(declared or ()))
+    if undeclared:
+        STATE.violation(
+            f"{caller.removeprefix(str(REPO) + '/')} calls {service}.{operation} ({', '.join(undeclared)}) as the "
+            f"{now.role.name} function, but does not declare it in its AWS_ACTIONS"
+        )
     try:
-        check(role, wanted)
+        check(now.role, wanted)
     except Denied as denied:
         response = requests.denied_response(service, str(denied))
         code = response["Error"]["Code"]
         raise client.exceptions.from_code(code)(response, operation) from None  # type: ignore[attr-defined]
     if service == "scheduler" and operation in ("CreateSchedule", "UpdateSchedule"):
-        _check_firing(now.config, params)
+        _check_firing(now.scheduler, params)
 
 
-def _check_firing(config: dict[str, Any], schedule: dict[str, Any]) -> None:
+def _check_firing(role: Role | None, schedule: dict[str, Any]) -> None:
     """What Scheduler will do with this schedule's role when it fires: call the target, or send to its DLQ."""
-    role = role_for(config, "scheduler-exec")
+    if role is None:
+        STATE.violation(f"schedule {schedule['Name']} made, but the component deploys no Scheduler role here")
+        return
     try:
         check(role, firing_requests(schedule, WHERE))
     except Denied as denied:
