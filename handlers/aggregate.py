@@ -61,10 +61,6 @@ from st_core.config import AggregateConfig, HandlerConfig, load_config
 from st_core.errors import PermanentError, TransientError, error_code, is_transient
 from st_core.idempotency import DIGEST_BYTES, marker_put, record_digest
 from st_core.poison import PoisonQueue
-
-# The AWS actions this module's own calls need (checked by tests/iam): the total's update on the table, alone or in
-# a transaction with one marker put per record into the ledger.
-AWS_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem")
 from st_core.stream import (
     AttributeValue,
     BatchResponse,
@@ -77,6 +73,10 @@ from st_core.stream import (
     sequence_number,
     split_event,
 )
+
+# The AWS actions this module's own calls need (checked by tests/iam): the total's update on the table, alone or in
+# a transaction with one marker put per record into the ledger.
+AWS_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem")
 
 MODE = "aggregate"
 MARKER_PREFIX = "aggregate#"

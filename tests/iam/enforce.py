@@ -83,7 +83,7 @@ def check(role: Role, wanted: list[requests.Request]) -> None:
             raise Denied(role, request, decision == "Deny")
 
 
-@dataclass
+@dataclass(eq=False)
 class Acting:
     """A function acting: its role, and Scheduler's execution role when the configuration has one (resolved when
     the function starts, on the test's thread: the component is built under Pulumi's mocks there, not in a

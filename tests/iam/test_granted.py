@@ -54,6 +54,14 @@ LAMBDA_ACTIONS = (
     "sqs:DeleteMessage",
     "sqs:GetQueueAttributes",
 )
+TARGET_ACTIONS = (
+    "sqs:GetQueueUrl",
+    "lambda:InvokeFunction",
+    "states:StartExecution",
+    "sns:Publish",
+    "events:PutEvents",
+    "ses:SendEmail",
+)
 SCHEDULING = {"scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule", "iam:PassRole"}
 LEDGER = {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:UpdateItem"}
 
@@ -81,8 +89,7 @@ NOT_TAKEN: dict[tuple[str, str], tuple[Condition, str]] = {
     ("aggregator", "dynamodb:DeleteItem"): (lambda o: True, "totals are updated, never deleted"),
     **{
         ("assigner", a): (lambda o: True, "the assigner indexes items; the processor delivers them")
-        for a in ("sqs:GetQueueUrl", "lambda:InvokeFunction", "states:StartExecution", "sns:Publish")
-        + ("events:PutEvents", "ses:SendEmail")
+        for a in TARGET_ACTIONS
     },
 }
 
