@@ -89,7 +89,7 @@ def test_a_call_a_module_does_not_declare_is_a_violation(env: Env, _iam: enforce
     import st_core.idempotency as idempotency
 
     declared = idempotency.AWS_ACTIONS
-    idempotency.AWS_ACTIONS = tuple(a for a in declared if a != "dynamodb:GetItem")
+    idempotency.AWS_ACTIONS = tuple(a for a in declared if a != "dynamodb:GetItem")  # type: ignore[assignment]
     try:
         ledger = Ledger(env.config["eventbridge"]["ledgerTable"], clients=CLIENTS, lease_seconds=90, window_seconds=60)
         with enforce.acting("scheduler", dict(env.config)):

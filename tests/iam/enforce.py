@@ -24,10 +24,11 @@ import functools
 import inspect
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from botocore.client import BaseClient
@@ -93,7 +94,7 @@ class Acting:
     scheduler: Role | None
 
 
-def resolve(role: str, config: dict[str, Any]) -> Acting:
+def resolve(role: str, config: Mapping[str, Any]) -> Acting:
     try:
         scheduler: Role | None = role_for(config, "scheduler-exec")
     except LookupError:
@@ -115,7 +116,7 @@ class Enforcement:
         return self.acting[-1] if self.acting else None
 
     @contextmanager
-    def act(self, role: str, config: dict[str, Any]) -> Iterator[None]:
+    def act(self, role: str, config: Mapping[str, Any]) -> Iterator[None]:
         entry = resolve(role, config)
         with self._lock:
             self.acting.append(entry)
@@ -133,13 +134,13 @@ class Enforcement:
 STATE = Enforcement()
 
 
-def acting(role: str, config: dict[str, Any]) -> Any:
+def acting(role: str, config: Mapping[str, Any]) -> Any:
     """Run the block as the function `role` of the component deployed with `config` (for tests that drive a
     handler's internals directly rather than through its entry point)."""
     return STATE.act(role, config)
 
 
-def acting_for_target(target: dict[str, Any]) -> Any:
+def acting_for_target(target: Mapping[str, Any]) -> Any:
     """Run the block as the function that delivers due events itself (ttl's executor), for a test of the delivery
     code alone with `target` and no table of its own: its policy grants exactly the target's action."""
     config = {
@@ -154,7 +155,7 @@ def acting_for_target(target: dict[str, Any]) -> Any:
 
 def _handler_frame() -> str | None:
     """The handler file the call comes from; None when it comes from a test's own code (or from neither)."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_filename
         if name.startswith(HANDLERS):
@@ -215,7 +216,7 @@ def _authorize(client: BaseClient, operation: str, params: dict[str, Any], calle
     except Denied as denied:
         response = requests.denied_response(service, str(denied))
         code = response["Error"]["Code"]
-        raise client.exceptions.from_code(code)(response, operation) from None  # type: ignore[attr-defined]
+        raise client.exceptions.from_code(code)(response, operation) from None
     if service == "scheduler" and operation in ("CreateSchedule", "UpdateSchedule"):
         _check_firing(now.scheduler, params)
 
@@ -231,7 +232,7 @@ def _check_firing(role: Role | None, schedule: dict[str, Any]) -> None:
         STATE.violation(f"schedule {schedule['Name']}: Scheduler's execution role would be refused: {denied}")
 
 
-def check_mapping(role_name: str, config: dict[str, Any], event: Any, source: str) -> None:
+def check_mapping(role_name: str, config: Mapping[str, Any], event: Any, source: str) -> None:
     """The event source mapping reads the batch it delivers with the function's role; and sends what fails for
     good to its on-failure destination (the stream DLQ), which the component's policy must allow too."""
     if source == "rule" or not isinstance(event, dict):
@@ -266,7 +267,6 @@ def wrap(function: Callable[..., Any], role: str, source: str) -> Callable[..., 
         with STATE.act(role, config):
             return function(*args, **kwargs)
 
-    as_role.__wrapped_role__ = role  # type: ignore[attr-defined]
     return as_role
 
 
@@ -284,11 +284,11 @@ def enforced() -> Iterator[Enforcement]:
         original = getattr(module, attribute)
         patched.append((module, attribute, original))
         setattr(module, attribute, wrap(original, role, source))
-    BaseClient._make_api_call = _make_api_call  # type: ignore[method-assign]
+    BaseClient._make_api_call = _make_api_call
     try:
         yield STATE
     finally:
-        BaseClient._make_api_call = _original_make_api_call  # type: ignore[method-assign]
+        BaseClient._make_api_call = _original_make_api_call
         for module, attribute, original in reversed(patched):
             setattr(module, attribute, original)
     assert not STATE.violations, "AWS would refuse what the component asks of its roles:\n" + "\n".join(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
@@ -218,7 +219,7 @@ def _role(key: str, role: str) -> Role:
     return Role(role, arn, session, document, tuple(parse_policy_document(document)))
 
 
-def role_for(config: dict[str, Any], role: str) -> Role:
+def role_for(config: Mapping[str, Any], role: str) -> Role:
     """The deployed role `role` ("scheduler", "executor", ..., "scheduler-exec") for this configuration, with the
     test's resource names (cached per configuration)."""
     return _role(json.dumps(config, sort_keys=True, default=str), role)
