@@ -171,10 +171,11 @@ _MODULES: dict[str, Any] = {}
 
 def declared_actions(filename: str, role: str) -> tuple[str, ...] | None:
     """What the handler module at `filename` declares it calls (its AWS_ACTIONS, or AWS_ACTIONS_BY_ROLE[role])."""
-    module = _MODULES.get(filename)
-    if module is None:
-        module = next((m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == filename), None)
-        _MODULES[filename] = module
+    if filename not in _MODULES:
+        _MODULES[filename] = next(
+            (m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == filename), None
+        )
+    module = _MODULES[filename]
     by_role = getattr(module, "AWS_ACTIONS_BY_ROLE", None)
     if by_role is not None:
         return tuple(by_role.get(role, ()))
