@@ -74,6 +74,10 @@ from st_core.stream import (
     split_event,
 )
 
+# The AWS actions this module's own calls need (checked by tests/iam): the total's update on the table, alone or in
+# a transaction with one marker put per record into the ledger.
+AWS_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem")
+
 MODE = "aggregate"
 MARKER_PREFIX = "aggregate#"
 # Records per write: a transaction holds at most 100 actions (the total's update and up to 99 markers).

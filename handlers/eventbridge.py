@@ -55,6 +55,10 @@ from st_core.stream import (
 )
 from st_core.timeparse import format_due, parse_due
 
+# The AWS actions this module's own calls need (checked by tests/iam); the rest go through st_core. A recurring
+# schedule is made only for the rule the item still holds: one consistent read of the item before each create.
+AWS_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem",)
+
 MODE = "eventbridge"
 Clock = Callable[[], datetime]
 

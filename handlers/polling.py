@@ -57,6 +57,15 @@ from st_core.stream import (
 )
 from st_core.timeparse import format_due, parse_due
 
+# The AWS actions this module's own calls need, per function (checked by tests/iam). The processor: query the due
+# index, claim/complete/back off an item (update; delete with on_done="delete"), dead-letter to the target DLQ. The
+# assigner: index an item (update), in a transaction with a marker put into the ledger.
+AWS_ACTIONS_BY_ROLE: dict[str, tuple[str, ...]] = {
+    "processor": ("dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:UpdateItem", "sqs:SendMessage"),
+    "assigner": ("dynamodb:PutItem", "dynamodb:UpdateItem"),
+}
+AWS_ACTIONS = tuple(sorted({action for actions in AWS_ACTIONS_BY_ROLE.values() for action in actions}))
+
 MODE = "polling"
 # The prefix of the ledger marker of a stream record the assigner has indexed.
 ASSIGN_MARKER = "assign#"

@@ -9,6 +9,9 @@ from __future__ import annotations
 from st_core.config import load_config
 from st_core.release import SqsBatchResponse, handle_messages
 
+# The AWS actions this module's own calls need (checked by tests/iam): none; st_core.release does the work.
+AWS_ACTIONS: tuple[str, ...] = ()
+
 
 def handler(event: object, context: object = None) -> SqsBatchResponse:
     """Lambda entry point (`release.handler`): one batch of release queue messages."""

@@ -48,6 +48,10 @@ from st_core.stream import (
 )
 from st_core.timeparse import format_due, minute_start, parse_due
 
+# The AWS actions this module's own calls need (checked by tests/iam): put the next occurrence of a repeating item
+# back; with `precise`, delete an item whose schedule fired (on the table).
+AWS_ACTIONS = ("dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
+
 MODE = "ttl"
 TTL_SERVICE = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 # Precise mode: what the schedule does at the due time (Scheduler's universal target for DynamoDB UpdateItem), and

@@ -22,6 +22,18 @@ from .jsontext import dumps, size
 from .templates import render
 from .timeparse import format_due
 
+# The AWS actions delivering to each target kind needs (checked by tests/iam): a function that delivers calls only
+# its target kind's.
+TARGET_ACTIONS: dict[str, tuple[str, ...]] = {
+    "sqs": ("sqs:GetQueueUrl", "sqs:SendMessage"),
+    "lambda": ("lambda:InvokeFunction",),
+    "stepfunctions": ("states:StartExecution",),
+    "sns": ("sns:Publish",),
+    "email": ("ses:SendEmail",),
+    "events": ("events:PutEvents",),
+}
+AWS_ACTIONS = tuple(sorted({action for actions in TARGET_ACTIONS.values() for action in actions}))
+
 SOURCE = "scheduled-table"
 SES_UNIVERSAL_TARGET = "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail"
 DELETE_ITEM_UNIVERSAL_TARGET = "arn:aws:scheduler:::aws-sdk:dynamodb:deleteItem"

@@ -31,6 +31,16 @@ from typing import Any
 from .clients import Clients
 from .errors import TransientError, error_code
 
+# The AWS actions this module's own calls need (checked against its code and against every function's role by
+# tests/iam): all on the ledger table.
+AWS_ACTIONS = (
+    "dynamodb:BatchWriteItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+)
+
 PENDING = "PENDING"
 DONE = "DONE"
 SCHEDULED = "SCHEDULED"

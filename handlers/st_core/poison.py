@@ -10,6 +10,9 @@ from .clients import CLIENTS, Clients
 from .jsontext import dumps, size
 from .stream import sequence_number
 
+# The AWS actions this module's own calls need (checked by tests/iam): the poison queue.
+AWS_ACTIONS = ("sqs:SendMessage",)
+
 
 def poison_message(*, record: object, reason: str, error: str, mode: str, table: str) -> str:
     """The message body: enough to understand, fix and replay the record without the stream (24 h retention).

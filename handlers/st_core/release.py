@@ -54,6 +54,10 @@ from .poison import PoisonQueue
 from .stream import decode_image, to_request
 from .timeparse import format_due, minute_start, parse_due
 
+# The AWS actions this module's own calls need (checked by tests/iam): send to the release queue and the target DLQ,
+# read the item back before a delivery.
+AWS_ACTIONS = ("dynamodb:GetItem", "sqs:SendMessage")
+
 MODE = "release"
 # The key that marks a release queue message (and names its envelope).
 ENVELOPE = "scheduledTableRelease"

@@ -18,6 +18,10 @@ from .errors import TransientError, error_code
 from .naming import dedupe_name
 from .timeparse import at_expression, format_due, minute_at_or_after
 
+# The AWS actions this module's own calls need (checked by tests/iam): schedules in the table's group, and handing
+# Scheduler its role with each one made or changed.
+AWS_ACTIONS = ("iam:PassRole", "scheduler:CreateSchedule", "scheduler:DeleteSchedule", "scheduler:UpdateSchedule")
+
 # A schedule is only made for a minute that starts at least this far ahead: one whose time has passed by the time
 # Scheduler stores it would never fire. Closer than that, the following minute is used.
 MIN_LEAD = timedelta(seconds=10)

@@ -25,6 +25,9 @@ from st_core.config import HandlerConfig
 
 from tests.aws_rules import AwsRules
 from tests.conftest import REGION
+from tests.iam import enforce
+from tests.iam.roles import role_for
+from tests.iam.scheduler_targets import firing_requests
 from tests.moto_locks import serialize_moto_transactions
 
 ACCOUNT = "123456789012"
@@ -157,8 +160,14 @@ class SchedulerClock:
         return ran
 
     def run(self, schedule: dict[str, Any]) -> None:
+        """Fire one schedule as Scheduler does: with the schedule's execution role (the component's
+        `{name}-scheduler-exec-policy`), which must allow the target's action and the dead-letter send."""
         target = schedule["Target"]
         arn = target["Arn"]
+        try:
+            enforce.check(role_for(self.env.config, "scheduler-exec"), firing_requests(schedule, enforce.WHERE))
+        except enforce.Denied as denied:
+            raise AssertionError(f"Scheduler could not fire {schedule['Name']}: {denied}") from None
         if arn.startswith("arn:aws:sqs:"):
             url = self.env.sqs.get_queue_url(QueueName=arn.split(":")[-1])["QueueUrl"]
             self.env.sqs.send_message(QueueUrl=url, MessageBody=target["Input"])
@@ -233,6 +242,14 @@ def _typed(item: dict[str, Any]) -> dict[str, Any]:
 
     serializer = TypeSerializer()
     return {k: serializer.serialize(v) for k, v in item.items()}
+
+
+@pytest.fixture(autouse=True)
+def _iam() -> Iterator[enforce.Enforcement]:
+    """Every handler call in these tests is made as its function's role and refused as AWS refuses it
+    (tests/iam/enforce.py)."""
+    with enforce.enforced() as state:
+        yield state
 
 
 @pytest.fixture

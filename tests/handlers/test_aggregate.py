@@ -15,7 +15,7 @@ from typing import Any
 import aggregate
 import boto3
 import pytest
-from aggregate import RINGS, Totals, chunks, contributions, handle_batch
+from aggregate import RINGS, Totals, chunks, contributions
 from botocore.exceptions import ClientError, ReadTimeoutError
 from moto.events.models import EventPattern
 from st_core.clients import CLIENTS
@@ -138,7 +138,7 @@ def at(seconds: float) -> datetime:
 
 def deliver(env: Env, records: list[dict[str, Any]], now: float) -> BatchResponse:
     """Lambda delivers `records` (a copy) to a handler whose clock reads T0 + `now`."""
-    return handle_batch({"Records": copy.deepcopy(records)}, env.config, now=lambda: T0 + now)
+    return aggregate.handle_batch({"Records": copy.deepcopy(records)}, env.config, now=lambda: T0 + now)
 
 
 def sources(env: Env, made: float) -> list[dict[str, Any]]:
@@ -185,7 +185,9 @@ def test_totals_are_right_for_many_users_over_many_batches(agg_env: Env) -> None
             score(agg_env, n, user, value)
             expected[user] = expected.get(user, 0) + value
             n += 1
-        assert handle_batch(seed_filter_only(agg_env.event(), agg_env), agg_env.config) == {"batchItemFailures": []}
+        assert aggregate.handle_batch(seed_filter_only(agg_env.event(), agg_env), agg_env.config) == {
+            "batchItemFailures": []
+        }
     assert {u: total(agg_env, u) for u in expected} == {u: Decimal(v) for u, v in expected.items()}
 
 
@@ -197,7 +199,7 @@ def test_one_write_per_group_per_batch(agg_env: Env) -> None:
         CLIENTS.get("dynamodb").meta.events.register(
             f"before-call.dynamodb.{operation}", lambda model, **_: calls.append(model.name)
         )
-    handle_batch(agg_env.event(), agg_env.config)
+    aggregate.handle_batch(agg_env.event(), agg_env.config)
     # One UpdateItem per group, no transaction and no ledger marker: the ids live on the totals
     assert calls == ["UpdateItem"] * 3 and total(agg_env, "u0") == 10
     assert markers(agg_env) == 0 and sum(ids_on(agg_env, "u0").values()) == 10
@@ -207,9 +209,9 @@ def test_a_batch_delivered_twice_counts_once(agg_env: Env, again: Callable[[], N
     for n in range(10):
         score(agg_env, n, "ada", 5)
     event = agg_env.event()
-    handle_batch(event, agg_env.config)
+    aggregate.handle_batch(event, agg_env.config)
     again()
-    handle_batch(event, agg_env.config)
+    aggregate.handle_batch(event, agg_env.config)
     assert total(agg_env, "ada") == 50
 
 
@@ -217,12 +219,12 @@ def test_a_retry_from_a_failed_sequence_number_counts_once(agg_env: Env, again: 
     for n in range(10):
         score(agg_env, n, "ada" if n % 2 else "bob", 1)
     event = agg_env.event()
-    handle_batch(event, agg_env.config)
+    aggregate.handle_batch(event, agg_env.config)
     # Lambda redelivers from the middle of the batch (the records after a reported failure), re-split
     again()
-    handle_batch({"Records": event["Records"][4:7]}, agg_env.config)
+    aggregate.handle_batch({"Records": event["Records"][4:7]}, agg_env.config)
     again()
-    handle_batch({"Records": event["Records"][6:]}, agg_env.config)
+    aggregate.handle_batch({"Records": event["Records"][6:]}, agg_env.config)
     assert (total(agg_env, "ada"), total(agg_env, "bob")) == (5, 5)
 
 
@@ -243,10 +245,10 @@ def test_a_failed_write_reports_its_groups_first_record_and_the_retry_is_exact(a
     CLIENTS.get("dynamodb").meta.events.register(
         "before-call.dynamodb.UpdateItem", _fail("UpdateItem", "ProvisionedThroughputExceededException")
     )
-    response = handle_batch(event, agg_env.config)
+    response = aggregate.handle_batch(event, agg_env.config)
     assert response == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["dynamodb"]["SequenceNumber"]}]}
     CLIENTS.reset()
-    assert handle_batch(event, agg_env.config) == {"batchItemFailures": []}
+    assert aggregate.handle_batch(event, agg_env.config) == {"batchItemFailures": []}
     assert total(agg_env, "ada") == 4
 
 
@@ -261,11 +263,11 @@ def test_a_conflicting_ledger_transaction_reports_its_groups_first_record_and_th
         "TransactWriteItems", "TransactionCanceledException", CancellationReasons=[{"Code": "TransactionConflict"}]
     )
     CLIENTS.get("dynamodb").meta.events.register("before-call.dynamodb.TransactWriteItems", conflict)
-    response = handle_batch(event, agg_env.config)
+    response = aggregate.handle_batch(event, agg_env.config)
     assert response == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["dynamodb"]["SequenceNumber"]}]}
     CLIENTS.reset()
-    assert handle_batch(event, agg_env.config) == {"batchItemFailures": []}
-    assert handle_batch(copy.deepcopy(event), agg_env.config) == {"batchItemFailures": []}
+    assert aggregate.handle_batch(event, agg_env.config) == {"batchItemFailures": []}
+    assert aggregate.handle_batch(copy.deepcopy(event), agg_env.config) == {"batchItemFailures": []}
     assert total(agg_env, "ada") == 4 and markers(agg_env) == 4
 
 
@@ -273,7 +275,7 @@ def test_adjust_applies_corrections_moves_and_deletions(agg_env: Env) -> None:
     agg_env.config["aggregate"]["onChange"] = "adjust"
     score(agg_env, 1, "ada", 10)
     score(agg_env, 2, "ada", 7)
-    handle_batch(agg_env.event(), agg_env.config)
+    aggregate.handle_batch(agg_env.event(), agg_env.config)
     score(agg_env, 1, "ada", 4)  # corrected 10 -> 4
     agg_env.delete("SCORE#2", "USER#ada")  # removed
     score(agg_env, 3, "bob", 3)
@@ -283,13 +285,13 @@ def test_adjust_applies_corrections_moves_and_deletions(agg_env: Env) -> None:
         UpdateExpression="SET Score = :s",
         ExpressionAttributeValues={":s": {"N": "3"}},
     )
-    handle_batch(seed_filter_only(agg_env.event(), agg_env), agg_env.config)
+    aggregate.handle_batch(seed_filter_only(agg_env.event(), agg_env), agg_env.config)
     assert (total(agg_env, "ada"), total(agg_env, "bob")) == (4, 3)
 
 
 def test_without_adjust_changes_and_deletions_do_not_reach_the_handler(agg_env: Env) -> None:
     score(agg_env, 1, "ada", 10)
-    handle_batch(agg_env.event(), agg_env.config)
+    aggregate.handle_batch(agg_env.event(), agg_env.config)
     score(agg_env, 1, "ada", 4)
     agg_env.delete("SCORE#1", "USER#ada")
     assert seed_filter_only(agg_env.event(), agg_env) == {"Records": []}
@@ -299,7 +301,7 @@ def test_count_aggregation_counts_records(agg_env: Env) -> None:
     agg_env.config["aggregate"]["aggregation"] = "count"
     for n in range(7):
         score(agg_env, n, "ada", "not even a number")
-    handle_batch(agg_env.event(), agg_env.config)
+    aggregate.handle_batch(agg_env.event(), agg_env.config)
     assert total(agg_env, "ada") == 7
 
 
@@ -317,7 +319,7 @@ def test_bad_scores_go_to_poison_and_the_rest_of_the_batch_counts(
     score(agg_env, 1, "ada", 10)
     agg_env.put(item)
     score(agg_env, 2, "ada", 5)
-    assert handle_batch(agg_env.event(), agg_env.config) == {"batchItemFailures": []}
+    assert aggregate.handle_batch(agg_env.event(), agg_env.config) == {"batchItemFailures": []}
     assert total(agg_env, "ada") == 15
     [poison] = agg_env.messages(agg_env.poison_url)
     assert reason in poison["reason"]
@@ -327,9 +329,9 @@ def test_the_modes_own_writes_never_match_its_filter(agg_env: Env) -> None:
     # GIVEN scores applied, in both filter settings
     score(agg_env, 1, "ada", 10)
     inserts = agg_env.event()
-    handle_batch(inserts, agg_env.config)
+    aggregate.handle_batch(inserts, agg_env.config)
     score(agg_env, 2, "ada", 1)
-    handle_batch(agg_env.event(), agg_env.config)
+    aggregate.handle_batch(agg_env.event(), agg_env.config)
     # THEN the stream's records of the total (its INSERT, then MODIFY) match neither filter; the scores do
     all_records = agg_env.stream.client.get_records(
         ShardIterator=agg_env.stream.client.get_shard_iterator(

@@ -30,6 +30,7 @@ from tests.handlers.conftest import Env, SchedulerClock, Stream
 from tests.handlers.test_aggregate import agg_env  # noqa: F401  (fixtures)
 from tests.handlers.test_polling import _break_target, polling_env  # noqa: F401
 from tests.handlers.test_ttl import ttl_env  # noqa: F401
+from tests.iam.enforce import acting
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 
@@ -262,11 +263,12 @@ def test_polling_redelivered_batch_does_not_put_a_dispatched_item_back(polling_e
     if state in ("RETRY", "FAILED"):
         _break_target(env)
     processor = polling.Processor(env.config, CLIENTS, lambda: NOW.timestamp(), lambda: 900.0)
-    if state == "CLAIMED":
-        raw = env.ddb.get_item(TableName=env.table, Key={"PK": {"S": "job"}, "SK": {"S": "T"}})["Item"]
-        assert processor._claim(processor._key(raw), int(raw["stDue"]["N"]), int(NOW.timestamp()) + 90)
-    else:
-        processor.tick()
+    with acting("processor", env.config):
+        if state == "CLAIMED":
+            raw = env.ddb.get_item(TableName=env.table, Key={"PK": {"S": "job"}, "SK": {"S": "T"}})["Item"]
+            assert processor._claim(processor._key(raw), int(raw["stDue"]["N"]), int(NOW.timestamp()) + 90)
+        else:
+            processor.tick()
     before = env.ddb.get_item(TableName=env.table, Key={"PK": {"S": "job"}, "SK": {"S": "T"}})["Item"]
     assert before["stStatus"]["S"] == state
     # Lambda delivers the assigner's batch again (its records are older than what the processor wrote).

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+import eventbridge
 import pytest
 from botocore.exceptions import ClientError
-from eventbridge import handle_batch
 from st_core.clients import CLIENTS
 from st_core.timeparse import minute_at_or_after
 
@@ -58,7 +58,7 @@ def test_insert_with_iso_time_creates_one_at_schedule_with_target_dlq_and_retry(
     # GIVEN an appointment due in two days
     env.put({"PK": "user#1", "SK": "appt#1", "dueAt": iso(FUTURE), "name": "Ada"})
     # WHEN the stream batch is handled
-    response = handle_batch(env.event(), env.config)
+    response = eventbridge.handle_batch(env.event(), env.config)
     # THEN exactly one schedule exists that fires at that time and delivers the due event to the queue
     assert response == {"batchItemFailures": []}
     (schedule,) = env.schedules()
@@ -94,14 +94,14 @@ def test_insert_with_iso_time_creates_one_at_schedule_with_target_dlq_and_retry(
 )
 def test_time_formats_become_utc_at_expressions(env: Env, written: object, expected: str) -> None:
     env.put({"PK": "p", "SK": "s", "dueAt": written})
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     (schedule,) = env.schedules()
     assert schedule["ScheduleExpression"] == expected
 
 
 def test_numbers_in_the_item_arrive_as_json_numbers(env: Env) -> None:
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "count": 3, "price": Decimal("9.5"), "tags": {"a", "b"}})
-    handle_batch(env.event(), env.config)
+    eventbridge.handle_batch(env.event(), env.config)
     (schedule,) = env.schedules()
     item = json.loads(schedule["Target"]["Input"])["item"]
     assert item["count"] == 3 and item["price"] == 9.5 and item["tags"] == ["a", "b"]
@@ -113,7 +113,7 @@ def test_numbers_in_the_item_arrive_as_json_numbers(env: Env) -> None:
 def test_due_time_in_the_past_is_delivered_now_not_dropped(env: Env) -> None:
     due = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=3)
     env.put({"PK": "p", "SK": "late", "dueAt": iso(due)})
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     assert env.schedules() == []
     (message,) = env.messages(env.due_queue_url)
     assert message["dueAt"] == iso(due) and message["keys"] == {"PK": "p", "SK": "late"}
@@ -124,7 +124,7 @@ def test_a_due_time_seconds_away_is_scheduled_not_delivered_early(env: Env) -> N
     now = datetime.now(UTC).replace(microsecond=0)
     due = now + timedelta(seconds=20)
     env.put({"PK": "p", "SK": "soon", "dueAt": iso(due)})
-    assert handle_batch(env.event(), env.config, now=lambda: now) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), env.config, now=lambda: now) == {"batchItemFailures": []}
     assert env.messages(env.due_queue_url) == []
     (schedule,) = env.schedules()
     fire = datetime.fromisoformat(schedule["ScheduleExpression"][3:-1]).replace(tzinfo=UTC)
@@ -133,9 +133,9 @@ def test_a_due_time_seconds_away_is_scheduled_not_delivered_early(env: Env) -> N
 
 def test_moving_a_due_time_into_the_past_fires_now_and_removes_the_old_schedule(env: Env) -> None:
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
-    handle_batch(env.event(), env.config)
+    eventbridge.handle_batch(env.event(), env.config)
     env.put({"PK": "p", "SK": "s", "dueAt": iso(datetime.now(UTC) - timedelta(minutes=5))})
-    handle_batch(env.event(), env.config)
+    eventbridge.handle_batch(env.event(), env.config)
     assert env.schedules() == []
     assert len(env.messages(env.due_queue_url)) == 1
 
@@ -145,52 +145,52 @@ def test_moving_a_due_time_into_the_past_fires_now_and_removes_the_old_schedule(
 
 def test_modify_that_changes_the_time_updates_the_schedule(env: Env) -> None:
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
-    handle_batch(env.event(), env.config)
+    eventbridge.handle_batch(env.event(), env.config)
     later = FUTURE + timedelta(hours=5)
     env.put({"PK": "p", "SK": "s", "dueAt": iso(later)})
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     (schedule,) = env.schedules()
     assert schedule["ScheduleExpression"] == at(later)
 
 
 def test_modify_that_changes_the_payload_updates_the_input(env: Env) -> None:
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "note": "old"})
-    handle_batch(env.event(), env.config)
+    eventbridge.handle_batch(env.event(), env.config)
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "note": "new"})
-    handle_batch(env.event(), env.config)
+    eventbridge.handle_batch(env.event(), env.config)
     (schedule,) = env.schedules()
     assert json.loads(schedule["Target"]["Input"])["item"]["note"] == "new"
 
 
 def test_modify_that_changes_nothing_relevant_makes_no_api_call(env: Env) -> None:
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
-    handle_batch(env.event(), env.config)
+    eventbridge.handle_batch(env.event(), env.config)
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "x": 1})
     (modify,) = env.event()["Records"]
     # GIVEN a MODIFY whose old and new images yield the same schedule (as a rewrite with equal values does)
     modify["dynamodb"]["OldImage"] = modify["dynamodb"]["NewImage"]
     calls = count_scheduler_calls()
-    assert handle_batch({"Records": [modify]}, env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch({"Records": [modify]}, env.config) == {"batchItemFailures": []}
     assert calls == []
 
 
 def test_modify_that_removes_the_time_attribute_deletes_the_schedule(env: Env) -> None:
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
-    handle_batch(env.event(), env.config)
+    eventbridge.handle_batch(env.event(), env.config)
     env.put({"PK": "p", "SK": "s"})
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     assert env.schedules() == []
 
 
 def test_remove_deletes_the_schedule_and_a_missing_schedule_is_fine(env: Env) -> None:
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
-    handle_batch(env.event(), env.config)
+    eventbridge.handle_batch(env.event(), env.config)
     env.delete("p", "s")
     removal = env.event()
-    assert handle_batch(removal, env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(removal, env.config) == {"batchItemFailures": []}
     assert env.schedules() == []
     # The same REMOVE again (at-least-once delivery): the schedule is already gone, which is no error.
-    assert handle_batch(removal, env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(removal, env.config) == {"batchItemFailures": []}
     assert env.messages(env.poison_url) == []
 
 
@@ -199,7 +199,7 @@ def test_records_of_one_item_in_one_batch_apply_in_stream_order(env: Env) -> Non
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE + timedelta(hours=1))})
     env.put({"PK": "p", "SK": "s", "dueAt": iso(last)})
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     (schedule,) = env.schedules()
     assert schedule["ScheduleExpression"] == at(last)
 
@@ -211,7 +211,7 @@ def test_an_item_inserted_and_removed_in_one_batch_makes_no_schedule_only_a_safe
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
     env.delete("p", "s")
     calls = count_scheduler_calls()
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     # One DeleteSchedule (an earlier run of this batch may have made the schedule), never a CreateSchedule.
     assert calls == ["DeleteSchedule"]
     assert env.schedules() == []
@@ -222,7 +222,7 @@ def test_five_changes_of_one_item_make_one_schedule_call_for_its_final_time(env:
     for due in times:
         env.put({"PK": "p", "SK": "s", "dueAt": iso(due)})
     calls = count_scheduler_calls()
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     assert calls.count("CreateSchedule") == 1 and "UpdateSchedule" not in calls
     assert calls.count("DeleteSchedule") == 4  # one per due time the item left, each finding nothing
     (schedule,) = env.schedules()
@@ -233,7 +233,7 @@ def test_a_payload_rewritten_in_the_same_batch_is_scheduled_once_with_the_last_p
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "note": "old"})
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "note": "new"})
     calls = count_scheduler_calls()
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     assert calls == ["CreateSchedule"]
     (schedule,) = env.schedules()
     assert json.loads(schedule["Target"]["Input"])["item"]["note"] == "new"
@@ -244,14 +244,14 @@ def test_a_schedule_made_by_an_earlier_run_is_cancelled_when_the_batch_comes_bac
     # GIVEN a first delivery that held only the INSERT (its run timed out after making the schedule)
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
     (insert,) = env.event()["Records"]
-    assert handle_batch({"Records": [insert]}, env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch({"Records": [insert]}, env.config) == {"batchItemFailures": []}
     # WHEN Lambda delivers the batch again, now with the item's next change after the INSERT
     if then == "move":
         env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE + timedelta(hours=3))})
     else:
         env.delete("p", "s")
     (change,) = env.event()["Records"]
-    assert handle_batch({"Records": [insert, change]}, env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch({"Records": [insert, change]}, env.config) == {"batchItemFailures": []}
     # THEN the first due time's schedule is gone: coalescing the INSERT away must not forget the schedule it made
     expected = [at(FUTURE + timedelta(hours=3))] if then == "move" else []
     assert [s["ScheduleExpression"] for s in env.schedules()] == expected
@@ -272,14 +272,14 @@ def test_schedule_markers_that_cannot_be_written_send_their_records_back(env: En
 
     ddb = CLIENTS.get("dynamodb")
     ddb.meta.events.register("before-call.dynamodb.BatchWriteItem", throttle)
-    response = handle_batch(batch, env.config)
+    response = eventbridge.handle_batch(batch, env.config)
     # THEN every record whose marker is missing is retried (from the lowest: Lambda resumes there), none is dropped
     assert throttled and len(env.schedules()) == 30
     failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
     assert failed == {r["dynamodb"]["SequenceNumber"] for r in batch["Records"]}
     # AND once the ledger answers, the retried batch records all 30 markers
     ddb.meta.events.unregister("before-call.dynamodb.BatchWriteItem", throttle)
-    assert handle_batch(batch, env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(batch, env.config) == {"batchItemFailures": []}
     ledger = env.config["eventbridge"]["ledgerTable"]
     assert env.ddb.scan(TableName=ledger, Select="COUNT")["Count"] == 30
 
@@ -289,7 +289,7 @@ def test_a_batch_logs_one_summary_line_at_info(env: Env, caplog: pytest.LogCaptu
         env.put({"PK": f"user#{n}", "SK": "appt", "dueAt": iso(FUTURE)})
     batch = env.event()
     with caplog.at_level(logging.INFO, logger="scheduled_table"):
-        assert handle_batch(batch, env.config) == {"batchItemFailures": []}
+        assert eventbridge.handle_batch(batch, env.config) == {"batchItemFailures": []}
     (summary,) = [json.loads(r.getMessage()) for r in caplog.records if r.levelno >= logging.INFO]
     assert summary["Records"] == 5 and summary["scheduled"] == 5 and summary["Mode"] == "eventbridge"
 
@@ -301,9 +301,9 @@ def test_the_same_batch_delivered_twice_leaves_the_same_schedules(env: Env) -> N
     for n in range(12):
         env.put({"PK": f"user#{n}", "SK": "appt", "dueAt": iso(FUTURE + timedelta(minutes=n))})
     batch = env.event()
-    assert handle_batch(batch, env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(batch, env.config) == {"batchItemFailures": []}
     first = {s["Name"]: (s["ScheduleExpression"], s["Target"]) for s in env.schedules()}
-    assert handle_batch(batch, env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(batch, env.config) == {"batchItemFailures": []}
     second = {s["Name"]: (s["ScheduleExpression"], s["Target"]) for s in env.schedules()}
     assert first == second and len(first) == 12
     assert env.messages(env.poison_url) == []
@@ -315,7 +315,7 @@ def test_the_same_batch_delivered_twice_leaves_the_same_schedules(env: Env) -> N
 def test_unparsable_time_goes_to_poison_with_reason_and_the_rest_of_the_batch_proceeds(env: Env) -> None:
     env.put({"PK": "bad", "SK": "s", "dueAt": "next tuesday-ish"})
     env.put({"PK": "good", "SK": "s", "dueAt": iso(FUTURE)})
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     assert len(env.schedules()) == 1
     (poisoned,) = env.messages(env.poison_url)
     assert "not ISO-8601 or epoch seconds" in poisoned["reason"]
@@ -325,16 +325,16 @@ def test_unparsable_time_goes_to_poison_with_reason_and_the_rest_of_the_batch_pr
 
 def test_epoch_milliseconds_are_refused_with_a_hint(env: Env) -> None:
     env.put({"PK": "p", "SK": "s", "dueAt": 1930367167000})
-    handle_batch(env.event(), env.config)
+    eventbridge.handle_batch(env.event(), env.config)
     (poisoned,) = env.messages(env.poison_url)
     assert "milliseconds" in poisoned["reason"]
 
 
 def test_changing_the_time_to_garbage_cancels_the_old_schedule_and_parks_the_record(env: Env) -> None:
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
-    handle_batch(env.event(), env.config)
+    eventbridge.handle_batch(env.event(), env.config)
     env.put({"PK": "p", "SK": "s", "dueAt": "soon"})
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     assert env.schedules() == []
     assert len(env.messages(env.poison_url)) == 1
 
@@ -343,7 +343,7 @@ def test_a_payload_the_api_rejects_goes_to_poison_not_retry(env: Env) -> None:
     fail_on("CreateSchedule", "ValidationException", 400, only_if="too-big")
     env.put({"PK": "p", "SK": "too-big", "dueAt": iso(FUTURE)})
     env.put({"PK": "p", "SK": "fine", "dueAt": iso(FUTURE)})
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     (poisoned,) = env.messages(env.poison_url)
     assert poisoned["error"] == "ValidationException" and "injected" in poisoned["reason"]
     (kept,) = env.schedules()
@@ -360,7 +360,7 @@ def test_throttling_reports_the_failed_record_and_holds_back_later_records_of_th
     batch = env.event()
     b_first = batch["Records"][1]["dynamodb"]["SequenceNumber"]
     calls = fail_on("CreateSchedule", "ThrottlingException", 400, only_if="b-s-")
-    response = handle_batch(batch, env.config)
+    response = eventbridge.handle_batch(batch, env.config)
     assert response == {"batchItemFailures": [{"itemIdentifier": b_first}]}
     assert len(calls) == 1  # the later MODIFY of item b was not applied ahead of its INSERT
     assert [s["Name"].startswith("a-") for s in env.schedules()] == [True]
@@ -372,7 +372,7 @@ def test_server_errors_are_retried_not_poisoned(env: Env, code: str, status: int
     env.put({"PK": "a", "SK": "s", "dueAt": iso(FUTURE)})
     batch = env.event()
     fail_on("CreateSchedule", code, status)
-    response = handle_batch(batch, env.config)
+    response = eventbridge.handle_batch(batch, env.config)
     assert response["batchItemFailures"] == [{"itemIdentifier": batch["Records"][0]["dynamodb"]["SequenceNumber"]}]
     assert env.messages(env.poison_url) == []
 
@@ -381,7 +381,7 @@ def test_an_unreachable_poison_queue_turns_a_poison_record_into_a_retry(env: Env
     env.put({"PK": "p", "SK": "s", "dueAt": "garbage"})
     batch = env.event()
     config = {**env.config, "poisonQueueUrl": env.poison_url + "-missing"}
-    response = handle_batch(batch, config)  # type: ignore[arg-type]
+    response = eventbridge.handle_batch(batch, config)  # type: ignore[arg-type]
     assert response["batchItemFailures"] == [{"itemIdentifier": batch["Records"][0]["dynamodb"]["SequenceNumber"]}]
 
 
@@ -407,7 +407,7 @@ def email_config(env: Env) -> Any:
 def test_email_target_schedules_a_rendered_ses_message_through_the_universal_target(env: Env) -> None:
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "email": "ada@example.com", "name": "Ada",
              "REMINDER_TIMESTAMP": "10:30"})  # fmt: skip
-    assert handle_batch(env.event(), email_config(env)) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), email_config(env)) == {"batchItemFailures": []}
     (schedule,) = env.schedules()
     assert schedule["Target"]["Arn"] == "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail"
     assert json.loads(schedule["Target"]["Input"]) == {
@@ -426,7 +426,7 @@ def test_email_missing_a_template_attribute_is_poison_for_that_record_only(env: 
     env.put({"PK": "p", "SK": "no-name", "dueAt": iso(FUTURE), "email": "a@example.com", "REMINDER_TIMESTAMP": "x"})
     env.put({"PK": "p", "SK": "ok", "dueAt": iso(FUTURE), "email": "b@example.com", "REMINDER_TIMESTAMP": "x",
              "name": "B"})  # fmt: skip
-    assert handle_batch(env.event(), email_config(env)) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), email_config(env)) == {"batchItemFailures": []}
     assert len(env.schedules()) == 1
     (poisoned,) = env.messages(env.poison_url)
     assert "name" in poisoned["reason"]
@@ -439,7 +439,7 @@ def test_schedule_names_are_valid_and_distinct_for_awkward_keys(env: Env) -> Non
     awkward = ["ünïcødé#1", "a" * 300, "#", "user#1", "user 1", "USER#1", "日本語のキー"]
     for pk in awkward:
         env.put({"PK": pk, "SK": "s", "dueAt": iso(FUTURE)})
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     names = [s["Name"] for s in env.schedules()]
     assert len(set(names)) == len(awkward)
     assert all(re.fullmatch(r"[0-9A-Za-z_.-]{1,64}", n) for n in names)

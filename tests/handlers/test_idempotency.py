@@ -14,8 +14,24 @@ from st_core.errors import TransientError
 from st_core.idempotency import DONE, PENDING, SCHEDULED, Ledger, marker_put, record_digest
 
 from tests.conftest import REGION
+from tests.handlers.conftest import ACCOUNT
+from tests.iam.enforce import acting
 
 NOW = 1_800_000_000.0
+# The ledger as the eventbridge scheduling function uses it (the one role that also writes schedule markers in
+# batches): every call below is made as that role, against the policy the component renders for it.
+CONFIG: dict[str, Any] = {
+    "mode": "eventbridge",
+    "table": "items",
+    "target": {"kind": "sqs", "arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:due"},
+    "poisonQueueUrl": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/poison",
+    "scheduler": {
+        "group": "group",
+        "roleArn": f"arn:aws:iam::{ACCOUNT}:role/scheduler",
+        "deadLetterArn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:tdlq",
+    },
+    "eventbridge": {"ledgerTable": "ledger", "leaseSeconds": 90, "windowSeconds": 3600},
+}
 
 
 @pytest.fixture
@@ -30,7 +46,8 @@ def ledger() -> Iterator[Ledger]:
         )
         clients = Clients()
         clients.override("dynamodb", ddb)
-        yield Ledger("ledger", clients=clients, lease_seconds=90, window_seconds=3600)
+        with acting("scheduler", CONFIG):
+            yield Ledger("ledger", clients=clients, lease_seconds=90, window_seconds=3600)
 
 
 def item(ledger: Ledger, occurrence: str) -> dict[str, Any] | None:

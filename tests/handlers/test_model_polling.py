@@ -32,6 +32,7 @@ from st_core.pending import without_index
 from components.filters import filter_patterns, polling_filters
 from tests.handlers.conftest import Env
 from tests.handlers.model_support import LambdaFilter, StreamDelivery, TargetQueue, due_time, model_env, model_test
+from tests.iam.enforce import acting
 
 START = datetime(2030, 6, 1, 12, 0, 0, tzinfo=UTC)
 KEYS = ["a", "b", "c"]
@@ -245,7 +246,8 @@ class PollingModel(StreamDelivery):
         items run once their lease has ended, at their own time (or the time a user moved them to meanwhile)."""
         self.now += timedelta(seconds=seconds)
         moment = self.now.timestamp()
-        _DiesAfterClaiming(self.env.config, CLIENTS, lambda: moment, lambda: 900.0).tick()
+        with acting("processor", self.env.config):
+            _DiesAfterClaiming(self.env.config, CLIENTS, lambda: moment, lambda: 900.0).tick()
         assert self._collect() == []
         self._read()
 

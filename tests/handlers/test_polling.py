@@ -10,14 +10,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import boto3
+import polling
 import pytest
 from moto.events.models import EventPattern
-from polling import Processor, handle_assign_batch, process
+from polling import Processor
 from st_core.clients import CLIENTS
 
 from components.filters import filter_patterns, polling_filters
 from tests.conftest import REGION
 from tests.handlers.conftest import Env, with_due_index
+from tests.iam.enforce import acting
 
 NOW = float(int(time.time()))
 
@@ -44,7 +46,7 @@ def due_keys(env: Env) -> list[str]:
 
 
 def tick(env: Env, now: float = NOW, **kwargs: Any) -> Any:
-    return process(env.config, now=lambda: now, **kwargs)
+    return polling.process(env.config, now=lambda: now, **kwargs)
 
 
 # -- the processor ------------------------------------------------------------------------------------------------
@@ -193,7 +195,8 @@ def test_a_processor_that_lost_its_lease_does_not_overwrite_the_new_claim(pollin
     pending(polling_env, "a", NOW - 5)
     processor = Processor(polling_env.config, CLIENTS, lambda: NOW, lambda: 900.0)
     key = {"PK": {"S": "a"}, "SK": {"S": "T"}}
-    assert processor._claim(key, int(NOW) - 5, int(NOW) + 90)
+    with acting("processor", polling_env.config):
+        assert processor._claim(key, int(NOW) - 5, int(NOW) + 90)
     # another processor took over after the lease
     polling_env.ddb.update_item(
         TableName=polling_env.table,
@@ -201,7 +204,8 @@ def test_a_processor_that_lost_its_lease_does_not_overwrite_the_new_claim(pollin
         UpdateExpression="SET stClaimUntil = :x",
         ExpressionAttributeValues={":x": {"N": str(int(NOW) + 500)}},
     )
-    processor._done(key, int(NOW) + 90)
+    with acting("processor", polling_env.config):
+        processor._done(key, int(NOW) + 90)
     assert item(polling_env, "a")["stClaimUntil"]["N"] == str(int(NOW) + 500)
 
 
@@ -209,7 +213,7 @@ def test_a_processor_that_lost_its_lease_does_not_overwrite_the_new_claim(pollin
 
 
 def assign(env: Env) -> Any:
-    return handle_assign_batch(env.event(), env.config)
+    return polling.handle_assign_batch(env.event(), env.config)
 
 
 @pytest.mark.parametrize(
@@ -274,7 +278,7 @@ def test_only_users_writes_pass_the_assigners_filter(polling_env: Env) -> None:
     polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})
     user_insert = polling_env.event()
     assert [matches(r) for r in user_insert["Records"]] == [True]
-    handle_assign_batch(user_insert, polling_env.config)
+    polling.handle_assign_batch(user_insert, polling_env.config)
     tick(polling_env, NOW + 1)
     own_writes = polling_env.event()["Records"]
     # THEN none of the mode's own writes (index, claim, done) would invoke the assigner again
@@ -292,13 +296,13 @@ def test_only_users_writes_pass_the_assigners_filter(polling_env: Env) -> None:
     )
     [moved] = polling_env.event()["Records"]
     assert matches(moved)
-    handle_assign_batch({"Records": [moved]}, polling_env.config)
+    polling.handle_assign_batch({"Records": [moved]}, polling_env.config)
     assert item(polling_env, "b")["stDue"]["N"] == str(int(NOW) + 60)
 
 
 def test_a_user_rewriting_a_done_item_unchanged_does_not_run_it_again(polling_env: Env) -> None:
     polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})
-    handle_assign_batch(polling_env.event(), polling_env.config)
+    polling.handle_assign_batch(polling_env.event(), polling_env.config)
     tick(polling_env, NOW + 1)
     polling_env.event()
     polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})  # the same item, written again
@@ -341,5 +345,5 @@ def test_a_table_without_the_due_index_fails_each_tick_naming_the_index_to_add(
     config = copy.deepcopy(polling_env.config)
     config["table"] = polling_env.table.removeprefix("polling-")  # the handler env's table: no index
     with pytest.raises(RuntimeError, match=r"has no due index 'due': add a global secondary index 'due' with"):
-        process(config, now=lambda: NOW)
+        polling.process(config, now=lambda: NOW)
     assert any("due-index-missing" in record.getMessage() for record in caplog.records)

@@ -10,13 +10,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
+import polling
 import pytest
-from polling import Processor, process
+from polling import Processor
 from st_core.clients import CLIENTS
 
 from tests.conftest import REGION
 from tests.handlers.conftest import Env, with_due_index
 from tests.handlers.test_polling import NOW, due_keys, item, matches, pending
+from tests.iam.enforce import acting
 
 
 @pytest.fixture
@@ -62,13 +64,18 @@ class CountingClients:
 
 
 def tick(env: Env, clients: CountingClients, now: float = NOW, **kwargs: Any) -> Any:
-    return process(env.config, clients=clients, now=lambda: now, **kwargs)  # type: ignore[arg-type]
+    return polling.process(env.config, clients=clients, now=lambda: now, **kwargs)  # type: ignore[arg-type]
 
 
 def _claim_as(env: Env, now: float, pks: list[str], *, done: bool = False) -> None:
     """A tick started at `now` claims these items (those still in the index) with its lease (`now` + 90 s), and
     with `done` dispatches and completes them too."""
     other = Processor(env.config, CLIENTS, lambda: now, lambda: 900.0)
+    with acting("processor", env.config):
+        _claim_all(env, other, now, pks, done=done)
+
+
+def _claim_all(env: Env, other: Processor, now: float, pks: list[str], *, done: bool) -> None:
     for pk in pks:
         raw = env.ddb.get_item(TableName=env.table, Key={"PK": {"S": pk}, "SK": {"S": "T"}})["Item"]
         if "stDue" in raw:
@@ -148,9 +155,9 @@ def test_a_retried_dispatch_is_the_same_occurrence(polling_env: Env) -> None:
 
     pending(polling_env, "a", NOW - 5)
     _break_target(polling_env)
-    assert process(polling_env.config, now=lambda: NOW).retried == 1
+    assert polling.process(polling_env.config, now=lambda: NOW).retried == 1
     CLIENTS.reset()  # the target works again
-    assert process(polling_env.config, now=lambda: NOW + 61).dispatched == 1
+    assert polling.process(polling_env.config, now=lambda: NOW + 61).dispatched == 1
     [message] = polling_env.messages(polling_env.due_queue_url)
     assert message["dueAt"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(NOW - 5))
 

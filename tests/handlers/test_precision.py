@@ -13,12 +13,12 @@ from types import SimpleNamespace
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import eventbridge
 import pytest
 from botocore.exceptions import ClientError
-from eventbridge import handle_batch
 from st_core import release
 from st_core.clients import CLIENTS
-from st_core.release import ENVELOPE, handle_messages, release_fire_time
+from st_core.release import ENVELOPE, release_fire_time
 
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env, SchedulerClock
@@ -111,7 +111,7 @@ class ReleaseQueue:
                 {"messageId": m.id, "receiptHandle": m.id, "body": m.body, "eventSource": "aws:sqs"} for m in batch
             ]
         }
-        response = handle_messages(event, self.env.config, now=self.clock, sleep=self.clock.sleep)
+        response = release.handle_messages(event, self.env.config, now=self.clock, sleep=self.clock.sleep)
         failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
         for message in batch:
             if message.id in failed:
@@ -144,7 +144,7 @@ def queue(env: Env) -> Iterator[ReleaseQueue]:
 
 def stream(env: Env, queue: ReleaseQueue, *, changed: datetime | None = None) -> dict[str, Any]:
     """The table's new stream records through the eventbridge handler at the test clock's time."""
-    response = handle_batch(env.event(at=changed or queue.clock.t), env.config, now=queue.clock)
+    response = eventbridge.handle_batch(env.event(at=changed or queue.clock.t), env.config, now=queue.clock)
     assert response == {"batchItemFailures": []}
     return dict(response)
 
@@ -253,7 +253,7 @@ def test_scheduler_invoking_twice_and_sqs_delivering_again_still_deliver_once(en
     # and the whole stream batch is delivered again after the due times.
     queue.redeliver_once = True
     run_until(env, queue, BASE + timedelta(minutes=3), scheduler=SchedulerClock(env), twice=True)
-    handle_batch({"Records": env.stream.since(0)}, env.config, now=queue.clock)
+    eventbridge.handle_batch({"Records": env.stream.since(0)}, env.config, now=queue.clock)
     delivered = queue.delivered()
     assert {pk: len(m) for pk, m in delivered.items()} == {pk: 1 for pk in dues}
     assert all(dues[pk] <= delivered[pk][0] < dues[pk] + timedelta(seconds=1) for pk in dues)
@@ -375,7 +375,7 @@ def test_bad_messages_are_parked_and_the_batch_goes_on(env: Env, queue: ReleaseQ
     parked = env.messages(env.config["poisonQueueUrl"])
     assert [p["error"] for p in parked] == ["MalformedRelease", "MalformedRelease"]
     assert all(p["reason"].startswith("not a release message") for p in parked)
-    assert handle_messages({"nothing": 1}, env.config, now=queue.clock) == {"batchItemFailures": []}
+    assert release.handle_messages({"nothing": 1}, env.config, now=queue.clock) == {"batchItemFailures": []}
     assert env.messages(env.config["poisonQueueUrl"])[0]["error"] == "MalformedRecord"
 
 

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import eventbridge
 import pytest
-from eventbridge import handle_batch
 from st_core.clients import CLIENTS
 from st_core.timeparse import parse_due
 
@@ -38,7 +38,7 @@ def item(**extra: Any) -> dict[str, Any]:
 
 def run(env: Env) -> dict[str, Any]:
     batch = env.event()
-    assert handle_batch(batch, env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(batch, env.config) == {"batchItemFailures": []}
     return batch
 
 
@@ -78,7 +78,7 @@ def test_removing_the_item_or_its_recurrence_deletes_the_schedule(env: Env) -> N
     env.delete("u", "weekly")
     removal = run(env)
     assert env.schedules() == []
-    assert handle_batch(removal, env.config) == {"batchItemFailures": []}  # redelivered: still nothing
+    assert eventbridge.handle_batch(removal, env.config) == {"batchItemFailures": []}  # redelivered: still nothing
     # An item that goes from a recurrence to a one-time time: the recurring schedule goes, an at() one comes.
     env.put(item())
     run(env)
@@ -94,12 +94,12 @@ def test_a_redelivered_batch_repeats_only_idempotent_calls(env: Env) -> None:
     env.delete("u", "weekly")
     env.put(item(dueAt="rate(1 day)"))
     batch = run(env)
-    assert handle_batch(batch, env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(batch, env.config) == {"batchItemFailures": []}
     (schedule,) = env.schedules()
     assert schedule["ScheduleExpression"] == "rate(1 day)"
     # Lambda's retry from a sequence number in the middle, with every record after it.
     batch["Records"] = batch["Records"][2:]
-    assert handle_batch(batch, env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(batch, env.config) == {"batchItemFailures": []}
     assert [s["ScheduleExpression"] for s in env.schedules()] == ["rate(1 day)"]
 
 
@@ -264,7 +264,7 @@ def test_a_past_due_time_in_the_items_zone_is_delivered_once_at_once(env: Env) -
     local = (NOW - timedelta(days=1)).replace(hour=9, minute=0, second=0, tzinfo=None)
     zoned(env).put({"PK": "u", "SK": "late", "dueAt": local.isoformat(), "timeZone": "America/New_York"})
     batch = run(env)
-    assert handle_batch(batch, env.config) == {"batchItemFailures": []}  # redelivered
+    assert eventbridge.handle_batch(batch, env.config) == {"batchItemFailures": []}  # redelivered
     (event,) = env.messages(env.due_queue_url)
     assert event["dueAt"] == iso(local.replace(tzinfo=ZoneInfo("America/New_York")).astimezone(UTC))
 

@@ -20,6 +20,7 @@ from st_core.poison import poison_message
 from st_core.stream import decode_image, key_identity
 
 from tests.conftest import REGION
+from tests.iam.enforce import acting_for_target
 
 # -- time -------------------------------------------------------------------------------------------------------
 
@@ -214,7 +215,8 @@ def test_send_now_to_sns_reaches_subscribers() -> None:
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"})
         payload = target_input({"kind": "sns", "arn": topic}, event())
-        send_now({"kind": "sns", "arn": topic}, payload, occurrence="o", clients=Clients())
+        with acting_for_target({"kind": "sns", "arn": topic}):
+            send_now({"kind": "sns", "arn": topic}, payload, occurrence="o", clients=Clients())
         (message,) = sqs.receive_message(QueueUrl=url)["Messages"]
         assert json.loads(message["Body"])["keys"] == {"PK": "k"}
 
@@ -229,7 +231,8 @@ def test_send_now_to_step_functions_starts_one_named_execution_even_twice() -> N
         target = {"kind": "stepfunctions", "arn": machine}
         clients = Clients()
         for _ in range(2):
-            send_now(target, target_input(target, event()), occurrence="occurrence-1", clients=clients)  # type: ignore[arg-type]
+            with acting_for_target(target):
+                send_now(target, target_input(target, event()), occurrence="occurrence-1", clients=clients)  # type: ignore[arg-type]
         executions = sfn.list_executions(stateMachineArn=machine)["executions"]
         assert [e["name"] for e in executions] == ["occurrence-1"]
 
@@ -248,7 +251,8 @@ def test_send_now_to_lambda_is_an_async_invoke() -> None:
             {"StatusCode": 202},
             {"FunctionName": arn, "InvocationType": "Event", "Payload": payload.encode()},
         )
-        send_now({"kind": "lambda", "arn": arn}, payload, occurrence="o", clients=clients)
+        with acting_for_target({"kind": "lambda", "arn": arn}):
+            send_now({"kind": "lambda", "arn": arn}, payload, occurrence="o", clients=clients)
         stub.assert_no_pending_responses()
 
 

@@ -13,19 +13,20 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
+import eventbridge
+import polling
 import pytest
+import ttl
 from botocore.exceptions import ClientError
-from eventbridge import handle_batch as schedule_batch
-from polling import process
 from st_core import limits
 from st_core.clients import CLIENTS, Clients
 from st_core.config import HandlerConfig, TargetConfig
 from st_core.dispatch import deduplication_id, due_event, message_group, send_now, sqs_token, target_input
-from ttl import handle_batch as ttl_batch
 
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env, with_due_index
 from tests.handlers.test_ttl import ttl_section
+from tests.iam.enforce import acting_for_target
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
@@ -170,7 +171,7 @@ def test_a_past_due_item_is_put_on_the_bus_as_the_events_detail(env: Env, bus: t
     env.config["target"] = bus_target(arn)
     env.put({"PK": "user#1", "SK": "appt#1", "dueAt": iso(NOW - timedelta(minutes=5)), "name": "Ada"})
     # WHEN the batch is handled (Scheduler cannot fire in the past: the Lambda puts the event itself)
-    assert schedule_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     # THEN one event reached the bus's rule, with the due event as its detail
     (event,) = on_bus(env, seen)
     assert (event["source"], event["detail-type"]) == ("scheduled-table", "scheduled-table.due")
@@ -182,7 +183,7 @@ def test_a_schedule_delivers_through_schedulers_templated_eventbridge_target(env
     arn, seen = bus
     env.config["target"] = bus_target(arn, detailType="Reminder due", source="com.example.reminders")
     env.put({"PK": "user#1", "SK": "appt#2", "dueAt": iso(NOW + timedelta(days=2)), "name": "Ada"})
-    assert schedule_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     (schedule,) = env.schedules()
     target = schedule["Target"]
     assert target["Arn"] == arn
@@ -198,7 +199,7 @@ def test_a_schedule_delivers_through_schedulers_templated_eventbridge_target(env
 def test_ttl_puts_the_due_event_on_the_bus(env: Env, bus: tuple[str, str]) -> None:
     arn, seen = bus
     as_ttl(env).config["target"] = bus_target(arn)
-    assert ttl_batch(ttl_item(env, "offer#1"), env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(ttl_item(env, "offer#1"), env.config) == {"batchItemFailures": []}
     (event,) = on_bus(env, seen)
     assert event["detail"]["mode"] == "ttl" and event["detail"]["keys"] == {"PK": "offer#1", "SK": "S"}
 
@@ -207,7 +208,7 @@ def test_polling_puts_the_due_event_on_the_bus(env: Env, bus: tuple[str, str]) -
     arn, seen = bus
     with_due_index(env).config["target"] = bus_target(arn)
     env.put({"PK": "job#1", "SK": "T", "stShard": 0, "stDue": int(NOW.timestamp()) - 1, "stStatus": "PENDING"})
-    assert process(env.config, now=lambda: NOW.timestamp()).dispatched == 1
+    assert polling.process(env.config, now=lambda: NOW.timestamp()).dispatched == 1
     (event,) = on_bus(env, seen)
     assert event["detail"]["mode"] == "polling" and event["detail"]["keys"] == {"PK": "job#1", "SK": "T"}
 
@@ -219,14 +220,14 @@ def test_an_entry_refused_by_throttling_is_retried_and_arrives_once(env: Env, bu
     event = ttl_item(env, "offer#2")
     refused = refuse_entries("ThrottlingException")
     # WHEN the record is handled, THEN it is reported for retry, not counted as done
-    first = ttl_batch(event, env.config)
+    first = ttl.handle_batch(event, env.config)
     assert len(refused) == 1 and first["batchItemFailures"] == [
         {"itemIdentifier": event["Records"][0]["dynamodb"]["SequenceNumber"]}
     ]
     assert on_bus(env, seen) == []
     # AND Lambda's retry delivers it, once
-    assert ttl_batch(event, env.config) == {"batchItemFailures": []}
-    assert ttl_batch(event, env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(event, env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(event, env.config) == {"batchItemFailures": []}
     assert [e["detail"]["keys"]["PK"] for e in on_bus(env, seen)] == ["offer#2"]
 
 
@@ -235,7 +236,7 @@ def test_an_entry_refused_for_good_is_parked_with_awss_reason(env: Env, bus: tup
     env.config["target"] = bus_target(arn)
     env.put({"PK": "user#1", "SK": "appt#3", "dueAt": iso(NOW - timedelta(minutes=1))})
     refuse_entries("NotAuthorizedForSourceException")
-    assert schedule_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     (parked,) = env.messages(env.poison_url)
     assert "NotAuthorizedForSourceException" in parked["reason"] and on_bus(env, seen) == []
 
@@ -245,7 +246,7 @@ def test_polling_backs_off_an_item_whose_entry_was_refused(env: Env, bus: tuple[
     with_due_index(env).config["target"] = bus_target(arn)
     env.put({"PK": "job#2", "SK": "T", "stShard": 0, "stDue": int(NOW.timestamp()) - 1, "stStatus": "PENDING"})
     refuse_entries("InternalFailure")
-    report = process(env.config, now=lambda: NOW.timestamp())
+    report = polling.process(env.config, now=lambda: NOW.timestamp())
     assert report.dispatched == 0 and on_bus(env, seen) == []
     item = env.ddb.get_item(TableName=env.table, Key={"PK": {"S": "job#2"}, "SK": {"S": "T"}})["Item"]
     assert item["stStatus"]["S"] == "RETRY" and item["stAttempts"]["N"] == "1"
@@ -254,7 +255,7 @@ def test_polling_backs_off_an_item_whose_entry_was_refused(env: Env, bus: tuple[
 def test_a_due_event_too_big_for_an_entry_is_put_without_its_item(env: Env, bus: tuple[str, str]) -> None:
     arn, seen = bus
     as_ttl(env).config["target"] = bus_target(arn)
-    assert ttl_batch(ttl_item(env, "big#1", blob="x" * 300_000), env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(ttl_item(env, "big#1", blob="x" * 300_000), env.config) == {"batchItemFailures": []}
     (event,) = on_bus(env, seen)
     assert event["detail"]["itemTrimmed"] is True and event["detail"]["item"] == {}
     assert event["detail"]["keys"] == {"PK": "big#1", "SK": "S"}
@@ -272,7 +273,7 @@ def test_each_item_gets_a_message_group_of_its_own_and_the_occurrence_is_the_ded
     arn, url = fifo(env)
     as_ttl(env).config["target"] = {"kind": "sqs", "arn": arn}
     for pk in ("offer#1", "offer#2"):
-        assert ttl_batch(ttl_item(env, pk), env.config) == {"batchItemFailures": []}
+        assert ttl.handle_batch(ttl_item(env, pk), env.config) == {"batchItemFailures": []}
     found = fifo_messages(env, url)
     assert [(body["keys"]["PK"], group) for body, group, _ in found] == [
         ("offer#1", '{"PK":"offer#1","SK":"S"}'),
@@ -286,7 +287,7 @@ def test_polling_sends_to_a_fifo_queue_with_the_items_group(env: Env) -> None:
     with_due_index(env).config["target"] = {"kind": "sqs", "arn": arn, "messageGroupId": "jobs"}
     for pk in ("job#1", "job#2"):
         env.put({"PK": pk, "SK": "T", "stShard": 0, "stDue": int(NOW.timestamp()) - 1, "stStatus": "PENDING"})
-    assert process(env.config, now=lambda: NOW.timestamp()).dispatched == 2
+    assert polling.process(env.config, now=lambda: NOW.timestamp()).dispatched == 2
     found = fifo_messages(env, url)
     assert sorted(body["keys"]["PK"] for body, _, _ in found) == ["job#1", "job#2"]
     assert {group for _, group, _ in found} == {"jobs"}  # one group for every message
@@ -301,7 +302,7 @@ def test_a_group_attribute_groups_items_and_an_item_without_it_keeps_a_group_of_
         ("o#3", {}),
         ("o#4", {"customer": ""}),
     ):
-        assert ttl_batch(ttl_item(env, pk, **extra), env.config) == {"batchItemFailures": []}
+        assert ttl.handle_batch(ttl_item(env, pk, **extra), env.config) == {"batchItemFailures": []}
     groups = {body["keys"]["PK"]: group for body, group, _ in fifo_messages(env, url)}
     assert groups == {"o#1": "c-7", "o#2": "c-7", "o#3": '{"PK":"o#3","SK":"S"}', "o#4": '{"PK":"o#4","SK":"S"}'}
 
@@ -309,10 +310,10 @@ def test_a_group_attribute_groups_items_and_an_item_without_it_keeps_a_group_of_
 def test_a_redelivered_occurrence_reaches_the_fifo_queue_once(env: Env) -> None:
     # GIVEN the executor sent the message, then could not record that it did (the ledger's completion fails)
     arn, url = fifo(env)
-    ttl = as_ttl(env)
-    ttl.config["target"] = {"kind": "sqs", "arn": arn}
+    executor = as_ttl(env)
+    executor.config["target"] = {"kind": "sqs", "arn": arn}
     event = ttl_item(env, "offer#9")
-    ledger = ttl.config["ttl"]["ledgerTable"]
+    ledger = executor.config["ttl"]["ledgerTable"]
     failures: list[int] = []
 
     def fail_completion(params: dict[str, Any], **_: Any) -> None:
@@ -321,7 +322,8 @@ def test_a_redelivered_occurrence_reaches_the_fifo_queue_once(env: Env) -> None:
             raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "injected"}}, "UpdateItem")
 
     CLIENTS.get("dynamodb").meta.events.register("before-parameter-build.dynamodb.UpdateItem", fail_completion)
-    assert ttl_batch(event, env.config)["batchItemFailures"]  # reported for retry: the action may not be recorded
+    # reported for retry: the action may not be recorded
+    assert ttl.handle_batch(event, env.config)["batchItemFailures"]
     # WHEN the claim's lease runs out and Lambda delivers the record again (a second send of the same occurrence)
     (occurrence,) = occurrences(env)
     env.ddb.update_item(
@@ -330,7 +332,7 @@ def test_a_redelivered_occurrence_reaches_the_fifo_queue_once(env: Env) -> None:
         UpdateExpression="SET leaseUntil = :gone",
         ExpressionAttributeValues={":gone": {"N": "0"}},
     )
-    assert ttl_batch(event, env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(event, env.config) == {"batchItemFailures": []}
     # THEN SQS kept one message: the second had the same deduplication id within the 5-minute window
     assert [body["keys"]["PK"] for body, _, _ in fifo_messages(env, url)] == ["offer#9"]
 
@@ -342,7 +344,8 @@ def test_send_now_twice_is_one_message_and_another_occurrence_is_another(env: En
     payload = target_input(target, event)
     clients = Clients()
     for occurrence in ("k#1", "k#1", "k#2"):
-        send_now(target, payload, occurrence=occurrence, clients=clients)
+        with acting_for_target(target):
+            send_now(target, payload, occurrence=occurrence, clients=clients)
     found = fifo_messages(env, url)
     assert [dedupe for _, _, dedupe in found] == [deduplication_id("k#1"), deduplication_id("k#2")]
 
@@ -351,7 +354,7 @@ def test_a_trimmed_event_keeps_its_group_attribute_and_so_its_group(env: Env) ->
     arn, url = fifo(env)
     as_ttl(env).config["target"] = {"kind": "sqs", "arn": arn, "messageGroupAttribute": "customer"}
     event = ttl_item(env, "big#2", customer="c-9", blob="x" * 300_000)  # over the queue's 256 KiB
-    assert ttl_batch(event, env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(event, env.config) == {"batchItemFailures": []}
     ((body, group, _),) = fifo_messages(env, url)
     assert body["itemTrimmed"] is True and body["item"] == {"customer": "c-9"} and group == "c-9"
 
@@ -372,7 +375,7 @@ def test_a_schedule_to_a_fifo_queue_names_the_items_group_and_relies_on_content_
     arn, url = fifo(env, content_based=True)
     env.config["target"] = {"kind": "sqs", "arn": arn, "messageGroupAttribute": "customer"}
     env.put({"PK": "user#1", "SK": "appt#4", "dueAt": iso(NOW + timedelta(days=2)), "customer": "c-1"})
-    assert schedule_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     (schedule,) = env.schedules()
     assert schedule["Target"]["SqsParameters"] == {"MessageGroupId": "c-1"}
     assert "EventBridgeParameters" not in schedule["Target"]
@@ -389,7 +392,7 @@ def test_without_content_deduplication_the_queue_refuses_schedulers_messages(env
     arn, _ = fifo(env)
     env.config["target"] = {"kind": "sqs", "arn": arn}
     env.put({"PK": "user#1", "SK": "appt#5", "dueAt": iso(NOW + timedelta(days=2))})
-    schedule_batch(env.event(), env.config)
+    eventbridge.handle_batch(env.event(), env.config)
     (schedule,) = env.schedules()
     with pytest.raises(ClientError) as caught:
         fire(env, schedule)

@@ -10,15 +10,17 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import ttl
 from botocore.exceptions import ClientError
 from st_core.clients import CLIENTS
 from st_core.config import HandlerConfig
 from st_core.errors import TransientError
 from st_core.idempotency import Ledger
 from st_core.timeparse import format_due, minute_at_or_after
-from ttl import decide, handle_batch, next_item
+from ttl import decide, next_item
 
 from tests.handlers.conftest import ACCOUNT, Env, SchedulerClock
+from tests.iam.enforce import acting
 
 TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -68,7 +70,7 @@ def test_a_ttl_deletion_delivers_the_due_event_built_from_the_old_image(ttl_env:
     due = NOW - timedelta(minutes=12)
     ttl_env.put({"PK": "session#1", "SK": "S", "dueAt": epoch(due), "user": "ada"})
     ttl_env.event()
-    response = handle_batch(expire(ttl_env, "session#1"), ttl_env.config)
+    response = ttl.handle_batch(expire(ttl_env, "session#1"), ttl_env.config)
     assert response == {"batchItemFailures": []}
     [message] = ttl_env.messages(ttl_env.due_queue_url)
     assert message["mode"] == "ttl" and message["keys"] == {"PK": "session#1", "SK": "S"}
@@ -78,7 +80,7 @@ def test_a_ttl_deletion_delivers_the_due_event_built_from_the_old_image(ttl_env:
 def test_a_users_delete_and_inserts_do_not_act_without_precise(ttl_env: Env) -> None:
     ttl_env.put({"PK": "session#1", "SK": "S", "dueAt": epoch(NOW)})
     ttl_env.delete("session#1", "S")
-    response = handle_batch(ttl_env.event(), ttl_env.config)
+    response = ttl.handle_batch(ttl_env.event(), ttl_env.config)
     assert response == {"batchItemFailures": []}
     assert ttl_env.messages(ttl_env.due_queue_url) == []
 
@@ -87,8 +89,8 @@ def test_the_same_record_delivered_twice_acts_once(ttl_env: Env) -> None:
     ttl_env.put({"PK": "session#1", "SK": "S", "dueAt": epoch(NOW)})
     ttl_env.event()
     event = expire(ttl_env, "session#1")
-    handle_batch(event, ttl_env.config)
-    handle_batch(event, ttl_env.config)
+    ttl.handle_batch(event, ttl_env.config)
+    ttl.handle_batch(event, ttl_env.config)
     assert len(ttl_env.messages(ttl_env.due_queue_url)) == 1
 
 
@@ -111,21 +113,22 @@ def test_a_failed_action_releases_its_claim_so_the_retry_acts_once(ttl_env: Env)
             raise _client_error("ServiceUnavailable", 503, "SendMessage")
 
     CLIENTS.get("sqs").meta.events.register("before-call.sqs.SendMessage", fail_first_send)
-    first = handle_batch(event, ttl_env.config)
+    first = ttl.handle_batch(event, ttl_env.config)
     # THEN the record is retried, and the retry acts (the claim was released), once
     assert first["batchItemFailures"] != []
-    assert handle_batch(event, ttl_env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(event, ttl_env.config) == {"batchItemFailures": []}
     assert len(ttl_env.messages(ttl_env.due_queue_url)) == 1
 
 
 def test_a_claim_under_a_live_lease_is_retried_and_a_done_one_is_skipped(ttl_env: Env) -> None:
     ledger = Ledger(ttl_env.config["ttl"]["ledgerTable"], clients=CLIENTS, lease_seconds=90, window_seconds=3600)
-    assert ledger.claim("occ", now=1000.0) is True
-    with pytest.raises(TransientError, match="being acted on"):
-        ledger.claim("occ", now=1010.0)
-    assert ledger.claim("occ", now=1100.0) is True  # the lease ran out: the holder died
-    ledger.complete("occ")
-    assert ledger.claim("occ", now=5000.0) is False
+    with acting("executor", dict(ttl_env.config)):
+        assert ledger.claim("occ", now=1000.0) is True
+        with pytest.raises(TransientError, match="being acted on"):
+            ledger.claim("occ", now=1010.0)
+        assert ledger.claim("occ", now=1100.0) is True  # the lease ran out: the holder died
+        ledger.complete("occ")
+        assert ledger.claim("occ", now=5000.0) is False
 
 
 def _recorder(service: str, operation: str) -> list[dict[str, Any]]:
@@ -160,7 +163,7 @@ def test_each_target_kind_gets_its_one_call(ttl_env: Env, kind: str, service: st
     calls = _recorder(service, operation)
     ttl_env.put({"PK": "offer#1", "SK": "S", "dueAt": epoch(NOW), "user": "ada", "email": "ada@example.com"})
     ttl_env.event()
-    assert handle_batch(expire(ttl_env, "offer#1"), ttl_env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(expire(ttl_env, "offer#1"), ttl_env.config) == {"batchItemFailures": []}
     assert len(calls) == 1
     sent = json.dumps(calls[0], default=str)
     assert ("Your offer offer#1 expired" in sent) if kind == "email" else ('"offer#1"' in sent or "offer#1" in sent)
@@ -173,8 +176,8 @@ def test_a_repeating_item_is_written_back_once_with_its_next_time(ttl_env: Env) 
     ttl_env.event()
     event = expire(ttl_env, "pill#1")
     # WHEN it expires, and the record is delivered twice
-    handle_batch(event, ttl_env.config)
-    handle_batch(event, ttl_env.config)
+    ttl.handle_batch(event, ttl_env.config)
+    ttl.handle_batch(event, ttl_env.config)
     # THEN one action, and the item is back once, due at the next hour after now, not in a burst of missed ones
     assert len(ttl_env.messages(ttl_env.due_queue_url)) == 1
     item = ttl_env.ddb.get_item(TableName=ttl_env.table, Key={"PK": {"S": "pill#1"}, "SK": {"S": "S"}})["Item"]
@@ -195,7 +198,7 @@ def test_a_repeat_stops_at_its_end() -> None:
 def test_a_bad_repeat_still_fires_and_is_parked_with_the_reason(ttl_env: Env) -> None:
     ttl_env.put({"PK": "pill#2", "SK": "S", "dueAt": epoch(NOW), "repeatEvery": "hourly"})
     ttl_env.event()
-    response = handle_batch(expire(ttl_env, "pill#2"), ttl_env.config)
+    response = ttl.handle_batch(expire(ttl_env, "pill#2"), ttl_env.config)
     assert response == {"batchItemFailures": []}
     assert len(ttl_env.messages(ttl_env.due_queue_url)) == 1
     [poison] = ttl_env.messages(ttl_env.poison_url)
@@ -217,7 +220,7 @@ def test_a_transient_target_failure_reports_the_record_for_retry(ttl_env: Env) -
         )
 
     CLIENTS.get("sqs").meta.events.register("before-call.sqs.SendMessage", throttle)
-    response = handle_batch(event, ttl_env.config)
+    response = ttl.handle_batch(event, ttl_env.config)
     assert response["batchItemFailures"] == [{"itemIdentifier": event["Records"][0]["dynamodb"]["SequenceNumber"]}]
 
 
@@ -228,7 +231,7 @@ def test_precise_insert_schedules_a_conditional_fire_of_the_item(ttl_env: Env) -
     env = precise(ttl_env)
     due = NOW + timedelta(days=1)
     env.put({"PK": "offer#1", "SK": "S", "dueAt": epoch(due)})
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     [schedule] = env.schedules()
     assert schedule["ScheduleExpression"] == f"at({minute_at_or_after(due).strftime('%Y-%m-%dT%H:%M:%S')})"
     assert schedule["Target"]["Arn"] == "arn:aws:scheduler:::aws-sdk:dynamodb:updateItem"
@@ -245,7 +248,7 @@ def test_precise_delete_at_the_due_time_acts_and_an_early_delete_is_a_cancellati
     env = precise(ttl_env)
     env.put({"PK": "due", "SK": "S", "dueAt": epoch(NOW + timedelta(days=1))})
     env.put({"PK": "cancelled", "SK": "S", "dueAt": epoch(NOW + timedelta(days=2))})
-    handle_batch(env.event(), env.config)
+    ttl.handle_batch(env.event(), env.config)
     assert len(env.schedules()) == 2
     later = NOW + timedelta(days=1, minutes=1)
     # The scheduled delete of "due" runs in the minute after its time; "cancelled" is deleted by its user a day
@@ -254,7 +257,7 @@ def test_precise_delete_at_the_due_time_acts_and_an_early_delete_is_a_cancellati
     removes = env.event(at=NOW + timedelta(days=1, seconds=30))["Records"]
     env.delete("cancelled", "S")
     removes += env.event(at=NOW)["Records"]
-    response = handle_batch({"Records": removes}, env.config, now=lambda: later)
+    response = ttl.handle_batch({"Records": removes}, env.config, now=lambda: later)
     assert response == {"batchItemFailures": []}
     [message] = env.messages(env.due_queue_url)
     assert message["keys"]["PK"] == "due"
@@ -263,9 +266,9 @@ def test_precise_delete_at_the_due_time_acts_and_an_early_delete_is_a_cancellati
 def test_precise_user_delete_before_due_time_fires_nothing_and_removes_the_schedule(ttl_env: Env) -> None:
     env = precise(ttl_env)
     env.put({"PK": "offer#2", "SK": "S", "dueAt": epoch(NOW + timedelta(days=1))})
-    handle_batch(env.event(), env.config)
+    ttl.handle_batch(env.event(), env.config)
     env.delete("offer#2", "S")
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     assert env.messages(env.due_queue_url) == [] and env.schedules() == []
 
 
@@ -273,11 +276,11 @@ def test_precise_item_due_now_is_fired_at_once_and_then_acted_on_and_deleted(ttl
     env = precise(ttl_env)
     due = NOW - timedelta(seconds=5)
     env.put({"PK": "late", "SK": "S", "dueAt": epoch(due)})
-    handle_batch(env.event(), env.config)
+    ttl.handle_batch(env.event(), env.config)
     # Fired as its schedule would fire it: the due time moved into the marker.
     fired = env.ddb.get_item(TableName=env.table, Key={"PK": {"S": "late"}, "SK": {"S": "S"}})["Item"]
     assert "dueAt" not in fired and fired["stFiredAt"] == {"N": str(epoch(due))}
-    handle_batch(env.event(), env.config)
+    ttl.handle_batch(env.event(), env.config)
     assert len(env.messages(env.due_queue_url)) == 1 and env.schedules() == []
     assert env.ddb.get_item(TableName=env.table, Key={"PK": {"S": "late"}, "SK": {"S": "S"}}).get("Item") is None
 
@@ -285,7 +288,7 @@ def test_precise_item_due_now_is_fired_at_once_and_then_acted_on_and_deleted(ttl
 def test_precise_ttl_that_is_not_a_number_is_parked_with_the_reason(ttl_env: Env) -> None:
     env = precise(ttl_env)
     env.put({"PK": "bad", "SK": "S", "dueAt": "2026-12-01T10:00:00Z"})
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     [poison] = env.messages(env.poison_url)
     assert "never expires" in poison["reason"]
 
@@ -302,7 +305,7 @@ def test_decide_ignores_non_ttl_records_without_precise(ttl_env: Env) -> None:
 def _scheduled(env: Env, pk: str, due: datetime, **extra: Any) -> dict[str, Any]:
     """An item with a precise schedule (its insert processed); the schedule."""
     env.put({"PK": pk, "SK": "S", "dueAt": epoch(due), **extra})
-    assert handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     [schedule] = [s for s in env.schedules() if pk in json.dumps(s["Target"]["Input"])]
     return schedule
 
@@ -321,11 +324,11 @@ def test_precise_user_delete_inside_the_due_minute_before_the_due_second_cancels
     env.delete("offer#3", "S")
     removes = env.event(at=due - timedelta(seconds=15))
     slept: list[float] = []
-    response = handle_batch(removes, env.config, now=lambda: due - timedelta(seconds=14), sleep=slept.append)
+    response = ttl.handle_batch(removes, env.config, now=lambda: due - timedelta(seconds=14), sleep=slept.append)
     # THEN it is a cancel: nothing fires, now or later, and its schedule is gone
     assert response == {"batchItemFailures": []}
     assert env.messages(env.due_queue_url) == [] and env.schedules() == [] and slept == []
-    assert handle_batch(removes, env.config, now=lambda: due + timedelta(minutes=5)) == {"batchItemFailures": []}
+    assert ttl.handle_batch(removes, env.config, now=lambda: due + timedelta(minutes=5)) == {"batchItemFailures": []}
     assert env.messages(env.due_queue_url) == []
 
 
@@ -335,7 +338,7 @@ def test_precise_user_delete_at_the_due_second_or_after_acts(ttl_env: Env) -> No
     _scheduled(env, "offer#4", due)
     env.delete("offer#4", "S")
     removes = env.event(at=due)
-    assert handle_batch(removes, env.config, now=lambda: due + timedelta(seconds=1)) == {"batchItemFailures": []}
+    assert ttl.handle_batch(removes, env.config, now=lambda: due + timedelta(seconds=1)) == {"batchItemFailures": []}
     [message] = env.messages(env.due_queue_url)
     assert message["keys"]["PK"] == "offer#4" and env.schedules() == []
 
@@ -353,7 +356,7 @@ def test_precise_schedule_fires_the_item_the_executor_acts_once_and_deletes_it(t
     assert modify["eventName"] == "MODIFY" and precise_passes(modify)
     # WHEN the fire is delivered, and delivered again (Lambda redelivers whole batches)
     for _ in range(2):
-        assert handle_batch(fire, env.config, now=lambda: ran + timedelta(seconds=1)) == {"batchItemFailures": []}
+        assert ttl.handle_batch(fire, env.config, now=lambda: ran + timedelta(seconds=1)) == {"batchItemFailures": []}
     # THEN one action, built from the item as it was, and the item is gone
     [message] = env.messages(env.due_queue_url)
     assert message["keys"]["PK"] == "offer#5" and message["item"]["user"] == "ada"
@@ -362,7 +365,7 @@ def test_precise_schedule_fires_the_item_the_executor_acts_once_and_deletes_it(t
     # The executor's own delete holds no due time: the mapping never passes it, and it would change nothing
     [own_delete] = env.event(at=ran + timedelta(seconds=1))["Records"]
     assert own_delete["eventName"] == "REMOVE" and not precise_passes(own_delete)
-    assert handle_batch({"Records": [own_delete]}, env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch({"Records": [own_delete]}, env.config) == {"batchItemFailures": []}
     assert env.messages(env.due_queue_url) == []
 
 
@@ -380,11 +383,11 @@ def test_precise_fire_redelivered_after_a_crash_before_the_delete_still_deletes_
 
     CLIENTS.get("dynamodb").meta.events.register("before-call.dynamodb.DeleteItem", refuse_delete)
     later = clock.instant(schedule) + timedelta(seconds=1)
-    assert handle_batch(fire, env.config, now=lambda: later)["batchItemFailures"] != []
+    assert ttl.handle_batch(fire, env.config, now=lambda: later)["batchItemFailures"] != []
     CLIENTS.get("dynamodb").meta.events.unregister("before-call.dynamodb.DeleteItem", refuse_delete)
     assert _item(env, "offer#6") is not None
     # WHEN the batch comes again THEN no second action, and the item is deleted
-    assert handle_batch(fire, env.config, now=lambda: later) == {"batchItemFailures": []}
+    assert ttl.handle_batch(fire, env.config, now=lambda: later) == {"batchItemFailures": []}
     assert len(env.messages(env.due_queue_url)) == 1 and _item(env, "offer#6") is None
 
 
@@ -394,7 +397,7 @@ def test_precise_writes_to_a_fired_item_and_its_delete_change_no_schedule(ttl_en
     env = precise(ttl_env)
     due = NOW - timedelta(seconds=5)
     env.put({"PK": "done", "SK": "S", "dueAt": epoch(due)})
-    handle_batch(env.event(), env.config)  # fired at once
+    ttl.handle_batch(env.event(), env.config)  # fired at once
     env.ddb.update_item(
         TableName=env.table,
         Key={"PK": {"S": "done"}, "SK": {"S": "S"}},
@@ -404,7 +407,7 @@ def test_precise_writes_to_a_fired_item_and_its_delete_change_no_schedule(ttl_en
     fire, write = env.event()["Records"]
     assert not precise_passes(write)
     assert decide(write, env.config, NOW).step.value == "ignore"
-    handle_batch({"Records": [fire]}, env.config)
+    ttl.handle_batch({"Records": [fire]}, env.config)
     [delete] = env.event()["Records"]
     assert delete["eventName"] == "REMOVE" and decide(delete, env.config, NOW).step.value == "ignore"
     assert len(env.messages(env.due_queue_url)) == 1
@@ -426,7 +429,7 @@ def test_precise_user_change_after_the_fire_keeps_their_write_and_schedules_it(t
         ExpressionAttributeValues={":d": {"N": str(epoch(again))}},
     )
     records = env.event(at=ran)
-    assert handle_batch(records, env.config, now=lambda: ran + timedelta(seconds=1)) == {"batchItemFailures": []}
+    assert ttl.handle_batch(records, env.config, now=lambda: ran + timedelta(seconds=1)) == {"batchItemFailures": []}
     # THEN the fired occurrence acts once, the item stays with its new due time, which is scheduled
     [message] = env.messages(env.due_queue_url)
     assert message["dueAt"] == format_due(due)
@@ -443,13 +446,13 @@ def test_precise_repeating_item_fired_by_its_schedule_is_written_back_with_its_n
     ran = clock.instant(schedule)
     clock.run(schedule)
     fire = env.event(at=ran)
-    assert handle_batch(fire, env.config, now=lambda: ran + timedelta(seconds=1)) == {"batchItemFailures": []}
+    assert ttl.handle_batch(fire, env.config, now=lambda: ran + timedelta(seconds=1)) == {"batchItemFailures": []}
     assert len(env.messages(env.due_queue_url)) == 1
     item = _item(env, "pill#7")
     assert item["dueAt"] == {"N": str(epoch(due + timedelta(hours=1)))} and item["occurrence"] == {"N": "2"}
     assert "stFiredAt" not in item
     # Its write-back (a MODIFY with the next due time) schedules the next occurrence
-    assert handle_batch(env.event(), env.config, now=lambda: ran + timedelta(seconds=2)) == {"batchItemFailures": []}
+    assert ttl.handle_batch(env.event(), env.config, now=lambda: ran + timedelta(seconds=2)) == {"batchItemFailures": []}
     [following] = env.schedules()
     assert json.loads(following["Target"]["Input"])["ExpressionAttributeValues"][":due"]["N"] == str(
         epoch(due + timedelta(hours=1))
@@ -465,7 +468,7 @@ def test_a_marker_set_before_the_due_time_is_not_the_schedules_and_is_parked(ttl
         Key={"PK": {"S": "forged"}, "SK": {"S": "S"}},
         UpdateExpression="SET stFiredAt = dueAt REMOVE dueAt",
     )
-    assert handle_batch(env.event(at=NOW), env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(env.event(at=NOW), env.config) == {"batchItemFailures": []}
     assert env.messages(env.due_queue_url) == []
     [poison] = env.messages(env.poison_url)
     assert "before its due time" in poison["reason"]
@@ -498,7 +501,7 @@ def test_precise_cost_per_item_is_measured(ttl_env: Env) -> None:
     env.put({"PK": "offer#9", "SK": "S", "dueAt": epoch(due)})
     records = env.event()["Records"]
     passed = [r for r in records if precise_passes(r)]
-    assert handle_batch({"Records": passed}, env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch({"Records": passed}, env.config) == {"batchItemFailures": []}
     [schedule] = env.schedules()
     calls.clear()
     clock = SchedulerClock(env)
@@ -507,7 +510,7 @@ def test_precise_cost_per_item_is_measured(ttl_env: Env) -> None:
     fire = env.event(at=ran)["Records"]
     records += fire
     passed_fire = [r for r in fire if precise_passes(r)]
-    assert handle_batch({"Records": passed_fire}, env.config, now=lambda: ran) == {"batchItemFailures": []}
+    assert ttl.handle_batch({"Records": passed_fire}, env.config, now=lambda: ran) == {"batchItemFailures": []}
     tail = env.event(at=ran)["Records"]
     records += tail
     passed += passed_fire + [r for r in tail if precise_passes(r)]

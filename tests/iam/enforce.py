@@ -1,0 +1,297 @@
+"""IAM enforced on every AWS call handler code makes in the moto-backed tests, as AWS enforces it.
+
+Who is calling: a call is the handler's when the innermost code of this repository on the calling thread's stack
+is under handlers/ (the handlers' clients, whatever registry made them: CLIENTS, a test's fault-injecting or
+counting registry); a call the test's own code makes (setup, reading results, emulating Scheduler) is the test's and
+is not checked here. The handler's call is made as the role of the function that is running: the entry points
+(`eventbridge.handle_batch`, `ttl.handle_batch`, `polling.process`, `polling.handle_assign_batch`,
+`aggregate.handle_batch`, `st_core.release.handle_messages`) are wrapped to run "as" that function's role for their
+configuration (`acting`), a plain global so the handlers' worker threads act as it too. A handler call with no
+function acting fails the test: no handler path escapes enforcement unnoticed.
+
+What is checked: every authorization the call needs (tests/iam/requests.py) against the role policy the component
+renders for that configuration (tests/iam/roles.py), with ministack's IAM evaluator (explicit deny, then allow,
+else implicit deny; wildcards in actions and resources; conditions). A refused call raises what botocore raises for
+AWS's answer: the client's ClientError for AccessDeniedException (HTTP 400 from DynamoDB), with AWS's message.
+
+What AWS does for the component with its roles is checked where it happens: each schedule a handler makes is
+checked, when it is made, against the Scheduler execution role (its target's action, its DLQ send); each stream or
+queue batch handed to a function, against that function's role (the event source mapping reads with it)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from botocore.client import BaseClient
+from ministack.core.iam_evaluator import EvalContext, evaluate
+
+from tests.conftest import REGION
+from tests.iam import requests
+from tests.iam.roles import ACCOUNT, Role, role_for
+from tests.iam.scheduler_targets import firing_requests
+
+REPO = Path(__file__).resolve().parents[2]
+HANDLERS = str(REPO / "handlers") + "/"
+TESTS = str(REPO / "tests") + "/"
+WHERE = requests.Where(REGION, ACCOUNT)
+
+# Handler entry points: (module, attribute, the component's role for that function, how the event reaches it).
+ENTRY_POINTS: tuple[tuple[str, str, str, str], ...] = (
+    ("eventbridge", "handle_batch", "scheduler", "stream"),
+    ("ttl", "handle_batch", "executor", "stream"),
+    ("aggregate", "handle_batch", "aggregator", "stream"),
+    ("polling", "handle_assign_batch", "assigner", "stream"),
+    ("polling", "process", "processor", "rule"),
+    ("st_core.release", "handle_messages", "releaser", "queue"),
+)
+
+
+class Denied(Exception):
+    """Raised by `check` for a refusal (the enforcement turns it into the service's ClientError)."""
+
+    def __init__(self, role: Role, request: requests.Request, explicit: bool) -> None:
+        self.role, self.request, self.explicit = role, request, explicit
+        super().__init__(requests.denial_message(role.principal, request, explicit=explicit))
+
+
+def decide(role: Role, request: requests.Request) -> str:
+    """ "Allow", "Deny" (an explicit deny) or "ImplicitDeny", as IAM decides for this role's identity policy."""
+    context = EvalContext(
+        principal_arn=role.principal,
+        principal_type="AssumedRole",
+        principal_account=ACCOUNT,
+        action=request.action,
+        resource_arn=request.resource,
+        region=REGION,
+        service_context=dict(request.context),
+    )
+    return evaluate(context, [list(role.statements)]).decision
+
+
+def check(role: Role, wanted: list[requests.Request]) -> None:
+    for request in wanted:
+        decision = decide(role, request)
+        if decision != "Allow":
+            raise Denied(role, request, decision == "Deny")
+
+
+@dataclass(eq=False)
+class Acting:
+    """A function acting: its role, and Scheduler's execution role when the configuration has one (resolved when
+    the function starts, on the test's thread: the component is built under Pulumi's mocks there, not in a
+    handler's worker thread)."""
+
+    role: Role
+    scheduler: Role | None
+
+
+def resolve(role: str, config: Mapping[str, Any]) -> Acting:
+    try:
+        scheduler: Role | None = role_for(config, "scheduler-exec")
+    except LookupError:
+        scheduler = None
+    return Acting(role_for(config, role), scheduler)
+
+
+class Enforcement:
+    """The state of one test: which function is acting, and what AWS would have refused outside a call (a
+    schedule Scheduler could not fire, a batch a mapping could not read)."""
+
+    def __init__(self) -> None:
+        self.acting: list[Acting] = []
+        self.violations: list[str] = []
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def current(self) -> Acting | None:
+        return self.acting[-1] if self.acting else None
+
+    @contextmanager
+    def act(self, role: str, config: Mapping[str, Any]) -> Iterator[None]:
+        entry = resolve(role, config)
+        with self._lock:
+            self.acting.append(entry)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.acting.remove(entry)
+
+    def violation(self, text: str) -> None:
+        with self._lock:
+            self.violations.append(text)
+
+
+STATE = Enforcement()
+
+
+def acting(role: str, config: Mapping[str, Any]) -> Any:
+    """Run the block as the function `role` of the component deployed with `config` (for tests that drive a
+    handler's internals directly rather than through its entry point)."""
+    return STATE.act(role, config)
+
+
+def acting_for_target(target: Mapping[str, Any]) -> Any:
+    """Run the block as the function that delivers due events itself (ttl's executor), for a test of the delivery
+    code alone with `target` and no table of its own: its policy grants exactly the target's action."""
+    config = {
+        "mode": "ttl",
+        "table": "table",
+        "target": target,
+        "poisonQueueUrl": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/poison",
+        "ttl": {"ledgerTable": "ledger", "precise": False},
+    }
+    return STATE.act("executor", config)
+
+
+def _handler_frame() -> str | None:
+    """The handler file the call comes from; None when it comes from a test's own code (or from neither)."""
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(HANDLERS):
+            return name
+        if name.startswith(TESTS):
+            return None
+        frame = frame.f_back
+    return None
+
+
+_MODULES: dict[str, Any] = {}
+
+
+def declared_actions(filename: str, role: str) -> tuple[str, ...] | None:
+    """What the handler module at `filename` declares it calls (its AWS_ACTIONS, or AWS_ACTIONS_BY_ROLE[role])."""
+    if filename not in _MODULES:
+        _MODULES[filename] = next(
+            (m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == filename), None
+        )
+    module = _MODULES[filename]
+    by_role = getattr(module, "AWS_ACTIONS_BY_ROLE", None)
+    if by_role is not None:
+        return tuple(by_role.get(role, ()))
+    return getattr(module, "AWS_ACTIONS", None)
+
+
+_original_make_api_call = BaseClient._make_api_call
+
+
+def _make_api_call(client: BaseClient, operation_name: str, api_params: dict[str, Any]) -> Any:
+    caller = _handler_frame()
+    if caller is not None:
+        _authorize(client, operation_name, api_params, caller)
+    return _original_make_api_call(client, operation_name, api_params)
+
+
+def _authorize(client: BaseClient, operation: str, params: dict[str, Any], caller: str) -> None:
+    service = client.meta.service_model.service_name
+    now = STATE.current()
+    if now is None:
+        text = (
+            f"handler code called {service}.{operation} with no function acting: call the handler through its "
+            "module's entry point (e.g. `eventbridge.handle_batch`), or wrap the call in "
+            "`tests.iam.enforce.acting(role, config)`"
+        )
+        STATE.violation(text)  # the handler may catch the error below; the test fails at its end all the same
+        raise AssertionError(text)
+    STATE.calls += 1
+    wanted = requests.authorizations(service, operation, params, WHERE)
+    declared = declared_actions(caller, now.role.name)
+    undeclared = sorted({r.action for r in wanted} - set(declared or ()))
+    if undeclared:
+        STATE.violation(
+            f"{caller.removeprefix(str(REPO) + '/')} calls {service}.{operation} ({', '.join(undeclared)}) as the "
+            f"{now.role.name} function, but does not declare it in its AWS_ACTIONS"
+        )
+    try:
+        check(now.role, wanted)
+    except Denied as denied:
+        response = requests.denied_response(service, str(denied))
+        code = response["Error"]["Code"]
+        raise client.exceptions.from_code(code)(response, operation) from None
+    if service == "scheduler" and operation in ("CreateSchedule", "UpdateSchedule"):
+        _check_firing(now.scheduler, params)
+
+
+def _check_firing(role: Role | None, schedule: dict[str, Any]) -> None:
+    """What Scheduler will do with this schedule's role when it fires: call the target, or send to its DLQ."""
+    if role is None:
+        STATE.violation(f"schedule {schedule['Name']} made, but the component deploys no Scheduler role here")
+        return
+    try:
+        check(role, firing_requests(schedule, WHERE))
+    except Denied as denied:
+        STATE.violation(f"schedule {schedule['Name']}: Scheduler's execution role would be refused: {denied}")
+
+
+def check_mapping(role_name: str, config: Mapping[str, Any], event: Any, source: str) -> None:
+    """The event source mapping reads the batch it delivers with the function's role; and sends what fails for
+    good to its on-failure destination (the stream DLQ), which the component's policy must allow too."""
+    if source == "rule" or not isinstance(event, dict):
+        return
+    arns = {
+        str(r.get("eventSourceARN") or r.get("eventSourceArn"))
+        for r in event.get("Records") or []
+        if isinstance(r, dict) and (r.get("eventSourceARN") or r.get("eventSourceArn"))
+    }
+    role = role_for(config, role_name)
+    for arn in sorted(arns):
+        actions = (
+            ("GetRecords", "GetShardIterator", "DescribeStream", "ListStreams")
+            if source == "stream"
+            else ("ReceiveMessage", "DeleteMessage", "GetQueueAttributes")
+        )
+        namespace = "dynamodb" if source == "stream" else "sqs"
+        try:
+            check(role, [requests.Request(f"{namespace}:{a}", arn) for a in actions])
+        except Denied as denied:
+            STATE.violation(f"the {role_name} function's event source mapping could not read its batch: {denied}")
+
+
+def wrap(function: Callable[..., Any], role: str, source: str) -> Callable[..., Any]:
+    signature = inspect.signature(function)
+
+    @functools.wraps(function)
+    def as_role(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind_partial(*args, **kwargs)
+        config = bound.arguments["config"]
+        check_mapping(role, config, bound.arguments.get("event"), source)
+        with STATE.act(role, config):
+            return function(*args, **kwargs)
+
+    return as_role
+
+
+@contextmanager
+def enforced() -> Iterator[Enforcement]:
+    """IAM on for one test: the entry points wrapped, every handler call authorized; at the end, no violation of
+    what AWS does with the component's roles (schedules it fires, batches its mappings read)."""
+    import importlib
+
+    global STATE
+    STATE = Enforcement()
+    patched: list[tuple[Any, str, Any]] = []
+    for module_name, attribute, role, source in ENTRY_POINTS:
+        module = importlib.import_module(module_name)
+        original = getattr(module, attribute)
+        patched.append((module, attribute, original))
+        setattr(module, attribute, wrap(original, role, source))
+    BaseClient._make_api_call = _make_api_call
+    try:
+        yield STATE
+    finally:
+        BaseClient._make_api_call = _original_make_api_call
+        for module, attribute, original in reversed(patched):
+            setattr(module, attribute, original)
+    assert not STATE.violations, "AWS would refuse what the component asks of its roles:\n" + "\n".join(
+        STATE.violations
+    )

@@ -1,0 +1,273 @@
+"""What IAM authorizes an AWS call as: the action(s), the resource ARN of each, and the request's values of the
+condition keys policies can test; and how a refused call fails.
+
+One small table for the operations handler code and the services acting for the component make, per the AWS
+Service Authorization Reference: an action is the operation's name in the service's signing namespace (botocore's
+`signingName`) except where AWS says otherwise (`_ACTION`: SQS batch calls authorize as the single-message action,
+Lambda's Invoke as InvokeFunction); a DynamoDB transaction is authorized per item, as the item action it performs
+on that item's table; CreateSchedule/UpdateSchedule also pass the schedule's role (iam:PassRole with
+iam:PassedToService). tests/iam/test_requests.py checks this table against botocore's service models and against
+ministack's independent request -> action/resource map (the few documented differences listed there).
+
+An operation missing here raises: a handler calling something new must say how IAM sees it before it can pass."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from email.utils import parseaddr
+from typing import Any
+from urllib.parse import urlparse
+
+PARTITION = "aws"
+
+
+@dataclass(frozen=True)
+class Request:
+    """One authorization AWS makes for a call: `action` on `resource`, with these condition key values (keys in
+    lower case, as IAM compares them case-insensitively)."""
+
+    action: str
+    resource: str
+    context: dict[str, str] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Where:
+    region: str
+    account: str
+
+    def arn(self, service: str, resource: str) -> str:
+        return f"arn:{PARTITION}:{service}:{self.region}:{self.account}:{resource}"
+
+
+# (botocore service name, operation) -> IAM action name, where it is not the operation's own name.
+_ACTION: dict[tuple[str, str], str] = {
+    ("sqs", "SendMessageBatch"): "SendMessage",
+    ("sqs", "DeleteMessageBatch"): "DeleteMessage",
+    ("sqs", "ChangeMessageVisibilityBatch"): "ChangeMessageVisibility",
+    ("lambda", "Invoke"): "InvokeFunction",
+    ("lambda", "InvokeAsync"): "InvokeFunction",
+}
+# botocore service name -> IAM namespace (the service model's signingName; DynamoDB Streams signs as dynamodb).
+NAMESPACE = {
+    "dynamodb": "dynamodb",
+    "dynamodbstreams": "dynamodb",
+    "sqs": "sqs",
+    "scheduler": "scheduler",
+    "sesv2": "ses",
+    "events": "events",
+    "lambda": "lambda",
+    "stepfunctions": "states",
+    "sns": "sns",
+    "kms": "kms",
+}
+# A TransactWriteItems/TransactGetItems entry -> the item action it performs.
+TRANSACT_ITEM_ACTIONS = {
+    "Put": "PutItem",
+    "Update": "UpdateItem",
+    "Delete": "DeleteItem",
+    "ConditionCheck": "ConditionCheckItem",
+    "Get": "GetItem",
+}
+
+
+def action_of(service: str, operation: str) -> str:
+    return f"{NAMESPACE[service]}:{_ACTION.get((service, operation), operation)}"
+
+
+def table_arn(name: str, where: Where) -> str:
+    return name if name.startswith("arn:") else where.arn("dynamodb", f"table/{name}")
+
+
+def queue_arn_of_url(url: str) -> str:
+    """`https://sqs.REGION.amazonaws.com/ACCOUNT/NAME` -> `arn:aws:sqs:REGION:ACCOUNT:NAME` (AWS authorizes the
+    queue, which the call names by URL)."""
+    parsed = urlparse(url)
+    account, name = parsed.path.strip("/").split("/")[-2:]
+    host = parsed.netloc.split(".")
+    region = host[1] if len(host) > 2 and host[0] == "sqs" else host[0]
+    return f"arn:{PARTITION}:sqs:{region}:{account}:{name}"
+
+
+def function_arn(name: str, qualifier: str | None, where: Where) -> str:
+    """FunctionName as a name, a partial (ACCOUNT:function:NAME) or a full ARN, with an optional qualifier."""
+    if name.startswith("arn:"):
+        arn = name
+    elif ":function:" in name:
+        arn = f"arn:{PARTITION}:lambda:{where.region}:{name}"
+    else:
+        arn = where.arn("lambda", f"function:{name}")
+    return f"{arn}:{qualifier}" if qualifier and arn.count(":") == 6 else arn
+
+
+def bus_arn(name: str | None, where: Where) -> str:
+    name = name or "default"
+    return name if name.startswith("arn:") else where.arn("events", f"event-bus/{name}")
+
+
+def schedule_arn(group: str | None, name: str, where: Where) -> str:
+    return where.arn("scheduler", f"schedule/{group or 'default'}/{name}")
+
+
+def ses_identity_arn(sender: str, where: Where) -> str:
+    return where.arn("ses", f"identity/{parseaddr(sender)[1]}")
+
+
+Resolver = Callable[[str, dict[str, Any], Where], list[Request]]
+
+
+def _on(resource: Callable[[dict[str, Any], Where], str]) -> Resolver:
+    return lambda action, params, where: [Request(action, resource(params, where))]
+
+
+def _table(params: dict[str, Any], where: Where) -> str:
+    return table_arn(params["TableName"], where)
+
+
+def _table_or_index(params: dict[str, Any], where: Where) -> str:
+    arn = _table(params, where)
+    return f"{arn}/index/{params['IndexName']}" if params.get("IndexName") else arn
+
+
+def _per_table(action: str, params: dict[str, Any], where: Where) -> list[Request]:
+    return [Request(action, table_arn(name, where)) for name in params["RequestItems"]]
+
+
+def _transaction(action: str, params: dict[str, Any], where: Where) -> list[Request]:
+    """Each item is authorized as the item action it performs, on its own table (TransactWriteItems itself is no
+    action of its own in a policy)."""
+    found = []
+    for entry in params["TransactItems"]:
+        ((kind, body),) = entry.items()
+        found.append(Request(f"dynamodb:{TRANSACT_ITEM_ACTIONS[kind]}", table_arn(body["TableName"], where)))
+    return found
+
+
+def _queue(params: dict[str, Any], where: Where) -> str:
+    return queue_arn_of_url(params["QueueUrl"])
+
+
+def _queue_by_name(params: dict[str, Any], where: Where) -> str:
+    account = params.get("QueueOwnerAWSAccountId") or where.account
+    return f"arn:{PARTITION}:sqs:{where.region}:{account}:{params['QueueName']}"
+
+
+def _schedule(params: dict[str, Any], where: Where) -> str:
+    return schedule_arn(params.get("GroupName"), params["Name"], where)
+
+
+def _write_schedule(action: str, params: dict[str, Any], where: Where) -> list[Request]:
+    """Making or changing a schedule hands Scheduler its role: iam:PassRole on that role, to Scheduler."""
+    passed = {"iam:passedtoservice": "scheduler.amazonaws.com"}
+    return [
+        Request(action, _schedule(params, where)),
+        Request("iam:PassRole", params["Target"]["RoleArn"], passed),
+    ]
+
+
+def _invoke(params: dict[str, Any], where: Where) -> str:
+    return function_arn(params["FunctionName"], params.get("Qualifier"), where)
+
+
+def _send_email(action: str, params: dict[str, Any], where: Where) -> list[Request]:
+    sender = params["FromEmailAddress"]
+    identity = params.get("FromEmailAddressIdentityArn") or ses_identity_arn(sender, where)
+    return [Request(action, identity, {"ses:fromaddress": parseaddr(sender)[1]})]
+
+
+def _put_events(action: str, params: dict[str, Any], where: Where) -> list[Request]:
+    return [
+        Request(
+            action,
+            bus_arn(entry.get("EventBusName"), where),
+            {"events:source": entry.get("Source", ""), "events:detailtype": entry.get("DetailType", "")},
+        )
+        for entry in params["Entries"]
+    ]
+
+
+_RESOLVERS: dict[tuple[str, str], Resolver] = {
+    **{("dynamodb", op): _on(_table) for op in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "DescribeTable")},
+    ("dynamodb", "Query"): _on(_table_or_index),
+    ("dynamodb", "Scan"): _on(_table_or_index),
+    ("dynamodb", "BatchWriteItem"): _per_table,
+    ("dynamodb", "BatchGetItem"): _per_table,
+    ("dynamodb", "TransactWriteItems"): _transaction,
+    ("dynamodb", "TransactGetItems"): _transaction,
+    **{("dynamodbstreams", op): _on(lambda p, w: str(p["StreamArn"])) for op in ("DescribeStream", "GetShardIterator")},
+    **{
+        ("sqs", op): _on(_queue)
+        for op in (
+            "SendMessage",
+            "SendMessageBatch",
+            "ReceiveMessage",
+            "DeleteMessage",
+            "DeleteMessageBatch",
+            "ChangeMessageVisibility",
+            "ChangeMessageVisibilityBatch",
+            "GetQueueAttributes",
+        )
+    },
+    ("sqs", "GetQueueUrl"): _on(_queue_by_name),
+    ("scheduler", "CreateSchedule"): _write_schedule,
+    ("scheduler", "UpdateSchedule"): _write_schedule,
+    ("scheduler", "DeleteSchedule"): _on(_schedule),
+    ("scheduler", "GetSchedule"): _on(_schedule),
+    ("lambda", "Invoke"): _on(_invoke),
+    ("stepfunctions", "StartExecution"): _on(lambda p, w: str(p["stateMachineArn"])),
+    ("sns", "Publish"): _on(lambda p, w: str(p.get("TopicArn") or p["TargetArn"])),
+    ("sesv2", "SendEmail"): _send_email,
+    ("events", "PutEvents"): _put_events,
+}
+
+
+def known_operations() -> list[tuple[str, str]]:
+    return sorted(_RESOLVERS)
+
+
+def authorizations(service: str, operation: str, params: dict[str, Any], where: Where) -> list[Request]:
+    """Every authorization AWS makes for this call; all must be allowed for it to run."""
+    resolver = _RESOLVERS.get((service, operation))
+    if resolver is None:
+        raise NotImplementedError(
+            f"tests/iam/requests.py does not know how IAM authorizes {service}.{operation}: add it (action and "
+            "resource per the AWS Service Authorization Reference) before a handler may call it"
+        )
+    return resolver(action_of(service, operation), params, where)
+
+
+# How each service answers a refused call: (HTTP status, error code). DynamoDB and the other JSON-RPC services
+# answer 400 AccessDeniedException; REST services 403; SQS (query-compatible JSON) reports the legacy code
+# AccessDenied; SNS AuthorizationError.
+_DENIED: dict[str, tuple[int, str]] = {
+    "dynamodb": (400, "AccessDeniedException"),
+    "dynamodbstreams": (400, "AccessDeniedException"),
+    "events": (400, "AccessDeniedException"),
+    "stepfunctions": (400, "AccessDeniedException"),
+    "kms": (400, "AccessDeniedException"),
+    "sqs": (403, "AccessDenied"),
+    "sns": (403, "AuthorizationError"),
+    "lambda": (403, "AccessDeniedException"),
+    "scheduler": (403, "AccessDeniedException"),
+    "sesv2": (403, "AccessDeniedException"),
+}
+
+
+def denial_message(principal: str, request: Request, *, explicit: bool) -> str:
+    """AWS's words for a refusal an identity-based policy decided."""
+    reason = (
+        "with an explicit deny in an identity-based policy"
+        if explicit
+        else f"because no identity-based policy allows the {request.action} action"
+    )
+    return f"User: {principal} is not authorized to perform: {request.action} on resource: {request.resource} {reason}"
+
+
+def denied_response(service: str, message: str) -> dict[str, Any]:
+    """The parsed error response botocore builds a ClientError from, as the service sends it."""
+    status, code = _DENIED[service]
+    return {
+        "Error": {"Code": code, "Message": message},
+        "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": {}, "RetryAttempts": 0},
+    }

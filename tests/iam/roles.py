@@ -1,0 +1,225 @@
+"""The role policies the component renders for a handler configuration, with the names of the test's resources.
+
+The component is built under the recording Pulumi mocks (components/testing.py) with args equivalent to the
+handler configuration a test runs (mode, target kind and ARN, email sender, precision, precise, on_done), once per
+such option set; every policy document it registers is read back, and the fabricated physical names of the
+resources the configuration also names (table, ledger, poison queue, target DLQ, release queue, schedule group,
+Scheduler's role, the target) are replaced by the test's real ones. So the policy a test is checked against is the
+one the component deploys, not a copy of it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from typing import Any
+
+from ministack.core.iam_evaluator import ParsedStatement, parse_policy_document
+
+from tests.conftest import REGION
+
+ACCOUNT = "123456789012"
+NAME = "st"
+# The function each handler entry point is, by the component's role name for it.
+FUNCTION_ROLES = ("scheduler", "releaser", "executor", "processor", "assigner", "aggregator")
+SCHEDULER_EXEC = "scheduler-exec"
+
+# Stand-ins for the target in the build, one per kind (the real ARN replaces it).
+_TARGET_STANDIN = {
+    "sqs": f"arn:aws:sqs:{REGION}:{ACCOUNT}:STANDINTARGET",
+    "lambda": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:STANDINTARGET",
+    "stepfunctions": f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:STANDINTARGET",
+    "sns": f"arn:aws:sns:{REGION}:{ACCOUNT}:STANDINTARGET",
+    "events": f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/STANDINTARGET",
+}
+
+
+@dataclass(frozen=True)
+class Options:
+    """What of a handler configuration changes the component's policies."""
+
+    mode: str
+    kind: str
+    fifo: bool = False
+    sender: str | None = None
+    precision_second: bool = False
+    precise: bool = False
+    on_done: str = "mark"
+
+
+@dataclass(frozen=True)
+class Role:
+    """One role as deployed: its ARN, the session name its calls are made in (the function's name), and its
+    policy (parsed, and the document as rendered)."""
+
+    name: str
+    arn: str
+    session: str
+    document: dict[str, Any]
+    statements: tuple[ParsedStatement, ...]
+
+    @property
+    def principal(self) -> str:
+        """How AWS names the caller: the role's assumed-role session."""
+        return f"arn:aws:sts::{ACCOUNT}:assumed-role/{self.arn.rsplit('/', 1)[-1]}/{self.session}"
+
+
+def options_of(config: dict[str, Any]) -> Options:
+    target = config["target"]
+    return Options(
+        mode=config["mode"],
+        kind=target["kind"],
+        fifo=str(target.get("arn", "")).endswith(".fifo"),
+        sender=target.get("email", {}).get("sender"),
+        precision_second="release" in config.get("eventbridge", {}),
+        precise=bool(config.get("ttl", {}).get("precise")),
+        on_done=config.get("polling", {}).get("onDone", "mark"),
+    )
+
+
+def _target(options: Options) -> Any:
+    from components import targets
+
+    if options.kind == "email":
+        return targets.EmailTarget(sender=options.sender or "")
+    if options.kind == "sqs":
+        arn = _TARGET_STANDIN["sqs"] + (".fifo" if options.fifo else "")
+        return targets.QueueTarget(queue_arn=arn, content_based_deduplication=options.fifo)
+    by_kind = {
+        "lambda": targets.FunctionTarget,
+        "stepfunctions": targets.StateMachineTarget,
+        "sns": targets.TopicTarget,
+        "events": targets.EventBusTarget,
+    }
+    return by_kind[options.kind](_TARGET_STANDIN[options.kind])
+
+
+def args_of(options: Options) -> dict[str, Any]:
+    """ScheduledTableArgs keywords equivalent to the options (what does not change a policy is left default)."""
+    args: dict[str, Any] = {"mode": options.mode, "partition_key": "PK", "sort_key": "SK", "time_attribute": "dueAt"}
+    if options.mode != "aggregate":
+        args["target"] = _target(options)
+    if options.precision_second:
+        args["precision"] = "second"
+    if options.precise:
+        args["precise"] = True
+    if options.mode == "polling":
+        args["on_done"] = options.on_done
+    return args
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What the mocked build registered: each role policy document by role (as text, fabricated names), each
+    role's ARN and function name, and the fabricated physical name of every resource by logical suffix."""
+
+    documents: dict[str, str]
+    role_arns: dict[str, str]
+    sessions: dict[str, str]
+    physical: dict[str, str]
+    mapping_destinations: dict[str, str]
+    config: dict[str, Any]
+
+
+_BUILD_LOCK = threading.Lock()
+
+
+@cache
+def rendered(options: Options) -> Rendered:
+    """Build the component once per option set (about 0.1 s) and keep what IAM needs of it."""
+    from components import ScheduledTable, ScheduledTableArgs
+    from components.testing import run_with_mocks
+
+    with _BUILD_LOCK:
+        stack = run_with_mocks(
+            lambda: ScheduledTable(NAME, ScheduledTableArgs(**args_of(options))),
+            project="scheduled-table",
+            stack="iam",
+            region=REGION,
+            account=ACCOUNT,
+        )
+    prefix = f"{NAME}-"
+    documents: dict[str, str] = {}
+    role_arns: dict[str, str] = {}
+    sessions: dict[str, str] = {}
+    physical: dict[str, str] = {}
+    destinations: dict[str, str] = {}
+    config: dict[str, Any] = {}
+    for r in stack.resources:
+        suffix = r.name.removeprefix(prefix)
+        if "name" in r.outputs:
+            physical[suffix] = str(r.outputs["name"])
+        if r.type.endswith(":RolePolicy"):
+            documents[suffix.removesuffix("-policy")] = str(r.inputs["policy"])
+        elif r.type.endswith(":Role"):
+            role_arns[suffix.removesuffix("-role")] = str(r.outputs["arn"])
+        elif r.type.endswith(":Function"):
+            sessions[suffix] = str(r.outputs["name"])
+            variables = r.inputs.get("environment", {}).get("variables", {})
+            config = json.loads(variables["SCHEDULED_TABLE_CONFIG"])
+        elif r.type.endswith(":EventSourceMapping"):
+            on_failure = r.inputs.get("destinationConfig", {}).get("onFailure", {})
+            destinations[suffix.removesuffix("-mapping")] = str(on_failure.get("destinationArn", ""))
+    return Rendered(documents, role_arns, sessions, physical, destinations, config)
+
+
+def _queue_name(url_or_arn: str) -> str:
+    return url_or_arn.rstrip("/").replace(":", "/").split("/")[-1]
+
+
+def real_names(config: dict[str, Any], built: Rendered) -> dict[str, str]:
+    """Fabricated physical name -> the test's name, for every resource the configuration names."""
+    names: dict[str, str] = {built.physical["table"]: config["table"], built.physical["poison"]: ""}
+    names[built.physical["poison"]] = _queue_name(config["poisonQueueUrl"])
+    section = config.get(config["mode"], {})
+    if "ledger" in built.physical and section.get("ledgerTable"):
+        names[built.physical["ledger"]] = section["ledgerTable"]
+    scheduler = config.get("scheduler")
+    if scheduler and "schedules" in built.physical:
+        names[built.physical["schedules"]] = scheduler["group"]
+        names[built.physical["scheduler-exec-role"]] = scheduler["roleArn"].rsplit("/", 1)[-1]
+        names[built.physical["target-dlq"]] = _queue_name(scheduler["deadLetterArn"])
+    release = config.get("eventbridge", {}).get("release")
+    if release:
+        names[built.physical["release"]] = _queue_name(release["queueArn"])
+        names[built.physical["target-dlq"]] = _queue_name(release["deadLetterUrl"])
+    if config["mode"] == "polling":
+        names[built.physical["target-dlq"]] = _queue_name(config["polling"]["deadLetterUrl"])
+    return names
+
+
+def _substitute(text: str, names: dict[str, str], target: tuple[str, str] | None) -> str:
+    if target is not None:
+        text = text.replace(*target)
+    for fabricated in sorted(names, key=len, reverse=True):
+        text = text.replace(fabricated, names[fabricated])
+    return text
+
+
+@lru_cache(maxsize=4096)
+def _role(key: str, role: str) -> Role:
+    config = json.loads(key)
+    options = options_of(config)
+    built = rendered(options)
+    if role not in built.documents:
+        raise LookupError(
+            f"the component deploys no {role!r} role for {options}: roles {sorted(built.documents)} (is the test "
+            "running a handler the configuration's mode does not deploy?)"
+        )
+    names = real_names(config, built)
+    standin = _TARGET_STANDIN.get(options.kind)
+    target = None
+    if standin is not None:
+        target = (standin + (".fifo" if options.fifo else ""), config["target"]["arn"])
+    document = json.loads(_substitute(built.documents[role], names, target))
+    arn = _substitute(built.role_arns[role], names, None)
+    session = built.sessions.get(role, role)
+    return Role(role, arn, session, document, tuple(parse_policy_document(document)))
+
+
+def role_for(config: Mapping[str, Any], role: str) -> Role:
+    """The deployed role `role` ("scheduler", "executor", ..., "scheduler-exec") for this configuration, with the
+    test's resource names (cached per configuration)."""
+    return _role(json.dumps(config, sort_keys=True, default=str), role)

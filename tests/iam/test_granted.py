@@ -1,0 +1,306 @@
+"""Every AWS action a handler's code can call is declared next to the code, and granted to the function's role by
+the component in every mode and option combination that runs that code; and the role is granted nothing else.
+
+1. Declarations match the code: an AST scan of each handler module finds its boto3 calls (clients from
+   `CLIENTS`/`clients.get("svc")`, directly or through a variable) and maps each operation to its IAM action
+   (tests/iam/requests.py); the module's AWS_ACTIONS must be exactly those (a transaction may justify any item
+   action: which ones it performs is checked per call, in every handler test, by tests/iam/enforce.py).
+2. Granted: for each option combination, each function's role (as the component renders it) allows every action
+   the modules it runs declare (the modules its entry module imports, transitively), except where a module's
+   action is on a path that function never takes (`NOT_TAKEN`, each with its reason).
+3. Tight: the role allows no action beyond those, and beyond what Lambda itself does with the role
+   (`LAMBDA_ACTIONS`). Scheduler's execution role: exactly its targets' actions and the DLQ send.
+Resources and conditions are checked per call (tests/iam/enforce.py); tests/policy checks resource tightness."""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import importlib
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+
+import botocore.session
+import pytest
+from botocore import xform_name
+
+from tests.iam import requests
+from tests.iam.roles import Options, rendered
+
+HANDLERS = Path(__file__).resolve().parents[2] / "handlers"
+ENTRY = {
+    "scheduler": "eventbridge",
+    "releaser": "release",
+    "executor": "ttl",
+    "processor": "polling",
+    "assigner": "polling",
+    "aggregator": "aggregate",
+}
+KINDS = ("sqs", "sqs.fifo", "lambda", "stepfunctions", "sns", "events", "email")
+PASS_ROLE_OPERATIONS = {"CreateSchedule", "UpdateSchedule"}
+ITEM_ACTIONS = {f"dynamodb:{a}" for a in requests.TRANSACT_ITEM_ACTIONS.values()}
+# What Lambda does with a function's role, not the handler code: logs, X-Ray, the table's KMS key, an event source
+# mapping reading its stream or queue.
+LAMBDA_ACTIONS = (
+    "logs:*",
+    "xray:*",
+    "kms:*",
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:ListStreams",
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+)
+TARGET_ACTIONS = (
+    "sqs:GetQueueUrl",
+    "lambda:InvokeFunction",
+    "states:StartExecution",
+    "sns:Publish",
+    "events:PutEvents",
+    "ses:SendEmail",
+)
+SCHEDULING = {"scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule", "iam:PassRole"}
+LEDGER = {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:UpdateItem"}
+
+Condition = Callable[[Options], bool]
+# (function role, action) -> (when the function never takes the path that calls it, why).
+NOT_TAKEN: dict[tuple[str, str], tuple[Condition, str]] = {
+    **{
+        ("releaser", a): (lambda o: True, "st_core.release makes release schedules in the scheduling function only")
+        for a in SCHEDULING
+    },
+    ("releaser", "dynamodb:BatchWriteItem"): (
+        lambda o: True,
+        "schedule markers (Ledger.scheduled_many) are the scheduling function's",
+    ),
+    **{("executor", a): (lambda o: not o.precise, "only precise ttl makes delete schedules") for a in SCHEDULING},
+    ("executor", "dynamodb:BatchWriteItem"): (lambda o: True, "ttl marks occurrences one at a time"),
+    **{
+        (role, a): (lambda o: True, "polling and aggregate use the ledger only through marker_put, in a transaction")
+        for role in ("processor", "assigner", "aggregator")
+        for a in ("dynamodb:BatchWriteItem", "dynamodb:GetItem")
+    },
+    ("processor", "dynamodb:PutItem"): (lambda o: True, "only the assigner puts (its ledger marker)"),
+    ("processor", "dynamodb:DeleteItem"): (lambda o: o.on_done != "delete", 'only on_done="delete" deletes items'),
+    ("assigner", "dynamodb:DeleteItem"): (lambda o: True, "the assigner only indexes items"),
+    ("aggregator", "dynamodb:DeleteItem"): (lambda o: True, "totals are updated, never deleted"),
+    **{
+        ("assigner", a): (lambda o: True, "the assigner indexes items; the processor delivers them")
+        for a in TARGET_ACTIONS
+    },
+}
+
+
+# -- 1. the declarations match the code ---------------------------------------------------------------------------
+
+
+def _module_files() -> dict[str, Path]:
+    files = {p.stem: p for p in HANDLERS.glob("*.py")}
+    files |= {f"st_core.{p.stem}": p for p in (HANDLERS / "st_core").glob("*.py") if p.stem != "__init__"}
+    return files
+
+
+def _is_clients_get(node: ast.AST) -> str | None:
+    """`clients.get("svc")` / `self.clients.get("svc")` / `CLIENTS.get("svc")` -> "svc"."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"):
+        return None
+    receiver = node.func.value
+    name = receiver.attr if isinstance(receiver, ast.Attribute) else getattr(receiver, "id", "")
+    if name.lower() != "clients" or not node.args or not isinstance(node.args[0], ast.Constant):
+        return None
+    return str(node.args[0].value)
+
+
+_SESSION = botocore.session.get_session()
+
+
+def _operations(service: str) -> dict[str, str]:
+    return {xform_name(op): op for op in _SESSION.get_service_model(service).operation_names}
+
+
+def client_operations(path: Path) -> set[tuple[str, str]]:
+    """(service, operation) of every boto3 call the module's code makes: on `clients.get("svc")` itself, on a
+    variable assigned from it, or on any other name (a parameter the client is passed as) when the method is an
+    operation of a service whose client the module gets."""
+    tree = ast.parse(path.read_text())
+    aliases: dict[str, str] = {}
+    services: set[str] = set()
+    for node in ast.walk(tree):
+        if service := _is_clients_get(node):
+            services.add(service)
+        if isinstance(node, ast.Assign) and (service := _is_clients_get(node.value)):
+            aliases.update({t.id: service for t in node.targets if isinstance(t, ast.Name)})
+    found = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        receiver = node.func.value
+        direct = _is_clients_get(receiver)
+        if direct is not None:
+            candidates = {direct}
+        elif isinstance(receiver, ast.Name):
+            candidates = {aliases[receiver.id]} if receiver.id in aliases else services
+        else:
+            continue
+        for service in candidates:
+            operation = _operations(service).get(node.func.attr)
+            if operation is not None:
+                found.add((service, operation))
+    return found
+
+
+def _declared(module: str) -> tuple[str, ...]:
+    return tuple(getattr(importlib.import_module(module), "AWS_ACTIONS", ()))
+
+
+@pytest.mark.parametrize("module", sorted(_module_files()))
+def test_a_modules_declared_actions_are_exactly_what_its_code_calls(module: str) -> None:
+    operations = client_operations(_module_files()[module])
+    declared = set(_declared(module))
+    needed: set[str] = set()
+    transactions = False
+    for service, operation in operations:
+        if operation.startswith("Transact"):
+            transactions = True
+            assert declared & ITEM_ACTIONS, f"{module} runs {operation} but declares no item action"
+            continue
+        needed.add(requests.action_of(service, operation))
+        if operation in PASS_ROLE_OPERATIONS:
+            needed.add("iam:PassRole")
+    assert needed <= declared, f"{module} calls {sorted(needed - declared)} without declaring them in AWS_ACTIONS"
+    stale = declared - needed - (ITEM_ACTIONS if transactions else set())
+    assert not stale, f"{module} declares {sorted(stale)} in AWS_ACTIONS, which its code never calls"
+
+
+def test_the_scan_finds_the_calls_it_is_checked_on() -> None:
+    """The scan is not vacuous: it finds the ledger's batch write and the transactions."""
+    files = _module_files()
+    assert ("dynamodb", "BatchWriteItem") in client_operations(files["st_core.idempotency"])
+    assert ("dynamodb", "TransactWriteItems") in client_operations(files["aggregate"])
+    assert ("scheduler", "CreateSchedule") in client_operations(files["st_core.schedules"])
+    assert ("sqs", "GetQueueUrl") in client_operations(files["st_core.dispatch"])
+
+
+# -- 2. and 3. granted, and nothing more -----------------------------------------------------------------------------
+
+
+def imported(module: str) -> set[str]:
+    """The handler modules `module` runs: itself and what it imports from handlers/, transitively."""
+    files = _module_files()
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        current = todo.pop()
+        if current in seen or current not in files:
+            continue
+        seen.add(current)
+        for node in ast.walk(ast.parse(files[current].read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level and current.startswith("st_core."):
+                    base = f"st_core.{base}" if base else "st_core"
+                todo.append(base)
+                todo += [f"{base}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                todo += [alias.name for alias in node.names]
+    return seen
+
+
+def expected_actions(role: str, options: Options) -> set[str]:
+    from st_core.dispatch import TARGET_ACTIONS
+
+    actions: set[str] = set()
+    for module in imported(ENTRY[role]):
+        loaded = importlib.import_module(module)
+        if module == "st_core.dispatch":
+            actions |= set(TARGET_ACTIONS[options.kind]) if options.mode != "aggregate" else set()
+        elif hasattr(loaded, "AWS_ACTIONS_BY_ROLE"):
+            actions |= set(loaded.AWS_ACTIONS_BY_ROLE[role])
+        else:
+            actions |= set(getattr(loaded, "AWS_ACTIONS", ()))
+    return {a for a in actions if not ((role, a) in NOT_TAKEN and NOT_TAKEN[(role, a)][0](options))}
+
+
+def allowed_actions(document: dict[str, object]) -> list[str]:
+    statements = document["Statement"]
+    assert isinstance(statements, list)
+    found: list[str] = []
+    for statement in statements:
+        assert statement["Effect"] == "Allow", statement
+        action = statement["Action"]
+        found += [action] if isinstance(action, str) else list(action)
+    return found
+
+
+def allows(patterns: list[str], action: str) -> bool:
+    return any(fnmatch.fnmatchcase(action.lower(), p.lower()) for p in patterns)
+
+
+def option_sets() -> list[Options]:
+    found: list[Options] = []
+    for kind in KINDS:
+        base = {"kind": kind.split(".")[0], "fifo": kind.endswith(".fifo")}
+        if kind == "email":
+            base["sender"] = "Reminders <reminders@example.com>"
+        for second in (False, True):
+            if not (second and kind == "email"):
+                found.append(Options(mode="eventbridge", precision_second=second, **base))  # type: ignore[arg-type]
+        for precise in (False, True):
+            found.append(Options(mode="ttl", precise=precise, **base))  # type: ignore[arg-type]
+        for on_done in ("mark", "delete"):
+            found.append(Options(mode="polling", on_done=on_done, **base))  # type: ignore[arg-type]
+    found.append(Options(mode="aggregate", kind="none"))
+    return found
+
+
+def _id(options: Options) -> str:
+    extra = [n for n, on in (("second", options.precision_second), ("precise", options.precise)) if on]
+    kind = options.kind + (".fifo" if options.fifo else "")
+    return "-".join([options.mode, kind, *extra, *([options.on_done] if options.mode == "polling" else [])])
+
+
+@pytest.mark.parametrize("options", option_sets(), ids=_id)
+def test_each_function_is_granted_what_its_code_calls_and_nothing_more(options: Options) -> None:
+    import json
+
+    built = rendered(options)
+    functions = [r for r in built.documents if r in ENTRY]
+    assert functions, built.documents.keys()
+    for role in functions:
+        granted = allowed_actions(json.loads(built.documents[role]))
+        expected = expected_actions(role, options)
+        missing = sorted(a for a in expected if not allows(granted, a))
+        assert not missing, f"the {role} role is not granted {missing}, which its code calls"
+        excess = sorted({a for a in granted if not allows(list(LAMBDA_ACTIONS), a) and not allows(sorted(expected), a)})
+        assert not excess, f"the {role} role is granted {excess}, which its code never calls"
+
+
+def scheduler_expected(options: Options) -> set[str]:
+    from tests.iam.scheduler_targets import TEMPLATED_ACTIONS
+
+    if options.mode == "ttl":
+        return {"dynamodb:UpdateItem", "sqs:SendMessage"}  # the item's fire (stFiredAt); the DLQ
+    service = {"stepfunctions": "states"}.get(options.kind, options.kind)
+    actions = {"ses:SendEmail"} if options.kind == "email" else {TEMPLATED_ACTIONS[service]}
+    if options.precision_second:
+        actions.add("sqs:SendMessage")  # one-time occurrences go to the release queue
+    return actions | {"sqs:SendMessage"}
+
+
+@pytest.mark.parametrize("options", [o for o in option_sets() if o.mode == "eventbridge" or o.precise], ids=_id)
+def test_the_scheduler_role_is_granted_its_targets_and_its_dlq_only(options: Options) -> None:
+    import json
+
+    granted = allowed_actions(json.loads(rendered(options).documents["scheduler-exec"]))
+    expected = scheduler_expected(options)
+    assert all(allows(granted, a) for a in expected), (granted, expected)
+    assert all(allows(sorted(expected), a) or a.startswith("kms:") for a in granted), (granted, expected)
+
+
+def test_the_option_matrix_builds_every_function() -> None:
+    roles = {r for o in option_sets() for r in rendered(o).documents}
+    assert roles == {*ENTRY, "scheduler-exec"}
+    assert len(list(itertools.chain(option_sets()))) > 30
