@@ -463,7 +463,7 @@ ON_THE_MINUTE = FUTURE.replace(second=0)
 
 def handled(env: Env, moment: datetime) -> None:
     """The table's new records, changed and handled at `moment`."""
-    assert handle_batch(env.event(at=moment), env.config, now=lambda: moment) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(env.event(at=moment), env.config, now=lambda: moment) == {"batchItemFailures": []}
 
 
 def deliveries(env: Env, clock: SchedulerClock) -> list[datetime]:
@@ -511,7 +511,7 @@ def test_a_due_time_moved_away_and_back_after_its_minute_began_is_delivered_once
     back = env.event(at=ON_THE_MINUTE - timedelta(seconds=1))
     late = ON_THE_MINUTE + timedelta(seconds=5)
     for batch in [{"Records": away["Records"] + back["Records"]}] if same_batch else [away, back]:
-        assert handle_batch(batch, env.config, now=lambda: late) == {"batchItemFailures": []}
+        assert eventbridge.handle_batch(batch, env.config, now=lambda: late) == {"batchItemFailures": []}
     # THEN it is delivered once: a schedule that may be running is left to run (deleting it could not tell whether
     # it had already delivered), and its marker keeps the return from delivering a second time
     assert deliveries(env, clock) == [ON_THE_MINUTE]
@@ -533,7 +533,7 @@ def test_a_cancel_handled_once_the_schedules_minute_began_leaves_it_to_run(env: 
     env.put({"PK": "p", "SK": "s", "dueAt": iso(ON_THE_MINUTE)})
     handled(env, ON_THE_MINUTE - timedelta(minutes=10))
     env.delete("p", "s")
-    handle_batch(env.event(at=ON_THE_MINUTE - timedelta(seconds=2)), env.config, now=lambda: ON_THE_MINUTE)
+    eventbridge.handle_batch(env.event(at=ON_THE_MINUTE - timedelta(seconds=2)), env.config, now=lambda: ON_THE_MINUTE)
     assert deliveries(env, clock) == [ON_THE_MINUTE]
 
 
@@ -556,10 +556,10 @@ def test_a_cancel_retried_after_its_marker_could_not_be_forgotten_forgets_it(env
     ddb = CLIENTS.get("dynamodb")
     ddb.meta.events.register("before-parameter-build.dynamodb.DeleteItem", throttle)
     moment = ON_THE_MINUTE - timedelta(minutes=2)
-    assert handle_batch(away, env.config, now=lambda: moment)["batchItemFailures"] != []
+    assert eventbridge.handle_batch(away, env.config, now=lambda: moment)["batchItemFailures"] != []
     ddb.meta.events.unregister("before-parameter-build.dynamodb.DeleteItem", throttle)
     # WHEN Lambda retries it (the schedule is gone by now) and the item then comes back to the due time
-    assert handle_batch(away, env.config, now=lambda: moment) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(away, env.config, now=lambda: moment) == {"batchItemFailures": []}
     env.put({**item, "note": "back"})
     handled(env, ON_THE_MINUTE + timedelta(seconds=20))
     # THEN it is delivered once (now, by the handler): a schedule that cannot have run yet owns nothing, whoever

@@ -65,15 +65,27 @@ def test_without_batch_writes_the_marker_write_is_refused_as_aws_refuses_it(env:
     )
 
 
-def test_without_batch_writes_the_eventbridge_batch_fails(env: Env, before_ce344d7: None) -> None:
+@pytest.mark.parametrize("container_age", [5.0, 600.0], ids=["just-deployed", "long-running"])
+def test_without_batch_writes_the_eventbridge_batch_fails(
+    env: Env, before_ce344d7: None, monkeypatch: pytest.MonkeyPatch, container_age: float
+) -> None:
     # GIVEN the scheduling role as rendered before ce344d7, and an item due in two days
+    import st_core.errors
+
+    monkeypatch.setattr(st_core.errors, "container_age", lambda: container_age)
     env.put({"PK": "user#1", "SK": "appt#1", "dueAt": FUTURE.isoformat()})
-    # WHEN the stream batch is handled
-    response = eventbridge.handle_batch(env.event(), env.config)
-    # THEN the record is not done: retried (IAM may still be propagating) or parked with the denial as its reason
-    parked = env.messages(env.poison_url)
-    assert response["batchItemFailures"] or parked
-    assert all("AccessDenied" in str(message) for message in parked)
+    if container_age < st_core.errors.IAM_PROPAGATION_SECONDS:
+        # WHEN a just-deployed container handles the batch: the denial may be IAM still propagating
+        response = eventbridge.handle_batch(env.event(), env.config)
+        # THEN the record is retried from (Lambda sends it again), nothing parked
+        assert response["batchItemFailures"] and env.messages(env.poison_url) == []
+    else:
+        # WHEN a container past IAM's propagation handles it: the schedule is made, its marker refused for good
+        with pytest.raises(ClientError) as raised:
+            eventbridge.handle_batch(env.event(), env.config)
+        # THEN the invocation fails with AWS's denial: Lambda retries the whole batch, then sends it to the stream
+        # DLQ (`redrive stream`); a schedule is never remembered without its marker, and no record is lost
+        assert raised.value.response["Error"]["Code"] == "AccessDeniedException"
 
 
 def test_a_handler_call_with_no_function_acting_fails_the_test(env: Env, _iam: enforce.Enforcement) -> None:

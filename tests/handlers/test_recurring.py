@@ -280,7 +280,7 @@ def test_a_create_replayed_after_the_items_delete_brings_no_schedule_back(env: E
     assert env.schedules() == []
     # An old batch handled after a newer one (a redrive, any out-of-order replay): it must not make the schedule
     # again, which would then fire every Monday forever for an item that is gone.
-    assert handle_batch(copy.deepcopy(create), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(copy.deepcopy(create), env.config) == {"batchItemFailures": []}
     assert env.schedules() == []
 
 
@@ -289,7 +289,7 @@ def test_a_create_replayed_after_the_expression_changed_keeps_the_new_expression
     create = run(env)
     env.put(item(dueAt="rate(2 hours)", timeZone="UTC"))
     run(env)
-    assert handle_batch(copy.deepcopy(create), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(copy.deepcopy(create), env.config) == {"batchItemFailures": []}
     (schedule,) = env.schedules()
     assert (schedule["ScheduleExpression"], schedule["ScheduleExpressionTimezone"]) == ("rate(2 hours)", "UTC")
 
@@ -299,6 +299,6 @@ def test_a_replayed_write_of_a_recurring_item_schedules_the_item_as_it_is_now(en
     first = run(env)
     env.put(item(note="new"))
     run(env)
-    assert handle_batch(copy.deepcopy(first), env.config) == {"batchItemFailures": []}
+    assert eventbridge.handle_batch(copy.deepcopy(first), env.config) == {"batchItemFailures": []}
     (schedule,) = env.schedules()
     assert json.loads(schedule["Target"]["Input"])["item"]["note"] == "new"

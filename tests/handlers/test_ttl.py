@@ -452,7 +452,9 @@ def test_precise_repeating_item_fired_by_its_schedule_is_written_back_with_its_n
     assert item["dueAt"] == {"N": str(epoch(due + timedelta(hours=1)))} and item["occurrence"] == {"N": "2"}
     assert "stFiredAt" not in item
     # Its write-back (a MODIFY with the next due time) schedules the next occurrence
-    assert ttl.handle_batch(env.event(), env.config, now=lambda: ran + timedelta(seconds=2)) == {"batchItemFailures": []}
+    assert ttl.handle_batch(env.event(), env.config, now=lambda: ran + timedelta(seconds=2)) == {
+        "batchItemFailures": []
+    }
     [following] = env.schedules()
     assert json.loads(following["Target"]["Input"])["ExpressionAttributeValues"][":due"]["N"] == str(
         epoch(due + timedelta(hours=1))

@@ -1,6 +1,6 @@
-"""The docs' examples for other languages (docs/other-languages.md) are the inputs tests/provider builds (examples.json): the TypeScript
-program holds each table exactly as rendered here, the YAML program's properties are the fixture's, and the Go and
-C# sketches build the fixture's `scores` table."""
+"""The docs' examples for other languages (docs/other-languages.md) are the inputs tests/provider builds
+(examples.json): the TypeScript program holds each table exactly as rendered here, the YAML program's properties are
+the fixture's, and the Go and C# sketches build the fixture's `scores` table."""
 
 from __future__ import annotations
 
