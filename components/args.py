@@ -505,14 +505,15 @@ def _field_defaults() -> dict[str, Any]:
 
 _DEFAULTS = _field_defaults()
 
-# What each option does, its range and the mode it belongs to: shown by help(ScheduledTableArgs) and editors, with
-# the default (tests check every field has one, and that the README's configuration table has a row for each).
+# What each option does, its range and the mode it belongs to, written once: help(ScheduledTableArgs), the provider's
+# inputs (provider_inputs.py) and the docs' configuration page (docs/configuration.md, `python -m
+# components.reference`) are generated from it with each field's default; tests fail when a generated file is stale.
 OPTION_DOCS: dict[str, str] = {
     "mode": "`eventbridge`, `ttl`, `polling` or `aggregate`",
     "existing_table": (
         "`ExistingTable(name, stream_arn)` (stack: `{name: ..., streamArn: ...}`): act on a table you have instead of "
         "creating one; refuses the table-shaping options (billing, capacities, PITR, encryption, deletion protection, "
-        'key types); see "Bring your own table"'
+        "key types); see Existing tables"
     ),
     "partition_key": "the table's partition key attribute",
     "partition_key_type": "key types `S`, `N`, `B`",
@@ -529,13 +530,17 @@ OPTION_DOCS: dict[str, str] = {
     "kms_key_arn": (
         "customer key for the table (and ledger); every role that reads or writes the table, its stream or "
         "the ledger (each Lambda, and Scheduler in precise `ttl` mode) gets `kms:Decrypt`, `kms:Encrypt`, "
-        "`kms:GenerateDataKey` on it only"
+        "`kms:GenerateDataKey` on it only; the key's ARN (plain or an Output, checked when it resolves; not an alias "
+        "or a key id: IAM grants `kms:` actions on the key's ARN only)"
     ),
     "deletion_protection": "turn off before `pulumi destroy`",
     "tags": "applied to every taggable resource, plus `scheduled-table:component`",
     "target": (
-        "see above; stack: `{type: queue|function|stateMachine|topic|email, arn: ...}` plus any target option"
-        " in camelCase (`maxMessageBytes`, `kmsKeyArn`)"
+        "what receives the due event: `QueueTarget`, `FunctionTarget`, `StateMachineTarget`, `TopicTarget`, "
+        "`EventBusTarget` or `EmailTarget` (their options below); `None`: a due queue the component owns (1 MiB "
+        "messages); stack: `{type: queue|function|stateMachine|topic|eventBus|email, arn: ...}` plus any target option "
+        "in camelCase (`maxMessageBytes`, `kmsKeyArn`, `messageGroupAttribute`, `messageGroupId`, "
+        "`contentBasedDeduplication`, `detailType`, `source`)"
     ),
     "lambda_memory_mb": (
         "128-10240; CPU comes with memory (1,024 MB is about 0.58 vCPU), and CPU-bound work costs the same per "
@@ -626,7 +631,7 @@ OPTION_DOCS: dict[str, str] = {
     "total_sort_key": "`aggregate` mode: the total's sort key",
     "total_attribute": "`aggregate` mode: the attribute holding the total",
     "aggregation": "`aggregate` mode: `sum` or `count`",
-    "on_change": "`aggregate` mode: `ignore` (inserts only, as seed 003) or `adjust` (also updates and deletes)",
+    "on_change": "`aggregate` mode: `ignore` (inserts only, as the article *Building event-driven workflows with DynamoDB Streams*) or `adjust` (also updates and deletes)",
 }
 
 

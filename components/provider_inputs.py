@@ -218,7 +218,8 @@ class ScheduledTableInputs(TypedDict, total=False):
     (
         "Customer key for the table (and ledger); every role that reads or writes the table, its stream or the ledger "
         "(each Lambda, and Scheduler in precise `ttl` mode) gets `kms:Decrypt`, `kms:Encrypt`, `kms:GenerateDataKey` "
-        "on it only. Default: not set."
+        "on it only; the key's ARN (plain or an Output, checked when it resolves; not an alias or a key id: IAM grants "
+        "`kms:` actions on the key's ARN only). Default: not set."
     )
     deletion_protection: bool
     """Turn off before `pulumi destroy`. Default: `true`."""
@@ -371,6 +372,6 @@ class ScheduledTableInputs(TypedDict, total=False):
     """`aggregate` mode: `sum` or `count`. Default: `"sum"`."""
     on_change: OnChange
     (
-        "`aggregate` mode: `ignore` (inserts only, as seed 003) or `adjust` (also updates and deletes). Default: "
-        '`"ignore"`.'
+        "`aggregate` mode: `ignore` (inserts only, as the article *Building event-driven workflows with DynamoDB "
+        'Streams*) or `adjust` (also updates and deletes). Default: `"ignore"`.'
     )
