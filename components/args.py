@@ -631,7 +631,10 @@ OPTION_DOCS: dict[str, str] = {
     "total_sort_key": "`aggregate` mode: the total's sort key",
     "total_attribute": "`aggregate` mode: the attribute holding the total",
     "aggregation": "`aggregate` mode: `sum` or `count`",
-    "on_change": "`aggregate` mode: `ignore` (inserts only, as the article *Building event-driven workflows with DynamoDB Streams*) or `adjust` (also updates and deletes)",
+    "on_change": (
+        "`aggregate` mode: `ignore` (inserts only, as the article *Building event-driven workflows with DynamoDB "
+        "Streams*) or `adjust` (also updates and deletes)"
+    ),
 }
 
 
