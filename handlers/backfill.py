@@ -342,6 +342,8 @@ class Engine:
             for step in planned.steps:
                 occurrence = step.occurrence
                 if occurrence.recurrence is None and occurrence.due <= now:
+                    if self._ledger().taken(occurrence.name):
+                        continue  # delivered already (by an earlier run, or the live function)
                     return "deliver (past due)"
                 if self._schedule(occurrence.name) is None:
                     return "schedule"
@@ -367,6 +369,11 @@ class Engine:
         if kept != held:
             return "reschedule (the schedule holds another time)"
         return ""
+
+    def _ledger(self) -> Any:
+        from st_core.idempotency import Ledger
+
+        return Ledger.of(self.config["eventbridge"], self.clients)
 
     def _schedule(self, name: str) -> Record | None:
         self.calls.take(1)

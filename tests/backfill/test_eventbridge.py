@@ -1,0 +1,233 @@
+"""Backfill of an eventbridge table whose items predate the stream: each item gets what a fresh write makes (its
+schedules; a past-due time delivered once), through the deployed consumer; twice changes nothing; live writes racing
+the run win; an interrupted run resumes from its checkpoint; the Scheduler ceiling holds on the run's timeline."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import eventbridge
+from st_core.timeparse import format_due
+
+from tests.backfill.conftest import FakeTime, command, consumer, fed, run, schedules
+from tests.handlers.conftest import Env
+from tests.redrive.conftest import aws
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+def iso(moment: datetime) -> str:
+    return format_due(moment)
+
+
+def existing(env: Env, count: int, *, ahead: timedelta = timedelta(days=2), prefix: str = "job") -> list[str]:
+    """Items written before the stack attached: their stream records are gone (read and dropped here)."""
+    names = [f"{prefix}#{n:04d}" for n in range(count)]
+    for n, name in enumerate(names):
+        env.put({"PK": name, "SK": "A", "dueAt": iso(NOW + ahead + timedelta(minutes=n)), "n": n})
+    env.stream.read()
+    return names
+
+
+def expected_name(env: Env, pk: str, due: datetime) -> str:
+    keys = {"PK": {"S": pk}, "SK": {"S": "A"}}
+    from st_core.stream import identity_of
+
+    return eventbridge.occurrence_name(identity_of(keys), {"PK": pk, "SK": "A"}, due)
+
+
+def delivered(env: Env) -> list[dict[str, Any]]:
+    return env.messages(env.due_queue_url)
+
+
+def test_existing_items_get_their_schedules_and_past_due_ones_are_delivered_once(env: Env) -> None:
+    future = existing(env, 5)
+    env.put({"PK": "late#1", "SK": "A", "dueAt": iso(NOW - timedelta(hours=3))})
+    env.put({"PK": "late#2", "SK": "A", "dueAt": iso(NOW - timedelta(days=1))})
+    env.put({"PK": "plain#1", "SK": "A", "note": "no due time"})
+    env.stream.read()
+    function = consumer(env)
+
+    status, lines = command(function, "backfill", "--segments", "2")
+
+    assert status == 0, lines
+    made = schedules(env)
+    assert set(made) == {expected_name(env, pk, NOW + timedelta(days=2, minutes=n)) for n, pk in enumerate(future)}
+    assert sorted(m["keys"]["PK"] for m in delivered(env)) == ["late#1", "late#2"]
+    assert any("7 acted on" in line for line in lines), lines
+    # Every record was Lambda-shaped: a synthetic INSERT with the item as its NewImage, N as strings.
+    records = fed(function)
+    assert {r["eventName"] for r in records} == {"INSERT"}
+    assert all(isinstance(r["dynamodb"]["ApproximateCreationDateTime"], int) for r in records)
+    assert all(r["dynamodb"]["SequenceNumber"].isdigit() for r in records)
+    assert records[0]["dynamodb"]["NewImage"]["n"] == {"N": records[0]["dynamodb"]["NewImage"]["n"]["N"]}
+
+
+def test_a_second_run_changes_nothing(env: Env) -> None:
+    existing(env, 4)
+    env.put({"PK": "late#1", "SK": "A", "dueAt": iso(NOW - timedelta(hours=3))})
+    env.stream.read()
+    function = consumer(env)
+    first, finished, _ = run(env, function)
+    assert finished and first.acted == 5
+    before = schedules(env)
+    assert len(delivered(env)) == 1
+    invoked = len(fed(function))
+
+    second, finished, _ = run(env, function)
+
+    assert finished
+    assert (second.acted, second.failed, second.skipped) == (0, 0, 5)
+    assert schedules(env) == before
+    assert delivered(env) == []
+    assert len(fed(function)) == invoked  # nothing was even fed
+
+
+def test_live_writes_racing_the_run_have_the_last_word(env: Env) -> None:
+    """Between the scan and the feed an item moves and another is deleted (the live function runs on their records
+    first); after the feed, before the run reads the items back, a third moves. Each ends as its live write says."""
+    existing(env, 4, prefix="race")
+    function = consumer(env)
+    live = env.config
+    moved = NOW + timedelta(days=5)
+    calls = {"n": 0}
+    handle = function.handle
+
+    def racing(event: Any, config: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            env.put({"PK": "race#0000", "SK": "A", "dueAt": iso(moved), "n": 0})
+            env.delete("race#0001", "A")
+            eventbridge.handle_batch(env.event(), live)
+        answer = handle(event, config)
+        if calls["n"] == 1:
+            env.put({"PK": "race#0002", "SK": "A", "dueAt": iso(moved), "n": 2})
+            eventbridge.handle_batch(env.event(), live)
+        return answer
+
+    function.handle = racing
+    tally, finished, _ = run(env, function, segments=1)
+
+    assert finished and tally.failed == 0
+    assert set(schedules(env)) == {
+        expected_name(env, "race#0000", moved),
+        expected_name(env, "race#0002", moved),
+        expected_name(env, "race#0003", NOW + timedelta(days=2, minutes=3)),
+    }
+    assert tally.kinds.get("followed a live write") == 3
+    assert delivered(env) == []
+
+
+def test_an_interrupted_run_resumes_from_its_checkpoint_and_feeds_each_item_once(env: Env, tmp_path: Path) -> None:
+    names = existing(env, 60)
+    function = consumer(env)
+    checkpoint = tmp_path / "backfill.json"
+    pages = {"n": 0}
+
+    def stop() -> bool:
+        pages["n"] += 1
+        return pages["n"] >= 3
+
+    _, finished, _ = run(env, function, checkpoint=checkpoint, segments=2, page_items=10, stop=stop)
+    assert not finished
+    saved = json.loads(checkpoint.read_text())
+    assert any(state["key"] for state in saved["state"].values())
+    partly = len(schedules(env))
+    assert 0 < partly < 60
+
+    tally, finished, _ = run(env, function, checkpoint=checkpoint, segments=2, page_items=10)
+
+    assert finished
+    assert tally.scanned == 60 and tally.acted == 60
+    assert len(schedules(env)) == 60
+    per_item = Counter(r["dynamodb"]["Keys"]["PK"]["S"] for r in fed(function))
+    assert per_item == Counter(names)  # each item fed exactly once over the two runs
+
+
+def test_a_run_killed_mid_page_resumes_and_the_replayed_page_changes_nothing_twice(env: Env, tmp_path: Path) -> None:
+    existing(env, 30)
+    function = consumer(env)
+    checkpoint = tmp_path / "backfill.json"
+    handle = function.handle
+    calls = {"n": 0}
+
+    def dies_on_the_third_batch(event: Any, config: Any) -> Any:
+        calls["n"] += 1
+        answer = handle(event, config)
+        if calls["n"] == 3:
+            raise KeyboardInterrupt  # the process killed after the handler ran, before the page was checkpointed
+        return answer
+
+    function.handle = dies_on_the_third_batch
+    try:
+        run(env, function, checkpoint=checkpoint, segments=1, page_items=10)
+    except KeyboardInterrupt:
+        pass
+    function.handle = handle
+    tally, finished, _ = run(env, function, checkpoint=checkpoint, segments=1, page_items=10)
+
+    assert finished
+    assert len(schedules(env)) == 30
+    assert tally.scanned == 30  # 20 checkpointed before the kill, the third page read again
+    assert delivered(env) == []
+
+
+def test_the_scheduler_ceiling_holds_on_the_runs_timeline(env: Env) -> None:
+    existing(env, 40)
+    function = consumer(env)
+    fake = FakeTime()
+    moments: list[float] = []
+    real = aws(function)
+
+    class Counted:
+        def __init__(self, client: Any) -> None:
+            self.client = client
+
+        def __getattr__(self, name: str) -> Any:
+            call = getattr(self.client, name)
+
+            def counted(**kwargs: Any) -> Any:
+                moments.append(fake.now)
+                return call(**kwargs)
+
+            return counted
+
+    def client(service: str) -> Any:
+        return Counted(real(service)) if service == "scheduler" else real(service)
+
+    rate = 10.0
+    tally, finished, _ = run(env, function, segments=1, page_items=10, calls=rate, time=fake, client=client)
+
+    assert finished and tally.acted == 40
+    assert len(moments) == 40  # one GetSchedule per item (CreateSchedule is paced too, as the consumer's share)
+    spent = fake.now - 1000.0
+    assert spent >= (80 - rate) / rate  # 40 reads + 40 creations, under 10/s after a one-second burst
+    for n, moment in enumerate(moments):
+        assert n + 1 <= rate * (moment - 1000.0) + rate + 1e-6
+
+
+def test_a_dry_run_counts_and_changes_nothing(env: Env) -> None:
+    existing(env, 3)
+    env.put({"PK": "late#1", "SK": "A", "dueAt": iso(NOW - timedelta(hours=3))})
+    env.stream.read()
+    function = consumer(env)
+
+    status, lines = command(function, "backfill", "--dry-run")
+
+    assert status == 0
+    assert schedules(env) == {} and delivered(env) == [] and fed(function) == []
+    assert any(line.startswith("dry run, nothing changed. backfill: 4 scanned, 4 acted on") for line in lines), lines
+    assert any("would schedule" in line and "job#0000" in line for line in lines), lines
+    assert any("would deliver (past due)" in line for line in lines), lines
+
+
+def test_a_wrong_function_cannot_start(env: Env) -> None:
+    function = consumer(env)
+    status = __import__("components.cli", fromlist=["main"]).main(
+        ["backfill", "--function", "nope"], client=aws(function), emit=lambda _: None
+    )
+    assert status == 2
