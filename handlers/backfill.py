@@ -630,9 +630,10 @@ class Engine:
         if not _same(current, seen) or recent:
             self._note("failed", "busy: written during the run (run again when quiet)", where)
             return
-        names = {"#total": settings["totalAttribute"], "#pk": partition}
+        names = {"#total": settings["totalAttribute"]}
         values: dict[str, Any] = {":sum": {"N": str(expected)}}
         if current is None:
+            names["#pk"] = partition
             condition = ["attribute_not_exists(#pk)"]
         else:
             condition = []

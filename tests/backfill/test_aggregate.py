@@ -1,0 +1,97 @@
+"""Backfill of an aggregate table: totals recomputed from the items with the handler's own rules, exactly (38
+digits); a drifted total replaced by one conditional write; twice changes nothing; a score write applied while the
+run replaces its total is never lost (the group is reported busy); reconcile with onChange=ignore only reports."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import aggregate
+
+from tests.backfill.conftest import aggregate_config, command, consumer, run
+from tests.handlers.conftest import Env
+from tests.redrive.conftest import aws
+
+
+def total(env: Env, user: str) -> Decimal | None:
+    found = env.ddb.get_item(TableName=env.table, Key={"PK": {"S": user}, "SK": {"S": "TOTAL"}}, ConsistentRead=True)
+    value = found.get("Item", {}).get("totalScore", {}).get("N")
+    return Decimal(value) if value is not None else None
+
+
+def score(env: Env, n: int, user: str, value: str) -> None:
+    env.ddb.put_item(
+        TableName=env.table,
+        Item={"PK": {"S": f"SCORE#{n}"}, "SK": {"S": user}, "Score": {"N": value}},
+    )
+
+
+def test_totals_are_recomputed_exactly_and_a_drifted_one_replaced(env: Env) -> None:
+    aggregate_config(env)
+    big = "1234567890123456789012345678901234567"  # 37 digits: beyond Python's default 28-digit context
+    score(env, 1, "ada", big)
+    score(env, 2, "ada", "0.1")
+    score(env, 3, "ada", "-7")
+    score(env, 4, "bob", "5")
+    env.put({"PK": "bob", "SK": "TOTAL", "totalScore": 999})  # drifted (its items say 5)
+    env.put({"PK": "eve", "SK": "TOTAL", "totalScore": 3})  # no items left (adjust: 0)
+    env.stream.read()
+    function = consumer(env)
+
+    tally, finished, _ = run(env, function)
+
+    assert finished and tally.failed == 0
+    assert str(total(env, "ada")) == "1234567890123456789012345678901234560.1"
+    assert (total(env, "bob"), total(env, "eve")) == (5, 0)
+    assert tally.kinds["total replaced"] == 3
+    assert function.invoked == []  # totals are written by the run itself, never by feeding records
+
+    again, finished, _ = run(env, function)
+    assert finished and (again.acted, again.failed) == (0, 0)
+
+
+def test_a_score_applied_while_the_total_is_replaced_is_never_lost(env: Env) -> None:
+    aggregate_config(env)
+    score(env, 1, "ada", "10")
+    env.put({"PK": "ada", "SK": "TOTAL", "totalScore": 4})  # drifted: its items say 10
+    env.stream.read()
+    function = consumer(env)
+    real = aws(function)
+
+    class Racing:
+        def __init__(self, client: Any) -> None:
+            self.client = client
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.client, name)
+
+        def update_item(self, **request: Any) -> Any:
+            if request.get("UpdateExpression") == "SET #total = :sum":
+                score(env, 2, "ada", "3")  # a live score write, applied by the live function first
+                aggregate.handle_batch(env.event(), env.config)
+            return self.client.update_item(**request)
+
+    def client(service: str) -> Any:
+        return Racing(real(service)) if service == "dynamodb" else real(service)
+
+    tally, finished, _ = run(env, function, client=client)
+
+    assert finished
+    assert total(env, "ada") == 7  # 4 + 3: the increment stands, the replacement did not overwrite it
+    assert tally.kinds == {**tally.kinds, "busy: written during the run (run again when quiet)": 1}
+    assert tally.failed == 1
+
+
+def test_reconcile_with_on_change_ignore_reports_and_does_not_replace(env: Env) -> None:
+    aggregate_config(env, on_change="ignore")
+    score(env, 1, "ada", "10")
+    env.put({"PK": "ada", "SK": "TOTAL", "totalScore": 14})  # items since changed or deleted: legitimate here
+    env.stream.read()
+    function = consumer(env)
+
+    status, lines = command(function, "reconcile")
+
+    assert status == 0
+    assert total(env, "ada") == 14
+    assert any("1 would replace total" in line and "ada" in line for line in lines), lines
