@@ -262,6 +262,7 @@ def _in_lambda(
             "schedulerCallsPerSecond": (plan.scheduler_calls_per_second or 0) / share,
             "started": checkpoint.started,
             "partial": state.get("partial"),
+            "pageItems": plan.page_items,
         }
         answer = client("lambda").invoke(
             FunctionName=plan.in_lambda, InvocationType="RequestResponse", Payload=json.dumps(event).encode()

@@ -97,6 +97,7 @@ def _scan_commands(commands: Any) -> None:
         )
         command.add_argument("--checkpoint", help="a JSON file: each segment's position, to resume an interrupted run")
         command.add_argument("--dry-run", action="store_true", help="count what would be done; change nothing")
+        command.add_argument("--page-items", type=int, default=100, help="items per scan page (default 100)")
         command.add_argument(
             "--in-lambda",
             metavar="BACKFILL_FUNCTION",
@@ -110,8 +111,9 @@ def scan_main(args: argparse.Namespace, client: redrive.Client | None, emit: red
 
     from . import backfill
 
-    if args.segments < 1 or args.read_units <= 0 or args.scheduler_calls <= 0:
-        print("scheduled-table: --segments, --read-units and --scheduler-calls must be positive", file=sys.stderr)
+    if args.segments < 1 or args.page_items < 1 or args.read_units <= 0 or args.scheduler_calls <= 0:
+        problem = "--segments, --page-items, --read-units and --scheduler-calls must be positive"
+        print(f"scheduled-table: {problem}", file=sys.stderr)
         return backfill.CANNOT_START
     plan = backfill.Plan(
         command=args.command,
@@ -121,6 +123,7 @@ def scan_main(args: argparse.Namespace, client: redrive.Client | None, emit: red
         dry_run=args.dry_run,
         checkpoint=Path(args.checkpoint) if args.checkpoint else None,
         in_lambda=args.in_lambda,
+        page_items=args.page_items,
     )
     try:
         aws = client or clients(args.endpoint_url, args.region)

@@ -742,8 +742,9 @@ def run_slice(
 def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """Lambda entry point (`backfill.handler`) of the optional backfill function: one slice of one segment within
     the invocation's time budget. Event: {"segment", "segments", "startKey" (or null), "dryRun", "reconcile",
-    "readUnitsPerSecond", "schedulerCallsPerSecond", "started", "partial"}. Answer: {"segment", "startKey" (where to
-    resume), "done", "tally", "partial" (aggregate's sums so far)}; the caller invokes again until done."""
+    "readUnitsPerSecond", "schedulerCallsPerSecond", "started", "partial", "pageItems"}. Answer: {"segment",
+    "startKey" (where to resume), "done", "tally", "partial" (aggregate's sums so far)}; the caller invokes again
+    until done."""
     from st_core.config import load_config
 
     config = load_config()
@@ -762,7 +763,12 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         return bool(left > MARGIN_SECONDS)
 
     key, done = run_slice(
-        engine, int(event["segment"]), int(event["segments"]), event.get("startKey"), keep_going=keep_going
+        engine,
+        int(event["segment"]),
+        int(event["segments"]),
+        event.get("startKey"),
+        keep_going=keep_going,
+        limit=int(event.get("pageItems") or PAGE_ITEMS),
     )
     answer: dict[str, Any] = {
         "segment": int(event["segment"]),

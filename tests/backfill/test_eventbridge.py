@@ -4,6 +4,7 @@ the run win; an interrupted run resumes from its checkpoint; the Scheduler ceili
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -163,10 +164,8 @@ def test_a_run_killed_mid_page_resumes_and_the_replayed_page_changes_nothing_twi
         return answer
 
     function.handle = dies_on_the_third_batch
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         run(env, function, checkpoint=checkpoint, segments=1, page_items=10)
-    except KeyboardInterrupt:
-        pass
     function.handle = handle
     tally, finished, _ = run(env, function, checkpoint=checkpoint, segments=1, page_items=10)
 
@@ -231,3 +230,71 @@ def test_a_wrong_function_cannot_start(env: Env) -> None:
         ["backfill", "--function", "nope"], client=aws(function), emit=lambda _: None
     )
     assert status == 2
+
+
+def test_in_lambda_fans_the_segments_out_over_the_backfill_function(env: Env, tmp_path: Path, monkeypatch: Any) -> None:
+    """--in-lambda: each segment a chain of invocations of the backfill function (its real entry point, running the
+    mode's handler in-process), each resuming from the checkpoint the last one returned."""
+    import io
+
+    import backfill as engine
+
+    names = existing(env, 25)
+    monkeypatch.setenv("SCHEDULED_TABLE_CONFIG", json.dumps(env.config))
+    function = consumer(env)
+    invocations: list[dict[str, Any]] = []
+
+    class Budget:
+        """Lambda's context: time for two pages per invocation, then the margin says stop."""
+
+        def __init__(self) -> None:
+            self.pages = 0
+
+        def get_remaining_time_in_millis(self) -> int:
+            self.pages += 1
+            return 60_000 if self.pages < 2 else 1_000
+
+    class BackfillFunction:
+        def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:
+            assert (FunctionName, InvocationType) == ("items-backfill", "RequestResponse")
+            event = json.loads(Payload)
+            invocations.append(event)
+            answer = engine.handler(event, Budget())
+            return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(answer).encode())}
+
+    backfill_function = BackfillFunction()
+    real = aws(function)
+
+    def client(service: str) -> Any:
+        if service == "lambda":
+            return _Either(function, backfill_function)
+        return real(service)
+
+    status, lines = command(
+        function, "backfill", "--segments", "3", "--in-lambda", "items-backfill", "--page-items", "5",
+        "--checkpoint", str(tmp_path / "cp.json"), client=client,
+    )  # fmt: skip
+
+    assert status == 0, lines
+    assert len(schedules(env)) == len(names)
+    assert {e["segment"] for e in invocations} == {0, 1, 2}
+    assert any(e["startKey"] for e in invocations)  # a later invocation resumed from an earlier one's key
+    assert all(e["readUnitsPerSecond"] == 500 / 3 for e in invocations)  # the ceiling shared out
+    assert fed(function) == []  # the backfill function ran the handler itself
+
+
+class _Either:
+    """Lambda: the consumer's configuration and mapping for discovery, the backfill function for invocations."""
+
+    def __init__(self, consumer: Any, backfill: Any) -> None:
+        self.consumer = consumer
+        self.backfill = backfill
+
+    def get_function_configuration(self, FunctionName: str) -> Any:
+        return self.consumer.get_function_configuration(FunctionName)
+
+    def list_event_source_mappings(self, FunctionName: str) -> Any:
+        return self.consumer.list_event_source_mappings(FunctionName)
+
+    def invoke(self, **kwargs: Any) -> Any:
+        return self.backfill.invoke(**kwargs)
