@@ -224,6 +224,10 @@ def run(
 
     with ThreadPoolExecutor(max_workers=plan.segments) as pool:
         finished = all(list(pool.map(segment, range(plan.segments))))
+    if finished and plan.command == "reconcile" and not aggregate:
+        sweep = core.Engine(config, feed, clients=Clients(client), options=options, reads=reads, calls=calls, now=now)
+        sweep.sweep_schedules()
+        engines.append(sweep)
     if finished and aggregate:
         totals = core.Engine(config, feed, clients=Clients(client), options=options, reads=reads, now=now)
         for state in checkpoint.state.values():

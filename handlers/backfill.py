@@ -466,6 +466,121 @@ class Engine:
         with self._lock:
             self.tally.note(outcome, kind, example)
 
+    # -- reconcile: schedules no item asks for -------------------------------------------------------------------
+
+    def sweep_schedules(self) -> None:
+        """Every schedule of the group, checked against its item (consistent read): one whose item is gone, or
+        holds another time (its occurrence is no longer the item's), is deleted. Runs after the item pass, which
+        made what was missing. A schedule whose keys cannot be read from its input (an email target) is left alone
+        and counted."""
+        if self.kind not in ("eventbridge", "ttl-precise"):
+            return
+        scheduler = self.clients.get("scheduler")
+        token: str | None = None
+        while True:
+            self.calls.take(1)
+            request: dict[str, Any] = {"GroupName": self.config["scheduler"]["group"]}
+            if token:
+                request["NextToken"] = token
+            page = scheduler.list_schedules(**request)
+            for summary in page.get("Schedules", []):
+                self._sweep(str(summary["Name"]))
+            token = page.get("NextToken")
+            if not token:
+                return
+
+    def _sweep(self, name: str) -> None:
+        found = self._schedule(name)
+        if found is None:
+            return  # fired (and deleted itself) since it was listed
+        keys = self._keys_of(found)
+        if keys is None:
+            self._note("skipped", "schedule not understood (left alone)", name)
+            return
+        where = f"{name} ({describe(self.config, keys)})"
+        item = self._read([keys]).get(identity(self.config, keys))
+        if name in self._wanted(item):
+            self._note("skipped", "schedule matches its item")
+            return
+        if self.options.dry_run:
+            self._note("acted", "would delete schedule (item gone or holds another time)", where)
+            return
+        from st_core import schedules
+
+        self.calls.take(1)
+        deleted = schedules.delete(self.clients, self.config["scheduler"]["group"], name)
+        if deleted and self.kind == "eventbridge" and not self._firing(found):
+            from st_core.errors import persist
+
+            persist(lambda: self._ledger().unschedule(name))  # as the handler's cancel: the marker goes with it
+        self._note("acted", "deleted schedule (item gone or holds another time)", where)
+        # A live write may have given the item that time again between the read and the delete: follow it.
+        now = self._read([keys]).get(identity(self.config, keys))
+        if now is not None and name in self._wanted(now):
+            self._feed_settled([change(self.config, None, now, self.now())])
+
+    def _wanted(self, image: Record | None) -> set[str]:
+        """The schedule names a fresh write of the item would make (none for an absent item)."""
+        if image is None:
+            return set()
+        record = change(self.config, None, image, self.now())
+        moment = datetime.fromtimestamp(self.now(), UTC)
+        if self.kind == "eventbridge":
+            import eventbridge
+
+            return {step.occurrence.name for step in eventbridge.plan(record, self.config, moment).steps}
+        import ttl
+
+        decision = ttl.decide(record, self.config, moment)
+        return {decision.name} if decision.step is ttl.Step.SCHEDULE else set()
+
+    def _keys_of(self, schedule: Record) -> Record | None:
+        """The item's keys (Lambda-shaped) from a schedule's input: the release envelope's (second precision), the
+        conditional delete's (precise ttl), or the due event's (plain values, typed by the table's key schema)."""
+        text = str((schedule.get("Target") or {}).get("Input") or "")
+        try:
+            document = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(document, dict):
+            return None
+        from st_core import release
+
+        if release.ENVELOPE in document:
+            try:
+                return dict(release.parse(text).keys)
+            except Exception:
+                return None
+        if isinstance(document.get("Key"), dict):
+            return dict(document["Key"])
+        plain = document.get("keys")
+        if not isinstance(plain, dict):
+            return None
+        types = self._key_types()
+        typed: Record = {}
+        for name, value in plain.items():
+            tag = types.get(name)
+            if tag is None:
+                return None
+            typed[name] = {tag: str(value)}
+        return typed
+
+    def _key_types(self) -> dict[str, str]:
+        if not hasattr(self, "_types"):
+            table = self.clients.get("dynamodb").describe_table(TableName=self.config["table"])["Table"]
+            self._types = {d["AttributeName"]: d["AttributeType"] for d in table["AttributeDefinitions"]}
+        return self._types
+
+    def _firing(self, schedule: Record) -> bool:
+        """Whether the schedule may be firing now (its marker then stays, as the handler's cancel keeps it)."""
+        from st_core import schedules
+
+        expression = str(schedule.get("ScheduleExpression") or "")
+        if not expression.startswith("at("):
+            return False
+        fire = datetime.fromisoformat(expression[3:-1]).replace(tzinfo=UTC)
+        return bool(schedules.may_be_firing(fire, datetime.fromtimestamp(self.now(), UTC)))
+
     # -- plain ttl -----------------------------------------------------------------------------------------------
 
     def _plain_ttl(self, items: list[Record]) -> None:
