@@ -39,10 +39,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from st_core.clients import CLIENTS, Clients
 from st_core.config import HandlerConfig
+
+if TYPE_CHECKING:
+    from st_core.stream import DynamoDBStreamRecord
 
 Record = dict[str, Any]
 Failure = tuple[Record, str]
@@ -204,6 +207,11 @@ def change(config: HandlerConfig, old: Record | None, new: Record | None, now: f
     }
 
 
+def _stream(record: Record) -> DynamoDBStreamRecord:
+    """A synthetic record as the handlers' typed view of a stream record (it has every field Lambda's has)."""
+    return cast("DynamoDBStreamRecord", record)
+
+
 def identity(config: HandlerConfig, image: Record) -> str:
     from st_core.stream import identity_of
 
@@ -336,7 +344,7 @@ class Engine:
         if self.kind == "eventbridge":
             import eventbridge
 
-            planned = eventbridge.plan(record, self.config, now)
+            planned = eventbridge.plan(_stream(record), self.config, now)
             if planned.poison_reason:
                 return "park (unusable due time)"
             for step in planned.steps:
@@ -350,7 +358,7 @@ class Engine:
             return ""
         import ttl
 
-        decision = ttl.decide(record, self.config, now)
+        decision = ttl.decide(_stream(record), self.config, now)
         if decision.poison:
             return "park (unusable TTL)"
         if decision.step is not ttl.Step.SCHEDULE or decision.due is None:
@@ -528,10 +536,10 @@ class Engine:
         if self.kind == "eventbridge":
             import eventbridge
 
-            return {step.occurrence.name for step in eventbridge.plan(record, self.config, moment).steps}
+            return {step.occurrence.name for step in eventbridge.plan(_stream(record), self.config, moment).steps}
         import ttl
 
-        decision = ttl.decide(record, self.config, moment)
+        decision = ttl.decide(_stream(record), self.config, moment)
         return {decision.name} if decision.step is ttl.Step.SCHEDULE else set()
 
     def _keys_of(self, schedule: Record) -> Record | None:
@@ -664,7 +672,7 @@ class Engine:
             key = image.get(partition, {})
             if isinstance(key.get("S"), str) and key["S"].startswith(settings["sourcePrefix"]):
                 try:
-                    parts = aggregate.contributions(change(self.config, None, image, self.now()), settings)
+                    parts = aggregate.contributions(_stream(change(self.config, None, image, self.now())), settings)
                 except PermanentError as exc:
                     self._note("failed", f"unusable item: {exc}", describe(self.config, image))
                     continue
