@@ -36,6 +36,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -320,13 +321,18 @@ class Engine:
     def _timed(self, items: list[Record]) -> None:
         attribute = self.config["timeAttribute"]
         due: list[Record] = []
+        timed: list[Record] = []
         for image in items:
             value = image.get(attribute)
             if not isinstance(value, dict) or not ({"S", "N"} & set(value)):
                 self._note("skipped", "no due time")
                 continue
-            record = change(self.config, None, image, self.now())
-            need = self._needs(record)
+            timed.append(change(self.config, None, image, self.now()))
+        # What exists already, asked with the consumer's concurrency (each a Scheduler or ledger read).
+        with ThreadPoolExecutor(max_workers=max(1, int(self.config.get("maxWorkers") or 8))) as pool:
+            needs = list(pool.map(self._needs, timed))
+        for record, need in zip(timed, needs, strict=True):
+            image = record["dynamodb"]["NewImage"]
             if not need:
                 self._note("skipped", "already scheduled")
                 continue
