@@ -200,7 +200,11 @@ def run(
         if state["done"]:
             return True
         if plan.in_lambda:
-            return _in_lambda(client, plan, checkpoint, index, remote, current, lock, shown, stop)
+            try:
+                return _in_lambda(client, plan, checkpoint, index, remote, current, lock, shown, stop)
+            except Exception as error:  # the function failed, or could not be invoked: resume from the checkpoint
+                progress(f"segment {index} stopped: {redrive.error_code(error)}: {str(error)[:300]}")
+                return False
         local = core.Engine(config, feed, clients=Clients(client), options=options, reads=reads, calls=calls, now=now)
         if aggregate:
             local.absorb(state.get("partial"))
@@ -217,9 +221,20 @@ def run(
                 shown.show(current())
             checkpoint.save()
 
-        _, done = core.run_slice(
-            local, index, plan.segments, state["key"], keep_going=lambda: not stop(), saved=saved, limit=plan.page_items
-        )
+        try:
+            _, done = core.run_slice(
+                local,
+                index,
+                plan.segments,
+                state["key"],
+                keep_going=lambda: not stop(),
+                saved=saved,
+                limit=plan.page_items,
+            )
+        except Exception as error:  # a throttle that outlasted the SDK's retries, a permission missing
+            # The checkpoint holds the last page done: the run stops here and resumes from it.
+            progress(f"segment {index} stopped: {redrive.error_code(error)}: {str(error)[:300]}")
+            return False
         return bool(done)
 
     with ThreadPoolExecutor(max_workers=plan.segments) as pool:

@@ -680,7 +680,9 @@ class Engine:
                 try:
                     parts = aggregate.contributions(_stream(change(self.config, None, image, self.now())), settings)
                 except PermanentError as exc:
-                    self._note("failed", f"unusable item: {exc}", describe(self.config, image))
+                    # As the live function parks such a record: with its reason, for `redrive poison` once fixed.
+                    self._park(change(self.config, None, image, self.now()), f"backfill: {exc}")
+                    self._note("failed", "unusable item (parked)", describe(self.config, image))
                     continue
                 with self._lock:
                     for part in parts:

@@ -95,3 +95,21 @@ def test_reconcile_with_on_change_ignore_reports_and_does_not_replace(env: Env) 
     assert status == 0
     assert total(env, "ada") == 14
     assert any("1 would replace total" in line and "ada" in line for line in lines), lines
+
+
+def test_an_unusable_source_item_is_parked_with_the_reason_and_the_rest_counts(env: Env) -> None:
+    aggregate_config(env)
+    score(env, 1, "ada", "10")
+    env.ddb.put_item(
+        TableName=env.table, Item={"PK": {"S": "SCORE#2"}, "SK": {"S": "ada"}, "Score": {"S": "lots"}}
+    )  # fmt: skip
+    env.stream.read()
+    function = consumer(env)
+
+    status, lines = command(function, "backfill")
+
+    assert status == 1, lines
+    assert total(env, "ada") == 10
+    parked = env.messages(env.poison_url)
+    assert [m["record"]["dynamodb"]["Keys"]["PK"]["S"] for m in parked] == ["SCORE#2"]
+    assert "not a number" in parked[0]["reason"]

@@ -299,3 +299,55 @@ class _Either:
 
     def invoke(self, **kwargs: Any) -> Any:
         return self.backfill.invoke(**kwargs)
+
+
+def test_records_the_consumer_keeps_failing_are_parked_with_the_reason_and_the_run_fails(env: Env) -> None:
+    existing(env, 3)
+    function = consumer(env)
+    function.answer = lambda records: {
+        "batchItemFailures": [{"itemIdentifier": records[0]["dynamodb"]["SequenceNumber"]}]
+    }
+
+    status, lines = command(function, "backfill")
+
+    assert status == 1, lines
+    parked = env.messages(env.poison_url)
+    assert sorted(m["record"]["dynamodb"]["Keys"]["PK"]["S"] for m in parked) == ["job#0000", "job#0001", "job#0002"]
+    assert all(m["reason"].startswith("backfill: the consumer failed it") for m in parked)
+    assert any("3 failed" in line for line in lines), lines
+
+
+def test_a_segment_stopped_by_an_error_exits_3_and_resumes_from_its_checkpoint(env: Env, tmp_path: Path) -> None:
+    existing(env, 20)
+    function = consumer(env)
+    real = aws(function)
+    broken = {"on": True}
+
+    class Throttled:
+        def __init__(self, client: Any) -> None:
+            self.client = client
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.client, name)
+
+        def scan(self, **request: Any) -> Any:
+            if broken["on"] and "ExclusiveStartKey" in request:
+                from botocore.exceptions import ClientError
+
+                error = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}
+                raise ClientError(error, "Scan")
+            return self.client.scan(**request)
+
+    def client(service: str) -> Any:
+        return Throttled(real(service)) if service == "dynamodb" else real(service)
+
+    checkpoint = str(tmp_path / "cp.json")
+    args = ("backfill", "--segments", "1", "--page-items", "5", "--checkpoint", checkpoint)
+    status, lines = command(function, *args, client=client)
+    assert status == 3, lines
+    assert len(schedules(env)) == 5
+
+    broken["on"] = False
+    status, lines = command(function, *args, client=client)
+    assert status == 0, lines
+    assert len(schedules(env)) == 20
