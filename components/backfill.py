@@ -37,10 +37,16 @@ def engine() -> ModuleType:
     """`handlers/backfill.py`, the shipped engine (its `st_core` imports need the handlers folder on the path)."""
     from .packaging import handlers_dir
 
-    folder = str(handlers_dir())
-    if folder not in sys.path:
-        sys.path.append(folder)
-    return importlib.import_module("backfill")
+    folder = handlers_dir()
+    if str(folder) not in sys.path:
+        sys.path.append(str(folder))
+    module = importlib.import_module("backfill")
+    if Path(str(module.__file__)).resolve() != (folder / "backfill.py").resolve():
+        raise redrive.RedriveError(
+            f"another module named backfill ({module.__file__}) shadows scheduled-table's: run the command from "
+            "another directory or environment"
+        )
+    return module
 
 
 class Clients:
