@@ -113,3 +113,27 @@ def test_an_unusable_source_item_is_parked_with_the_reason_and_the_rest_counts(e
     parked = env.messages(env.poison_url)
     assert [m["record"]["dynamodb"]["Keys"]["PK"]["S"] for m in parked] == ["SCORE#2"]
     assert "not a number" in parked[0]["reason"]
+
+
+def test_an_interrupted_run_resumes_and_counts_each_item_once(env: Env, tmp_path: Any) -> None:
+    aggregate_config(env)
+    for n in range(40):
+        score(env, n, f"user{n % 3}", str(n))
+    env.stream.read()
+    function = consumer(env)
+    checkpoint = tmp_path / "cp.json"
+    pages = {"n": 0}
+
+    def stop() -> bool:
+        pages["n"] += 1
+        return pages["n"] >= 3
+
+    _, finished, _ = run(env, function, checkpoint=checkpoint, page_items=5, stop=stop)
+    assert not finished
+    assert total(env, "user0") is None  # totals are only written once every segment is done
+
+    tally, finished, _ = run(env, function, checkpoint=checkpoint, page_items=5)
+
+    assert finished and tally.scanned == 40
+    for group in range(3):
+        assert total(env, f"user{group}") == sum(n for n in range(40) if n % 3 == group)

@@ -105,3 +105,68 @@ def test_reconcile_reindexes_a_waiting_item_whose_entry_disagrees(env: Env) -> N
     assert status == 0, lines
     assert indexed(env, "task#1", due) and indexed(env, "task#2", due)
     assert any("1 re-indexed" in line for line in lines), lines
+
+
+def test_an_interrupted_run_resumes_and_indexes_each_item_once(env: Env, tmp_path: Any) -> None:
+    polling_config(env)
+    due = epoch(NOW + timedelta(hours=1))
+    for n in range(30):
+        env.put({"PK": f"task#{n}", "SK": "T", "dueAt": due})
+    env.stream.read()
+    function = consumer(env)
+    checkpoint = tmp_path / "cp.json"
+    pages = {"n": 0}
+
+    def stop() -> bool:
+        pages["n"] += 1
+        return pages["n"] >= 2
+
+    _, finished, _ = run(env, function, checkpoint=checkpoint, page_items=5, stop=stop)
+    assert not finished
+    tally, finished, _ = run(env, function, checkpoint=checkpoint, page_items=5)
+
+    assert finished and tally.scanned == 30 and tally.acted == 30
+    fed_keys = [r["dynamodb"]["Keys"]["PK"]["S"] for batch in function.invoked for r in batch]
+    assert sorted(fed_keys) == sorted(f"task#{n}" for n in range(30))  # each exactly once
+    assert all(indexed(env, f"task#{n}", due) for n in range(30))
+
+
+def test_the_read_ceiling_holds_on_the_runs_timeline(env: Env) -> None:
+    from tests.backfill.conftest import FakeTime
+    from tests.redrive.conftest import aws
+
+    polling_config(env)
+    for n in range(40):
+        env.put({"PK": f"task#{n}", "SK": "T", "dueAt": epoch(NOW + timedelta(hours=1))})
+    env.stream.read()
+    function = consumer(env)
+    fake = FakeTime()
+    scans: list[tuple[float, float]] = []  # (moment, units) of each scan page
+    real = aws(function)
+
+    class Counted:
+        def __init__(self, client: Any) -> None:
+            self.client = client
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.client, name)
+
+        def scan(self, **request: Any) -> Any:
+            moment = fake.now
+            page = self.client.scan(**request)
+            units = float((page.get("ConsumedCapacity") or {}).get("CapacityUnits") or request["Limit"] * 0.5)
+            scans.append((moment, units))
+            return page
+
+    def client(service: str) -> Any:
+        return Counted(real(service)) if service == "dynamodb" else real(service)
+
+    rate = 2.0
+    tally, finished, _ = run(env, function, segments=1, page_items=4, reads=rate, time=fake, client=client)
+
+    assert finished and tally.acted == 40
+    used = 0.0
+    for moment, units in scans:
+        assert used <= rate * (moment - 1000.0) + rate + 1e-6  # what was read before each page fits the ceiling
+        used += units
+    assert fake.now - 1000.0 >= (used - 2 * rate) / rate
