@@ -351,3 +351,29 @@ def test_a_segment_stopped_by_an_error_exits_3_and_resumes_from_its_checkpoint(e
     status, lines = command(function, *args, client=client)
     assert status == 0, lines
     assert len(schedules(env)) == 20
+
+
+def test_offsets_and_recurring_items_get_every_schedule_a_fresh_write_makes(env: Env) -> None:
+    from tests.handlers.test_offsets import OFFSETS, with_offsets
+    from tests.handlers.test_recurring import WEEKLY, zoned
+
+    zoned(with_offsets(env))
+    due = NOW + timedelta(days=3)
+    env.put({"PK": "offsets", "SK": "A", "dueAt": iso(due)})
+    env.put({"PK": "weekly", "SK": "A", "dueAt": WEEKLY, "timeZone": "Europe/London"})
+    env.stream.read()
+    function = consumer(env)
+
+    tally, finished, _ = run(env, function)
+    assert finished and tally.failed == 0
+    made = {s["Name"]: s for s in env.schedules()}
+    from st_core.stream import identity_of
+
+    identity = identity_of({"PK": {"S": "offsets"}, "SK": {"S": "A"}})
+    assert {eventbridge.occurrence_name(identity, {"PK": "offsets", "SK": "A"}, due, o) for o in OFFSETS} <= set(made)
+    recurring = [s for s in made.values() if s["ScheduleExpression"] == WEEKLY]
+    assert len(recurring) == 1 and recurring[0]["ScheduleExpressionTimezone"] == "Europe/London"
+    assert len(made) == len(OFFSETS) + 1
+
+    again, finished, _ = run(env, function)
+    assert finished and again.acted == 0 and {s["Name"] for s in env.schedules()} == set(made)
