@@ -656,11 +656,19 @@ class Engine:
             fresh.append(change(self.config, old, image, self.now()))
         if fresh:
             failed = {id(r): why for r, why in self.feed(fresh)}
+            # Read back: an item the assigner parked (no usable time) is still without a status.
+            current = self._read([r["dynamodb"]["Keys"] for r in fresh if id(r) not in failed])
             for record in fresh:
                 where = describe(self.config, record["dynamodb"]["Keys"])
                 if id(record) in failed:
                     self._park(record, f"backfill: the assigner failed it: {failed[id(record)]}")
                     self._note("failed", "failed (parked)", where)
+                    continue
+                now = current.get(identity(self.config, record["dynamodb"]["Keys"]))
+                if now is None:
+                    self._note("skipped", "deleted meanwhile (nothing to index)", where)
+                elif STATUS not in now:
+                    self._note("failed", "not indexed (the assigner parked it: see the poison queue)", where)
                 else:
                     self._note("acted", "indexed" if record["eventName"] == "INSERT" else "re-indexed", where)
 

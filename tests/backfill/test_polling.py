@@ -170,3 +170,17 @@ def test_the_read_ceiling_holds_on_the_runs_timeline(env: Env) -> None:
         assert used <= rate * (moment - 1000.0) + rate + 1e-6  # what was read before each page fits the ceiling
         used += units
     assert fake.now - 1000.0 >= (used - 2 * rate) / rate
+
+
+def test_an_item_the_assigner_parks_is_reported_failed(env: Env) -> None:
+    polling_config(env)
+    env.put({"PK": "task#1", "SK": "T", "dueAt": epoch(NOW + timedelta(hours=1))})
+    env.put({"PK": "task#2", "SK": "T", "note": "no time, no delay"})
+    env.stream.read()
+    function = consumer(env)
+
+    status, lines = command(function, "backfill")
+
+    assert status == 1, lines
+    assert any("1 not indexed (the assigner parked it" in line and "task#2" in line for line in lines), lines
+    assert [m["record"]["dynamodb"]["Keys"]["PK"]["S"] for m in env.messages(env.poison_url)] == ["task#2"]
