@@ -278,6 +278,7 @@ class Engine:
         # aggregate: group identity -> [key value (request form), exact sum, items]; totals as scanned.
         self.sums: dict[str, list[Any]] = {}
         self.totals: dict[str, Record] = {}
+        self._unusable: set[int] = set()  # records fed whose time the consumer cannot use (it parks them)
         self._lock = threading.Lock()
 
     # -- the scan ----------------------------------------------------------------------------------------------------
@@ -340,6 +341,8 @@ class Engine:
                 self._note("acted", f"would {need}", describe(self.config, image))
                 continue
             due.append(record)
+            if need.startswith("park"):
+                self._unusable.add(id(record))
         if due:
             self._feed_settled(due)
 
@@ -425,7 +428,10 @@ class Engine:
                     self._park(record, f"backfill: the consumer failed it: {failed[id(record)]}")
                     self._note("failed", "failed (parked)", where)
                     continue
-                if first:
+                if first and id(record) in self._unusable:
+                    # The consumer parks it with its reason, as it parks such a live write.
+                    self._note("failed", "unusable time (the consumer parked it: see the poison queue)", where)
+                elif first:
                     self._note("acted", "fed as a fresh write", where)
                 fed[identity(self.config, data["Keys"])] = record
             first = False

@@ -377,3 +377,17 @@ def test_offsets_and_recurring_items_get_every_schedule_a_fresh_write_makes(env:
 
     again, finished, _ = run(env, function)
     assert finished and again.acted == 0 and {s["Name"] for s in env.schedules()} == set(made)
+
+
+def test_an_item_with_an_unusable_time_is_parked_by_the_consumer_and_reported_failed(env: Env) -> None:
+    existing(env, 1)
+    env.put({"PK": "bad#1", "SK": "A", "dueAt": "next tuesday"})
+    env.stream.read()
+    function = consumer(env)
+
+    status, lines = command(function, "backfill")
+
+    assert status == 1, lines
+    assert any("1 unusable time (the consumer parked it" in line and "bad#1" in line for line in lines), lines
+    assert [m["record"]["dynamodb"]["Keys"]["PK"]["S"] for m in env.messages(env.poison_url)] == ["bad#1"]
+    assert len(schedules(env)) == 1
