@@ -184,6 +184,8 @@ def run(
     except Exception:  # the ETA is a nicety; a role without DescribeTable still runs
         total = None
     shown = Progress(total, progress, clock)
+    if checkpoint.state and all(checkpoint.segment(i)["done"] for i in range(plan.segments)):
+        progress(f"checkpoint {plan.checkpoint} is of a finished run: nothing left to scan (delete it to run again)")
     before = core.Tally()
     for state in checkpoint.state.values():
         before.merge(core.Tally.from_json(state.get("tally")))
