@@ -196,11 +196,16 @@ def run(
         feed = consumer_feed(client, stack.function)
     engines: list[Any] = []
 
+    def snapshot(local: Any) -> Any:
+        """An engine's tally as of now (its segment's threads go on counting meanwhile)."""
+        with local._lock:
+            return core.Tally.from_json(local.tally.to_json())
+
     def current() -> Any:
         seen = core.Tally.from_json(before.to_json())
         seen.merge(remote)
-        for local in engines:
-            seen.merge(local.tally)
+        for local in list(engines):
+            seen.merge(snapshot(local))
         return seen
 
     def segment(index: int) -> bool:
@@ -222,7 +227,7 @@ def run(
         def saved(key: Any, done: bool) -> None:
             with lock:
                 grown = core.Tally.from_json(base.to_json())
-                grown.merge(local.tally)
+                grown.merge(snapshot(local))
                 state.update(key=key, done=done, tally=grown.to_json())
                 if aggregate:
                     state["partial"] = local.partial()

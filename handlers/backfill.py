@@ -279,7 +279,7 @@ class Engine:
         self.sums: dict[str, list[Any]] = {}
         self.totals: dict[str, Record] = {}
         self._unusable: set[int] = set()  # records fed whose time the consumer cannot use (it parks them)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the tally and the sums (pages of one segment act from worker threads)
 
     # -- the scan ----------------------------------------------------------------------------------------------------
 
