@@ -137,3 +137,47 @@ def test_an_interrupted_run_resumes_and_counts_each_item_once(env: Env, tmp_path
     assert finished and tally.scanned == 40
     for group in range(3):
         assert total(env, f"user{group}") == sum(n for n in range(40) if n % 3 == group)
+
+
+def test_in_lambda_carries_the_sums_in_the_segments_checkpoints(env: Env, monkeypatch: Any) -> None:
+    """--in-lambda with aggregate: each invocation returns its segment's sums so far, the next one carries them on,
+    and the command replaces the totals once every segment is done."""
+    import io
+    import json
+
+    import backfill as engine
+
+    from tests.backfill.test_eventbridge import _Either
+
+    aggregate_config(env)
+    big = "9" * 37
+    for n in range(30):
+        score(env, n, f"user{n % 2}", big if n == 0 else str(n))
+    env.stream.read()
+    monkeypatch.setenv("SCHEDULED_TABLE_CONFIG", json.dumps(env.config))
+    function = consumer(env)
+    calls = {"n": 0}
+
+    class Budget:
+        def get_remaining_time_in_millis(self) -> int:
+            return 1_000  # one page per invocation: every page resumes from a checkpoint
+
+    class BackfillFunction:
+        def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:
+            calls["n"] += 1
+            answer = engine.handler(json.loads(Payload), Budget())
+            return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(answer).encode())}
+
+    real = aws(function)
+
+    def client(service: str) -> Any:
+        return _Either(function, BackfillFunction()) if service == "lambda" else real(service)
+
+    status, lines = command(
+        function, "backfill", "--segments", "2", "--page-items", "4", "--in-lambda", "items-backfill", client=client
+    )
+
+    assert status == 0, lines
+    assert calls["n"] > 4
+    assert str(total(env, "user0")) == "1" + "0" * 34 + "209"  # 10^37 - 1 + 210, all 38 digits
+    assert total(env, "user1") == sum(range(1, 30, 2))
