@@ -114,7 +114,9 @@ class Tally:
     EXAMPLES = 3
 
     def note(self, outcome: str, kind: str, example: str = "") -> None:
-        setattr(self, outcome, getattr(self, outcome) + 1)
+        """One thing done; `outcome` "" counts the kind only (aggregate's source items: the acts are per group)."""
+        if outcome:
+            setattr(self, outcome, getattr(self, outcome) + 1)
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
         if example and len(self.examples.setdefault(kind, [])) < self.EXAMPLES:
             self.examples[kind].append(example[:200])
@@ -703,13 +705,13 @@ class Engine:
                         entry = self.sums.setdefault(part.group, [part.key, Decimal(0), 0])
                         entry[1] = aggregate.DYNAMODB_NUMBERS.add(entry[1], part.delta)
                         entry[2] += 1
-                self._note("skipped", "source item counted")
+                self._note("", "source item counted")
             elif sort and image.get(sort, {}).get("S") == settings["totalSortKey"]:
                 from st_core.stream import identity_of
 
                 with self._lock:
                     self.totals[identity_of({"group": key})] = image
-                self._note("skipped", "total read")
+                self._note("", "total read")
             else:
                 self._note("skipped", "not a source item")
 
