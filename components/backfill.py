@@ -184,6 +184,8 @@ def run(
     except Exception:  # the ETA is a nicety; a role without DescribeTable still runs
         total = None
     shown = Progress(total, progress, clock)
+    for index in range(plan.segments):
+        checkpoint.segment(index)  # every segment's state exists before the threads write into them
     if checkpoint.state and all(checkpoint.segment(i)["done"] for i in range(plan.segments)):
         progress(f"checkpoint {plan.checkpoint} is of a finished run: nothing left to scan (delete it to run again)")
     before = core.Tally()
@@ -232,7 +234,7 @@ def run(
                 if aggregate:
                     state["partial"] = local.partial()
                 shown.show(current())
-            checkpoint.save()
+                checkpoint.save()  # under the lock: a whole state, never one segment's half-updated one
 
         try:
             _, done = core.run_slice(
@@ -312,7 +314,7 @@ def _in_lambda(
             if "partial" in result:
                 state["partial"] = result["partial"]
             shown.show(current())
-        checkpoint.save()
+            checkpoint.save()
     return bool(state["done"])
 
 

@@ -155,3 +155,14 @@ def _no_settle_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     import backfill as engine
 
     monkeypatch.setattr(engine, "SETTLE_SECONDS", 0.0)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_function_config() -> Any:
+    """The backfill function reads its configuration once per container (`load_config` is cached): each test is a
+    new container."""
+    from st_core.config import load_config
+
+    load_config.cache_clear()
+    yield
+    load_config.cache_clear()
