@@ -4,9 +4,9 @@ so `scheduled-table backfill --in-lambda` fans a scan's segments out over Lambda
 It runs the mode's own handler in-process on synthetic stream records, so it needs what the consumer needs to act
 (its policy's statements, the same configuration document) but not the stream: the statement that reads the
 table's stream is dropped, and what a backfill adds is granted on this table and group only: Scan (and the
-consistent reads that follow live writes, DescribeTable for the key schema) on the table, GetSchedule on the group's
-schedules (what exists already), ListSchedules (reconcile's sweep; IAM has no resource for it: "*"). Nothing is
-created when the option is off.
+consistent reads that follow live writes, DescribeTable for the key schema) on the table, GetSchedule on the
+schedules the consumer manages (what exists already), ListSchedules (reconcile's sweep; IAM has no resource for it:
+"*"). Nothing is created when the option is off.
 """
 
 from __future__ import annotations
@@ -31,27 +31,30 @@ STREAM_ACTIONS = frozenset(
 TABLE_ACTIONS = ["dynamodb:BatchGetItem", "dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:Scan"]
 
 
-def backfill_statements(consumer: list[Statement], *, table_arn: str, group_arn: str | None) -> list[Statement]:
+def backfill_statements(consumer: list[Statement], *, table_arn: str) -> list[Statement]:
     """The backfill function's statements from the consumer's: the same, without reading the stream, plus the
-    scan and reads on this table and the read of this group's schedules."""
+    scan and reads on this table, and reading the schedules the consumer manages (the same resources)."""
     kept = [s for s in consumer if not (set(_actions(s)) & STREAM_ACTIONS)]
     kept.append({"Effect": "Allow", "Action": list(TABLE_ACTIONS), "Resource": [table_arn]})
-    if group_arn is not None:
-        from .arns import schedules_in_group
-
-        kept.append(
-            {"Effect": "Allow", "Action": ["scheduler:GetSchedule"], "Resource": [schedules_in_group(group_arn)]}
-        )
+    managed = sorted({r for s in consumer if "scheduler:CreateSchedule" in _actions(s) for r in _resources(s)})
+    if managed:
+        kept.append({"Effect": "Allow", "Action": ["scheduler:GetSchedule"], "Resource": managed})
+        # ListSchedules has no resource-level permission in IAM: "*" is the only resource it takes.
         kept.append({"Effect": "Allow", "Action": ["scheduler:ListSchedules"], "Resource": ["*"]})
     return kept
 
 
-def backfill_policy(consumer_document: str, *, table_arn: str, group_arn: str | None) -> str:
+def backfill_policy(consumer_document: str, *, table_arn: str) -> str:
     """The policy document, from the consumer's (a JSON policy document, as its RolePolicy holds it)."""
     from .policies import document
 
     statements = json.loads(consumer_document)["Statement"]
-    return document(backfill_statements(statements, table_arn=table_arn, group_arn=group_arn))
+    return document(backfill_statements(statements, table_arn=table_arn))
+
+
+def _resources(statement: Statement) -> list[str]:
+    resource = statement.get("Resource", [])
+    return [resource] if isinstance(resource, str) else list(resource)
 
 
 def _actions(statement: Statement) -> list[str]:
@@ -64,7 +67,6 @@ def build_backfill(
     name: str,
     consumer: Consumer,
     table_arn: Any,
-    group_arn: Any,
     tags: dict[str, str],
     parent: Any,
     log_retention_days: int,
@@ -87,8 +89,8 @@ def build_backfill(
         tags=tags,
         opts=child,
     )
-    policy_document = pulumi.Output.all(consumer.policy.policy, table_arn, group_arn, log_group.arn).apply(
-        lambda v: _with_own_logs(backfill_policy(v[0], table_arn=v[1], group_arn=v[2]), v[3])
+    policy_document = pulumi.Output.all(consumer.policy.policy, table_arn, log_group.arn).apply(
+        lambda v: _with_own_logs(backfill_policy(v[0], table_arn=v[1]), v[2])
     )
     policy = aws.iam.RolePolicy(f"{name}-backfill-policy", role=role.id, policy=policy_document, opts=child)
     function = consumer.function

@@ -36,16 +36,18 @@ CONSUMER = [
 
 
 def test_the_policy_is_the_consumers_without_the_stream_plus_the_scan() -> None:
-    statements = backfill_statements(CONSUMER, table_arn=TABLE, group_arn=GROUP)
+    statements = backfill_statements(CONSUMER, table_arn=TABLE)
     actions = {a for s in statements for a in s["Action"]}
     assert not actions & STREAM_ACTIONS
     assert {"dynamodb:Scan", "dynamodb:BatchGetItem", "scheduler:CreateSchedule", "scheduler:GetSchedule"} <= actions
+    read = next(s for s in statements if "scheduler:GetSchedule" in s["Action"])
+    assert read["Resource"] == [f"{GROUP.replace('schedule-group', 'schedule')}/*"]  # the consumer's group only
     scan = next(s for s in statements if "dynamodb:Scan" in s["Action"])
     assert scan["Resource"] == [TABLE]  # this table only: no index, no stream, no other table
 
 
-def test_without_a_schedule_group_nothing_of_scheduler_is_added() -> None:
-    statements = backfill_statements(CONSUMER[:2], table_arn=TABLE, group_arn=None)
+def test_a_consumer_without_schedules_gets_no_scheduler_permission() -> None:
+    statements = backfill_statements(CONSUMER[:2], table_arn=TABLE)
     assert not any(a.startswith("scheduler:") for s in statements for a in s["Action"])
 
 
@@ -67,7 +69,7 @@ def test_build_backfill_deploys_the_entry_point_with_the_consumers_code_and_conf
         )
         consumer = Consumer(function=function, role=role, log_group=logs, policy=policy)
         made = build_backfill(
-            name="items", consumer=consumer, table_arn=TABLE, group_arn=GROUP, tags={}, parent=None,
+            name="items", consumer=consumer, table_arn=TABLE, tags={}, parent=None,
             log_retention_days=14,
         )  # fmt: skip
         return {"name": made.name}
