@@ -28,6 +28,7 @@ FAN_OUT = 100  # segments, one Lambda invocation chain each
 DEFAULT_SCHEDULER_CALLS = 200.0
 DEFAULT_READ_UNITS = 500.0
 QUOTA_GET_SCHEDULE = 1_000.0
+QUOTA_CREATE_SCHEDULE = 5_000.0
 QUOTA_READ_UNITS = 40_000.0
 LAMBDA_GB = 1.0
 LAMBDA_GB_SECOND_USD = 0.0000166667
@@ -121,20 +122,25 @@ def run() -> tuple[str, dict[str, float]]:
             ]
         )
         segment_rate = rates[1]
-        reads = 0.5 + (1.0 if mode != "aggregate" and mode != "polling" else 0.0)  # scan + consistent read-back
-        for label, scheduler_cap, read_cap in (
-            ("default ceilings", DEFAULT_SCHEDULER_CALLS, DEFAULT_READ_UNITS),
-            ("ceilings at the default quotas", QUOTA_GET_SCHEDULE, QUOTA_READ_UNITS),
-        ):
+        reads = 0.5 + (1.0 if mode != "aggregate" else 0.0)  # the scan + the consistent read-back of what was fed
+        paces = [
+            ("default ceilings", DEFAULT_SCHEDULER_CALLS, DEFAULT_READ_UNITS, scheduler),
+            ("ceilings at the default quotas", QUOTA_GET_SCHEDULE, QUOTA_READ_UNITS, scheduler),
+        ]
+        if scheduler:  # --fresh: no GetSchedule, only the creations (CreateSchedule's quota binds)
+            fresh = scheduler - per_item.get("GetSchedule", 0.0)
+            paces.append(("--fresh, ceilings at the default quotas", QUOTA_CREATE_SCHEDULE, QUOTA_READ_UNITS, fresh))
+        for label, scheduler_cap, read_cap, calls_per_item in paces:
             rate = segment_rate * FAN_OUT
-            if scheduler:
-                rate = min(rate, scheduler_cap / scheduler)
+            if calls_per_item:
+                rate = min(rate, scheduler_cap / calls_per_item)
             rate = min(rate, read_cap / reads)
             hours = TARGET_ITEMS / rate / 3600
             lambda_seconds = TARGET_ITEMS / segment_rate
             cost = lambda_seconds * LAMBDA_GB * LAMBDA_GB_SECOND_USD + TARGET_ITEMS * reads * READ_UNIT_USD
             model.append([mode, label, rate, f"{hours:,.1f} h", f"${cost:,.0f}"])
-            figures[f"backfill_{mode}_100M_hours_{'default' if 'default c' in label else 'quota'}"] = hours
+            tag = "default" if label == "default ceilings" else "fresh" if label.startswith("--fresh") else "quota"
+            figures[f"backfill_{mode}_100M_hours_{tag}"] = hours
     text = table(
         f"Backfill on one machine (moto, {LATENCY_SECONDS * 1000:.0f} ms per call)",
         ["mode", "items", "items/s, 1 segment", f"items/s, {SEGMENTS[-1]} segments", "calls per item"],
@@ -146,7 +152,8 @@ def run() -> tuple[str, dict[str, float]]:
         model,
         note=(
             "items/s = the measured 1-segment rate x the segments, capped by the Scheduler calls per item against the "
-            "Scheduler ceiling (GetSchedule's default quota, 1,000/s, binds before CreateSchedule's 5,000/s) and by "
+            "Scheduler ceiling (GetSchedule's default quota, 1,000/s, binds before CreateSchedule's 5,000/s; with "
+            "--fresh only CreateSchedule is called) and by "
             "read units (0.5 per scanned item of up to 4 KB, 1 per consistent read-back). Lambda at 1 GB for the "
             "summed segment time; reads on demand. eventbridge also needs the account's schedule quota (10 million "
             "per Region by default) raised for 100 million items. polling's measured rate is moto's: each of its "

@@ -71,6 +71,7 @@ class Plan:
     checkpoint: Path | None = None
     page_items: int = 100
     in_lambda: str | None = None  # the backfill function's name
+    fresh: bool = False  # a first attach: existing schedules are not looked up (see handlers/backfill.Options)
 
 
 @dataclass
@@ -175,7 +176,7 @@ def run(
     core = engine()
     config = stack.config
     checkpoint = Checkpoint.load(plan.checkpoint, config["table"], plan.command, plan.segments, now())
-    options = core.Options(plan.dry_run, plan.command == "reconcile", checkpoint.started)
+    options = core.Options(plan.dry_run, plan.command == "reconcile", checkpoint.started, plan.fresh)
     reads = core.Throttle(plan.read_units_per_second, clock, sleep)
     calls = core.Throttle(plan.scheduler_calls_per_second, clock, sleep)
     total = None
@@ -297,6 +298,7 @@ def _in_lambda(
             "started": checkpoint.started,
             "partial": state.get("partial"),
             "pageItems": plan.page_items,
+            "fresh": plan.fresh,
         }
         answer = client("lambda").invoke(
             FunctionName=plan.in_lambda, InvocationType="RequestResponse", Payload=json.dumps(event).encode()

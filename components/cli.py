@@ -98,6 +98,13 @@ def _scan_commands(commands: Any) -> None:
         command.add_argument("--checkpoint", help="a JSON file: each segment's position, to resume an interrupted run")
         command.add_argument("--dry-run", action="store_true", help="count what would be done; change nothing")
         command.add_argument("--page-items", type=int, default=100, help="items per scan page (default 100)")
+        if name == "backfill":
+            command.add_argument(
+                "--fresh",
+                action="store_true",
+                help="a first attach: do not look up existing schedules (one Scheduler call per occurrence instead "
+                "of two); safe either way, an existing schedule is updated in place",
+            )
         command.add_argument(
             "--in-lambda",
             metavar="BACKFILL_FUNCTION",
@@ -124,6 +131,7 @@ def scan_main(args: argparse.Namespace, client: redrive.Client | None, emit: red
         checkpoint=Path(args.checkpoint) if args.checkpoint else None,
         in_lambda=args.in_lambda,
         page_items=args.page_items,
+        fresh=bool(getattr(args, "fresh", False)),
     )
     try:
         aws = client or clients(args.endpoint_url, args.region)

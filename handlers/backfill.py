@@ -252,6 +252,9 @@ class Options:
     dry_run: bool = False
     reconcile: bool = False  # also repair what exists but disagrees (a schedule for another time, an index entry)
     started: float = field(default_factory=time.time)  # when the run's scan began (aggregate's busy rule)
+    # A first attach: no item has its schedule yet, so none is looked up (one Scheduler call per occurrence instead
+    # of two). Safe either way: the consumer updates a schedule that exists in place.
+    fresh: bool = False
 
 
 class Engine:
@@ -364,7 +367,7 @@ class Engine:
                     if self._ledger().taken(occurrence.name):
                         continue  # delivered already (by an earlier run, or the live function)
                     return "deliver (past due)"
-                if self._schedule(occurrence.name) is None:
+                if self.options.fresh or self._schedule(occurrence.name) is None:
                     return "schedule"
             return ""
         import ttl
@@ -376,6 +379,8 @@ class Engine:
             return ""
         if decision.due <= now:
             return "delete now (past due)"
+        if self.options.fresh:
+            return "schedule"
         found = self._schedule(decision.name)
         if found is None:
             return "schedule"
@@ -889,14 +894,17 @@ def run_slice(
 def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """Lambda entry point (`backfill.handler`) of the optional backfill function: one slice of one segment within
     the invocation's time budget. Event: {"segment", "segments", "startKey" (or null), "dryRun", "reconcile",
-    "readUnitsPerSecond", "schedulerCallsPerSecond", "started", "partial", "pageItems"}. Answer: {"segment",
+    "readUnitsPerSecond", "schedulerCallsPerSecond", "started", "partial", "pageItems", "fresh"}. Answer: {"segment",
     "startKey" (where to resume), "done", "tally", "partial" (aggregate's sums so far)}; the caller invokes again
     until done."""
     from st_core.config import load_config
 
     config = load_config()
     options = Options(
-        bool(event.get("dryRun")), bool(event.get("reconcile")), float(event.get("started") or time.time())
+        bool(event.get("dryRun")),
+        bool(event.get("reconcile")),
+        float(event.get("started") or time.time()),
+        bool(event.get("fresh")),
     )
     reads = Throttle(_rate(event.get("readUnitsPerSecond")))
     calls = Throttle(_rate(event.get("schedulerCallsPerSecond")))

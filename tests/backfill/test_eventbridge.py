@@ -391,3 +391,37 @@ def test_an_item_with_an_unusable_time_is_parked_by_the_consumer_and_reported_fa
     assert any("1 unusable time (the consumer parked it" in line and "bad#1" in line for line in lines), lines
     assert [m["record"]["dynamodb"]["Keys"]["PK"]["S"] for m in env.messages(env.poison_url)] == ["bad#1"]
     assert len(schedules(env)) == 1
+
+
+def test_fresh_makes_the_schedules_without_looking_them_up_and_twice_changes_nothing(env: Env) -> None:
+    existing(env, 5)
+    env.put({"PK": "late#1", "SK": "A", "dueAt": iso(NOW - timedelta(hours=3))})
+    env.stream.read()
+    function = consumer(env)
+    looked_up: list[str] = []
+    real = aws(function)
+
+    class Counted:
+        def __init__(self, client: Any) -> None:
+            self.client = client
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.client, name)
+
+        def get_schedule(self, **request: Any) -> Any:
+            looked_up.append(request["Name"])
+            return self.client.get_schedule(**request)
+
+    def client(service: str) -> Any:
+        return Counted(real(service)) if service == "scheduler" else real(service)
+
+    status, lines = command(function, "backfill", "--fresh", client=client)
+    assert status == 0, lines
+    made = schedules(env)
+    assert len(made) == 5 and looked_up == []
+    assert len(delivered(env)) == 1
+
+    status, lines = command(function, "backfill", "--fresh", client=client)
+    assert status == 0, lines
+    assert schedules(env) == made  # updated in place, the same
+    assert delivered(env) == []
