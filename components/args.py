@@ -114,6 +114,7 @@ class ScheduledTableArgs:
     create_alarm_topic: bool = False
     iterator_age_alarm_seconds: int = 300
     dashboard: bool = True
+    backfill_function: bool = False
     # Totals (aggregate mode); the defaults are seed 003's layout
     source_prefix: str = "SCORE"
     value_attribute: str = "Score"
@@ -620,6 +621,11 @@ OPTION_DOCS: dict[str, str] = {
     "dashboard": (
         "one CloudWatch dashboard per table, named `{name}-{stack}-scheduled-table` (two stacks never share "
         "one): records, actions, failures, backlog, invocations, errors, DLQ depths, iterator age"
+    ),
+    "backfill_function": (
+        "deploy `{name}-backfill`, the function `scheduled-table backfill/reconcile --in-lambda` fans a scan's "
+        "segments out over (the consumer's permissions without the stream, plus Scan on the table); exported as "
+        "`backfill_function_name`. Off: nothing is created (the commands still run from one machine)"
     ),
     "source_prefix": "`aggregate` mode: partition-key prefix of the items that count",
     "value_attribute": "`aggregate` mode: the number each source item adds",

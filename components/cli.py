@@ -53,7 +53,101 @@ def parser() -> argparse.ArgumentParser:
     command.add_argument("--max", type=int, dest="limit", metavar="N", help="redrive at most N messages")
     command.add_argument("--reason", help="only messages whose reason matches this regular expression")
     command.add_argument("--dry-run", action="store_true", help="list what would be redriven; change nothing")
+    _scan_commands(commands)
     return top
+
+
+def _scan_commands(commands: Any) -> None:
+    """`backfill` and `reconcile`: one scan machinery (components/backfill.py), two intents."""
+    helps = {
+        "backfill": (
+            "make existing items what a fresh write would have made",
+            "Scan the table and hand each item to the deployed consumer as the INSERT a fresh write would produce "
+            "(schedules, past-due deliveries, polling index entries; aggregate: totals recomputed from the items). "
+            "Safe to run twice and beside live traffic: an item a live write changes during the run ends as the live "
+            "write says.",
+        ),
+        "reconcile": (
+            "find and repair drift between items and what they should have",
+            "Like backfill, and also repair what exists but disagrees: a precise-ttl schedule holding another time, "
+            "a polling index entry that disagrees with its item, a total that disagrees with its items (onChange "
+            "ignore: reported only). --dry-run reports each kind with counts and examples.",
+        ),
+    }
+    for name, (short, long) in helps.items():
+        command = commands.add_parser(
+            name,
+            help=short,
+            description=long + " Exit status: 0 done; 1 something failed or a total was busy (parked in the poison "
+            "queue or listed: run again); 2 could not start; 3 interrupted (run again with the same --checkpoint).",
+        )
+        command.add_argument("--function", required=True, help="the consumer function (the stack's function_name)")
+        command.add_argument("--endpoint-url", help="another AWS endpoint, e.g. the local cloud's")
+        command.add_argument("--region", help="AWS region (default: your AWS configuration's)")
+        command.add_argument("--segments", type=int, default=4, help="parallel scan segments (default 4)")
+        command.add_argument(
+            "--read-units", type=float, default=500.0, help="ceiling on read capacity units per second (default 500)"
+        )
+        command.add_argument(
+            "--scheduler-calls",
+            type=float,
+            default=200.0,
+            help="ceiling on Scheduler calls per second (default 200; the account's CreateSchedule quota, 5,000/s by "
+            "default, is shared with the live function)",
+        )
+        command.add_argument("--checkpoint", help="a JSON file: each segment's position, to resume an interrupted run")
+        command.add_argument("--dry-run", action="store_true", help="count what would be done; change nothing")
+        command.add_argument("--page-items", type=int, default=100, help="items per scan page (default 100)")
+        if name == "backfill":
+            command.add_argument(
+                "--fresh",
+                action="store_true",
+                help="a first attach: do not look up existing schedules (one Scheduler call per occurrence instead "
+                "of two); safe either way, an existing schedule is updated in place",
+            )
+        command.add_argument(
+            "--in-lambda",
+            metavar="BACKFILL_FUNCTION",
+            help="fan the segments out over the stack's backfill function (backfill_function=True; its output "
+            "backfill_function_name), one chain of invocations per segment",
+        )
+
+
+def scan_main(args: argparse.Namespace, client: redrive.Client | None, emit: redrive.Emit) -> int:
+    from pathlib import Path
+
+    from . import backfill
+
+    if args.segments < 1 or args.page_items < 1 or args.read_units <= 0 or args.scheduler_calls <= 0:
+        problem = "--segments, --page-items, --read-units and --scheduler-calls must be positive"
+        print(f"scheduled-table: {problem}", file=sys.stderr)
+        return backfill.CANNOT_START
+    plan = backfill.Plan(
+        command=args.command,
+        segments=args.segments,
+        read_units_per_second=args.read_units,
+        scheduler_calls_per_second=args.scheduler_calls,
+        dry_run=args.dry_run,
+        checkpoint=Path(args.checkpoint) if args.checkpoint else None,
+        in_lambda=args.in_lambda,
+        page_items=args.page_items,
+        fresh=bool(getattr(args, "fresh", False)),
+    )
+    try:
+        aws = client or clients(args.endpoint_url, args.region)
+        stack = redrive.discover(aws, args.function)
+        tally, finished = backfill.run(aws, stack, plan)
+    except redrive.RedriveError as error:
+        print(f"scheduled-table: {error}", file=sys.stderr)
+        return backfill.CANNOT_START
+    except KeyboardInterrupt:
+        print("scheduled-table: interrupted; run again with the same --checkpoint to resume", file=sys.stderr)
+        return backfill.INTERRUPTED
+    for line in backfill.summary(args.command, tally, finished, args.dry_run):
+        emit(line)
+    if not finished:
+        return backfill.INTERRUPTED
+    return backfill.UNRESOLVED if tally.failed else backfill.DONE
 
 
 def clients(endpoint_url: str | None, region: str | None) -> redrive.Client:
@@ -92,6 +186,8 @@ def main(argv: Sequence[str] | None = None, client: redrive.Client | None = None
     """0: everything in scope was redriven (or, with --dry-run, could be); 1: something could not be; 2: nothing
     could start (a wrong function name, a missing queue)."""
     args = parser().parse_args(argv)
+    if args.command in ("backfill", "reconcile"):
+        return scan_main(args, client, emit)
     try:
         pattern = re.compile(args.reason) if args.reason else None
     except re.error as error:

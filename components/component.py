@@ -12,6 +12,7 @@ import pulumi_aws as aws
 from . import aggregate, eventbridge, polling, ttl
 from .args import Mode, ScheduledTableArgs
 from .arns import kms_key_problem
+from .backfill_function import build_backfill
 from .builders import build_queue, build_table
 from .inputs import args_from_inputs, provider_message
 from .observability import build_operations
@@ -51,6 +52,7 @@ class ScheduledTable(pulumi.ComponentResource):
     # use the key, see policies.alarm_topic_key_policy) or the one created, with such a key.
     alarm_topic_arn: pulumi.Output[str] | None
     poison_queue_url: pulumi.Output[str]
+    backfill_function_name: pulumi.Output[str] | None
 
     def __init__(
         self,
@@ -116,6 +118,17 @@ class ScheduledTable(pulumi.ComponentResource):
         self.ledger_table_name = built.ledger_table_name
         self.processor_function_name = built.processor_function_name
         self.tick_rule_name = built.tick_rule_name
+        # Off by default: the function `scheduled-table backfill/reconcile --in-lambda` fans a scan out over.
+        self.backfill_function_name: pulumi.Output[str] | None = None
+        if args.backfill_function:
+            self.backfill_function_name = build_backfill(
+                name=name,
+                consumer=built.consumer,
+                table_arn=self.table.arn,
+                tags=dict(owner.tags),
+                parent=self,
+                log_retention_days=args.log_retention_days,
+            ).name
         self.alarm_topic_arn: pulumi.Output[str] | None = build_operations(ctx)
         self.function = built.consumer.function
         self.function_name = built.consumer.function.name
@@ -138,6 +151,7 @@ class ScheduledTable(pulumi.ComponentResource):
             "processor_function_name",
             "tick_rule_name",
             "alarm_topic_arn",
+            "backfill_function_name",
         )
         for key in optional:
             if getattr(self, key) is not None:

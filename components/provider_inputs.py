@@ -354,6 +354,13 @@ class ScheduledTableInputs(TypedDict, total=False):
         "One CloudWatch dashboard per table, named `{name}-{stack}-scheduled-table` (two stacks never share one): "
         "records, actions, failures, backlog, invocations, errors, DLQ depths, iterator age. Default: `true`."
     )
+    backfill_function: bool
+    (
+        "Deploy `{name}-backfill`, the function `scheduled-table backfill/reconcile --in-lambda` fans a scan's "
+        "segments out over (the consumer's permissions without the stream, plus Scan on the table); exported as "
+        "`backfill_function_name`. Off: nothing is created (the commands still run from one machine). Default: "
+        "`false`."
+    )
     source_prefix: str
     """`aggregate` mode: partition-key prefix of the items that count. Default: `"SCORE"`."""
     value_attribute: str

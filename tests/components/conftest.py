@@ -28,6 +28,7 @@ OUTPUT_NAMES = (
     "processor_function_name",
     "tick_rule_name",
     "alarm_topic_arn",
+    "backfill_function_name",
 )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from components import reference
 from components.args import OPTION_DOCS, ScheduledTableArgs
 
@@ -22,7 +24,7 @@ def test_every_option_has_one_description_and_a_row() -> None:
     assert all(f"| `{name}` |" in page for name in names)
 
 
-def test_a_stale_page_is_caught(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_stale_page_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """The check above can fail: a changed description makes the page differ."""
     before = reference.page()
     monkeypatch.setitem(OPTION_DOCS, "batch_size", OPTION_DOCS["batch_size"] + " (changed)")

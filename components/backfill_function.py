@@ -1,0 +1,132 @@
+"""The optional backfill function (`backfill_function=True`): `handlers/backfill.py` deployed beside the consumer,
+so `scheduled-table backfill --in-lambda` fans a scan's segments out over Lambda.
+
+It runs the mode's own handler in-process on synthetic stream records, so it needs what the consumer needs to act
+(its policy's statements, the same configuration document) but not the stream: the statement that reads the
+table's stream is dropped, and what a backfill adds is granted on this table and group only: Scan (and the
+consistent reads that follow live writes, DescribeTable for the key schema) on the table, GetSchedule on the
+schedules the consumer manages (what exists already), ListSchedules (reconcile's sweep; IAM has no resource for it:
+"*"). Nothing is created when the option is off.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from .policies import Statement
+
+if TYPE_CHECKING:
+    import pulumi_aws as aws
+
+    from .parts import Consumer
+
+HANDLER = "backfill.handler"
+# Each invocation runs one slice of a segment until its last 30 s (handlers/backfill.MARGIN_SECONDS): the longest
+# Lambda allows, so a chain needs the fewest invocations.
+TIMEOUT_SECONDS = 900
+STREAM_ACTIONS = frozenset(
+    {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
+)
+TABLE_ACTIONS = ["dynamodb:BatchGetItem", "dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:Scan"]
+
+
+def backfill_statements(consumer: list[Statement], *, table_arn: str) -> list[Statement]:
+    """The backfill function's statements from the consumer's: the same, without reading the stream, plus the
+    scan and reads on this table, and reading the schedules the consumer manages (the same resources)."""
+    kept = [s for s in consumer if not (set(_actions(s)) & STREAM_ACTIONS)]
+    kept.append({"Effect": "Allow", "Action": list(TABLE_ACTIONS), "Resource": [table_arn]})
+    managed = sorted({r for s in consumer if "scheduler:CreateSchedule" in _actions(s) for r in _resources(s)})
+    if managed:
+        kept.append({"Effect": "Allow", "Action": ["scheduler:GetSchedule"], "Resource": managed})
+        # ListSchedules has no resource-level permission in IAM: "*" is the only resource it takes.
+        kept.append({"Effect": "Allow", "Action": ["scheduler:ListSchedules"], "Resource": ["*"]})
+    return kept
+
+
+def backfill_policy(consumer_document: str, *, table_arn: str) -> str:
+    """The policy document, from the consumer's (a JSON policy document, as its RolePolicy holds it)."""
+    from .policies import document
+
+    statements = json.loads(consumer_document)["Statement"]
+    return document(backfill_statements(statements, table_arn=table_arn))
+
+
+def _resources(statement: Statement) -> list[str]:
+    resource = statement.get("Resource", [])
+    return [resource] if isinstance(resource, str) else list(resource)
+
+
+def _actions(statement: Statement) -> list[str]:
+    action = statement.get("Action", [])
+    return [action] if isinstance(action, str) else list(action)
+
+
+def build_backfill(
+    *,
+    name: str,
+    consumer: Consumer,
+    table_arn: Any,
+    tags: dict[str, str],
+    parent: Any,
+    log_retention_days: int,
+) -> aws.lambda_.Function:
+    """Log group, role, policy and function for backfills of one ScheduledTable (`{name}-backfill`): the
+    consumer's code, runtime, memory and configuration, the handler `backfill.handler`, 15 minutes per slice."""
+    import pulumi
+    import pulumi_aws as aws
+
+    from .policies import assume_role_policy
+
+    child = pulumi.ResourceOptions(parent=parent)
+    log_group = aws.cloudwatch.LogGroup(
+        f"{name}-backfill-logs", retention_in_days=log_retention_days, tags=tags, opts=child
+    )
+    role = aws.iam.Role(
+        f"{name}-backfill-role",
+        description=f"scheduled-table {name}: backfill and reconcile (scan the table, act as the consumer would)",
+        assume_role_policy=assume_role_policy("lambda.amazonaws.com"),
+        tags=tags,
+        opts=child,
+    )
+    policy_document = pulumi.Output.all(consumer.policy.policy, table_arn, log_group.arn).apply(
+        lambda v: _with_own_logs(backfill_policy(v[0], table_arn=v[1]), v[2])
+    )
+    policy = aws.iam.RolePolicy(f"{name}-backfill-policy", role=role.id, policy=policy_document, opts=child)
+    function = consumer.function
+    return aws.lambda_.Function(
+        f"{name}-backfill",
+        code=function.code,
+        handler=HANDLER,
+        description=f"scheduled-table {name}: backfill and reconcile, one scan segment slice per invocation",
+        runtime=function.runtime,
+        architectures=function.architectures,
+        memory_size=function.memory_size,
+        timeout=TIMEOUT_SECONDS,
+        role=role.arn,
+        environment=function.environment.apply(_same_environment),
+        logging_config=aws.lambda_.FunctionLoggingConfigArgs(log_format="Text", log_group=log_group.name),
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[policy, log_group]),
+    )
+
+
+def _same_environment(environment: Any) -> Any:
+    """The consumer's environment (its configuration document) for the backfill function."""
+    import pulumi_aws as aws
+
+    variables = (
+        environment.get("variables") if isinstance(environment, dict) else getattr(environment, "variables", None)
+    )
+    return aws.lambda_.FunctionEnvironmentArgs(variables=variables or {})
+
+
+def _with_own_logs(document_text: str, log_group_arn: str) -> str:
+    """The consumer's log statement names the consumer's log group: the backfill function writes to its own."""
+    from .policies import document
+
+    statements = json.loads(document_text)["Statement"]
+    for statement in statements:
+        if "logs:PutLogEvents" in _actions(statement):
+            statement["Resource"] = [log_group_arn, f"{log_group_arn}:*"]
+    return document(statements)

@@ -1,0 +1,85 @@
+"""The backfill function's resources and policy (`backfill_function=True`): the consumer's permissions without the
+stream, plus the scan and reads on this table and this group's schedules; its handler is the shipped entry point."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components.backfill_function import STREAM_ACTIONS, backfill_statements, build_backfill
+from components.parts import Consumer
+from components.testing import run_with_mocks
+
+TABLE = "arn:aws:dynamodb:eu-west-1:123456789012:table/items"
+GROUP = "arn:aws:scheduler:eu-west-1:123456789012:schedule-group/items"
+CONSUMER = [
+    {
+        "Effect": "Allow",
+        "Action": [
+            "dynamodb:DescribeStream",
+            "dynamodb:GetRecords",
+            "dynamodb:GetShardIterator",
+            "dynamodb:ListStreams",
+        ],
+        "Resource": [f"{TABLE}/stream/*"],
+    },
+    {"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"], "Resource": ["consumer-logs"]},
+    {
+        "Effect": "Allow",
+        "Action": ["scheduler:CreateSchedule"],
+        "Resource": [f"{GROUP.replace('schedule-group', 'schedule')}/*"],
+    },
+]
+
+
+def test_the_policy_is_the_consumers_without_the_stream_plus_the_scan() -> None:
+    statements = backfill_statements(CONSUMER, table_arn=TABLE)
+    actions = {a for s in statements for a in s["Action"]}
+    assert not actions & STREAM_ACTIONS
+    assert {"dynamodb:Scan", "dynamodb:BatchGetItem", "scheduler:CreateSchedule", "scheduler:GetSchedule"} <= actions
+    read = next(s for s in statements if "scheduler:GetSchedule" in s["Action"])
+    assert read["Resource"] == [f"{GROUP.replace('schedule-group', 'schedule')}/*"]  # the consumer's group only
+    scan = next(s for s in statements if "dynamodb:Scan" in s["Action"])
+    assert scan["Resource"] == [TABLE]  # this table only: no index, no stream, no other table
+
+
+def test_a_consumer_without_schedules_gets_no_scheduler_permission() -> None:
+    statements = backfill_statements(CONSUMER[:2], table_arn=TABLE)
+    assert not any(a.startswith("scheduler:") for s in statements for a in s["Action"])
+
+
+def test_build_backfill_deploys_the_entry_point_with_the_consumers_code_and_configuration() -> None:
+    def program() -> dict[str, Any]:
+        role = aws.iam.Role("items-consumer-role", assume_role_policy="{}")
+        policy = aws.iam.RolePolicy(
+            "items-consumer-policy", role=role.id, policy=json.dumps({"Version": "2012-10-17", "Statement": CONSUMER})
+        )
+        logs = aws.cloudwatch.LogGroup("items-consumer-logs")
+        function = aws.lambda_.Function(
+            "items-consumer",
+            handler="eventbridge.handler",
+            runtime="python3.12",
+            role=role.arn,
+            memory_size=512,
+            code=pulumi.AssetArchive({}),
+            environment=aws.lambda_.FunctionEnvironmentArgs(variables={"SCHEDULED_TABLE_CONFIG": '{"mode":"x"}'}),
+        )
+        consumer = Consumer(function=function, role=role, log_group=logs, policy=policy)
+        made = build_backfill(
+            name="items", consumer=consumer, table_arn=TABLE, tags={}, parent=None,
+            log_retention_days=14,
+        )  # fmt: skip
+        return {"name": made.name}
+
+    stack = run_with_mocks(program)
+    function = stack.mocks.by_name["items-backfill"]
+    assert function.inputs["handler"] == "backfill.handler"
+    assert function.inputs["timeout"] == 900
+    assert function.inputs["environment"]["variables"] == {"SCHEDULED_TABLE_CONFIG": '{"mode":"x"}'}
+    statements = json.loads(stack.mocks.by_name["items-backfill-policy"].inputs["policy"])["Statement"]
+    logs = next(s for s in statements if "logs:PutLogEvents" in s["Action"])
+    assert "consumer-logs" not in logs["Resource"]  # its own log group, not the consumer's
+    assert not {a for s in statements for a in s["Action"]} & STREAM_ACTIONS
