@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.args import ScheduledTableArgs
-
+from .component import ScheduledTableArgs
 from .mocks import Registration
 from .program import REPO, run_program, stack_region, stack_tables
 from .provision import Provisioner

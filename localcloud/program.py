@@ -11,10 +11,7 @@ import pulumi
 import yaml
 from pulumi.runtime.settings import get_root_resource
 
-from components.args import ScheduledTableArgs
-from components.stack_config import tables_from_config
-from components.testing import config_string, fabricated_table
-
+from .component import ScheduledTableArgs, config_string, fabricated_table, tables_from_config
 from .interrupts import deferred
 from .mocks import Backend, Invoke, RecordingMocks, install
 

@@ -21,11 +21,7 @@ import os
 import shlex
 from typing import Any
 
-from components.args import Mode, ScheduledTableArgs
-from components.arns import email_address
-from components.packaging import runtime_module
-from components.targets import EmailTarget
-
+from .component import EmailTarget, Mode, ScheduledTableArgs, email_address, runtime_module
 from .deploy import Deployment
 from .program import REPO
 from .provision import clients
