@@ -53,6 +53,8 @@ def parser() -> argparse.ArgumentParser:
     command.add_argument("--max", type=int, dest="limit", metavar="N", help="redrive at most N messages")
     command.add_argument("--reason", help="only messages whose reason matches this regular expression")
     command.add_argument("--dry-run", action="store_true", help="list what would be redriven; change nothing")
+    # Parsed by scheduled_table.local (its own --help); listed here so `scheduled-table --help` shows it.
+    commands.add_parser("local", help="run your Pulumi program in a local AWS: local preview|up|down (extra [local])")
     return top
 
 
@@ -91,7 +93,12 @@ def clients(endpoint_url: str | None, region: str | None) -> redrive.Client:
 def main(argv: Sequence[str] | None = None, client: redrive.Client | None = None, emit: redrive.Emit = print) -> int:
     """0: everything in scope was redriven (or, with --dry-run, could be); 1: something could not be; 2: nothing
     could start (a wrong function name, a missing queue)."""
-    args = parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == ["local"]:
+        from . import local
+
+        return local.main(given[1:])
+    args = parser().parse_args(given)
     try:
         pattern = re.compile(args.reason) if args.reason else None
     except re.error as error:

@@ -43,6 +43,8 @@ def stack_config(stack: str, project_dir: Path = REPO, config_file: Path | None 
     try:
         document = yaml.safe_load(path.read_text()) or {}
     except FileNotFoundError:
+        if project_dir != REPO and config_file is None:
+            return {}  # as `pulumi up` on a new stack: a user's project may have no settings for it yet
         known = ", ".join(sorted(p.name.split(".")[1] for p in project_dir.glob("Pulumi.*.yaml"))) or "none"
         raise ConfigError(f"{path}: no such stack configuration (stacks here: {known})") from None
     except yaml.MarkedYAMLError as error:
@@ -71,9 +73,12 @@ def stack_tables(
     """The tables the stack's configuration describes, read and checked as the program does (`ScheduledTableArgs`
     refuses bad values), without running it: a configuration error is found before any cloud is started."""
     config = stack_config(stack, project_dir, config_file)
+    project = _project_name(project_dir)
+    if project_dir != REPO and not {f"{project}:tables", f"{project}:mode"} & set(config):
+        return []  # a user's program that builds its tables in Python, not from its stack file
     pulumi.runtime.set_all_config(config)
     try:
-        return tables_from_config(pulumi.Config(_project_name(project_dir)))
+        return tables_from_config(pulumi.Config(project))
     except (ValueError, pulumi.RunError) as error:
         raise ConfigError(f"{config_path(stack, project_dir, config_file)}: {error}") from None
 
@@ -92,7 +97,7 @@ def run_program(
     region = stack_region(stack, project_dir, config_file)
     if lookups is None:  # nothing to ask: answer as the fabricating backend would
         lookups = {"aws:dynamodb/getTable:getTable": lambda args: fabricated_table(args["name"], region)}
-    mocks = install(region, stack=stack, backend=backend, lookups=lookups)
+    mocks = install(region, project=_project_name(project_dir), stack=stack, backend=backend, lookups=lookups)
     pulumi.runtime.set_all_config(config)
 
     @pulumi.runtime.test
