@@ -94,9 +94,8 @@ def table_guide(found: FoundTable, deployment: Deployment, command: str) -> list
     lines = [f"{found.component} ({mode}): write an item {due}; its due event goes to its {target.get('kind')}"]
     lines.append(write_item(endpoint, found.table, item, lead))
     if found.tick_rule:
-        lines.append(
-            f"{command} fire --rule {shlex.quote(found.tick_rule)} --endpoint-url {endpoint} --region {deployment.region}"
-        )
+        rule = shlex.quote(found.tick_rule)
+        lines.append(f"{command} fire --rule {rule} --endpoint-url {endpoint} --region {deployment.region}")
     url = _queue_url(deployment.resources, str(target.get("arn", "")))
     if url:
         lines.append(receive_and_delete(endpoint, url))
