@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from .demo import demo
 from .deploy import LOCAL_STACK, TableKeys, down, up
 from .emulators import Emulators, fire_rule
-from .guide import program_instructions
+from .guide import program_instructions, verify_program_senders
 from .interrupts import interrupting
 from .program import REPO, ConfigError, config_path, run_program, stack_tables
 from .provision import clients, describe
@@ -74,7 +74,10 @@ def up_command(
             if cloud is not None:
                 print("ministack stops as this command exits; use --stay to keep it, or --endpoint-url for your own.")
             return 0
-        verify_senders(deployment)
+        if program == REPO:
+            verify_senders(deployment)
+        else:
+            verify_program_senders(deployment)
         with Emulators(target, deployment.region):
             options = _stack_options(stack, config_file, program)
             text = (

@@ -18,6 +18,7 @@ from typing import Any
 from .component import TYPE
 from .deploy import Deployment
 from .mocks import Registration
+from .provision import clients
 from .stay import DUE, aws, receive_and_delete, write_item
 
 # As `stay.LEAD_SECONDS`: far enough ahead that the write is seen before the item falls due.
@@ -43,20 +44,20 @@ def _config(function: Registration) -> dict[str, Any] | None:
 
 
 def found_tables(resources: list[Registration]) -> list[FoundTable]:
-    """Each ScheduledTable the program built, in the order it built them."""
-    names = [r.name for r in resources if r.type == TYPE]
+    """Each ScheduledTable the program built, in the order it built them. Its table is the one its functions' document
+    names: the component's own, or an existing one (then its key types are not registered and read as strings)."""
     tables = {r.outputs.get("name", r.name): r for r in resources if r.type == "aws:dynamodb/table:Table"}
-    configs = [c for r in resources if r.type == "aws:lambda/function:Function" and (c := _config(r)) is not None]
-    rules = {r.name for r in resources if r.type == "aws:cloudwatch/eventRule:EventRule"}
+    functions = [(r.name, c) for r in resources if r.type == "aws:lambda/function:Function" if (c := _config(r))]
+    rules = [r.name for r in resources if r.type == "aws:cloudwatch/eventRule:EventRule"]
     found = []
-    for name in names:
-        table = tables.get(f"{name}-table") or next((t for t in tables.values() if t.name == f"{name}-table"), None)
-        physical = table.outputs.get("name", "") if table is not None else ""
-        config = next((c for c in configs if c.get("table") == physical), None)
-        if table is None or config is None:
+    for name in (r.name for r in resources if r.type == TYPE):
+        config = next((c for function, c in functions if function.startswith(f"{name}-")), None)
+        if config is None:
             continue
-        key_types = {str(a["name"]): str(a["type"]) for a in table.inputs.get("attributes") or []}
-        tick = next((r for r in rules if r.startswith(f"{name}-") and r.endswith("tick")), None)
+        physical = str(config.get("table", ""))
+        table = tables.get(physical)
+        key_types = {str(a["name"]): str(a["type"]) for a in (table.inputs.get("attributes") or [])} if table else {}
+        tick = next((r for r in rules if r == f"{name}-tick"), None)
         found.append(FoundTable(name, physical, key_types, config, tick))
     return found
 
@@ -86,12 +87,11 @@ def table_guide(found: FoundTable, deployment: Deployment, command: str) -> list
         ]
     email = target.get("email")
     if email:
-        domain = str(email.get("sender", "")).rsplit("@", 1)[-1].rstrip(">")
-        item[email.get("recipientAttribute", "email")] = {"S": f"you@{domain}"}
+        item[email.get("recipientAttribute", "email")] = {"S": f"you@{_domain(str(email.get('sender', '')))}"}
     item[str(config.get("timeAttribute"))] = {"N": DUE}
     lead = LEAD_SECONDS.get(mode, 0)
     due = "due now" if lead == 0 else f"due in {lead} s"
-    lines = [f"{found.component} ({mode}): write an item {due}; its due event goes to its {target.get('kind')}"]
+    lines = [f"{found.component} ({mode}): write an item {due}; its due event goes to its {target.get('kind')} target"]
     lines.append(write_item(endpoint, found.table, item, lead))
     if found.tick_rule:
         rule = shlex.quote(found.tick_rule)
@@ -104,6 +104,21 @@ def table_guide(found: FoundTable, deployment: Deployment, command: str) -> list
     else:
         lines.append(f"(the target is {target.get('arn')}: read it as you would on AWS)")
     return lines
+
+
+def verify_program_senders(deployment: Deployment) -> None:
+    """As `stay.verify_senders`, for the email targets of a user's program: SES sends only from verified identities
+    (and, in its sandbox, to them), so each sender's domain is verified (the printed recipient is at that domain)."""
+    ses = clients(deployment.endpoint, deployment.region)("sesv2")
+    for found in found_tables(deployment.resources):
+        email = (found.config.get("target") or {}).get("email")
+        if email:
+            ses.create_email_identity(EmailIdentity=_domain(str(email.get("sender", ""))))
+
+
+def _domain(sender: str) -> str:
+    """`Team <team@example.org>` or `team@example.org` -> `example.org`."""
+    return sender.rsplit("@", 1)[-1].rstrip(">").strip()
 
 
 def program_instructions(deployment: Deployment, command: str, down_options: list[str]) -> str:
