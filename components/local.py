@@ -10,6 +10,7 @@ how to install what is missing, so `scheduled-table --help` works without the ex
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +38,9 @@ def localcloud_cli() -> ModuleType:
 def main(argv: Sequence[str]) -> int:
     """Run the local cloud's command line for the program in the current folder unless `--program` names another."""
     cli = localcloud_cli()
+    # ministack runs in a process of its own, started by `up` (and `demo`): say what is missing before starting it.
+    if list(argv)[:1] in (["up"], ["demo"]) and importlib.util.find_spec("ministack") is None:
+        raise SystemExit(f"{INSTALL_HINT} (ministack is missing)")
     return int(cli.main(list(argv), prog=PROG, default_program=Path.cwd()))
 
 
