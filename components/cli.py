@@ -53,6 +53,19 @@ def parser() -> argparse.ArgumentParser:
     command.add_argument("--max", type=int, dest="limit", metavar="N", help="redrive at most N messages")
     command.add_argument("--reason", help="only messages whose reason matches this regular expression")
     command.add_argument("--dry-run", action="store_true", help="list what would be redriven; change nothing")
+    look = commands.add_parser(
+        "inspect",
+        help="show what a deployed table holds: pending occurrences, parked messages and why (changes nothing)",
+        description="Read-only: the occurrences waiting to fire and what sits in the poison queue, the stream DLQ and "
+        "the target DLQ, with reasons; messages are read with VisibilityTimeout=0 and left in place. Exit status 0 "
+        "when read, 2 when the function or a queue cannot be found.",
+    )
+    look.add_argument("--function", required=True, help="the consumer function (the stack's function_name output)")
+    look.add_argument("--endpoint-url", help="another AWS endpoint, e.g. the local cloud's http://127.0.0.1:4566")
+    look.add_argument("--region", help="AWS region (default: your AWS configuration's)")
+    look.add_argument(
+        "--max", type=int, default=10, dest="limit", metavar="N", help="show up to N of each (default 10)"
+    )
     # Parsed by scheduled_table.local (its own --help); listed here so `scheduled-table --help` shows it.
     commands.add_parser("local", help="run your Pulumi program in a local AWS: local preview|up|down (extra [local])")
     return top
@@ -99,6 +112,15 @@ def main(argv: Sequence[str] | None = None, client: redrive.Client | None = None
 
         return local.main(given[1:])
     args = parser().parse_args(given)
+    if args.command == "inspect":
+        from . import inspection
+
+        try:
+            inspection.inspect(client or clients(args.endpoint_url, args.region), args.function, args.limit, emit)
+        except redrive.RedriveError as error:
+            print(f"scheduled-table: {error}", file=sys.stderr)
+            return 2
+        return 0
     try:
         pattern = re.compile(args.reason) if args.reason else None
     except re.error as error:
