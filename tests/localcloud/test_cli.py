@@ -48,3 +48,34 @@ def test_preview_of_a_users_program_without_a_stack_file(tmp_path: Path, capsys:
     assert main(["preview"], prog="scheduled-table local", default_program=tmp_path) == 0
     out = capsys.readouterr().out
     assert "Pulumi.local.yaml absent: no configuration" in out and "orders-table" in out
+
+
+STACK_FILE_PROGRAM = """\
+import pulumi
+from scheduled_table import ScheduledTable
+from scheduled_table.stack_config import StackConfig, tables_from_config
+
+for name, args in tables_from_config(StackConfig()):
+    pulumi.export(name, ScheduledTable(name, args).outputs)
+"""
+
+
+def test_the_stack_file_route_reads_the_users_own_project_namespace(tmp_path: Path) -> None:
+    """A user's program that builds its tables from its stack file (`tables:` under the project's own namespace,
+    `shop:` here, as `pulumi config set` writes it) gets them, and the local cloud reads the same entries."""
+    from localcloud.program import run_program, stack_tables
+
+    (tmp_path / "Pulumi.yaml").write_text("name: shop\nruntime: python\n")
+    (tmp_path / "__main__.py").write_text(STACK_FILE_PROGRAM)
+    (tmp_path / "Pulumi.local.yaml").write_text(
+        "config:\n  aws:region: eu-west-1\n  shop:deletionProtection: 'false'\n  shop:tables:\n"
+        "    - name: orders\n      mode: ttl\n    - name: jobs\n      mode: polling\n"
+    )
+    assert [(name, str(args.mode)) for name, args in stack_tables("local", tmp_path)] == [
+        ("orders", "ttl"),
+        ("jobs", "polling"),
+    ]
+    mocks = run_program("local", tmp_path)
+    tables = [r for r in mocks.registrations() if r.type == "aws:dynamodb/table:Table" and r.name.endswith("-table")]
+    assert sorted(r.name for r in tables) == ["jobs-table", "orders-table"]
+    assert not any(r.inputs["deletionProtectionEnabled"] for r in tables)
