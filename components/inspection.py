@@ -79,7 +79,8 @@ def peek(client: Client, label: str, url: str, limit: int = SAMPLE) -> Parked:
         "ApproximateNumberOfMessagesDelayed",
     ]
     counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
-    parked = Parked(label, url, *(int(counts.get(name, 0)) for name in names))
+    visible, in_flight, delayed = (int(counts.get(name, 0)) for name in names)
+    parked = Parked(label, url, visible, in_flight, delayed)
     seen: set[str] = set()
     for _ in range(3):  # a few receives: each answers from a sample of SQS's servers
         if len(seen) >= min(limit, parked.visible):
@@ -130,7 +131,7 @@ def pending(client: Client, stack: Stack, limit: int = SAMPLE) -> list[Pending]:
 
 def _schedules(client: Client, group: str, limit: int) -> Pending:
     scheduler = client("scheduler")
-    count, sample = 0, []
+    count, sample = 0, list[tuple[str, str]]()
     token: str | None = None
     while True:
         page = scheduler.list_schedules(GroupName=group, **({"NextToken": token} if token else {}))
@@ -145,7 +146,7 @@ def _schedules(client: Client, group: str, limit: int) -> Pending:
 
 def _due_index(client: Client, table: str, limit: int) -> Pending:
     ddb = client("dynamodb")
-    count, sample = 0, []
+    count, sample = 0, list[tuple[str, str]]()
     start: dict[str, Any] | None = None
     while True:
         request: dict[str, Any] = {"TableName": table, "IndexName": DUE_INDEX}

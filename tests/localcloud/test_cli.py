@@ -4,16 +4,17 @@ checked before anything starts."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from localcloud.__main__ import main, parser
 
 
-def subcommands() -> dict[str, Any]:
-    return dict(parser()._subparsers._group_actions[0].choices)
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    [action] = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(action.choices)
 
 
 def test_every_option_of_every_subcommand_has_help() -> None:

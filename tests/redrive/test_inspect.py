@@ -7,8 +7,8 @@ is still there and still visible afterwards (a later redrive finds them all), an
 
 from __future__ import annotations
 
+import argparse
 import json
-from typing import Any
 
 import eventbridge
 import pytest
@@ -114,8 +114,8 @@ def test_a_wrong_function_is_exit_status_2_with_one_line(env: Env, capsys: pytes
 def test_every_option_has_help() -> None:
     from components.cli import parser
 
-    commands: Any = parser()._subparsers._group_actions[0].choices
-    for name, command in commands.items():
+    [action] = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in action.choices.items():
         for action in command._actions:
             if action.dest != "help" and name != "local":
                 assert action.help, f"{name} {action.option_strings or action.dest}"
