@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import runpy
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +85,19 @@ def stack_tables(
         raise ConfigError(f"{config_path(stack, project_dir, config_file)}: {error}") from None
 
 
+@contextmanager
+def _importable(folder: Path) -> Iterator[None]:
+    """The program's folder first on the import path while it runs, as when Python runs its `__main__.py` (so the
+    Pulumi CLI does): a program imports its own modules (this repo's `components`, a user's helpers) from there."""
+    entry = str(folder)
+    sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        with suppress(ValueError):
+            sys.path.remove(entry)
+
+
 def run_program(
     stack: str,
     project_dir: Path = REPO,
@@ -103,7 +118,8 @@ def run_program(
     @pulumi.runtime.test
     def execute() -> pulumi.Output[Any]:
         try:
-            runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
+            with _importable(project_dir):
+                runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
         except (ValueError, pulumi.RunError) as error:
             raise ConfigError(f"{config_path(stack, project_dir, config_file)}: {error}") from None
         # Under mocks the stack never registers its outputs; read what the program exported and resolve it.

@@ -80,3 +80,22 @@ def test_the_stack_file_route_reads_the_users_own_project_namespace(tmp_path: Pa
     tables = [r for r in mocks.registrations() if r.type == "aws:dynamodb/table:Table" and r.name.endswith("-table")]
     assert sorted(r.name for r in tables) == ["jobs-table", "orders-table"]
     assert not any(r.inputs["deletionProtectionEnabled"] for r in tables)
+
+
+def test_a_users_program_imports_its_own_modules_from_its_folder(tmp_path: Path) -> None:
+    """As `pulumi up` runs it (its folder first on the import path): a program's helper module beside it imports,
+    and the folder leaves the path afterwards. Failed before: `scheduled-table local demo` could not import this
+    repo's own `components`."""
+    import sys
+
+    from localcloud.program import run_program
+
+    (tmp_path / "Pulumi.yaml").write_text("name: shop\nruntime: python\n")
+    (tmp_path / "shop_tables.py").write_text(
+        "from scheduled_table import ScheduledTable, ScheduledTableArgs\n\n"
+        "def build() -> ScheduledTable:\n    return ScheduledTable('orders', ScheduledTableArgs(mode='ttl'))\n"
+    )
+    (tmp_path / "__main__.py").write_text("import shop_tables\n\nshop_tables.build()\n")
+    mocks = run_program("local", tmp_path)
+    assert "orders-table" in [r.name for r in mocks.registrations()]
+    assert str(tmp_path) not in sys.path

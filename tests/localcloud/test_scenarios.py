@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from localcloud.demo import problems, summary, verdict
+from localcloud.demo import over_bound, problems, summary, verdict
 from localcloud.deploy import Deployment
 from localcloud.scenarios import MINUTE_SCHEDULE, Delivery, scenarios, tally
 
@@ -47,7 +47,8 @@ def test_summary_has_one_row_per_scenario_with_lateness() -> None:
 
 def test_summary_judges_lateness_against_the_documented_bound() -> None:
     """GIVEN a scenario whose latest delivery is 67 s late under a 180 s bound, and one 200 s late under it THEN the
-    first reads "within bound" and the second "over bound", each beside its bound, and only the second is a problem."""
+    first reads "within bound" and the second "over bound", each beside its bound, and only the second is noted (not
+    failed: the bound is AWS's, and the local cloud shares the machine)."""
     within = tally("tasks", "eventbridge", 1, {"a": 0.0}, set(), [Delivery("a", 67.0)])
     over = tally("late", "eventbridge", 1, {"a": 0.0}, set(), [Delivery("a", 200.0)])
     within.bound = over.bound = MINUTE_SCHEDULE
@@ -56,7 +57,8 @@ def test_summary_judges_lateness_against_the_documented_bound() -> None:
     assert columns[columns.index("bound") + 1] == "verdict"
     assert "180s" in first and "within bound" in first and "over bound" not in first
     assert "over bound" in second
-    assert problems([within, over]) == ["late: late max 200.0s, over its 180s bound"]
+    assert over_bound([within, over]) == ["late: late max 200.0s, over its 180s bound"]
+    assert problems([within, over]) == []  # the bound is AWS's: reported beside the local machine's load
 
 
 def test_an_early_delivery_has_its_own_column_and_fails() -> None:
