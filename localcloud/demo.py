@@ -106,7 +106,7 @@ def over_bound(outcomes: list[Outcome]) -> list[str]:
     runs every service and function on this machine, so its load adds to every figure (the e2e tests assert
     lateness with a stated allowance); missing, duplicate, early and dead-lettered actions are what fail the demo."""
     return [
-        f"{o.scenario}: late max {_seconds(o.lateness_max())}, over its {o.bound.seconds:.0f}s bound"
+        f"{o.scenario}: late max {o.lateness_max() or 0:.2f}s, over its {o.bound.seconds:.0f}s bound"
         for o in outcomes
         if o.bound is not None and not o.within_bound()
     ]
@@ -153,7 +153,7 @@ def demo(stack: str = LOCAL_STACK) -> int:
         load = ", ".join(f"{n:.1f}" for n in os.getloadavg())
         for line in late:
             print("NOTE", line)
-        print(f"NOTE the local cloud shares this machine (load average {load}); on AWS these bounds hold")
+        print(f"NOTE lateness here includes this machine's load (load average {load}); the bounds are AWS's")
     found = problems(outcomes)
     for problem in found:
         print("FAILED", problem)

@@ -57,7 +57,7 @@ def test_summary_judges_lateness_against_the_documented_bound() -> None:
     assert columns[columns.index("bound") + 1] == "verdict"
     assert "180s" in first and "within bound" in first and "over bound" not in first
     assert "over bound" in second
-    assert over_bound([within, over]) == ["late: late max 200.0s, over its 180s bound"]
+    assert over_bound([within, over]) == ["late: late max 200.00s, over its 180s bound"]
     assert problems([within, over]) == []  # the bound is AWS's: reported beside the local machine's load
 
 
