@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from localcloud.__main__ import main
-from localcloud.deploy import up
+from localcloud.deploy import TableKeys, up
 from localcloud.guide import found_tables, program_instructions
 from localcloud.provision import clients
 from localcloud.server import Ministack
@@ -92,7 +92,7 @@ def test_up_stay_tells_the_user_how_to_write_their_table_and_read_their_queue(
     program: Path, fresh_cloud: Ministack
 ) -> None:
     # GIVEN the program deployed (again: `up` is idempotent)
-    deployment = up(fresh_cloud.endpoint, "local", program)
+    deployment = up(fresh_cloud.endpoint, "local", program, existing=[TableKeys("orders", "PK", "SK")])
     [found] = found_tables(deployment.resources)
     assert (found.component, found.table, found.config["timeAttribute"]) == ("orders", "orders", "shipAt")
     text = program_instructions(deployment, "scheduled-table local", ["--program", str(program)])
@@ -103,3 +103,43 @@ def test_up_stay_tells_the_user_how_to_write_their_table_and_read_their_queue(
     assert "--queue-url " in receive and receive.split("--queue-url ")[1].split()[0].endswith("/inbox")
     assert f"scheduled-table local down --endpoint-url {fresh_cloud.endpoint} --program {program}" in text
     assert "seed" not in text
+
+
+def test_inspect_reads_the_deployed_users_table_in_the_local_cloud(
+    program: Path, fresh_cloud: Ministack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`scheduled-table inspect` against the local cloud: the user's table is found from its consumer function, its
+    pending schedule (an item due next year) listed, its queues read and left as they were. The operator's
+    credentials are the local cloud's admin's (IAM is enforced there; the suite's placeholder keys are unknown)."""
+    from components.cli import main as operator
+    from localcloud.provision import CREDENTIALS
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", CREDENTIALS["aws_access_key_id"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", CREDENTIALS["aws_secret_access_key"])
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+
+    deployment = up(fresh_cloud.endpoint, "local", program, existing=[TableKeys("orders", "PK", "SK")])
+    consumer = next(
+        r.outputs["name"] for r in deployment.of_type("lambda/function:Function") if r.name == "orders-scheduler"
+    )
+    client = clients(fresh_cloud.endpoint, REGION)
+    due = int(time.time()) + 365 * 24 * 3600
+    client("dynamodb").put_item(
+        TableName="orders", Item={"PK": {"S": "ORDER#2"}, "SK": {"S": "SHIP"}, "shipAt": {"N": str(due)}}
+    )
+    group = str(deployment.outputs.get("orders", {}).get("schedule_group_name") or "")
+    lines: list[str] = []
+
+    def scheduled() -> bool:
+        lines.clear()
+        argv = ["inspect", "--function", consumer, "--endpoint-url", fresh_cloud.endpoint, "--region", REGION]
+        assert operator(argv, emit=lines.append) == 0, lines
+        return any(line.startswith("  schedule group ") and line.endswith(": 1") for line in lines)
+
+    deadline = time.time() + 40
+    while not scheduled() and time.time() < deadline:
+        time.sleep(1)
+    assert scheduled(), lines
+    assert lines[0].startswith("table orders (mode eventbridge)"), lines
+    assert "  poison queue: 0 visible, 0 in flight" in lines, lines
+    assert group == "" or any(group in line for line in lines), lines
