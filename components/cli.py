@@ -25,7 +25,12 @@ PATHS = {
 def parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    top = argparse.ArgumentParser(prog="scheduled-table", description="Operate a ScheduledTable's deployed stack.")
+    top = argparse.ArgumentParser(
+        prog="scheduled-table",
+        description="Operate a ScheduledTable's deployed stack.",
+        epilog="exit status: 0 done; 1 something could not be redriven; 2 nothing could start (a wrong function "
+        "name, a missing queue, a usage error). `scheduled-table local --help` for the local cloud.",
+    )
     top.add_argument("--version", action="version", version=f"scheduled-table {__version__}")
     commands = top.add_subparsers(dest="command", required=True)
     command = commands.add_parser(
@@ -104,8 +109,9 @@ def clients(endpoint_url: str | None, region: str | None) -> redrive.Client:
 
 
 def main(argv: Sequence[str] | None = None, client: redrive.Client | None = None, emit: redrive.Emit = print) -> int:
-    """0: everything in scope was redriven (or, with --dry-run, could be); 1: something could not be; 2: nothing
-    could start (a wrong function name, a missing queue)."""
+    """0: everything in scope was redriven (or, with --dry-run, could be), or inspected; 1: something could not be
+    redriven; 2: nothing could start (a wrong function name, a missing queue). `local ...` is the local cloud's own
+    command line (scheduled_table.local), with its own exit statuses."""
     given = list(sys.argv[1:] if argv is None else argv)
     if given[:1] == ["local"]:
         from . import local

@@ -158,7 +158,9 @@ def parser(prog: str = "python -m localcloud", default_program: Path = REPO) -> 
     )
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     show = commands.add_parser("preview", help="print the resources the program would create (Pulumi mocks)")
-    run_demo = commands.add_parser("demo", help="start ministack, deploy this repo's stack, run every scenario")
+    run_demo = commands.add_parser(
+        "demo", help="start ministack, deploy this repo's stack, run every scenario (a checkout only: make demo)"
+    )
     deploy = commands.add_parser("up", help="deploy the program into ministack (started for you unless --endpoint-url)")
     deploy.add_argument("--endpoint-url", dest="endpoint", metavar="URL", help=ENDPOINT_HELP)
     deploy.add_argument("--stay", action="store_true", help="keep the cloud and its emulators running until Ctrl-C")
