@@ -34,8 +34,9 @@ docs: $(STAMP)
 
 test: lint typecheck docs pytest
 
+# The same entry point a user's project gets with the `local` extra (`scheduled-table local up --program DIR`).
 demo: $(STAMP)
-	$(PY) -m localcloud demo
+	$(VENV)/bin/scheduled-table local demo
 
 # Not part of `make test`: minutes of work, and no test asserts a timing. Writes bench/latest.md (and .json) and
 # docs/assets/plots/*.png (shown on the docs site's performance page); `make bench BENCH="coldstart scale"` runs a

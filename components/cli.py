@@ -25,7 +25,12 @@ PATHS = {
 def parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    top = argparse.ArgumentParser(prog="scheduled-table", description="Operate a ScheduledTable's deployed stack.")
+    top = argparse.ArgumentParser(
+        prog="scheduled-table",
+        description="Operate a ScheduledTable's deployed stack.",
+        epilog="exit status: 0 done; 1 something could not be redriven; 2 nothing could start (a wrong function "
+        "name, a missing queue, a usage error). `scheduled-table local --help` for the local cloud.",
+    )
     top.add_argument("--version", action="version", version=f"scheduled-table {__version__}")
     commands = top.add_subparsers(dest="command", required=True)
     command = commands.add_parser(
@@ -54,6 +59,21 @@ def parser() -> argparse.ArgumentParser:
     command.add_argument("--reason", help="only messages whose reason matches this regular expression")
     command.add_argument("--dry-run", action="store_true", help="list what would be redriven; change nothing")
     _scan_commands(commands)
+    look = commands.add_parser(
+        "inspect",
+        help="show what a deployed table holds: pending occurrences, parked messages and why (changes nothing)",
+        description="Read-only: the occurrences waiting to fire and what sits in the poison queue, the stream DLQ and "
+        "the target DLQ, with reasons; messages are read with VisibilityTimeout=0 and left in place. Exit status 0 "
+        "when read, 2 when the function or a queue cannot be found.",
+    )
+    look.add_argument("--function", required=True, help="the consumer function (the stack's function_name output)")
+    look.add_argument("--endpoint-url", help="another AWS endpoint, e.g. the local cloud's http://127.0.0.1:4566")
+    look.add_argument("--region", help="AWS region (default: your AWS configuration's)")
+    look.add_argument(
+        "--max", type=int, default=10, dest="limit", metavar="N", help="show up to N of each (default 10)"
+    )
+    # Parsed by scheduled_table.local (its own --help); listed here so `scheduled-table --help` shows it.
+    commands.add_parser("local", help="run your Pulumi program in a local AWS: local preview|up|down (extra [local])")
     return top
 
 
@@ -183,11 +203,26 @@ def clients(endpoint_url: str | None, region: str | None) -> redrive.Client:
 
 
 def main(argv: Sequence[str] | None = None, client: redrive.Client | None = None, emit: redrive.Emit = print) -> int:
-    """0: everything in scope was redriven (or, with --dry-run, could be); 1: something could not be; 2: nothing
-    could start (a wrong function name, a missing queue)."""
-    args = parser().parse_args(argv)
+    """0: everything in scope was redriven (or, with --dry-run, could be), or inspected; 1: something could not be
+    redriven; 2: nothing could start (a wrong function name, a missing queue). `local ...` is the local cloud's own
+    command line (scheduled_table.local), with its own exit statuses."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == ["local"]:
+        from . import local
+
+        return local.main(given[1:])
+    args = parser().parse_args(given)
     if args.command in ("backfill", "reconcile"):
         return scan_main(args, client, emit)
+    if args.command == "inspect":
+        from . import inspection
+
+        try:
+            inspection.inspect(client or clients(args.endpoint_url, args.region), args.function, args.limit, emit)
+        except redrive.RedriveError as error:
+            print(f"scheduled-table: {error}", file=sys.stderr)
+            return 2
+        return 0
     try:
         pattern = re.compile(args.reason) if args.reason else None
     except re.error as error:

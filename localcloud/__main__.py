@@ -15,13 +15,16 @@ from pathlib import Path
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from .demo import demo
-from .deploy import LOCAL_STACK, down, up
+from .deploy import LOCAL_STACK, TableKeys, down, up
 from .emulators import Emulators, fire_rule
+from .guide import program_instructions, verify_program_senders
 from .interrupts import interrupting
-from .program import ConfigError, config_path, run_program, stack_tables
+from .program import REPO, ConfigError, config_path, run_program, stack_tables
 from .provision import clients, describe
 from .server import Ministack, ses_outbox
 from .stay import instructions, verify_senders
+
+COMMAND = ".venv/bin/python -m localcloud"
 
 DESCRIPTION = """\
 scheduled-table: one Pulumi component, ScheduledTable, that makes things happen at the time named by data in
@@ -29,17 +32,20 @@ DynamoDB, in four modes: eventbridge (one Scheduler at() schedule per item), ttl
 (a rule ticks, a processor takes due items from a sharded index) and aggregate (running totals, exactly once).
 
 This preview runs the real __main__.py and component under Pulumi mocks (no Pulumi CLI, no AWS account).
-`python -m localcloud up --stay` deploys the same program into a local AWS (ministack) and keeps it running.
+`python -m localcloud up --stay` deploys the same program into a local AWS (ministack) and keeps it running;
+`scheduled-table local up --stay --program DIR` does the same for your own program.
 """
 
 
-def preview(stack: str, config_file: Path | None = None) -> int:
-    mocks = run_program(stack, config_file=config_file)
+def preview(stack: str, config_file: Path | None = None, program: Path = REPO) -> int:
+    mocks = run_program(stack, program, config_file=config_file)
     registrations = [r for r in mocks.by_name.values() if r.type != "pulumi:pulumi:Stack"]
-    print(DESCRIPTION)
-    source = config_path(stack, config_file=config_file)
-    print(f"Stack '{stack}' ({source}) would create {len(registrations)} resources:\n")
-    width = max(len(r.type) for r in registrations)
+    if program == REPO:
+        print(DESCRIPTION)
+    source = config_path(stack, program, config_file=config_file)
+    given = f"{source}" if source.exists() else f"{source.name} absent: no configuration"
+    print(f"Program {program}, stack '{stack}' ({given}) would create {len(registrations)} resources:\n")
+    width = max((len(r.type) for r in registrations), default=0)
     for registration in registrations:
         print(f"  {registration.type:<{width}}  {registration.name}")
     print(
@@ -48,21 +54,38 @@ def preview(stack: str, config_file: Path | None = None) -> int:
     return 0
 
 
-def up_command(stack: str, endpoint: str | None, stay: bool, config_file: Path | None) -> int:
-    stack_tables(stack, config_file=config_file)  # a configuration error stops here, before a cloud is started
+def up_command(
+    stack: str,
+    endpoint: str | None,
+    stay: bool,
+    config_file: Path | None,
+    program: Path = REPO,
+    existing: list[TableKeys] | None = None,
+    command: str = COMMAND,
+) -> int:
+    stack_tables(stack, program, config_file=config_file)  # a configuration error stops here, before a cloud starts
     cloud = None if endpoint else Ministack()
     try:
         target = endpoint or cloud.start().endpoint  # type: ignore[union-attr]
-        deployment = up(target, stack, config_file=config_file)
-        print(f"deployed stack '{stack}' to {target}: {len(deployment.resources)} resources")
+        deployment = up(target, stack, program, config_file=config_file, existing=existing or [])
+        print(f"deployed stack '{stack}' of {program} to {target}: {len(deployment.resources)} resources")
         print(describe(deployment.outputs))
         if not stay:
             if cloud is not None:
-                print("ministack stops as this command exits; use --stay to keep it, or --endpoint for your own.")
+                print("ministack stops as this command exits; use --stay to keep it, or --endpoint-url for your own.")
             return 0
-        verify_senders(deployment)
+        if program == REPO:
+            verify_senders(deployment)
+        else:
+            verify_program_senders(deployment)
         with Emulators(target, deployment.region):
-            print(instructions(deployment, _stack_options(stack, config_file)), flush=True)
+            options = _stack_options(stack, config_file, program)
+            text = (
+                instructions(deployment, options)
+                if program == REPO
+                else program_instructions(deployment, command, options)
+            )
+            print(text, flush=True)
             try:
                 while True:
                     time.sleep(3600)
@@ -74,9 +97,11 @@ def up_command(stack: str, endpoint: str | None, stay: bool, config_file: Path |
             cloud.stop()
 
 
-def _stack_options(stack: str, config_file: Path | None) -> list[str]:
+def _stack_options(stack: str, config_file: Path | None, program: Path = REPO) -> list[str]:
     """The options that name this stack again in a later command."""
     options = [] if stack == LOCAL_STACK else ["--stack", stack]
+    if program != REPO:
+        options += ["--program", str(program)]
     return options + (["--config-file", str(config_file.resolve())] if config_file is not None else [])
 
 
@@ -103,35 +128,85 @@ def _show_emulator_notes() -> None:
     logger.propagate = False
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m localcloud")
-    commands = parser.add_subparsers(dest="command", required=True)
-    show = commands.add_parser("preview", help="print the resources a stack would create (Pulumi mocks)")
-    show.add_argument("--stack", default="dev")
-    run_demo = commands.add_parser("demo", help="start ministack, deploy, run every scenario, print a summary")
-    run_demo.add_argument("--stack", default=LOCAL_STACK)
-    deploy = commands.add_parser("up", help="deploy a stack into ministack (started for you unless --endpoint)")
-    deploy.add_argument("--stack", default=LOCAL_STACK)
-    deploy.add_argument("--endpoint", help="an already running ministack, e.g. http://127.0.0.1:4566")
+def _program(value: str) -> Path:
+    folder = Path(value).resolve()
+    if not (folder / "Pulumi.yaml").is_file():
+        raise argparse.ArgumentTypeError(f"{folder} has no Pulumi.yaml: give the folder of your Pulumi project")
+    return folder
+
+
+def _table_keys(value: str) -> TableKeys:
+    name, _, keys = value.partition(":")
+    partition, _, sort = keys.partition(":")
+    if not name or not partition:
+        raise argparse.ArgumentTypeError(f"{value!r}: write NAME:PARTITION_KEY or NAME:PARTITION_KEY:SORT_KEY")
+    return TableKeys(name, partition, sort or None)
+
+
+ENDPOINT_HELP = "a local cloud already running there, e.g. http://127.0.0.1:4566 (as the AWS CLI's --endpoint-url)"
+EXIT_CODES = """\
+exit status: 0 done; 1 the cloud refused or could not be reached, or a demo scenario failed; 2 a usage or
+configuration error (the message names the file and the setting); 130 interrupted."""
+
+
+def parser(prog: str = "python -m localcloud", default_program: Path = REPO) -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog=prog,
+        description="Run a Pulumi program that uses ScheduledTable in a local AWS (ministack), with IAM enforced.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    show = commands.add_parser("preview", help="print the resources the program would create (Pulumi mocks)")
+    run_demo = commands.add_parser(
+        "demo", help="start ministack, deploy this repo's stack, run every scenario (a checkout only: make demo)"
+    )
+    deploy = commands.add_parser("up", help="deploy the program into ministack (started for you unless --endpoint-url)")
+    deploy.add_argument("--endpoint-url", dest="endpoint", metavar="URL", help=ENDPOINT_HELP)
     deploy.add_argument("--stay", action="store_true", help="keep the cloud and its emulators running until Ctrl-C")
-    destroy = commands.add_parser("down", help="delete every resource of a stack from a running ministack")
-    destroy.add_argument("--stack", default=LOCAL_STACK)
-    destroy.add_argument("--endpoint", required=True)
+    deploy.add_argument(
+        "--existing-table",
+        dest="existing",
+        type=_table_keys,
+        action="append",
+        default=[],
+        metavar="NAME:PK[:SK]",
+        help="make this table (string keys, a NEW_AND_OLD_IMAGES stream) before deploying, as your own table would "
+        "exist on AWS; repeat for several",
+    )
+    destroy = commands.add_parser("down", help="delete every resource of the program from a running ministack")
+    destroy.add_argument("--endpoint-url", dest="endpoint", metavar="URL", required=True, help=ENDPOINT_HELP)
     fire = commands.add_parser("fire", help="invoke a schedule rule's targets now instead of at its next rate() tick")
-    fire.add_argument("--rule", required=True, help="e.g. jobs-tick (output tick_rule_name)")
-    fire.add_argument("--endpoint", required=True)
-    fire.add_argument("--region", default="eu-west-1")
+    fire.add_argument("--rule", required=True, help="the rule's name, e.g. jobs-tick (output tick_rule_name)")
+    fire.add_argument("--endpoint-url", dest="endpoint", metavar="URL", required=True, help=ENDPOINT_HELP)
+    fire.add_argument("--region", default="eu-west-1", help="the stack's region (default: eu-west-1)")
     outbox = commands.add_parser("emails", help="print the emails the local SES sent (email targets)")
-    outbox.add_argument("--endpoint", required=True)
+    outbox.add_argument("--endpoint-url", dest="endpoint", metavar="URL", required=True, help=ENDPOINT_HELP)
+    for command in (show, run_demo, deploy, destroy):
+        default = "dev" if command is show and default_program == REPO else LOCAL_STACK
+        command.add_argument(
+            "--stack", default=default, help=f"the stack whose Pulumi.<stack>.yaml configures it (default: {default})"
+        )
     for command in (show, deploy, destroy):
         command.add_argument(
             "--config-file", type=Path, help="the stack's settings from this file, not Pulumi.<stack>.yaml"
         )
-    args = parser.parse_args(argv)
+        command.add_argument(
+            "--program",
+            type=_program,
+            default=default_program,
+            metavar="DIR",
+            help=f"the folder of the Pulumi project to run (Pulumi.yaml, __main__.py; default: {default_program})",
+        )
+    return top
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m localcloud", default_program: Path = REPO) -> int:
+    args = parser(prog, default_program).parse_args(argv)
     _show_emulator_notes()
     try:
         with interrupting():
-            return _run(args)
+            return _run(args, prog)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -143,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, prog: str) -> int:
     if args.command == "fire":
         try:
             invoked = fire_rule(clients(args.endpoint, args.region), args.rule, args.region)
@@ -157,12 +232,14 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "demo":
         return demo(args.stack)
     if args.command == "up":
-        return up_command(args.stack, args.endpoint, args.stay, args.config_file)
+        return up_command(
+            args.stack, args.endpoint, args.stay, args.config_file, args.program, args.existing, command=prog
+        )
     if args.command == "down":
-        removed = down(args.endpoint, args.stack, config_file=args.config_file)
+        removed = down(args.endpoint, args.stack, args.program, config_file=args.config_file)
         print(f"removed {len(removed)} resources of stack '{args.stack}' from {args.endpoint}")
         return 0
-    return preview(args.stack, args.config_file)
+    return preview(args.stack, args.config_file, args.program)
 
 
 if __name__ == "__main__":

@@ -7,13 +7,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.args import ScheduledTableArgs
-
+from .component import ScheduledTableArgs
 from .mocks import Registration
 from .program import REPO, run_program, stack_region, stack_tables
 from .provision import Provisioner
 
 LOCAL_STACK = "local"
+
+
+@dataclass(frozen=True)
+class TableKeys:
+    """A table the program expects to exist (an `ExistingTable` given by name in Python), named on the command line
+    (`--existing-table NAME:PK[:SK]`) so `up` makes it first, with string keys, as `ensure_table` makes one."""
+
+    name: str
+    partition_key: str
+    sort_key: str | None = None
+    partition_key_type: str = "S"
+    sort_key_type: str = "S"
 
 
 @dataclass(frozen=True)
@@ -31,14 +42,23 @@ class Deployment:
 
 
 def up(
-    endpoint: str, stack: str = LOCAL_STACK, project_dir: Path = REPO, config_file: Path | None = None
+    endpoint: str,
+    stack: str = LOCAL_STACK,
+    project_dir: Path = REPO,
+    config_file: Path | None = None,
+    existing: list[TableKeys] | None = None,
 ) -> Deployment:
-    """Create or update every resource of the stack in the local AWS; returns them and the stack's exports."""
+    """Create or update every resource of the stack in the local AWS; returns them and the stack's exports. Tables
+    the stack uses but does not own (from its stack file, or `existing`) are made first."""
     region = stack_region(stack, project_dir, config_file)
     tables = stack_tables(stack, project_dir, config_file)
     provisioner = Provisioner(endpoint, region)
-    for name in user_tables(tables):
-        if provisioner.ensure_table(name, next(a for _, a in tables if existing_name(a) == name)):
+    wanted: list[tuple[str, Any]] = [
+        (n, next(a for _, a in tables if existing_name(a) == n)) for n in user_tables(tables)
+    ]
+    wanted += [(keys.name, keys) for keys in existing or []]
+    for name, keys in wanted:
+        if provisioner.ensure_table(name, keys):
             print(f"made table {name!r}, which the stack uses but does not own (in your AWS it would exist already)")
     mocks = run_program(
         stack, project_dir, backend=provisioner.apply, config_file=config_file, lookups=provisioner.lookups()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from components.testing import (
+from .component import (
     ACCOUNT,
     STACK_TYPE,
     Backend,
@@ -16,7 +16,7 @@ from components.testing import (
     fabricate,
     set_mocks,
 )
-from components.testing import ScheduledTableMocks as RecordingMocks
+from .component import ScheduledTableMocks as RecordingMocks
 
 __all__ = [
     "ACCOUNT",

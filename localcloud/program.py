@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import runpy
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +13,7 @@ import pulumi
 import yaml
 from pulumi.runtime.settings import get_root_resource
 
-from components.args import ScheduledTableArgs
-from components.stack_config import tables_from_config
-from components.testing import config_string, fabricated_table
-
+from .component import ScheduledTableArgs, config_string, fabricated_table, tables_from_config
 from .interrupts import deferred
 from .mocks import Backend, Invoke, RecordingMocks, install
 
@@ -46,6 +45,8 @@ def stack_config(stack: str, project_dir: Path = REPO, config_file: Path | None 
     try:
         document = yaml.safe_load(path.read_text()) or {}
     except FileNotFoundError:
+        if project_dir != REPO and config_file is None:
+            return {}  # as `pulumi up` on a new stack: a user's project may have no settings for it yet
         known = ", ".join(sorted(p.name.split(".")[1] for p in project_dir.glob("Pulumi.*.yaml"))) or "none"
         raise ConfigError(f"{path}: no such stack configuration (stacks here: {known})") from None
     except yaml.MarkedYAMLError as error:
@@ -74,11 +75,27 @@ def stack_tables(
     """The tables the stack's configuration describes, read and checked as the program does (`ScheduledTableArgs`
     refuses bad values), without running it: a configuration error is found before any cloud is started."""
     config = stack_config(stack, project_dir, config_file)
+    project = _project_name(project_dir)
+    if project_dir != REPO and not {f"{project}:tables", f"{project}:mode"} & set(config):
+        return []  # a user's program that builds its tables in Python, not from its stack file
     pulumi.runtime.set_all_config(config)
     try:
-        return tables_from_config(pulumi.Config(_project_name(project_dir)))
+        return tables_from_config(pulumi.Config(project))
     except (ValueError, pulumi.RunError) as error:
         raise ConfigError(f"{config_path(stack, project_dir, config_file)}: {error}") from None
+
+
+@contextmanager
+def _importable(folder: Path) -> Iterator[None]:
+    """The program's folder first on the import path while it runs, as when Python runs its `__main__.py` (so the
+    Pulumi CLI does): a program imports its own modules (this repo's `components`, a user's helpers) from there."""
+    entry = str(folder)
+    sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        with suppress(ValueError):
+            sys.path.remove(entry)
 
 
 def run_program(
@@ -95,13 +112,14 @@ def run_program(
     region = stack_region(stack, project_dir, config_file)
     if lookups is None:  # nothing to ask: answer as the fabricating backend would
         lookups = {"aws:dynamodb/getTable:getTable": lambda args: fabricated_table(args["name"], region)}
-    mocks = install(region, stack=stack, backend=backend, lookups=lookups)
+    mocks = install(region, project=_project_name(project_dir), stack=stack, backend=backend, lookups=lookups)
     pulumi.runtime.set_all_config(config)
 
     @pulumi.runtime.test
     def execute() -> pulumi.Output[Any]:
         try:
-            runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
+            with _importable(project_dir):
+                runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
         except (ValueError, pulumi.RunError) as error:
             raise ConfigError(f"{config_path(stack, project_dir, config_file)}: {error}") from None
         # Under mocks the stack never registers its outputs; read what the program exported and resolve it.

@@ -719,6 +719,18 @@ def _delete_rule(p: Provisioner, name: str, inputs: dict[str, Any]) -> None:
     events.delete_rule(Name=name)
 
 
+def _apply_event_bus(p: Provisioner, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A user's own event bus (an `EventBusTarget`'s): made if absent, as on AWS."""
+    events = p.client("events")
+    found = _exists(lambda: events.describe_event_bus(Name=name))
+    arn = found["Arn"] if found is not None else events.create_event_bus(Name=name)["EventBusArn"]
+    return name, {**inputs, "name": name, "arn": arn}
+
+
+def _delete_event_bus(p: Provisioner, name: str, inputs: dict[str, Any]) -> None:
+    p.client("events").delete_event_bus(Name=name)
+
+
 def _event_target(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     target: dict[str, Any] = {"Id": str(inputs.get("targetId") or name)[:64], "Arn": inputs["arn"]}
     for key, field in (("input", "Input"), ("inputPath", "InputPath"), ("roleArn", "RoleArn")):
@@ -775,6 +787,7 @@ KINDS: dict[str, Kind] = {
     "aws:scheduler/scheduleGroup:ScheduleGroup": Kind(_apply_schedule_group, _delete_schedule_group),
     "aws:cloudwatch/eventRule:EventRule": Kind(_apply_rule, _delete_rule),
     "aws:cloudwatch/eventTarget:EventTarget": Kind(_apply_event_target, _delete_event_target),
+    "aws:cloudwatch/eventBus:EventBus": Kind(_apply_event_bus, _delete_event_bus),
     "scheduled-table:index:ScheduledTable": Kind(_apply_component, _delete_nothing),
 }
 

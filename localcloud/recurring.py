@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from components.packaging import runtime_module
-
+from .component import runtime_module
 from .emulators import UNIVERSAL_PREFIX, log
 
 Instant = Callable[[str, float], float]  # (what fires, its scheduled epoch) -> when it runs (MinuteWindow.instant)

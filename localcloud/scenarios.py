@@ -37,6 +37,26 @@ class Delivery:
     at: float
 
 
+@dataclass(frozen=True)
+class Bound:
+    """A documented lateness bound: `seconds` after the due time, and in words where it comes from, so the demo's
+    "late max 67 s" reads against it."""
+
+    seconds: float
+    why: str
+
+
+# docs/guarantees.md, per mode, as the local cloud reproduces it.
+MINUTE_SCHEDULE = Bound(
+    180.0,
+    "a schedule on the minute at or after the due time, run anywhere in that minute: 120 s, "
+    "180 s when the change is handled within 10 s of that minute",
+)
+LOCAL_TTL = Bound(15.0, "DynamoDB TTL's own delay (minutes to days on AWS, 5 s here) + 10 s for the stream")
+POLL_TICK = Bound(12.0, "the rule's interval (poll_interval_minutes on AWS, 2 s here) + 10 s for the tick's work")
+SECOND = Bound(2.0, "precision second: under 2 s at p99")
+
+
 @dataclass
 class Outcome:
     scenario: str
@@ -52,6 +72,13 @@ class Outcome:
     dead_letters: dict[str, int] = field(default_factory=dict)
     expected_dead_letters: dict[str, int] = field(default_factory=dict)
     redelivered: int = 0  # stream batches the local cloud delivered again (LOCALCLOUD_REDELIVER)
+    # The lateness this scenario's mode promises (docs/guarantees.md), None where it promises none (aggregate).
+    bound: Bound | None = None
+
+    def within_bound(self) -> bool:
+        """No delivery later than the documented bound (True without a bound or without deliveries)."""
+        worst = self.lateness_max()
+        return self.bound is None or worst is None or worst <= self.bound.seconds
 
     def unexpected_dead_letters(self) -> dict[str, int]:
         """Queues holding a different number of messages than the scenario put there on purpose. Parking is at least
@@ -167,6 +194,9 @@ class _Base:
     deliveries: list[Delivery] = field(default_factory=list)
     written: int = 0
     expected_dead: dict[str, int] = field(default_factory=dict)
+    bound: Bound | None = None
+    # The public article the scenario's pattern comes from (docs/local-cloud.md names them all), if any.
+    article: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.client = clients(self.deployment.endpoint, self.deployment.region)
@@ -180,13 +210,15 @@ class _Base:
         result = tally(self.name, self.mode, self.written, self.expected, self.forbidden, self.deliveries)
         result.dead_letters = dead_letters(self.client, self.outputs)
         result.expected_dead_letters = dict(self.expected_dead)
+        result.bound = self.bound
         return result
 
 
 @dataclass
 class EmailReminders(_Base):
-    """Seed 000: appointment reminders by email. Ten appointments with reminders a few seconds apart, one more
-    cancelled before its reminder (no email), one rescheduled to a later reminder (one email, at the new time)."""
+    """Appointment reminders by email (the first article's pattern, see `scenarios`). Ten appointments with reminders a
+    few seconds apart, one more cancelled before its reminder (no email), one rescheduled to a later reminder (one
+    email, at the new time)."""
 
     def start(self, now: float) -> None:
         table = self.outputs["table_name"]
@@ -261,9 +293,9 @@ def drain_due_events(client: Client, url: str) -> list[tuple[dict[str, Any], flo
 
 @dataclass
 class ExpiringSessions(_Base):
-    """Seeds 001/004: sessions whose TTL (epoch seconds) is a few seconds ahead, acted on when they expire. One
-    repeats once, `REPEAT_EVERY` seconds after its first due time; one is deleted by its user first (must not
-    fire); one has a TTL that is not a number (DynamoDB ignores it: it never expires and never fires).
+    """Sessions (the TTL articles' pattern, see `scenarios`) whose TTL (epoch seconds) is a few seconds ahead, acted on
+    when they expire. One repeats once, `REPEAT_EVERY` seconds after its first due time; one is deleted by its user
+    first (must not fire); one has a TTL that is not a number (DynamoDB ignores it: it never expires and never fires).
 
     `repeat=False` leaves out the repeating session: a precise table acts up to two minutes after the due time (the
     minute after it, then anywhere in that minute), so a 12 s repeat's second occurrence would already be past when
@@ -321,9 +353,9 @@ class ExpiringSessions(_Base):
 
 @dataclass
 class PollingJobs(_Base):
-    """Seed 002: jobs due at scattered, off-grid times (some already past), in every accepted format, found by a
-    processor that the scenario fires every `fire_every` seconds instead of waiting for the rule's minute. One job
-    names no time at all: the assigner parks it in the poison queue with the reason."""
+    """Jobs (the polling article's pattern) due at scattered, off-grid times (some already past), in every accepted
+    format, found by a processor that the scenario fires every `fire_every` seconds instead of waiting for the rule's
+    minute. One job names no time at all: the assigner parks it in the poison queue with the reason."""
 
     fire_every: float = 2.0
     fired: int = 0
@@ -363,9 +395,9 @@ class PollingJobs(_Base):
 
 @dataclass
 class ScoreTotals(_Base):
-    """Seed 003: 200 scores for 10 players written as fast as possible; each player's total must end equal to the
-    sum of their scores (more would be double counting), and one score that is not a number is parked in the
-    poison queue. A player's "delivery" is the moment their total first matches."""
+    """200 scores for 10 players (the aggregate article's pattern) written as fast as possible; each player's total must
+    end equal to the sum of their scores (more would be double counting), and one score that is not a number is parked
+    in the poison queue. A player's "delivery" is the moment their total first matches."""
 
     players: int = 10
     scores: int = 200
@@ -551,6 +583,7 @@ class FlashSale(_Base):
         result = tally(self.name, self.mode, self.written, self.expected, self.forbidden, self.deliveries, 0.0)
         result.dead_letters = dead_letters(self.client, self.outputs)
         result.expected_dead_letters = dict(self.expected_dead)
+        result.bound = self.bound
         return result
 
     def report(self) -> str:
@@ -574,16 +607,57 @@ def iso_seconds(epoch: float) -> str:
 
 def scenarios(deployment: Deployment) -> list[Scenario]:
     """The workload for each table of the local stack."""
-    tasks = QueuedTasks(deployment, "tasks", "tasks (due queue)", "eventbridge")
+    tasks = QueuedTasks(deployment, "tasks", "tasks (due queue)", "eventbridge", bound=MINUTE_SCHEDULE)
     return [
-        EmailReminders(deployment, "reminders", "reminders (seed 000, email)", "eventbridge"),
+        EmailReminders(
+            deployment,
+            "reminders",
+            "reminders (email)",
+            "eventbridge",
+            bound=MINUTE_SCHEDULE,
+            article=("Implement event-driven architectures with Amazon DynamoDB, Part 3",),
+        ),
         tasks,
-        ExpiringSessions(deployment, "sessions", "sessions (seeds 001/004)", "ttl", count=8),
-        ExpiringSessions(deployment, "offers", "offers (precise)", "ttl", count=8, repeat=False),
-        PollingJobs(deployment, "jobs", "jobs (seed 002)", "polling"),
-        ScoreTotals(deployment, "scores", "scores (seed 003)", "aggregate"),
-        Clinic(deployment, "clinic", "clinic (existing table, zone, offsets, weekly cron)", "eventbridge"),
-        FlashSale(deployment, "flash", "flash (precision second)", "eventbridge", count=12, compare=tasks),
+        ExpiringSessions(
+            deployment,
+            "sessions",
+            "sessions (act on expiry)",
+            "ttl",
+            count=8,
+            bound=LOCAL_TTL,
+            article=(
+                "How I solved Dynamic Task Scheduling using AWS DynamoDB TTL, Stream and Lambda",
+                "Job Scheduling in AWS Using DDB Streams",
+            ),
+        ),
+        ExpiringSessions(
+            deployment, "offers", "offers (precise expiry)", "ttl", count=8, repeat=False, bound=MINUTE_SCHEDULE
+        ),
+        PollingJobs(
+            deployment,
+            "jobs",
+            "jobs (sharded index)",
+            "polling",
+            bound=POLL_TICK,
+            article=("Scheduled Task Processing with DynamoDB and Eventbridge",),
+        ),
+        ScoreTotals(
+            deployment,
+            "scores",
+            "scores (running totals)",
+            "aggregate",
+            article=("Building event-driven workflows with DynamoDB Streams",),
+        ),
+        Clinic(
+            deployment,
+            "clinic",
+            "clinic (existing table, zone, offsets, weekly cron)",
+            "eventbridge",
+            bound=MINUTE_SCHEDULE,
+        ),
+        FlashSale(
+            deployment, "flash", "flash (precision second)", "eventbridge", count=12, compare=tasks, bound=SECOND
+        ),
     ]
 
 

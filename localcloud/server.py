@@ -87,12 +87,15 @@ class Ministack:
             self._process = subprocess.Popen(
                 # ministack, with Scheduler's AWS timing: an at() runs anywhere in its minute (seeded, see
                 # aws_behaviour).
-                [sys.executable, "-m", "localcloud.aws_behaviour"],
+                [sys.executable, "-m", f"{__package__}.aws_behaviour"],
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                cwd=Path(__file__).resolve().parent.parent,
+                # Where the package's top level is importable from (`-m` puts the working directory first on the
+                # path): the repo for `localcloud`, site-packages for the installed `scheduled_table.localcloud`,
+                # never the component's own folder, whose types.py would hide the standard library's.
+                cwd=Path(__file__).resolve().parents[str(__package__).count(".") + 1],
             )
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while time.monotonic() < deadline:

@@ -21,11 +21,7 @@ import os
 import shlex
 from typing import Any
 
-from components.args import Mode, ScheduledTableArgs
-from components.arns import email_address
-from components.packaging import runtime_module
-from components.targets import EmailTarget
-
+from .component import EmailTarget, Mode, ScheduledTableArgs, email_address, runtime_module
 from .deploy import Deployment
 from .program import REPO
 from .provision import clients
@@ -141,11 +137,11 @@ def table_commands(endpoint: str, region: str, name: str, args: ScheduledTableAr
         lines.append(aws(endpoint, "scheduler", "list-schedules", f"--group-name {group}"))
     if out.get("tick_rule_name"):
         rule = shlex.quote(out["tick_rule_name"])
-        lines.append(f"{PYTHON} -m localcloud fire --rule {rule} --endpoint {endpoint} --region {region}")
+        lines.append(f"{PYTHON} -m localcloud fire --rule {rule} --endpoint-url {endpoint} --region {region}")
     if out.get("due_queue_url"):
         lines.append(receive_and_delete(endpoint, out["due_queue_url"]))
     elif isinstance(target, EmailTarget):
-        lines.append(f"{PYTHON} -m localcloud emails --endpoint {endpoint}")
+        lines.append(f"{PYTHON} -m localcloud emails --endpoint-url {endpoint}")
     return lines
 
 
@@ -162,7 +158,7 @@ def instructions(deployment: Deployment, stack_options: list[str]) -> str:
     for name, args in deployment.tables:
         heading, *commands = table_commands(endpoint, region, name, args, deployment.outputs.get(name, {}))
         text += ["", heading, *(f"  {command}" for command in commands)]
-    down = " ".join([PYTHON, "-m", "localcloud", "down", "--endpoint", endpoint, *map(shlex.quote, stack_options)])
+    down = " ".join([PYTHON, "-m", "localcloud", "down", "--endpoint-url", endpoint, *map(shlex.quote, stack_options)])
     text += [
         "",
         "Remove the stack (the cloud keeps running):",

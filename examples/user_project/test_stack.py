@@ -20,6 +20,11 @@ def test_every_table_is_protected_from_deletion() -> None:
     assert all(table.inputs["deletionProtectionEnabled"] for table in stack.of_type("aws:dynamodb/table:Table"))
 
 
+def test_protect_false_lets_pulumi_destroy_remove_the_tables() -> None:
+    stack = run_with_mocks(PROGRAM, config={"protect": "false"})
+    assert not any(table.inputs["deletionProtectionEnabled"] for table in stack.of_type("aws:dynamodb/table:Table"))
+
+
 def test_only_the_work_processor_may_send_to_the_jobs_queue() -> None:
     stack = run_with_mocks(PROGRAM, config={"aws:region": "us-east-2"})
     jobs_arn = stack.one("jobs").outputs["arn"]  # arn:aws:sqs:us-east-2:123456789012:jobs-<suffix>

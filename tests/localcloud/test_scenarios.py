@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from localcloud.demo import problems, summary
-from localcloud.scenarios import Delivery, tally
+from localcloud.demo import over_bound, problems, summary, verdict
+from localcloud.deploy import Deployment
+from localcloud.scenarios import MINUTE_SCHEDULE, Delivery, scenarios, tally
 
 
 def test_each_expected_key_once_on_time_is_ok() -> None:
@@ -42,3 +43,39 @@ def test_summary_has_one_row_per_scenario_with_lateness() -> None:
     lines = summary([outcome]).splitlines()
     assert lines[0].split()[:3] == ["scenario", "mode", "written"]
     assert lines[2].split()[:5] == ["reminders", "eventbridge", "1", "1", "1"] and "0.2s" in lines[2]
+
+
+def test_summary_judges_lateness_against_the_documented_bound() -> None:
+    """GIVEN a scenario whose latest delivery is 67 s late under a 180 s bound, and one 200 s late under it THEN the
+    first reads "within bound" and the second "over bound", each beside its bound, and only the second is noted (not
+    failed: the bound is AWS's, and the local cloud shares the machine)."""
+    within = tally("tasks", "eventbridge", 1, {"a": 0.0}, set(), [Delivery("a", 67.0)])
+    over = tally("late", "eventbridge", 1, {"a": 0.0}, set(), [Delivery("a", 200.0)])
+    within.bound = over.bound = MINUTE_SCHEDULE
+    header, _, first, second = summary([within, over]).splitlines()
+    columns = header.split()
+    assert columns[columns.index("bound") + 1] == "verdict"
+    assert "180s" in first and "within bound" in first and "over bound" not in first
+    assert "over bound" in second
+    assert over_bound([within, over]) == ["late: late max 200.00s, over its 180s bound"]
+    assert problems([within, over]) == []  # the bound is AWS's: reported beside the local machine's load
+
+
+def test_an_early_delivery_has_its_own_column_and_fails() -> None:
+    early = tally("flash", "eventbridge", 1, {"a": 10.0}, set(), [Delivery("a", 5.0)])
+    header, _, row = summary([early]).splitlines()
+    starts = {name: header.index(name) for name in ("early", "unexpected")}
+    assert row[starts["early"] : starts["unexpected"]].strip() == "1"
+    assert row[starts["unexpected"] :].split()[0] == "0"
+    assert verdict(early) == "FAILED"
+
+
+def test_scenario_names_carry_no_internal_seed_numbers() -> None:
+    """The demo prints scenario names to newcomers: the articles are named by title, never as "seed 000"."""
+    outputs = {"due_queue_url": "http://127.0.0.1:1/q", "table_name": "t"}
+    keys = ("reminders", "tasks", "sessions", "offers", "jobs", "scores", "clinic", "flash")
+    deployment = Deployment("local", "http://127.0.0.1:1", "eu-west-1", [], dict.fromkeys(keys, outputs))
+    chosen = scenarios(deployment)
+    assert [s.name.split()[0] for s in chosen] == list(keys)
+    assert not [s.name for s in chosen if "seed" in s.name.lower()]
+    assert all("seed" not in title.lower() for s in chosen for title in getattr(s, "article", ()))

@@ -215,7 +215,7 @@ def effect(
 
 @pytest.fixture(scope="module")
 def stay(fresh_cloud: Ministack) -> Iterator[tuple[Localcloud, Printed]]:
-    running = Localcloud(["up", "--stay", "--endpoint", fresh_cloud.endpoint], dict(os.environ))
+    running = Localcloud(["up", "--stay", "--endpoint-url", fresh_cloud.endpoint], dict(os.environ))
     try:
         yield running, running.ready()
     finally:
@@ -342,7 +342,7 @@ def test_kill_stops_its_own_ministack_and_removes_every_temporary_file(tmp_path:
         fire = next(c for c in printed.commands if " fire " in c)
         assert sh(fire, printed.export, without_aws_settings()).returncode == 0
         running.wait_for(lambda: list(scratch.glob("tmp/ministack-lambda-*")), EFFECT_SECONDS, "a Lambda worker")
-        endpoint = option(fire, "endpoint")
+        endpoint = option(fire, "endpoint-url")
         # WHEN it is killed (SIGTERM)
         assert running.stop(signal.SIGTERM) == 0
     finally:
@@ -362,7 +362,7 @@ def test_kill_stops_its_own_ministack_and_removes_every_temporary_file(tmp_path:
     [
         (["preview", "--config-file", "{bad}"], "mode: 'sometimes' is not a mode"),
         (["up", "--stay", "--config-file", "{bad}"], "mode: 'sometimes' is not a mode"),
-        (["down", "--endpoint", "http://127.0.0.1:9", "--config-file", "{bad}"], "mode: 'sometimes' is not a mode"),
+        (["down", "--endpoint-url", "http://127.0.0.1:9", "--config-file", "{bad}"], "mode: 'sometimes' is not a mode"),
         (["up", "--config-file", "{unreadable}"], ":2:1: not valid YAML"),
         (["up", "--stack", "nonexistent"], "Pulumi.nonexistent.yaml: no such stack configuration (stacks here:"),
     ],

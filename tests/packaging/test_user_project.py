@@ -90,6 +90,64 @@ def test_example_project_type_checks_strictly_against_the_wheel(installed: Path,
     assert {(int(line), code) for _, line, code in errors} == MISUSE_ERRORS, result.stdout + result.stderr
 
 
+def test_example_requirements_pin_the_release_tag_of_this_version(installed: Path) -> None:
+    """The install line a user copies names this release's tag (v + the package's version), and `pulumi up` needs
+    nothing else; the local cloud comes with the `local` extra, for tests only."""
+    version = subprocess.run(
+        [str(installed / "bin" / "scheduled-table"), "--version"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert version[0] == "scheduled-table" and re.fullmatch(r"\d+\.\d+\.\d+", version[1]), version
+    lines = [line for line in (EXAMPLE / "requirements.txt").read_text().splitlines() if not line.startswith("#")]
+    tag = f"@v{version[1]}"
+    assert lines == [f"scheduled-table @ git+https://github.com/<owner>/scheduled-table.git{tag}"]
+    dev = (EXAMPLE / "requirements-dev.txt").read_text()
+    assert f"scheduled-table[local] @ git+https://github.com/<owner>/scheduled-table.git{tag}" in dev
+    readme = (EXAMPLE / "README.md").read_text()
+    for step in ("pip install -r requirements-dev.txt", "pytest", "scheduled-table local up --stay", "pulumi up"):
+        assert step in readme, step
+    assert "pulumi config set protect false" in readme and "pulumi destroy" in readme
+
+
+def test_local_up_deploys_the_example_from_its_own_folder_with_the_installed_wheel(
+    installed: Path, tmp_path: Path
+) -> None:
+    """`scheduled-table local up`, run in a copy of the example outside this repo with only the wheel installed
+    (the `local` extra's ministack, PyYAML and boto3 borrowed from the dev venv, as pip would install them): the
+    user's program, its own `jobs` queue included, is deployed into a local AWS started for the command."""
+    project = copy_example(tmp_path)
+    result = subprocess.run(
+        [str(installed / "bin" / "scheduled-table"), "local", "up"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        check=False,
+        timeout=300,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert f"deployed stack 'local' of {project}" in output, output[-2000:]
+    assert '"jobs_queue_url": "http://127.0.0.1:' in output and '"work_table": "work-table"' in output
+
+
+def test_local_without_its_extra_says_how_to_install_it(installed: Path, tmp_path: Path) -> None:
+    """Without what the extra brings (here botocore, which pulumi does not need), `scheduled-table local` names the
+    extra instead of a traceback."""
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "botocore.py").write_text("raise ModuleNotFoundError('no botocore', name='botocore')\n")
+    result = subprocess.run(
+        [str(installed / "bin" / "scheduled-table"), "local", "preview"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(blocker)},
+        check=False,
+    )
+    assert result.returncode != 0
+    assert 'pip install "scheduled-table[local]"' in result.stderr and "Traceback" not in result.stderr
+
+
 def newest_on_index(package: str) -> str:
     """The newest release on the package index, as pip sees it (the index's answer, not a remembered one)."""
     command = [sys.executable, "-m", "pip", "index", "versions", package, "--timeout", "60"]

@@ -1,0 +1,209 @@
+"""`scheduled-table inspect --function NAME`: what a deployed ScheduledTable holds right now, read-only.
+
+Before a redrive, an operator wants to see what is pending and what is parked without changing either: the
+occurrences waiting to fire (the schedules in the table's group; the due index's entries in `polling`; the release
+queue's delayed messages at `precision="second"`) and, for the poison queue, the stream DLQ and the target DLQ,
+how many messages each holds and why, from a sample of them.
+
+Reading a queue without consuming it: each message is received with `VisibilityTimeout=0`, so it stays visible to
+the consumer and to the next redrive; receiving does add one to its receive count (none of these queues has a
+redrive policy that counts receives). A queue's figures are SQS's approximate ones; the sample is up to `--max`
+distinct messages (SQS returns a sample of the queue's servers per receive, so a short queue is read whole only
+after a few receives). Named `inspection`, not `inspect`: a module of the package must never hide the standard
+library's `inspect` (which dataclasses and pulumi import) when the package's folder is a working directory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .redrive import Client, RedriveError, Stack, discover, error_code, record_keys
+
+# The due index of `polling` (handlers/st_core/pending.py: INDEX_NAME, SHARD, DUE).
+DUE_INDEX, DUE_ATTRIBUTE = "due", "stDue"
+SAMPLE = 10
+Emit = Callable[[str], None]
+
+
+@dataclass
+class Parked:
+    """One queue's contents: SQS's counts and the distinct messages read (id, reason, keys)."""
+
+    label: str
+    url: str
+    visible: int = 0
+    in_flight: int = 0
+    delayed: int = 0
+    sample: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def reason_of(body: str, attributes: dict[str, Any]) -> tuple[str, str]:
+    """Why a message is parked and which item it is about, from what each source writes: the poison queue's
+    `reason` and `keys`, Lambda's on-failure record for a stream batch (`requestContext.condition`, the batch's
+    shard and sequence numbers), Scheduler's dead-letter attributes (`ERROR_CODE`, `ERROR_MESSAGE`) on a due
+    event, the polling processor's `reason`."""
+    try:
+        document: Any = json.loads(body)
+    except ValueError:
+        document = None
+    if not isinstance(document, dict):
+        return "not JSON: " + body[:80], "-"
+    keys = document.get("keys")
+    shown = json.dumps(keys, sort_keys=True, default=str) if keys else "-"
+    if not keys and isinstance(document.get("record"), dict):  # a poison message: the parked stream record's keys
+        shown = record_keys(document["record"])
+    if document.get("reason"):
+        return str(document["reason"]), shown
+    context = document.get("requestContext")
+    if isinstance(context, dict):
+        batch = document.get("DDBStreamBatchInfo") or {}
+        where = f"{batch.get('batchSize', '?')} record(s) from {batch.get('startSequenceNumber', '?')}"
+        return f"stream batch: {context.get('condition', 'failed')}", where
+    code = (attributes.get("ERROR_CODE") or {}).get("StringValue")
+    message = (attributes.get("ERROR_MESSAGE") or {}).get("StringValue")
+    if code or message:
+        return ": ".join(str(part) for part in (code, message) if part), shown
+    return "-", shown
+
+
+def peek(client: Client, label: str, url: str, limit: int = SAMPLE) -> Parked:
+    """A queue's counts and up to `limit` distinct messages, received with VisibilityTimeout=0 (left in place)."""
+    sqs = client("sqs")
+    names = [
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+    ]
+    counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+    visible, in_flight, delayed = (int(counts.get(name, 0)) for name in names)
+    parked = Parked(label, url, visible, in_flight, delayed)
+    seen: set[str] = set()
+    for _ in range(3):  # a few receives: each answers from a sample of SQS's servers
+        if len(seen) >= min(limit, parked.visible):
+            break
+        messages = sqs.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=min(10, max(1, limit)),
+            VisibilityTimeout=0,
+            WaitTimeSeconds=0,
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        for message in messages:
+            if message["MessageId"] in seen or len(seen) >= limit:
+                continue
+            seen.add(message["MessageId"])
+            reason, keys = reason_of(message.get("Body", ""), message.get("MessageAttributes") or {})
+            parked.sample.append((message["MessageId"], reason, keys))
+    return parked
+
+
+@dataclass
+class Pending:
+    """What waits to fire: a count, where it was read, and a few of them (name or keys, and when)."""
+
+    source: str
+    count: int
+    sample: list[tuple[str, str]] = field(default_factory=list)
+    note: str = ""
+
+
+def pending(client: Client, stack: Stack, limit: int = SAMPLE) -> list[Pending]:
+    """The occurrences waiting to fire, by mode."""
+    config = stack.config
+    found: list[Pending] = []
+    group = (config.get("scheduler") or {}).get("group")
+    if group:
+        found.append(_schedules(client, str(group), limit))
+    if config.get("polling"):
+        found.append(_due_index(client, str(config["table"]), limit))
+    release = (config.get("eventbridge") or {}).get("release")
+    if release:
+        queue = peek(client, "release queue", str(release["queueUrl"]), 0)
+        found.append(Pending("release queue (precision second)", queue.visible + queue.delayed + queue.in_flight))
+    if config.get("mode") == "ttl" and not group:
+        found.append(Pending("DynamoDB TTL", -1, note="expiring items are the table's own: TTL lists none"))
+    return found
+
+
+def _schedules(client: Client, group: str, limit: int) -> Pending:
+    scheduler = client("scheduler")
+    count, sample = 0, list[tuple[str, str]]()
+    token: str | None = None
+    while True:
+        page = scheduler.list_schedules(GroupName=group, **({"NextToken": token} if token else {}))
+        for schedule in page.get("Schedules", []):
+            count += 1
+            if len(sample) < limit:
+                sample.append((str(schedule.get("Name")), str(schedule.get("State", ""))))
+        token = page.get("NextToken")
+        if not token:
+            return Pending(f"schedule group {group}", count, sample)
+
+
+def _due_index(client: Client, table: str, limit: int) -> Pending:
+    ddb = client("dynamodb")
+    count, sample = 0, list[tuple[str, str]]()
+    start: dict[str, Any] | None = None
+    while True:
+        request: dict[str, Any] = {"TableName": table, "IndexName": DUE_INDEX}
+        if start:
+            request["ExclusiveStartKey"] = start
+        page = ddb.scan(**request)
+        for item in page.get("Items", []):
+            count += 1
+            if len(sample) < limit:
+                due = item.get(DUE_ATTRIBUTE, {}).get("N")
+                when = datetime.fromtimestamp(int(float(due)), UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if due else "-"
+                keys = {k: next(iter(v.values())) for k, v in item.items() if not k.startswith("st")}
+                sample.append((json.dumps(keys, sort_keys=True, default=str)[:120], when))
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return Pending(f"due index of {table}", count, sorted(sample, key=lambda s: s[1]))
+
+
+def queues(client: Client, stack: Stack, limit: int = SAMPLE) -> list[Parked]:
+    """The poison queue, the stream DLQ and the target DLQ (those the stack has), each peeked."""
+    named = [("poison queue", stack.poison_url), ("stream DLQ", stack.stream_dlq_url)]
+    named.append(("target DLQ", stack.target_dlq_url))
+    return [peek(client, label, url, limit) for label, url in named if url]
+
+
+def report(client: Client, function: str, limit: int, emit: Emit) -> None:
+    """Print what the stack holds."""
+    stack = discover(client, function)
+    config = stack.config
+    emit(f"table {config.get('table')} (mode {config.get('mode')}), consumer {function}")
+    emit("pending:")
+    for waiting in pending(client, stack, limit):
+        figure = "-" if waiting.count < 0 else str(waiting.count)
+        emit(f"  {waiting.source}: {figure}" + (f" ({waiting.note})" if waiting.note else ""))
+        for name, when in waiting.sample:
+            emit(f"    {name}  {when}")
+    emit("parked (left in place; `scheduled-table redrive SOURCE` replays them):")
+    for parked in queues(client, stack, limit):
+        emit(
+            f"  {parked.label}: {parked.visible} visible, {parked.in_flight} in flight"
+            + (f", {parked.delayed} delayed" if parked.delayed else "")
+        )
+        for message_id, reason, keys in parked.sample:
+            emit(f"    {message_id}  {keys}  {reason}")
+
+
+def inspect(client: Client, function: str, limit: int, emit: Emit) -> None:
+    """`report`, with an AWS error (a queue or group gone, access denied) raised as a RedriveError naming it, as
+    the redrive's are, so the command prints one line and exits 2."""
+    try:
+        report(client, function, limit, emit)
+    except RedriveError:
+        raise
+    except Exception as error:
+        if not isinstance(getattr(error, "response", None), dict):
+            raise
+        raise RedriveError(f"{error_code(error)}: {error}") from error
+
+
+__all__ = ["Parked", "Pending", "inspect", "peek", "pending", "queues", "reason_of", "report"]

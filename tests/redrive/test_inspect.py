@@ -1,0 +1,121 @@
+"""`scheduled-table inspect --function NAME` against moto: what a deployed table holds, read without changing it.
+
+GIVEN a table with pending occurrences and parked messages WHEN the operator inspects it THEN each queue's count and
+a sample with the reason and keys are printed, the pending schedules or due-index entries are listed, every message
+is still there and still visible afterwards (a later redrive finds them all), and a wrong function is exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import eventbridge
+import pytest
+from polling import handle_assign_batch
+
+from components.cli import main
+from components.filters import eventbridge_filters, polling_filters
+from tests.handlers.conftest import Env, with_due_index
+from tests.redrive.conftest import Function, aws, bodies, queue, run
+from tests.redrive.test_stream_and_target import on_failure, scheduler_dead_letter
+
+PAST = "2020-01-01T00:00:00Z"
+FUTURE = "2099-01-01T00:00:00Z"
+
+
+def inspect(function: Function, *args: str) -> tuple[int, list[str]]:
+    lines: list[str] = []
+    status = main(["inspect", "--function", function.name, *args], client=aws(function), emit=lines.append)
+    return status, lines
+
+
+def consumer(env: Env) -> Function:
+    return Function(env, lambda event, config: eventbridge.handle_batch(event, config), eventbridge_filters("dueAt"))
+
+
+def test_parked_records_are_shown_with_reasons_and_keys_and_left_in_place(env: Env) -> None:
+    # GIVEN two records parked because the target queue does not exist
+    name = f"fixed-{env.table}"
+    env.config["target"] = {"kind": "sqs", "arn": f"arn:aws:sqs:eu-west-1:123456789012:{name}"}
+    function = consumer(env)
+    for pk in ("a", "b"):
+        env.put({"PK": pk, "SK": "A", "dueAt": PAST})
+    eventbridge.handle_batch(env.event(), env.config)
+    # WHEN inspected
+    status, lines = inspect(function)
+    # THEN the poison queue shows both, each with its keys and reason
+    assert status == 0, lines
+    assert "  poison queue: 2 visible, 0 in flight" in lines, lines
+    start = lines.index("  poison queue: 2 visible, 0 in flight")
+    shown = lines[start + 1 : start + 3]
+    assert all("NonExistentQueue" in line or "QueueDoesNotExist" in line for line in shown), lines
+    assert {json.loads(line.split("  ")[3])["PK"] for line in shown} == {"a", "b"}, shown
+    # AND nothing was consumed: both are still visible now, and the redrive after the fix replays both
+    assert len(bodies(env, env.poison_url)) == 2
+    target, _ = queue(env, name)
+    assert run("poison", function)[0] == 0
+    assert sorted(body["keys"]["PK"] for body in bodies(env, target)) == ["a", "b"]
+
+
+def test_pending_schedules_are_listed_by_name(env: Env) -> None:
+    # GIVEN an item due in the future: one schedule waits in the table's group
+    function = consumer(env)
+    env.put({"PK": "later", "SK": "A", "dueAt": FUTURE})
+    eventbridge.handle_batch(env.event(), env.config)
+    [schedule] = env.schedules()
+    status, lines = inspect(function)
+    assert status == 0, lines
+    assert f"  schedule group {env.group}: 1" in lines, lines
+    assert any(line.startswith(f"    {schedule['Name']}") for line in lines), lines
+    assert len(env.schedules()) == 1
+
+
+def test_a_stream_dlq_and_a_target_dlq_show_lambdas_and_schedulers_reasons(env: Env) -> None:
+    # GIVEN a failed stream batch in the stream DLQ and a Scheduler dead letter in the target DLQ
+    url, arn = queue(env, f"stream-dlq-{env.table}")
+    function = consumer(env)
+    function.stream_dlq_arn = arn
+    env.put({"PK": "a", "SK": "A", "dueAt": FUTURE})
+    records = env.event()["Records"]
+    env.sqs.send_message(QueueUrl=url, MessageBody=on_failure(env, records))
+    scheduler_dead_letter(env, json.dumps({"keys": {"PK": "a", "SK": "A"}, "dueAt": PAST}))
+    status, lines = inspect(function)
+    assert status == 0, lines
+    text = "\n".join(lines)
+    assert "  stream DLQ: 1 visible" in text and "stream batch: RetryAttemptsExhausted" in text, text
+    assert "  target DLQ: 1 visible" in text, text
+    assert "AWS.SimpleQueueService.NonExistentQueue: The specified queue does not exist." in text, text
+    # Both still there, visible
+    assert len(bodies(env, url)) == 1
+
+
+def test_polling_lists_the_due_index_entries_earliest_first(env: Env) -> None:
+    env = with_due_index(env)
+    function = Function(env, lambda event, config: None, polling_filters())
+    env.put({"PK": "late", "SK": "T", "dueAt": "2099-01-02T00:00:00Z"})
+    env.put({"PK": "soon", "SK": "T", "dueAt": "2099-01-01T00:00:00Z"})
+    handle_assign_batch(env.event(), env.config)
+    status, lines = inspect(function)
+    assert status == 0, lines
+    assert f"  due index of {env.table}: 2" in lines, lines
+    entries = [line for line in lines if "2099-01-0" in line]
+    assert [json.loads(line.split("  ")[2])["PK"] for line in entries] == ["soon", "late"], lines
+
+
+def test_a_wrong_function_is_exit_status_2_with_one_line(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    function = consumer(env)
+    lines: list[str] = []
+    status = main(["inspect", "--function", "nope"], client=aws(function), emit=lines.append)
+    assert status == 2 and lines == []
+    assert capsys.readouterr().err.startswith("scheduled-table: function 'nope': ResourceNotFoundException")
+
+
+def test_every_option_has_help() -> None:
+    from components.cli import parser
+
+    [action] = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in action.choices.items():
+        for action in command._actions:
+            if action.dest != "help" and name != "local":
+                assert action.help, f"{name} {action.option_strings or action.dest}"
