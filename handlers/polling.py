@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from st_core import log
 from st_core.batch import handle_stream_batch
 from st_core.clients import CLIENTS, Clients
-from st_core.config import HandlerConfig, load_config
+from st_core.config import load_config
 from st_core.dispatch import due_event, send_now, target_input
 from st_core.errors import PermanentError, error_code, is_transient, persist
 from st_core.idempotency import marker_put
@@ -56,6 +56,9 @@ from st_core.stream import (
     to_request,
 )
 from st_core.timeparse import format_due, parse_due
+
+if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see st_core/shapes.py)
+    from st_core.config import HandlerConfig
 
 MODE = "polling"
 # The prefix of the ledger marker of a stream record the assigner has indexed.

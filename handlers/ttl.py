@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from st_core import log, schedules
 from st_core.batch import handle_stream_batch
 from st_core.clients import CLIENTS, Clients
-from st_core.config import HandlerConfig, load_config
+from st_core.config import load_config
 from st_core.dispatch import due_event, schedule_target, send_now, target_input
 from st_core.errors import PermanentError, error_code, persist
 from st_core.idempotency import Ledger
@@ -47,6 +47,9 @@ from st_core.stream import (
     to_request,
 )
 from st_core.timeparse import format_due, minute_start, parse_due
+
+if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see st_core/shapes.py)
+    from st_core.config import HandlerConfig
 
 MODE = "ttl"
 TTL_SERVICE = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
