@@ -131,13 +131,13 @@ def _recurring() -> tuple[list[list[Any]], dict[str, float]]:
         config = _setup(clients)
         _hold(clients, "rate(1 day)")  # the handler reads a recurring item back before scheduling it
         clients.log.reset()
-        assert handle_batch({"Records": creates}, config, clients=clients) == {"batchItemFailures": []}
+        assert handle_batch({"Records": creates}, config, clients=clients) == {"batchItemFailures": []}  # type: ignore[arg-type]
         per, detail = _per_item(clients, ITEMS)
         rows.append(["ours: recurring, create", ITEMS, per, detail, 0])
         figures["paths_recurring_calls_per_create"] = per
         _hold(clients, "rate(2 days)")
         clients.log.reset()
-        assert handle_batch({"Records": updates}, config, clients=clients) == {"batchItemFailures": []}
+        assert handle_batch({"Records": updates}, config, clients=clients) == {"batchItemFailures": []}  # type: ignore[arg-type]
         per, detail = _per_item(clients, ITEMS)
         rows.append(["ours: recurring, update (expression changed)", ITEMS, per, detail, 0])
         figures["paths_recurring_calls_per_update"] = per
@@ -175,7 +175,7 @@ def _second() -> tuple[list[list[Any]], dict[str, float]]:
             "deadLetterUrl": config["poisonQueueUrl"],
         }
         clients.log.reset()
-        assert handle_batch({"Records": creates}, config, clients=clients) == {"batchItemFailures": []}
+        assert handle_batch({"Records": creates}, config, clients=clients) == {"batchItemFailures": []}  # type: ignore[arg-type]
         per, detail = _per_item(clients, ITEMS)
         rows.append(["ours: second precision, stream handler per new item", ITEMS, per, detail, 0])
         figures["paths_second_calls_per_create"] = per
@@ -192,7 +192,7 @@ def _second() -> tuple[list[list[Any]], dict[str, float]]:
         clients.log.reset()
         cpu = time.process_time()
         for start in range(0, ITEMS, 10):  # the release queue's batches of 10
-            answer = release.handle_messages({"Records": messages[start : start + 10]}, config, clients=clients)
+            answer = release.handle_messages({"Records": messages[start : start + 10]}, config, clients=clients)  # type: ignore[arg-type]
             assert answer == {"batchItemFailures": []}, answer
         cpu = (time.process_time() - cpu) / ITEMS
         per, detail = _per_item(clients, ITEMS)
