@@ -34,7 +34,7 @@ def loaded(modules: str) -> set[str]:
     [
         # the release and recurrence modules only for tables that use them; templates only for email targets
         ("eventbridge", {"st_core.release", "st_core.recurrence", "st_core.templates", "st_core.shapes"}),
-        ("ttl", {"st_core.release", "st_core.recurrence", "st_core.templates", "st_core.shapes"}),
+        ("ttl", {"st_core.schedules", "st_core.release", "st_core.recurrence", "st_core.templates", "st_core.shapes"}),
         # the tick: not the assigner, nor the stream batch machinery only the assigner uses
         ("polling", {"polling_assign", "st_core.batch", "st_core.idempotency", "st_core.templates", "st_core.shapes"}),
         ("aggregate", {"st_core.templates", "st_core.dispatch", "st_core.shapes"}),
