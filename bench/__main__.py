@@ -1,7 +1,7 @@
 """`make bench`: every benchmark, its table printed as it finishes (Markdown, ready for the README); with `--out`,
 the report (tables, plots, every figure) written there and the plots in the docs site's `docs/assets/plots/`.
 
-    python -m bench [--out bench/latest.md] [eventbridge polling aggregate coldstart scale backfill]
+    python -m bench [--out bench/latest.md] [eventbridge polling aggregate coldstart scale backfill paths]
 
 The handlers run with production settings: logging at INFO (the level a deployment gets unless `LOG_LEVEL` says
 otherwise), their lines formatted as in Lambda but written to a file (`BENCH_LOG`, default a temp file) instead
@@ -41,7 +41,15 @@ def handler_logs_to(path: str) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     sys.path[:0] = [str(REPO / "handlers"), str(REPO)]
-    from . import bench_aggregate, bench_backfill, bench_coldstart, bench_eventbridge, bench_polling, bench_scale
+    from . import (
+        bench_aggregate,
+        bench_backfill,
+        bench_coldstart,
+        bench_eventbridge,
+        bench_paths,
+        bench_polling,
+        bench_scale,
+    )
 
     figures: dict[str, float] = {}
     chosen: dict[str, Callable[[], tuple[str, dict[str, float]]]] = {
@@ -51,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         "coldstart": bench_coldstart.run,
         "scale": lambda: bench_scale.run(figures),
         "backfill": bench_backfill.run,
+        "paths": bench_paths.run,
     }
     args = list(argv if argv is not None else sys.argv[1:])
     out = None

@@ -52,12 +52,12 @@ from decimal import Context, Decimal, Inexact, InvalidOperation, Overflow, Under
 from enum import StrEnum
 from functools import cached_property
 from threading import Lock
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from st_core import log
 from st_core.batch import batch_metrics, park_malformed, process_batch, sequence_order
 from st_core.clients import CLIENTS, Clients
-from st_core.config import AggregateConfig, HandlerConfig, load_config
+from st_core.config import load_config
 from st_core.errors import PermanentError, TransientError, error_code, is_transient
 from st_core.idempotency import DIGEST_BYTES, marker_put, record_digest
 from st_core.poison import PoisonQueue
@@ -73,6 +73,9 @@ from st_core.stream import (
     sequence_number,
     split_event,
 )
+
+if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see st_core/shapes.py)
+    from st_core.config import AggregateConfig, HandlerConfig
 
 # The AWS actions this module's own calls need (checked by tests/iam): the total's update on the table, alone or in
 # a transaction with one marker put per record into the ledger.

@@ -56,6 +56,19 @@ Sleep = Callable[[float], None]
 
 # Items per scan page: a page is fed as one batch (the consumer's batch size is at most 100 in a RequestResponse
 # redrive too), then read back with BatchGetItem (100 keys per call).
+# The AWS actions this module's own calls need (checked by tests/iam): scan and read the table, look schedules up
+# (reconcile lists the group's), replace a drifted aggregate total, park what cannot be fed in the poison queue.
+AWS_ACTIONS = (
+    "dynamodb:BatchGetItem",
+    "dynamodb:DescribeTable",
+    "dynamodb:GetItem",
+    "dynamodb:Scan",
+    "dynamodb:UpdateItem",
+    "scheduler:GetSchedule",
+    "scheduler:ListSchedules",
+    "sqs:SendMessage",
+)
+
 PAGE_ITEMS = 100
 # Feeds of one item that follow live writes before it is parked as "kept changing".
 ROUNDS = 5
@@ -655,7 +668,7 @@ class Engine:
             shard = shard_of(identity(self.config, image), self.config["polling"]["shards"])
             expected_due = None
             if plain.get(self.config["timeAttribute"]) is not None:
-                import polling
+                import polling_assign as polling
 
                 try:
                     expected_due = int(polling.due_of(plain, self.config, datetime.now(UTC)).timestamp())

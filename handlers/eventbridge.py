@@ -32,12 +32,12 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from threading import Lock
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from st_core import log, recurrence, release, schedules
+from st_core import log, schedules
 from st_core.batch import Parked, handle_stream_batch, permanent_outcome
 from st_core.clients import CLIENTS, Clients
-from st_core.config import HandlerConfig, load_config
+from st_core.config import load_config
 from st_core.dispatch import SCHEDULED_TIME, due_event, scheduler_target, send_now, target_input
 from st_core.errors import PermanentError, error_code, is_transient, persist
 from st_core.idempotency import BATCH_WRITE_LIMIT, Ledger
@@ -53,7 +53,10 @@ from st_core.stream import (
     sequence_number,
     to_request,
 )
-from st_core.timeparse import format_due, parse_due
+from st_core.timeparse import format_due, parse_due, zone
+
+if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see st_core/shapes.py)
+    from st_core.config import HandlerConfig
 
 # The AWS actions this module's own calls need (checked by tests/iam); the rest go through st_core. A recurring
 # schedule is made only for the rule the item still holds: one consistent read of the item before each create.
@@ -136,7 +139,7 @@ def item_zone(image: dict[str, Any], config: HandlerConfig) -> tuple[str, Any]:
         return "UTC", UTC
     if not isinstance(name, str):
         raise PermanentError(f"time zone attribute {attribute!r} must be a string such as 'Europe/London'")
-    return name, recurrence.zone(name)
+    return name, zone(name)
 
 
 def recurring_occurrence(
@@ -144,6 +147,8 @@ def recurring_occurrence(
 ) -> Occurrence:
     """An item's one recurring occurrence, checked as Scheduler would check it (PermanentError with the reason)."""
     section: dict[str, Any] = dict(config.get("eventbridge", {}))
+    from st_core import recurrence  # only recurring items compile the expression parser
+
     expression = str(image[config["timeAttribute"]]).strip()
     recurrence.parse(expression)
     zone_name, zone = item_zone(image, config)
@@ -259,7 +264,9 @@ class Scheduling:
         self.now = now
         self.ledger = Ledger.of(config["eventbridge"], clients)
         self.group = config["scheduler"]["group"]
-        self.second = release.enabled(config)  # precision="second": schedules release into the release queue
+        # precision="second": schedules release into the release queue (the test `release.enabled` makes; the release
+        # module itself is compiled only by tables that use it)
+        self.second = "release" in config.get("eventbridge", {})
         self.actions = {Action.SCHEDULE: self._schedule, Action.SETTLE: self._settle, Action.CANCEL: self._cancel}
         # Ledger markers of schedules made in this batch, written together at its end (`finish`).
         self._markers: list[tuple[str, float, str]] = []
@@ -372,15 +379,25 @@ class Scheduling:
         log.debug("scheduled", schedule=occurrence.name, dueAt=format_due(occurrence.due), fireAt=format_due(fire))
 
     def _may_be_firing(self, due: datetime, now: datetime) -> bool:
-        return release.may_be_firing(due, now) if self.second else schedules.may_be_firing(due, now)
+        if self.second:
+            from st_core import release
+
+            return release.may_be_firing(due, now)
+        return schedules.may_be_firing(due, now)
 
     def _may_have_started(self, due: datetime, now: datetime) -> bool:
-        return release.may_have_started(due, now) if self.second else schedules.may_have_started(due, now)
+        if self.second:
+            from st_core import release
+
+            return release.may_have_started(due, now)
+        return schedules.may_have_started(due, now)
 
     def _release(self, record: DynamoDBStreamRecord, step: Step, payload: str, now: datetime, firing: bool) -> datetime:
         """`precision="second"`: a schedule in the minute before the due time's minute, into the release queue; or,
         when that minute is too close, straight into the queue, held back until the due second (st_core/release.py).
         Returns when the occurrence leaves Scheduler (the marker's expiry counts from it)."""
+        from st_core import release
+
         occurrence = step.occurrence
         text = release.envelope(
             release.Release(
@@ -418,6 +435,8 @@ class Scheduling:
         Made only for the rule the item still holds, read consistently (`_as_held`), with the item as it is now:
         records of one item come in order, but an old batch may be handled again after a newer one (a redrive).
         One GetItem per recurring create or update, which are rare (a firing does not pass through here)."""
+        from st_core import recurrence
+
         occurrence = self._as_held(record, step.occurrence)
         if occurrence is None or occurrence.recurrence is None:
             # The item no longer holds this rule (deleted, given another rule or a time): this record is older than
@@ -535,6 +554,8 @@ class Scheduling:
         log.debug("dispatched-now", schedule=occurrence.name, dueAt=format_due(occurrence.due), lateSeconds=late)
 
     def _still_holds(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> bool:
+        from st_core import release
+
         return release.item_holds(self.clients, self.config, dict(record["dynamodb"]["Keys"]), occurrence.item_due)
 
     def _event(self, occurrence: Occurrence) -> Any:

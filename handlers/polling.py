@@ -17,18 +17,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from st_core import log
-from st_core.batch import handle_stream_batch
 from st_core.clients import CLIENTS, Clients
-from st_core.config import HandlerConfig, load_config
+from st_core.config import load_config
 from st_core.dispatch import due_event, send_now, target_input
 from st_core.errors import PermanentError, error_code, is_transient, persist
-from st_core.idempotency import marker_put
 from st_core.naming import dedupe_name
 from st_core.pending import (
     ATTEMPTS,
@@ -41,39 +39,34 @@ from st_core.pending import (
     STATUS,
     TASK_DUE,
     Status,
-    pending_attributes,
     without_index,
 )
 from st_core.poison import fit
 from st_core.stream import (
     BatchResponse,
     DynamoDBStreamEvent,
-    DynamoDBStreamRecord,
-    changed_at,
     decode_image,
     identity_of,
-    key_identity,
-    to_request,
 )
 from st_core.timeparse import format_due, parse_due
 
-# The AWS actions this module's own calls need, per function (checked by tests/iam). The processor: query the due
-# index, claim/complete/back off an item (update; delete with on_done="delete"), dead-letter to the target DLQ. The
-# assigner: index an item (update), in a transaction with a marker put into the ledger.
-AWS_ACTIONS_BY_ROLE: dict[str, tuple[str, ...]] = {
-    "processor": ("dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:UpdateItem", "sqs:SendMessage"),
-    "assigner": ("dynamodb:PutItem", "dynamodb:UpdateItem"),
-}
-AWS_ACTIONS = tuple(sorted({action for actions in AWS_ACTIONS_BY_ROLE.values() for action in actions}))
+if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see st_core/shapes.py)
+    from st_core.config import HandlerConfig
+
+# The AWS actions this module's own calls need (checked by tests/iam): the processor's. Query the due index,
+# claim/complete/back off an item (update; delete with on_done="delete"), dead-letter to the target DLQ. The
+# assigner's are polling_assign's.
+AWS_ACTIONS = ("dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:UpdateItem", "sqs:SendMessage")
 
 MODE = "polling"
 # The prefix of the ledger marker of a stream record the assigner has indexed.
-ASSIGN_MARKER = "assign#"
 PAGE_SIZE = 100
 
 
-class LambdaContext(Protocol):
-    def get_remaining_time_in_millis(self) -> int: ...
+if TYPE_CHECKING:  # a Protocol class costs its build at import; the handler only annotates with it
+
+    class LambdaContext(Protocol):
+        def get_remaining_time_in_millis(self) -> int: ...
 
 
 class Outcome(Enum):
@@ -89,7 +82,8 @@ class Outcome(Enum):
 
 class Claim(Enum):
     TAKEN = "taken"
-    GONE = "gone"  # moved, deleted, or taken by a tick no younger than this one
+    GONE = "gone"  # moved, deleted, or taken by this tick's own lease
+    OLDER = "older"  # taken (claimed, or claimed and done) by a tick that started earlier and is reading this shard
     YOUNGER = "younger"  # taken (claimed, or claimed and done) by a tick that started later
 
 
@@ -137,11 +131,13 @@ _PACE: dict[tuple[str, int], float] = {}
 
 @dataclass
 class _Shard:
-    """One shard's drain: the pool its items run on, and whether a younger tick was found reading it."""
+    """One shard's drain: the pool its items run on, whether a younger tick was found reading it, and whether an
+    older one was (see `Processor._drain`)."""
 
     number: int
     pool: ThreadPoolExecutor
     yielded: threading.Event = field(default_factory=threading.Event)
+    older: threading.Event = field(default_factory=threading.Event)
 
 
 # -- the processor ---------------------------------------------------------------------------------------------
@@ -264,6 +260,18 @@ class Processor:
                     counts.yielded_shards = 1
                     log.info("shard-yielded", shard=shard.number, note="a younger tick is reading this shard")
                     return counts, None
+                if shard.older.is_set():
+                    # An older tick is reading this shard in the same order, just ahead: reading on, this tick would
+                    # read what the other is about to claim, page after page. So it turns round and reads from the
+                    # shard's latest due items down; the two meet once, and where they meet (an older claim again)
+                    # everything below is the other's, claimed or in the page it is claiming: this tick stops.
+                    if query.get("ScanIndexForward") is False:
+                        log.info("shard-met", shard=shard.number, note="an older tick took the shard from the start")
+                        return counts, None
+                    shard.older.clear()
+                    query["ScanIndexForward"] = False
+                    query.pop("ExclusiveStartKey", None)
+                    continue
                 if not page.get("LastEvaluatedKey"):
                     return counts, None
                 query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -317,6 +325,8 @@ class Processor:
         if claim is Claim.YOUNGER:
             shard.yielded.set()
             return Outcome.YIELDED
+        if claim is Claim.OLDER:
+            shard.older.set()
         return Outcome.SKIPPED
 
     def _run(self, raw: dict[str, Any], key: dict[str, Any]) -> Outcome:
@@ -432,20 +442,23 @@ class Processor:
             )
         except Exception as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
-                return Claim.YOUNGER if self._younger_took(exc, lease) else Claim.GONE
+                return self._refused_by(exc, lease)
             raise
         return Claim.TAKEN
 
-    def _younger_took(self, refused: Exception, lease: int) -> bool:
-        """Whether a refused claim met the claim of a tick that started after this one (a later lease end), on the
-        item (claimed) or on its completion (done). A claimed or done item is out of the due range, so this tick
-        read it before the other claimed it: both are reading the same part of the shard, and each reading on
-        would read what the other is about to claim. The older one stops: its Lambda's time ends first."""
+    def _refused_by(self, refused: Exception, lease: int) -> Claim:
+        """Whom a refused claim met: the claim of a tick that started after this one (a later lease end: YOUNGER)
+        or before it (OLDER), on the item (claimed) or on its completion (done); else GONE. A claimed or done item
+        is out of the due range, so this tick read it before the other claimed it: both are reading the same part
+        of the shard, and each reading on would read what the other is about to claim. The older one stops (its
+        Lambda's time ends first); the younger turns round (`_drain`)."""
         old = getattr(refused, "response", {}).get("Item") or {}
         holder = old.get(CLAIM, {}).get("N")
         if old.get(STATUS, {}).get("S") not in (Status.CLAIMED.value, Status.DONE.value) or holder is None:
-            return False
-        return Decimal(holder) > lease
+            return Claim.GONE
+        if Decimal(holder) > lease:
+            return Claim.YOUNGER
+        return Claim.OLDER if Decimal(holder) < lease else Claim.GONE
 
     def _done(self, key: dict[str, Any], lease: int) -> None:
         ddb = self.clients.get("dynamodb")
@@ -461,7 +474,7 @@ class Processor:
                 )
                 return
             # The lease stays on the done item: a tick that read it before it was claimed, and finds it done, tells
-            # by it whether a younger tick ran it (see `_younger_took`).
+            # by it whether a younger tick ran it (see `_refused_by`).
             ddb.update_item(
                 TableName=self.config["table"],
                 Key=key,
@@ -575,137 +588,7 @@ def handler(event: dict[str, Any], context: LambdaContext | None = None) -> dict
     }
 
 
-# -- the assigner ------------------------------------------------------------------------------------------------
-
-
-def due_of(item: dict[str, Any], config: HandlerConfig, written: datetime) -> datetime:
-    """The item's due time: its time attribute (ISO-8601 with any offset, or epoch seconds), else now plus its
-    delay attribute (seconds), else now plus the component's default delay. Neither is a PermanentError."""
-    value = item.get(config["timeAttribute"])
-    if value is not None:
-        return parse_due(value)
-    polling = config["polling"]
-    delay = item.get(polling["delayAttribute"])
-    if delay is None:
-        delay = polling["defaultDelaySeconds"]
-    if delay is None:
-        raise PermanentError(
-            f"item has neither {config['timeAttribute']!r} (ISO-8601 or epoch seconds) nor "
-            f"{polling['delayAttribute']!r} (seconds), and the component sets no default_delay_seconds"
-        )
-    if isinstance(delay, bool) or not isinstance(delay, int | float | Decimal) or delay < 0:
-        raise PermanentError(f"delay attribute {polling['delayAttribute']!r} must be a number of seconds >= 0")
-    return written + timedelta(seconds=int(delay))
-
-
-def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: Clients, now: datetime) -> None:
-    """Put the item this record describes in the due index, exactly once per user write.
-
-    Lambda may deliver the record again, whole batches at a time and long after: by then the item may have been
-    dispatched (DONE), claimed, backed off (RETRY) or dead-lettered (FAILED). The index write is therefore made
-    conditional on the item still being the version this record shows: no status yet (a user's PutItem, which
-    removes ours) or the same PENDING index entry (a user's update of a waiting item), and the same due time. Any
-    write of this mode changes one of those, so a stale record finds nothing to do."""
-    data = record["dynamodb"]
-    new_typed = data.get("NewImage") or {}
-    new = decode_image(new_typed) or {}
-    old = decode_image(data.get("OldImage")) or {}
-    time_attribute = config["timeAttribute"]
-    unchanged = record["eventName"] == "MODIFY" and new.get(time_attribute) == old.get(time_attribute)
-    # A write that keeps the time only needs indexing again if it wiped a waiting task's bookkeeping (a PutItem
-    # over a PENDING, CLAIMED or RETRY item). Before it the item had no status, or a settled one: done or failed
-    # stays so, and an item never indexed is indexed by the earlier record that wrote that time (processed first,
-    # and conditional on the item as it is now), so a second PutItem over a done item does not run it again.
-    settled = new.get(STATUS) is not None or old.get(STATUS) in (None, Status.DONE.value, Status.FAILED.value)
-    if unchanged and settled:
-        return  # its time did not change: leave it where it is (in the index, done or failed)
-    if new.get(STATUS) not in (None, Status.PENDING.value):
-        return  # the mode's own write (filtered out on AWS; a defensive no-op here)
-    created = changed_at(record)
-    written = datetime.fromtimestamp(created, UTC) if created is not None else now
-    due = due_of(new, config, written)
-    attributes = pending_attributes(key_identity(record), due, config["polling"]["shards"])
-    names = {
-        "#shard": SHARD,
-        "#due": DUE,
-        "#status": STATUS,
-        "#attempts": ATTEMPTS,
-        "#error": ERROR,
-        "#claim": CLAIM,
-        "#time": time_attribute,
-    }
-    values: dict[str, Any] = {
-        ":shard": {"N": str(attributes[SHARD])},
-        ":due": {"N": str(attributes[DUE])},
-        ":pending": {"S": Status.PENDING.value},
-    }
-    # The item must still exist: an UpdateItem on a deleted item would create it again (a phantom that then runs).
-    conditions = ["attribute_exists(#pk)"]
-    names["#pk"] = config["partitionKey"]
-    if new.get(STATUS) is None:
-        conditions.append("attribute_not_exists(#status)")
-    else:
-        conditions.append("#status = :pending")
-        if DUE in new_typed:
-            conditions.append("#due = :indexed")
-            values[":indexed"] = new_typed[DUE]
-        else:
-            conditions.append("attribute_not_exists(#due)")
-    if time_attribute in new_typed:
-        conditions.append("#time = :time")
-        values[":time"] = to_request({"t": new_typed[time_attribute]})["t"]
-    else:
-        conditions.append("attribute_not_exists(#time)")
-    update = {
-        "TableName": config["table"],
-        "Key": to_request(data["Keys"]),
-        "UpdateExpression": "SET #shard = :shard, #due = :due, #status = :pending REMOVE #attempts, #error, #claim",
-        "ConditionExpression": " AND ".join(conditions),
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-    }
-    ddb = clients.get("dynamodb")
-    if new.get(STATUS) is not None:
-        # A waiting item's index entry: once it runs its status changes, which no PutItem can give back.
-        skipped = _conditional(lambda: ddb.update_item(**update))
-    else:
-        # An item without a status: after it ran, a PutItem that keeps its time (a consumer writing it back) leaves
-        # an item this record's conditions cannot tell from the one it shows. So the index write is paired with a
-        # marker for the record in the ledger, in one transaction: a redelivered record finds the marker.
-        polling = config["polling"]
-        marker = marker_put(
-            polling["ledgerTable"],
-            f"{ASSIGN_MARKER}{record['eventID']}",
-            int(now.timestamp()) + polling["windowSeconds"],
-        )
-        skipped = _conditional(lambda: ddb.transact_write_items(TransactItems=[{"Update": update}, marker]))
-    if skipped:
-        log.info(
-            "assign-skipped",
-            reason="already indexed, or the item changed since this record (deleted, newer write, done)",
-        )
-        return
-    log.info("assigned", dueAt=format_due(due), shard=attributes[SHARD])
-
-
-def _conditional(write: Callable[[], object]) -> bool:
-    """Make a conditional write; True when a condition failed (nothing written, nothing to retry)."""
-    try:
-        write()
-    except Exception as exc:
-        if error_code(exc) in ("ConditionalCheckFailedException", "TransactionCanceledException") and _only_conditions(
-            exc
-        ):
-            return True
-        raise
-    return False
-
-
-def _only_conditions(exc: Exception) -> bool:
-    """A cancelled transaction is a skip only if every reason is a failed condition (or none); a conflict or a
-    throttle is retried."""
-    reasons = getattr(exc, "response", {}).get("CancellationReasons", [])
-    return all(r.get("Code") in ("None", "ConditionalCheckFailed", None) for r in reasons)
+# -- the assigner (its code is in polling_assign.py: the tick never compiles it) ----------------------------------
 
 
 def handle_assign_batch(
@@ -715,9 +598,10 @@ def handle_assign_batch(
     clients: Clients = CLIENTS,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> BatchResponse:
-    return handle_stream_batch(
-        event, config, mode=MODE, handle=lambda record: assign_record(record, config, clients, now()), clients=clients
-    )
+    """One stream batch for the assigner (see polling_assign.py)."""
+    from polling_assign import handle_assign_batch
+
+    return handle_assign_batch(event, config, clients=clients, now=now)
 
 
 def assign(event: DynamoDBStreamEvent, context: object = None) -> BatchResponse:

@@ -27,15 +27,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from st_core import log, schedules
+from st_core import log
 from st_core.batch import handle_stream_batch
 from st_core.clients import CLIENTS, Clients
-from st_core.config import HandlerConfig, load_config
+from st_core.config import load_config
 from st_core.dispatch import due_event, schedule_target, send_now, target_input
 from st_core.errors import PermanentError, error_code, persist
 from st_core.idempotency import Ledger
+from st_core.naming import occurrence as occurrence_of
 from st_core.naming import schedule_name
 from st_core.stream import (
     BatchResponse,
@@ -47,6 +48,9 @@ from st_core.stream import (
     to_request,
 )
 from st_core.timeparse import format_due, minute_start, parse_due
+
+if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see st_core/shapes.py)
+    from st_core.config import HandlerConfig
 
 # The AWS actions this module's own calls need (checked by tests/iam): put the next occurrence of a repeating item
 # back; with `precise`, delete an item whose schedule fired (on the table).
@@ -223,6 +227,8 @@ class Executor:
         decision = decide(record, self.config, changed)
         precise = self.config["ttl"]["precise"]
         if precise and decision.step in (Step.EXECUTE, Step.CANCELLED, Step.UNSCHEDULE):
+            from st_core import schedules  # precise mode only: plain ttl never compiles it
+
             schedules.delete(self.clients, self.config["scheduler"]["group"], decision.name)
         if decision.step in (Step.EXECUTE, Step.FIRED) and decision.due is not None:
             self._execute(record, decision.name, decision.due, fired=decision.step is Step.FIRED)
@@ -241,7 +247,7 @@ class Executor:
         raw = {k: v for k, v in (data.get("OldImage") or {}).items() if k != FIRED}
         item = decode_image(raw) or {}
         keys = decode_image(data["Keys"]) or {}
-        occurrence = schedules.occurrence(name, due)
+        occurrence = occurrence_of(name, due)
         early = (due - self.now()).total_seconds()
         if early > 0:
             # This invocation's clock behind the change's (a due time already past, fired by another invocation):
@@ -339,6 +345,8 @@ class Executor:
             if old == data["NewImage"][attribute]:
                 log.debug("unchanged", schedule=name)
                 return
+        from st_core import schedules  # precise mode only
+
         scheduler = self.config["scheduler"]
         # Scheduler's universal target takes DynamoDB JSON as Lambda delivers it (binary as base64 text).
         request = fire_request(self.config["table"], data["Keys"], attribute, data["NewImage"][attribute])

@@ -10,14 +10,16 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import log
 from .clients import Clients
-from .config import HandlerConfig
 from .errors import PermanentError, error_code, is_transient
 from .poison import PoisonQueue
 from .stream import BatchResponse, DynamoDBStreamEvent, DynamoDBStreamRecord, key_identity, sequence_number, split_event
+
+if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see st_core/shapes.py)
+    from .config import HandlerConfig
 
 RecordHandler = Callable[[DynamoDBStreamRecord], None]
 # A record that can never succeed, with its reason and error code.

@@ -5,109 +5,63 @@ from __future__ import annotations
 import json
 import os
 from functools import lru_cache
-from typing import NotRequired, TypedDict
+from typing import TYPE_CHECKING
 
 ENV_VAR = "SCHEDULED_TABLE_CONFIG"
 
 
-class EmailConfig(TypedDict):
-    sender: str
-    recipientAttribute: str
-    subject: str
-    body: str
+if TYPE_CHECKING:
+    from .shapes import (
+        AggregateConfig as AggregateConfig,
+    )
+    from .shapes import (
+        EmailConfig as EmailConfig,
+    )
+    from .shapes import (
+        EventBridgeConfig as EventBridgeConfig,
+    )
+    from .shapes import (
+        HandlerConfig as HandlerConfig,
+    )
+    from .shapes import (
+        PollingConfig as PollingConfig,
+    )
+    from .shapes import (
+        ReleaseConfig as ReleaseConfig,
+    )
+    from .shapes import (
+        SchedulerConfig as SchedulerConfig,
+    )
+    from .shapes import (
+        TargetConfig as TargetConfig,
+    )
+    from .shapes import (
+        TtlConfig as TtlConfig,
+    )
+
+# The shapes, by name, for whoever asks at run time (the handlers import them for the type checker only).
+SHAPES = frozenset(
+    {
+        "EmailConfig",
+        "TargetConfig",
+        "SchedulerConfig",
+        "ReleaseConfig",
+        "EventBridgeConfig",
+        "TtlConfig",
+        "PollingConfig",
+        "AggregateConfig",
+        "HandlerConfig",
+    }
+)
 
 
-class TargetConfig(TypedDict):
-    kind: str
-    arn: str
-    email: NotRequired[EmailConfig]
-    maxMessageBytes: NotRequired[int]  # SQS targets: the queue's MaximumMessageSize (256 KiB when absent)
-    # FIFO queues (ARN ending .fifo): the item attribute naming each message's group, or one fixed group; neither:
-    # a group per item, from its keys
-    messageGroupAttribute: NotRequired[str]
-    messageGroupId: NotRequired[str]
-    detailType: NotRequired[str]  # event bus targets: the events' detail-type and source
-    source: NotRequired[str]
+def __getattr__(name: str) -> object:
+    """`st_core.config.TargetConfig` and the other shapes, built on first use: see st_core/shapes.py for why."""
+    if name in SHAPES:
+        from . import shapes
 
-
-class SchedulerConfig(TypedDict):
-    group: str
-    roleArn: str
-    deadLetterArn: str
-    maxEventAgeSeconds: int
-    maxRetryAttempts: int
-
-
-class ReleaseConfig(TypedDict):
-    """`precision="second"`: the release queue that holds due events until their second (st_core/release.py)."""
-
-    queueArn: str  # release schedules' target
-    queueUrl: str
-    deadLetterUrl: str  # the target DLQ, where a due event the target refuses for good is parked
-
-
-class EventBridgeConfig(TypedDict):
-    release: NotRequired[ReleaseConfig]  # only with precision="second"
-    ledgerTable: str
-    leaseSeconds: int
-    windowSeconds: int
-    offsets: NotRequired[list[int]]  # seconds from the due time, one occurrence each ([0] when absent)
-    timeZoneAttribute: NotRequired[str]  # the item's IANA zone: recurrences, and due times without an offset
-    startAttribute: NotRequired[str]  # a recurring item's StartDate
-    endAttribute: NotRequired[str]  # and EndDate
-
-
-class TtlConfig(TypedDict):
-    ledgerTable: str
-    leaseSeconds: int
-    windowSeconds: int
-    repeatAttribute: str
-    repeatUntilAttribute: str
-    occurrenceAttribute: str
-    precise: bool
-
-
-class PollingConfig(TypedDict):
-    shards: int
-    leaseSeconds: int
-    maxAttempts: int
-    backoffSeconds: int
-    onDone: str
-    deadLetterUrl: str
-    delayAttribute: str
-    defaultDelaySeconds: int | None
-    budgetMarginSeconds: int
-    ledgerTable: str
-    windowSeconds: int
-
-
-class AggregateConfig(TypedDict):
-    sourcePrefix: str
-    valueAttribute: str
-    groupFrom: str
-    totalSortKey: str
-    totalAttribute: str
-    aggregation: str
-    onChange: str
-    ledgerTable: str
-    windowSeconds: int
-    horizonSeconds: int  # the latest a record can come back: maximum record age + function timeout + a margin
-
-
-class HandlerConfig(TypedDict):
-    mode: str
-    table: str
-    partitionKey: str
-    sortKey: str | None
-    timeAttribute: str
-    target: TargetConfig
-    poisonQueueUrl: str
-    maxWorkers: int
-    scheduler: NotRequired[SchedulerConfig]
-    eventbridge: NotRequired[EventBridgeConfig]
-    ttl: NotRequired[TtlConfig]
-    polling: NotRequired[PollingConfig]
-    aggregate: NotRequired[AggregateConfig]
+        return getattr(shapes, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @lru_cache(maxsize=1)

@@ -13,7 +13,8 @@ never trigger anything), one item per occurrence:
 - items expire through the ledger's TTL after `windowSeconds`, longer than any redelivery.
 
 Cost: two write request units per action (claim and complete), about $1.25 per million actions at on-demand
-prices ($0.625 per million writes, us-east-1), no reads on the normal path. A crash between the action and
+prices ($0.625 per million writes, us-east-1), no reads on the normal path, and none on a refused claim either
+(the refusal returns the item that refused it). A crash between the action and
 `complete` leaves a PENDING claim: after the lease the retry runs the action again (at-least-once, never lost).
 
 Where the action is itself one conditional write to an item we own (aggregate's running total), the record's
@@ -114,11 +115,16 @@ class Ledger:
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues=values,
+                # A refusal returns the item that refused it (no extra cost): the status below without a GetItem.
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except Exception as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
-            status = self._status(occurrence)
+            refused_by = (getattr(exc, "response", None) or {}).get("Item")
+            # Always there from DynamoDB (the condition fails only on an existing item); read it if a client or an
+            # emulator leaves it out.
+            status = refused_by.get("status", {}).get("S") if refused_by else self._status(occurrence)
             if status == DONE or (status == SCHEDULED and not take_over_scheduled):
                 return False
             raise TransientError(f"occurrence {occurrence} is being acted on by another invocation") from exc

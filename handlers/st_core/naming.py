@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from datetime import datetime
+
+from .timeparse import format_due
 
 # Scheduler names: 1-64 characters of [0-9a-zA-Z-_.]. 24 hex digits (96 bits) of SHA-256 make collisions between
 # distinct keys practically impossible; the readable prefix only helps people find a schedule in the console.
@@ -24,3 +27,8 @@ def schedule_name(key_identity: str, readable: str = "") -> str:
 def dedupe_name(*parts: str, length: int = 80) -> str:
     """A stable name for one occurrence (keys + due time), used where a target accepts an idempotency name."""
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:length]
+
+
+def occurrence(name: str, due: datetime) -> str:
+    """Names one firing of an item's schedule (its schedule name and due time), for targets that dedupe by name."""
+    return dedupe_name(name, format_due(due))

@@ -19,6 +19,7 @@ from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import lru_cache
 
 from .errors import PermanentError
+from .timeparse import zone as zone  # where it lives now; callers of recurrence.zone keep working
 
 MONTHS = {
     m: i
@@ -295,15 +296,3 @@ def _union(text: str, field: str) -> frozenset[int]:
     for term in text.split(","):
         values |= _values(term, field)
     return values
-
-
-def zone(name: str | None) -> tzinfo:
-    """An IANA time zone (UTC when absent); PermanentError for a name the zone database does not know."""
-    if not name or name.upper() == "UTC":
-        return UTC
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # only items with a zone pay for it
-
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise PermanentError(f"time zone {name[:60]!r} is not an IANA zone name (e.g. Europe/London)") from exc

@@ -40,11 +40,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from threading import Lock
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from . import log, recurrence, schedules
+from . import log, schedules
 from .clients import CLIENTS, Clients
-from .config import HandlerConfig
 from .dispatch import schedule_target, send_now
 from .errors import PermanentError, error_code, is_transient, persist
 from .idempotency import Ledger
@@ -52,7 +51,10 @@ from .jsontext import dumps, size
 from .limits import SCHEDULER_INPUT_BYTES
 from .poison import PoisonQueue
 from .stream import decode_image, to_request
-from .timeparse import format_due, minute_start, parse_due
+from .timeparse import format_due, minute_start, parse_due, zone
+
+if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see st_core/shapes.py)
+    from .config import HandlerConfig
 
 # The AWS actions this module's own calls need (checked by tests/iam): send to the release queue and the target DLQ,
 # read the item back before a delivery.
@@ -73,12 +75,17 @@ Clock = Callable[[], datetime]
 Sleep = Callable[[float], None]
 
 
-class SqsBatchItemFailure(TypedDict):
-    itemIdentifier: str
+# The response's shape, for the type checker only (a plain dict at run time: see st_core/stream.py).
+if TYPE_CHECKING:
 
+    class SqsBatchItemFailure(TypedDict):
+        itemIdentifier: str
 
-class SqsBatchResponse(TypedDict):
-    batchItemFailures: list[SqsBatchItemFailure]
+    class SqsBatchResponse(TypedDict):
+        batchItemFailures: list[SqsBatchItemFailure]
+
+else:
+    SqsBatchItemFailure = SqsBatchResponse = dict
 
 
 def enabled(config: HandlerConfig) -> bool:
@@ -227,7 +234,7 @@ def item_holds(clients: Clients, config: HandlerConfig, keys: dict[str, Any], it
     if value is None or not isinstance(zone_name, str | None):
         return False  # no time, or a zone the stream handler would park: not this occurrence's item any more
     try:
-        return parse_due(value, recurrence.zone(zone_name)) == item_due
+        return parse_due(value, zone(zone_name)) == item_due
     except PermanentError:
         return False
 

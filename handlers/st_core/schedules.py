@@ -15,8 +15,8 @@ from typing import Any
 from . import log
 from .clients import Clients
 from .errors import TransientError, error_code
-from .naming import dedupe_name
-from .timeparse import at_expression, format_due, minute_at_or_after
+from .naming import occurrence as occurrence  # lives in naming.py: plain ttl delivers without this module
+from .timeparse import at_expression, minute_at_or_after
 
 # The AWS actions this module's own calls need (checked by tests/iam): schedules in the table's group, and handing
 # Scheduler its role with each one made or changed.
@@ -143,8 +143,3 @@ def delete(clients: Clients, group: str, name: str) -> bool:
         return False
     log.debug("schedule-deleted", schedule=name)
     return True
-
-
-def occurrence(name: str, due: datetime) -> str:
-    """Names one firing of an item's schedule (its schedule name and due time), for targets that dedupe by name."""
-    return dedupe_name(name, format_due(due))

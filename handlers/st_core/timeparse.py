@@ -79,3 +79,16 @@ def _from_iso(text: str, zone: tzinfo) -> datetime:
     if moment.microsecond:
         moment = moment.replace(microsecond=0) + timedelta(seconds=1)
     return moment
+
+
+def zone(name: str | None) -> tzinfo:
+    """An IANA time zone (UTC when absent); PermanentError for a name the zone database does not know. Here, not in
+    st_core/recurrence.py, so that a due time in a zone does not compile the recurrence parser."""
+    if not name or name.upper() == "UTC":
+        return UTC
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # only items with a zone pay for it
+
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise PermanentError(f"time zone {name[:60]!r} is not an IANA zone name (e.g. Europe/London)") from exc

@@ -157,3 +157,31 @@ def test_a_records_digest_is_stable_short_and_scoped() -> None:
     assert record_digest("e1", "total#a") == record_digest("e1", "total#a")
     assert len(record_digest("e1", "total#a")) == 6
     assert record_digest("e1", "total#a") != record_digest("e1", "total#b")
+
+
+def calls_made(ledger: Ledger) -> list[str]:
+    """The DynamoDB operations the ledger's client makes from now on, in order (botocore's own event, so every
+    call counts, whatever method made it)."""
+    made: list[str] = []
+    ddb = ledger.clients.get("dynamodb")
+    ddb.meta.events.register("before-call.dynamodb.*", lambda model, **_: made.append(model.name))
+    return made
+
+
+@pytest.mark.parametrize("holder", ["done", "scheduled", "live-lease"])
+def test_a_refused_claim_reads_the_winner_in_the_same_call(ledger: Ledger, holder: str) -> None:
+    """The refused PutItem returns the item that refused it (`ReturnValuesOnConditionCheckFailure=ALL_OLD`, no
+    extra cost), so the failure path is one call, not a PutItem and a GetItem."""
+    if holder == "scheduled":
+        ledger.scheduled_many([("o1", NOW + 60)])
+    else:
+        ledger.claim("o1", NOW)
+        if holder == "done":
+            ledger.complete("o1")
+    made = calls_made(ledger)
+    if holder == "live-lease":
+        with pytest.raises(TransientError):
+            ledger.claim("o1", NOW + 1)
+    else:
+        assert ledger.claim("o1", NOW + 1) is False
+    assert made == ["PutItem"]

@@ -239,3 +239,41 @@ def test_the_younger_of_two_ticks_reading_the_same_items_goes_on(polling_env: En
     younger = CountingClients()
     report = tick(polling_env, younger, NOW + 60, time_left=_racing(polling_env, NOW))
     assert (report.dispatched, report.skipped, younger.read) == (8, 2, 10) and report.yielded_shards == 0
+
+
+def test_a_younger_tick_behind_an_older_one_reads_the_shard_from_the_other_end(
+    polling_env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two overlapping ticks reading one shard in the same order read the same pages: the older one claims what both
+    read, and the younger reads on behind it, each item twice. Refused by an older tick's claim, the younger reads
+    the shard from its latest due items down instead, and stops where it meets the older one: every item is read
+    once, but for the younger's first page and the page where they meet."""
+    monkeypatch.setattr(polling, "_PACE", {})  # no pace learnt by an earlier test: a first page of one item
+    polling_env.config["polling"]["shards"], polling_env.config["maxWorkers"] = 1, 1
+    pks = [f"t{i:03}" for i in range(40)]
+    for i, pk in enumerate(pks):
+        pending(polling_env, pk, NOW - 100 + i)
+    # GIVEN an older tick (started a minute before) taking the shard's items in due order, one before each of the
+    # younger's claims: it reads each item it claims once, as if its pages were never larger than that
+    older_claimed: list[str] = []
+    position = [0]
+
+    def time_left() -> float:
+        while position[0] < len(pks):
+            pk = pks[position[0]]
+            position[0] += 1
+            raw = item(polling_env, pk)
+            if raw.get("stStatus", {}).get("S") == "PENDING":
+                _claim_as(polling_env, NOW - 60, [pk])
+                older_claimed.append(pk)
+                break
+        return 900.0
+
+    younger = CountingClients()
+    monkeypatch.setattr(polling, "PAGE_SIZE", 5)  # pages small beside the shard, as at volume
+    report = tick(polling_env, younger, NOW, time_left=time_left)
+    # THEN each item is taken once, by one tick or the other, and the two read 40 items plus at most the younger's
+    # first page (1) and the page where they met (5)
+    assert sorted(older_claimed + due_keys(polling_env)) == pks
+    assert report.dispatched > 0
+    assert younger.read + len(older_claimed) <= len(pks) + 1 + 5

@@ -1,0 +1,110 @@
+"""The handler configuration's shapes (written by the component, read by `st_core.config.load_config`).
+
+For the type checker: at run time the configuration is plain dicts. Building these nine TypedDict classes costs
+about 0.3 ms each (every annotation becomes a ForwardRef), so no handler imports this module on its cold path;
+`st_core.config` builds them only when something asks for one by name at run time (a test reading a shape's keys).
+"""
+
+from __future__ import annotations
+
+from typing import NotRequired, TypedDict
+
+
+class EmailConfig(TypedDict):
+    sender: str
+    recipientAttribute: str
+    subject: str
+    body: str
+
+
+class TargetConfig(TypedDict):
+    kind: str
+    arn: str
+    email: NotRequired[EmailConfig]
+    maxMessageBytes: NotRequired[int]  # SQS targets: the queue's MaximumMessageSize (256 KiB when absent)
+    # FIFO queues (ARN ending .fifo): the item attribute naming each message's group, or one fixed group; neither:
+    # a group per item, from its keys
+    messageGroupAttribute: NotRequired[str]
+    messageGroupId: NotRequired[str]
+    detailType: NotRequired[str]  # event bus targets: the events' detail-type and source
+    source: NotRequired[str]
+
+
+class SchedulerConfig(TypedDict):
+    group: str
+    roleArn: str
+    deadLetterArn: str
+    maxEventAgeSeconds: int
+    maxRetryAttempts: int
+
+
+class ReleaseConfig(TypedDict):
+    """`precision="second"`: the release queue that holds due events until their second (st_core/release.py)."""
+
+    queueArn: str  # release schedules' target
+    queueUrl: str
+    deadLetterUrl: str  # the target DLQ, where a due event the target refuses for good is parked
+
+
+class EventBridgeConfig(TypedDict):
+    release: NotRequired[ReleaseConfig]  # only with precision="second"
+    ledgerTable: str
+    leaseSeconds: int
+    windowSeconds: int
+    offsets: NotRequired[list[int]]  # seconds from the due time, one occurrence each ([0] when absent)
+    timeZoneAttribute: NotRequired[str]  # the item's IANA zone: recurrences, and due times without an offset
+    startAttribute: NotRequired[str]  # a recurring item's StartDate
+    endAttribute: NotRequired[str]  # and EndDate
+
+
+class TtlConfig(TypedDict):
+    ledgerTable: str
+    leaseSeconds: int
+    windowSeconds: int
+    repeatAttribute: str
+    repeatUntilAttribute: str
+    occurrenceAttribute: str
+    precise: bool
+
+
+class PollingConfig(TypedDict):
+    shards: int
+    leaseSeconds: int
+    maxAttempts: int
+    backoffSeconds: int
+    onDone: str
+    deadLetterUrl: str
+    delayAttribute: str
+    defaultDelaySeconds: int | None
+    budgetMarginSeconds: int
+    ledgerTable: str
+    windowSeconds: int
+
+
+class AggregateConfig(TypedDict):
+    sourcePrefix: str
+    valueAttribute: str
+    groupFrom: str
+    totalSortKey: str
+    totalAttribute: str
+    aggregation: str
+    onChange: str
+    ledgerTable: str
+    windowSeconds: int
+    horizonSeconds: int  # the latest a record can come back: maximum record age + function timeout + a margin
+
+
+class HandlerConfig(TypedDict):
+    mode: str
+    table: str
+    partitionKey: str
+    sortKey: str | None
+    timeAttribute: str
+    target: TargetConfig
+    poisonQueueUrl: str
+    maxWorkers: int
+    scheduler: NotRequired[SchedulerConfig]
+    eventbridge: NotRequired[EventBridgeConfig]
+    ttl: NotRequired[TtlConfig]
+    polling: NotRequired[PollingConfig]
+    aggregate: NotRequired[AggregateConfig]
