@@ -37,7 +37,12 @@ class TargetKind(StrEnum):
 
 
 class DueEvent(TypedDict):
+    """The due event's contract (the JSON Schema `schemas/due_event.schema.json` says the same; docs/consumers.md
+    explains it). `occurrenceId` names the occurrence (keys + due time + offset, or a recurring firing): the same
+    for every delivery of it, so a consumer dedupes on it."""
+
     source: str
+    occurrenceId: str
     mode: str
     table: str
     keys: dict[str, Any]
@@ -49,16 +54,21 @@ class DueEvent(TypedDict):
     timeZone: NotRequired[str]
 
 
-# Scheduler writes each firing's scheduled time (`2026-03-30T08:00:00Z`) where a target's input says this.
-SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
-
-
 def due_event(
-    *, mode: str, table: str, keys: dict[str, Any], due: datetime, item: dict[str, Any], offset: int | None = None
+    *,
+    mode: str,
+    table: str,
+    keys: dict[str, Any],
+    due: datetime,
+    item: dict[str, Any],
+    occurrence: str,
+    offset: int | None = None,
 ) -> DueEvent:
-    """`offset`: which of the item's `offsets` this is (seconds from `dueAt`), on tables configured with several."""
+    """`occurrence`: the occurrence's id (`naming.occurrence_id`), the one the ledger and the target's deduplication
+    use. `offset`: which of the item's `offsets` this is (seconds from `dueAt`), on tables configured with several."""
     event: DueEvent = {
         "source": SOURCE,
+        "occurrenceId": occurrence,
         "mode": mode,
         "table": table,
         "keys": keys,
@@ -248,8 +258,9 @@ def sqs_token(text: str) -> str:
 
 def deduplication_id(occurrence: str) -> str:
     """One id per occurrence, whoever sends it and however often: SQS keeps only the first within its 5-minute
-    deduplication interval. Hashed, so any occurrence name fits SQS's 128 characters."""
-    return hashlib.sha256(occurrence.encode("utf-8")).hexdigest()
+    deduplication interval. The occurrence's id itself (`naming.occurrence_id` always fits), so the message's
+    deduplication id is the due event's `occurrenceId`; hashed only for a name SQS would refuse."""
+    return sqs_token(occurrence)
 
 
 def message_group(target: TargetConfig, payload: str) -> str:

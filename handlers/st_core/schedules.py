@@ -15,8 +15,7 @@ from typing import Any
 from . import log
 from .clients import Clients
 from .errors import TransientError, error_code
-from .naming import dedupe_name
-from .timeparse import at_expression, format_due, minute_at_or_after
+from .timeparse import at_expression, minute_at_or_after
 
 # A schedule is only made for a minute that starts at least this far ahead: one whose time has passed by the time
 # Scheduler stores it would never fire. Closer than that, the following minute is used.
@@ -139,8 +138,3 @@ def delete(clients: Clients, group: str, name: str) -> bool:
         return False
     log.debug("schedule-deleted", schedule=name)
     return True
-
-
-def occurrence(name: str, due: datetime) -> str:
-    """Names one firing of an item's schedule (its schedule name and due time), for targets that dedupe by name."""
-    return dedupe_name(name, format_due(due))
