@@ -416,6 +416,7 @@ class ScheduledTableMocks(pulumi.runtime.Mocks):
         usual = _default_invokes(region, account)
         self.invokes = dict(usual if invokes is None else ({**usual, **invokes} if invokes else {}))
         self.by_name: dict[str, Registration] = {}
+        self._transforms: dict[str, list[Any]] = {}  # each resource's transforms, its ancestors' included
         # What the program exported (`pulumi.export`), resolved; filled in by run_with_mocks.
         self.stack_outputs: dict[str, Any] = {}
 
@@ -426,13 +427,34 @@ class ScheduledTableMocks(pulumi.runtime.Mocks):
         return fabricate(typ, name, inputs, self.region, self.account)
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        if args.custom is False:  # a component resource: nothing in the cloud, no id
-            resource_id, outputs = "", dict(args.inputs)
-        else:
-            resource_id, outputs = self.outputs(args.typ, args.name, args.inputs)
         registration = self.by_name.setdefault(args.name, Registration(args.typ, args.name, args.inputs, ""))
-        registration.inputs, registration.outputs, registration.id = args.inputs, outputs, resource_id
+        inputs = self.transformed(args, registration.parent)
+        if args.custom is False:  # a component resource: nothing in the cloud, no id
+            resource_id, outputs = "", dict(inputs)
+        else:
+            resource_id, outputs = self.outputs(args.typ, args.name, inputs)
+        registration.inputs, registration.outputs, registration.id = inputs, outputs, resource_id
         return resource_id, outputs
+
+    def transformed(self, args: pulumi.runtime.MockResourceArgs, parent: str) -> dict[str, Any]:
+        """The inputs after the resource's transforms (`ResourceOptions(transforms=...)`), its own and then its
+        ancestors', as the engine runs them (Pulumi's mock monitor runs none): a transform on a component reaches
+        every child. Each gets the inputs as the engine would (camelCase wire names); its changed `props` are
+        used, its changed `opts` are not (the kit records no options). Synchronous transforms only."""
+        inherited = self._transforms.get(parent.rpartition("::")[2], []) if parent else []
+        chain = [*args.transforms, *inherited]
+        self._transforms[args.name] = chain
+        props = dict(args.inputs)
+        for transform in chain:
+            given = pulumi.ResourceTransformArgs(
+                custom=bool(args.custom), type_=args.typ, name=args.name, props=props, opts=pulumi.ResourceOptions()
+            )
+            result = transform(given)
+            if result is not None and not isinstance(result, pulumi.ResourceTransformResult):
+                raise TypeError(f"transform {transform!r} of {args.name}: the kit runs synchronous transforms only")
+            if result is not None:
+                props = dict(result.props)
+        return props
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         if args.token not in self.invokes:
