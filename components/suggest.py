@@ -35,7 +35,7 @@ def keyword_hints(cls: type[T]) -> type[T]:
     (`ScheduledTableArgs: time_atribute: unknown keyword; did you mean time_attribute?`), instead of Python's bare
     `unexpected keyword argument`. Still a TypeError; the signature shown by help() and IDEs is unchanged."""
     valid = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
-    init: Callable[..., None] = cls.__init__  # type: ignore[misc]
+    init: Callable[..., None] = cls.__init__
 
     @functools.wraps(init)
     def checked(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -44,5 +44,5 @@ def keyword_hints(cls: type[T]) -> type[T]:
                 raise TypeError(f"{cls.__name__}: {key}: unknown keyword; {unknown_key_hint(key, valid)}")
         init(self, *args, **kwargs)
 
-    cls.__init__ = checked  # type: ignore[misc]
+    setattr(cls, "__init__", checked)  # noqa: B010  (mypy refuses assigning to a method)
     return cls

@@ -26,39 +26,47 @@ from .test_stack_config import ListingConfig
 BUS = "arn:aws:events:eu-west-1:123456789012:event-bus/orders"
 
 
+def kw(**given: Any) -> dict[str, Any]:
+    """Keywords passed through a dict: a type checker refuses the typos themselves (as it should, for users too)."""
+    return given
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
         (
-            lambda: ScheduledTableArgs(time_atribute="x"),
+            lambda: ScheduledTableArgs(**kw(time_atribute="x")),
             "ScheduledTableArgs: time_atribute: unknown keyword; did you mean time_attribute?",
         ),
         (
-            lambda: ScheduledTableArgs(mode="ttl", Precise=True),
+            lambda: ScheduledTableArgs(mode="ttl", **kw(Precise=True)),
             "ScheduledTableArgs: Precise: unknown keyword; did you mean precise?",
         ),
-        (lambda: QueueTarget(queue_ar="q"), "QueueTarget: queue_ar: unknown keyword; did you mean queue_arn?"),
+        (lambda: QueueTarget(**kw(queue_ar="q")), "QueueTarget: queue_ar: unknown keyword; did you mean queue_arn?"),
         (
-            lambda: QueueTarget("arn:aws:sqs:eu-west-1:123456789012:q", max_message_byte=2048),
+            lambda: QueueTarget("arn:aws:sqs:eu-west-1:123456789012:q", **kw(max_message_byte=2048)),
             "did you mean max_message_bytes?",
         ),
         (
-            lambda: FunctionTarget(function_ar="f"),
+            lambda: FunctionTarget(**kw(function_ar="f")),
             "FunctionTarget: function_ar: unknown keyword; did you mean function_arn?",
         ),
-        (lambda: StateMachineTarget(state_machine="s"), "did you mean state_machine_arn?"),
-        (lambda: TopicTarget(topic="t"), "TopicTarget: topic: unknown keyword; did you mean topic_arn?"),
+        (lambda: StateMachineTarget(**kw(state_machine="s")), "did you mean state_machine_arn?"),
+        (lambda: TopicTarget(**kw(topic="t")), "TopicTarget: topic: unknown keyword; did you mean topic_arn?"),
         (
-            lambda: EventBusTarget(BUS, detail_typ="d"),
+            lambda: EventBusTarget(BUS, **kw(detail_typ="d")),
             "EventBusTarget: detail_typ: unknown keyword; did you mean detail_type?",
         ),
-        (lambda: EmailTarget(sendr="a@b.c"), "EmailTarget: sendr: unknown keyword; did you mean sender?"),
-        (lambda: ExistingTable(nam="orders"), "ExistingTable: nam: unknown keyword; did you mean name?"),
+        (lambda: EmailTarget(**kw(sendr="a@b.c")), "EmailTarget: sendr: unknown keyword; did you mean sender?"),
+        (lambda: ExistingTable(**kw(nam="orders")), "ExistingTable: nam: unknown keyword; did you mean name?"),
         (
-            lambda: ExistingTable("orders", streamArn="s"),
+            lambda: ExistingTable("orders", **kw(streamArn="s")),
             "ExistingTable: streamArn: unknown keyword; did you mean stream_arn?",
         ),
-        (lambda: ScheduledTableArgs(zzz=1), "ScheduledTableArgs: zzz: unknown keyword; valid keys: aggregation, "),
+        (
+            lambda: ScheduledTableArgs(**kw(zzz=1)),
+            "ScheduledTableArgs: zzz: unknown keyword; valid keys: aggregation, ",
+        ),
     ],
 )
 def test_a_misspelt_keyword_names_the_closest_one(make: Callable[[], Any], message: str) -> None:
@@ -69,7 +77,7 @@ def test_a_misspelt_keyword_names_the_closest_one(make: Callable[[], Any], messa
 
 def test_the_python_api_and_the_stack_file_give_the_same_hint() -> None:
     with pytest.raises(TypeError) as python:
-        ScheduledTableArgs(mode="ttl", batchsize=7)
+        ScheduledTableArgs(mode="ttl", **kw(batchsize=7))
     with pytest.raises(ValueError) as stack:
         tables_from_config(ListingConfig({"mode": "ttl", "batchsize": 7}))
     assert str(python.value).endswith("did you mean batch_size?")

@@ -126,7 +126,6 @@ def test_second_precision_the_released_event_is_the_occurrences(env: Env) -> Non
     url = env.sqs.create_queue(QueueName=f"release-{env.table}")["QueueUrl"]
     arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:release-{env.table}"
     env.config["eventbridge"]["release"] = {"queueArn": arn, "queueUrl": url, "deadLetterUrl": url}
-    env.config["eventbridge"]["precision"] = "second"
     due = FUTURE + timedelta(seconds=37)
     env.put({"PK": "sale#1", "SK": "open", "dueAt": iso(due)})
     run(env)
