@@ -603,8 +603,10 @@ _WRAPPED = "While processing "  # how Pulumi's SDK wraps an error raised inside 
 
 def _first_cause(exc: BaseException) -> BaseException:
     """The error Pulumi's wrappers (`While processing input/resource ...`) were raised from, or `exc` itself."""
-    while exc.__cause__ is not None and str(exc).startswith(_WRAPPED):
+    seen = {id(exc)}
+    while exc.__cause__ is not None and id(exc.__cause__) not in seen and str(exc).startswith(_WRAPPED):
         exc = exc.__cause__
+        seen.add(id(exc))  # a chain can loop: the SDK wraps an error that already went round once
     return exc
 
 
