@@ -6,6 +6,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .args import Mode, ScheduledTableArgs
 from .component import ScheduledTable
+from .due_event import DueEvent, due_event_schema
 from .existing import ExistingTable
 from .pending import pending_attributes
 from .targets import (
@@ -25,6 +26,7 @@ except PackageNotFoundError:  # pragma: no cover - only when imported from a che
     __version__ = "0+unknown"
 
 __all__ = [
+    "DueEvent",
     "EmailTarget",
     "EventBusTarget",
     "ExistingTable",
@@ -36,5 +38,6 @@ __all__ = [
     "StateMachineTarget",
     "Target",
     "TopicTarget",
+    "due_event_schema",
     "pending_attributes",
 ]

@@ -12,6 +12,7 @@ import pulumi
 
 from .arns import kms_key_problem
 from .existing import TABLE_OPTIONS, ExistingTable, existing_table_problem
+from .suggest import keyword_hints
 from .targets import TARGET_TYPES, Target, scheduler_problem, topic_arn_problem
 from .types import KeyType, Mode, ModeName
 
@@ -23,6 +24,7 @@ LAMBDA_RUNTIMES = frozenset({"python3.12", "python3.13", "python3.14"})
 TRACING_MODES = ("PassThrough", "Active")
 
 
+@keyword_hints
 @dataclass(frozen=True, kw_only=True)
 class ScheduledTableArgs:
     """Everything a ScheduledTable can be told; every option but `mode` is optional, with a secure default, and a

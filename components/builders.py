@@ -42,7 +42,7 @@ def build_table(owner: Owner, args: ScheduledTableArgs, rename: Callable[[str], 
             return checks.looked_up(given.name)
         return checks.given(given.name, given.stream_arn)
     table = _new_table(owner, args)
-    return TableRef(name=table.name, arn=table.arn, stream_arn=table.stream_arn)
+    return TableRef(name=table.name, arn=table.arn, stream_arn=table.stream_arn, resource=table)
 
 
 @dataclasses.dataclass(frozen=True)

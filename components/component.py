@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, cast
 
 import pulumi
@@ -81,12 +82,13 @@ class ScheduledTable(pulumi.ComponentResource):
         super().__init__(TYPE, name, {}, opts)
         owner = Owner(name=name, parent=self, tags={**args.tags, "scheduled-table:component": name}, made=Made())
 
-        self.table = build_table(owner, args, rename)
+        # name, ARN, stream ARN, made or given; `.resource`: the aws.dynamodb.Table made (an escape hatch, see below)
+        self.table: TableRef = build_table(owner, args, rename)
         self.table_name = self.table.name
         self.table_arn = self.table.arn
         self.stream_arn = self.table.stream_arn
-        self.stream_dlq = build_queue(owner, "stream-dlq")
-        self.poison_queue = build_queue(owner, "poison")
+        self.stream_dlq: aws.sqs.Queue = build_queue(owner, "stream-dlq")
+        self.poison_queue: aws.sqs.Queue = build_queue(owner, "poison")
         self.stream_dlq_url = self.stream_dlq.url
         self.poison_queue_url = self.poison_queue.url
 
@@ -130,8 +132,18 @@ class ScheduledTable(pulumi.ComponentResource):
                 log_retention_days=args.log_retention_days,
             ).name
         self.alarm_topic_arn: pulumi.Output[str] | None = build_operations(ctx)
-        self.function = built.consumer.function
         self.function_name = built.consumer.function.name
+
+        # Escape hatches (docs/escape-hatches.md): the child resources themselves, to reference (`depends_on`,
+        # another resource's input, a policy of your own) or read. To change a child's settings, pass
+        # `opts=pulumi.ResourceOptions(transforms=[...])`: Pulumi runs a component's transforms on all its children.
+        # Annotated here, not on the class: the provider's schema takes the class's annotations as its outputs.
+        self.table_resource: aws.dynamodb.Table | None = self.table.resource  # None with `existing_table`
+        self.function: aws.lambda_.Function = built.consumer.function  # the stream consumer (`function_name`)
+        # Every function and queue, by role ("scheduler", "processor", ...; "poison", "due", "target-dlq", ...).
+        self.functions: Mapping[str, aws.lambda_.Function] = MappingProxyType(owner.made.functions)
+        self.queues: Mapping[str, aws.sqs.Queue] = MappingProxyType(owner.made.queues)
+        self.tick_rule: aws.cloudwatch.EventRule | None = built.tick_rule  # polling's rule that runs the processor
 
         self.name = name
         outputs: dict[str, Any] = {

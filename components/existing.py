@@ -25,6 +25,8 @@ from typing import Any
 
 import pulumi
 
+from .suggest import keyword_hints
+
 # arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>
 STREAM_ARN = re.compile(r"^(arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:\d{12}:table/[A-Za-z0-9_.-]{3,255})/stream/.+$")
 # The options that only shape a table the component creates (their defaults are what "not set" looks like).
@@ -40,6 +42,7 @@ TABLE_OPTIONS = (
 )
 
 
+@keyword_hints
 @dataclass(frozen=True)
 class ExistingTable:
     """A DynamoDB table you already have. `stream_arn` is its latest stream's ARN (the stream must be enabled, view

@@ -21,6 +21,7 @@ class TableRef:
     name: pulumi.Output[str]
     arn: pulumi.Output[str]
     stream_arn: pulumi.Output[str]
+    resource: aws.dynamodb.Table | None = None  # the table the component made; None for an existing table
 
 
 @dataclass
@@ -93,6 +94,7 @@ class ModeResult:
     ledger_table_name: pulumi.Output[str] | None = None
     processor_function_name: pulumi.Output[str] | None = None
     tick_rule_name: pulumi.Output[str] | None = None
+    tick_rule: aws.cloudwatch.EventRule | None = None
 
 
 def flatten(parts: list[list[policies.Statement]]) -> list[policies.Statement]:

@@ -93,6 +93,7 @@ def build(ctx: BuildContext) -> ModeResult:
         ledger_table_name=ledger.name,
         processor_function_name=processor.function.name,
         tick_rule_name=rule.name,
+        tick_rule=rule,
     )
 
 

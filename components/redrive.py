@@ -395,21 +395,18 @@ def due_spec(config: dict[str, Any], image: dict[str, Any] | None) -> DueSpec:
 
 def occurrence_names(config: dict[str, Any], record: dict[str, Any], image: dict[str, Any]) -> list[tuple[str, Any]]:
     """The schedules the eventbridge handler makes for an image of the record's item: (name, when it acts), named
-    as `eventbridge.occurrence_name` names them (a test pins the two together)."""
+    by the handlers' own `naming.occurrence_id` and `naming.recurring_name`."""
     spec = due_spec(config, image)
     if spec is None:
         return []
     stream, naming = _runtime("stream"), _runtime("naming")
     identity = stream.key_identity(record)
-    readable = "-".join(str(v) for v in (stream.decode_image(record["dynamodb"]["Keys"]) or {}).values())
+    keys = stream.decode_image(record["dynamodb"]["Keys"]) or {}
     if spec[0] == "recurring":
-        return [(naming.schedule_name(f"{identity}\x1frecurring", readable), None)]
+        return [(naming.recurring_name(identity, keys), None)]
     due = spec[1]
-    found = []
-    for offset in (config.get("eventbridge") or {}).get("offsets") or [0]:
-        unique = f"{identity}\x1f{_runtime('timeparse').format_due(due)}" + (f"\x1f{offset}" if offset else "")
-        found.append((naming.schedule_name(unique, readable), due + timedelta(seconds=int(offset))))
-    return found
+    offsets = (config.get("eventbridge") or {}).get("offsets") or [0]
+    return [(naming.occurrence_id(identity, keys, due, int(o)), due + timedelta(seconds=int(o))) for o in offsets]
 
 
 @dataclass(frozen=True)
@@ -912,13 +909,10 @@ def _scheduler_event(client: Client, stack: Stack, message: Message) -> Prepared
         what = f"schedule={schedule or '?'} {_short(document, 120)}"
     if target_arn.startswith(UNIVERSAL_PREFIX):
         return (lambda: universal_call(client, target_arn, payload)), what, why
+    # The due event's own occurrenceId; before it had one, a one-time schedule's name was already that id.
     occurrence = message.id
-    if schedule and isinstance(document, dict) and "dueAt" in document:
-        from .packaging import runtime_module
-
-        due = runtime_module("timeparse").parse_due(document["dueAt"])
-        due += timedelta(seconds=int(document.get("offsetSeconds") or 0))
-        occurrence = runtime_module("schedules").occurrence(schedule, due)
+    if isinstance(document, dict) and "dueAt" in document:
+        occurrence = str(document.get("occurrenceId") or schedule or message.id)
 
     return _sender(client, stack, payload, occurrence), what, why
 
@@ -972,7 +966,11 @@ def _polling_event(client: Client, stack: Stack, message: Message) -> Prepared:
     dispatch = _dispatch()
     due = runtime_module("timeparse").parse_due(body["dueAt"])
     item = body.get("item") or {}
-    event = dispatch.due_event(mode="polling", table=body["table"], keys=body["keys"], due=due, item=item)
+    # Dead letters carry the occurrence's id (older ones a name of their own: kept, so a redrive dedupes as before).
+    occurrence = str(body.get("occurrence") or message.id)
+    event = dispatch.due_event(
+        mode="polling", table=body["table"], keys=body["keys"], due=due, item=item, occurrence=occurrence
+    )
     if "trimmed" in str(body.get("note") or "") or not item:
         event["item"], event["itemTrimmed"] = {}, True
     what = f"{_short(body['keys'], 120)} dueAt={body['dueAt']} attempts={body.get('attempts')}"
@@ -980,7 +978,6 @@ def _polling_event(client: Client, stack: Stack, message: Message) -> Prepared:
 
     def send() -> str:
         payload = dispatch.target_input(target, event)
-        occurrence = str(body.get("occurrence") or message.id)
         dispatch.send_now(target, payload, occurrence=occurrence, clients=_Clients(client))
         return f"to {target['kind']} {target['arn']}"
 

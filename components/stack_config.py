@@ -4,13 +4,13 @@ the config reference is the args reference; `target` is an object with a `type`.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 from collections.abc import Iterable
 from typing import Any, Protocol
 
 from .args import ScheduledTableArgs, describe_defaults
 from .existing import TABLE_OPTIONS, ExistingTable
+from .suggest import closest, unknown_key_hint
 from .targets import (
     EmailTarget,
     EventBusTarget,
@@ -106,10 +106,9 @@ def target_from_config(value: Any) -> Target | None:
 def _closest(value: object, choices: Iterable[str]) -> str:
     """`did you mean X? (all of them)` for a near miss (a typo, another case), else `use one of ...`."""
     names = list(choices)
-    text = str(value)
-    close = difflib.get_close_matches(text, names, n=1, cutoff=0.6) or [n for n in names if n.lower() == text.lower()]
-    if close:
-        return f"did you mean {close[0]}? (one of {names})"
+    match = closest(str(value), names)
+    if match:
+        return f"did you mean {match}? (one of {names})"
     return f"use one of {names}"
 
 
@@ -143,9 +142,7 @@ def check_keys(keys: Iterable[str], allowed: Iterable[str], where: str = "") -> 
     for key in sorted(keys):
         if key in valid or key in REMOVED_KEYS:
             continue
-        close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6) or [v for v in valid if v.lower() == key.lower()]
-        hint = f"did you mean {close[0]}?" if close else f"valid keys: {', '.join(valid)}"
-        raise ValueError(f"{where}{key}: unknown key; {hint}")
+        raise ValueError(f"{where}{key}: unknown key; {unknown_key_hint(key, valid)}")
 
 
 def args_from_config(config: ConfigSource) -> ScheduledTableArgs:

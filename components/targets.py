@@ -12,6 +12,7 @@ import pulumi
 
 from .arns import email_address, kms_key_problem
 from .packaging import runtime_module
+from .suggest import keyword_hints
 
 # SQS FIFO: a MessageGroupId is 1-128 alphanumeric or punctuation characters (printable ASCII but space).
 _FIFO_ID = re.compile(r"[!-~]{1,128}")
@@ -157,6 +158,7 @@ def checked_arn(
     return pulumi.Output.from_input(arn).apply(check)  # type: ignore[arg-type]
 
 
+@keyword_hints
 @dataclass(frozen=True)
 class QueueTarget:
     """An SQS queue, standard or FIFO, receives the due event as the message body.
@@ -227,6 +229,7 @@ class QueueTarget:
         return self.queue_arn
 
 
+@keyword_hints
 @dataclass(frozen=True)
 class FunctionTarget:
     """A Lambda function is invoked asynchronously with the due event.
@@ -246,6 +249,7 @@ class FunctionTarget:
         return self.function_arn
 
 
+@keyword_hints
 @dataclass(frozen=True)
 class StateMachineTarget:
     """A Step Functions state machine starts one execution with the due event as input.
@@ -265,6 +269,7 @@ class StateMachineTarget:
         return self.state_machine_arn
 
 
+@keyword_hints
 @dataclass(frozen=True)
 class TopicTarget:
     """An SNS topic receives the due event as the message.
@@ -284,6 +289,7 @@ class TopicTarget:
         return self.topic_arn
 
 
+@keyword_hints
 @dataclass(frozen=True)
 class EventBusTarget:
     """An EventBridge event bus receives one event per due event, the due event as its `detail`, with this
@@ -323,6 +329,7 @@ class EventBusTarget:
         return self.bus_arn
 
 
+@keyword_hints
 @dataclass(frozen=True)
 class EmailTarget:
     """SES (v2) sends a plain-text email; `subject` and `body` are `{attribute}` templates filled from the item.

@@ -17,12 +17,14 @@ Only pulumi is imported here (no pytest, boto3 or moto), so it works wherever th
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
 import runpy
 import sys
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,11 +39,13 @@ __all__ = [
     "ACCOUNT",
     "REGION",
     "Backend",
+    "FabricatedTable",
     "MockedStack",
     "RecordingMonitor",
     "Registration",
     "ScheduledTableMocks",
     "fabricate",
+    "fabricated_table",
     "run_with_mocks",
     "set_mocks",
 ]
@@ -295,19 +299,94 @@ def _default_invokes(region: str, account: str) -> dict[str, dict[str, Any]]:
     }
 
 
-def fabricated_table(name: str, region: str = REGION, account: str = ACCOUNT) -> dict[str, Any]:
-    """An answer to `aws.dynamodb.getTable` for a table with a NEW_AND_OLD_IMAGES stream (and no TTL, no index, key
-    names unknown), for programs run without a cloud; pass `invokes` to describe a table more closely."""
-    arn = f"arn:aws:dynamodb:{region}:{account}:table/{name}"
-    return {
-        "name": name,
-        "arn": arn,
-        "streamEnabled": True,
-        "streamViewType": "NEW_AND_OLD_IMAGES",
-        "streamArn": f"{arn}/stream/2026-01-01T00:00:00.000",
-        "ttl": {"enabled": False, "attributeName": ""},
-        "globalSecondaryIndexes": [],
-    }
+GET_TABLE = "aws:dynamodb/getTable:getTable"
+
+
+@dataclass(frozen=True)
+class _TableShape:
+    name: str
+    partition_key: str | None
+    sort_key: str | None
+    ttl_attribute: str | None
+    due_index: bool
+    stream_view_type: str | None
+
+    def render(self, region: str, account: str) -> dict[str, Any]:
+        partition = _Resource("", {}, region, account).partition
+        arn = f"arn:{partition}:dynamodb:{region}:{account}:table/{self.name}"
+        found: dict[str, Any] = {
+            "name": self.name,
+            "arn": arn,
+            "streamEnabled": self.stream_view_type is not None,
+            "ttl": {"enabled": self.ttl_attribute is not None, "attributeName": self.ttl_attribute or ""},
+            "globalSecondaryIndexes": [],
+        }
+        if self.stream_view_type is not None:
+            found["streamViewType"] = self.stream_view_type
+            found["streamArn"] = f"{arn}/stream/{STREAM_LABEL}"
+        if self.partition_key is not None:
+            found["hashKey"] = self.partition_key
+        if self.sort_key is not None:
+            found["rangeKey"] = self.sort_key
+        if self.due_index:
+            from .packaging import runtime_module
+
+            pending = runtime_module("pending")  # the names the handlers query, not a copy of them
+            found["globalSecondaryIndexes"] = [
+                {
+                    "name": pending.INDEX_NAME,
+                    "hashKey": pending.SHARD,
+                    "rangeKey": pending.DUE,
+                    "projectionType": "ALL",
+                    "nonKeyAttributes": [],
+                    "readCapacity": 0,
+                    "writeCapacity": 0,
+                }
+            ]
+        return found
+
+
+class FabricatedTable(dict[str, Any]):
+    """getTable's answer for one table (what `fabricated_table` returns): a plain mapping of the answer, which
+    ScheduledTableMocks gives again in the region the lookup asks about (a stream ARN's), else the run's region,
+    unless `region` was given."""
+
+    def __init__(self, shape: _TableShape, region: str | None, account: str | None) -> None:
+        super().__init__(shape.render(region or REGION, account or ACCOUNT))
+        self.shape, self.region, self.account = shape, region, account
+
+    def answer(self, args: Mapping[str, Any], region: str, account: str) -> dict[str, Any]:
+        asked = args.get("name")
+        if asked is not None and asked != self.shape.name:
+            raise NotImplementedError(
+                f"fabricated_table({self.shape.name!r}) answers the lookup of table {self.shape.name!r}, and the "
+                f"program looked up {asked!r}: pass fabricated_table({asked!r}, ...) for it (several tables: "
+                f"invokes={{{GET_TABLE!r}: lambda args: tables[args['name']]}})"
+            )
+        return self.shape.render(self.region or str(args.get("region") or region), self.account or account)
+
+
+def fabricated_table(
+    name: str,
+    region: str | None = None,
+    account: str | None = None,
+    *,
+    partition_key: str | None = None,
+    sort_key: str | None = None,
+    ttl_attribute: str | None = None,
+    due_index: bool = False,
+    stream_view_type: str | None = "NEW_AND_OLD_IMAGES",
+) -> FabricatedTable:
+    """An answer to the `aws.dynamodb.getTable` lookup an `ExistingTable` makes, for programs run without a cloud:
+    `run_with_mocks(program, invokes={"aws:dynamodb/getTable:getTable": fabricated_table("orders", ...)})`.
+
+    Describe the table as it is, and the component checks it as it would a real one: `partition_key`/`sort_key` its
+    key names (left out: not checked), `ttl_attribute` the attribute TTL is enabled on (`ttl` mode needs it to be
+    the time attribute), `due_index` whether it has the polling due index (`polling` mode needs it),
+    `stream_view_type` its stream's view type (None: no stream). Its ARNs are in the run's region and account
+    (`run_with_mocks`'s `region`/`aws:region` config), or those given."""
+    shape = _TableShape(name, partition_key, sort_key, ttl_attribute, due_index, stream_view_type)
+    return FabricatedTable(shape, region, account)
 
 
 class ScheduledTableMocks(pulumi.runtime.Mocks):
@@ -337,6 +416,7 @@ class ScheduledTableMocks(pulumi.runtime.Mocks):
         usual = _default_invokes(region, account)
         self.invokes = dict(usual if invokes is None else ({**usual, **invokes} if invokes else {}))
         self.by_name: dict[str, Registration] = {}
+        self._transforms: dict[str, list[Any]] = {}  # each resource's transforms, its ancestors' included
         # What the program exported (`pulumi.export`), resolved; filled in by run_with_mocks.
         self.stack_outputs: dict[str, Any] = {}
 
@@ -347,22 +427,53 @@ class ScheduledTableMocks(pulumi.runtime.Mocks):
         return fabricate(typ, name, inputs, self.region, self.account)
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        if args.custom is False:  # a component resource: nothing in the cloud, no id
-            resource_id, outputs = "", dict(args.inputs)
-        else:
-            resource_id, outputs = self.outputs(args.typ, args.name, args.inputs)
         registration = self.by_name.setdefault(args.name, Registration(args.typ, args.name, args.inputs, ""))
-        registration.inputs, registration.outputs, registration.id = args.inputs, outputs, resource_id
+        inputs = self.transformed(args, registration.parent)
+        if args.custom is False:  # a component resource: nothing in the cloud, no id
+            resource_id, outputs = "", dict(inputs)
+        else:
+            resource_id, outputs = self.outputs(args.typ, args.name, inputs)
+        registration.inputs, registration.outputs, registration.id = inputs, outputs, resource_id
         return resource_id, outputs
+
+    def transformed(self, args: pulumi.runtime.MockResourceArgs, parent: str) -> dict[str, Any]:
+        """The inputs after the resource's transforms (`ResourceOptions(transforms=...)`), its own and then its
+        ancestors', as the engine runs them (Pulumi's mock monitor runs none): a transform on a component reaches
+        every child. Each gets the inputs as the engine would (camelCase wire names); its changed `props` are
+        used, its changed `opts` are not (the kit records no options). Synchronous transforms only."""
+        inherited = self._transforms.get(parent.rpartition("::")[2], []) if parent else []
+        chain = [*args.transforms, *inherited]
+        self._transforms[args.name] = chain
+        props = dict(args.inputs)
+        for transform in chain:
+            given = pulumi.ResourceTransformArgs(
+                custom=bool(args.custom), type_=args.typ, name=args.name, props=props, opts=pulumi.ResourceOptions()
+            )
+            result = transform(given)
+            if result is not None and not isinstance(result, pulumi.ResourceTransformResult):
+                raise TypeError(f"transform {transform!r} of {args.name}: the kit runs synchronous transforms only")
+            if result is not None:
+                props = dict(result.props)
+        return props
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         if args.token not in self.invokes:
+            if args.token == GET_TABLE:
+                name = dict(args.args).get("name") or "orders"
+                raise NotImplementedError(
+                    f"ScheduledTableMocks has no answer for the lookup {args.token} (an ExistingTable's): pass "
+                    f"invokes={{{args.token!r}: fabricated_table({name!r}, partition_key=..., sort_key=..., "
+                    "ttl_attribute=..., due_index=...)}} describing the table (scheduled_table.testing)"
+                )
             raise NotImplementedError(
                 f"ScheduledTableMocks has no answer for the lookup {args.token}: pass "
                 f"invokes={{{args.token!r}: {{...}}}} with the result to give"
             )
         answer = self.invokes[args.token]
-        result = answer(dict(args.args)) if callable(answer) else answer
+        found = dict(args.args)
+        result = answer(found) if callable(answer) else answer
+        if isinstance(result, FabricatedTable):
+            result = result.answer(found, self.region, self.account)
         return dict(result), []  # no check failures (None would break MockMonitor.Invoke)
 
     def registrations(self) -> list[Registration]:
@@ -467,9 +578,60 @@ def run_with_mocks(
             lambda values: resolved.update(result=values[0], exports=values[1])
         )
 
-    execute()
+    _quiet_reported_failures()
+    try:
+        execute()
+    except Exception as exc:
+        root = _first_cause(exc)
+        if root is exc:
+            raise
+        # A configuration error found inside an Output (a bad ARN given as an Output, say) reaches here wrapped
+        # once per resource and input it flowed through: the component's own message goes first, Pulumi's chain
+        # of where it flowed after it, and the copies other resources' futures hold stay quiet.
+        _REPORTED.add(str(root))
+        chain = [line for line in str(exc).splitlines() if line.strip() and str(root) not in line]
+        root.add_note("Pulumi met it while resolving:\n  " + "\n  ".join(chain))
+        raise root from None
     mocks.stack_outputs.update(resolved["exports"])
     return MockedStack(mocks, dict(resolved["exports"]), resolved["result"])
+
+
+# Messages of errors run_with_mocks has raised to the caller: their copies in futures nothing awaited stay quiet.
+_REPORTED: set[str] = set()
+_WRAPPED = "While processing "  # how Pulumi's SDK wraps an error raised inside an input's Output
+
+
+def _first_cause(exc: BaseException) -> BaseException:
+    """The error Pulumi's wrappers (`While processing input/resource ...`) were raised from, or `exc` itself."""
+    seen = {id(exc)}
+    while exc.__cause__ is not None and id(exc.__cause__) not in seen and str(exc).startswith(_WRAPPED):
+        exc = exc.__cause__
+        seen.add(id(exc))  # a chain can loop: the SDK wraps an error that already went round once
+    return exc
+
+
+def _quiet_reported_failures() -> None:
+    """asyncio reports each failed future nothing awaited ("Future exception was never retrieved") when it is
+    collected: after a failed run, one per resource that the failing input reached, each the error already raised.
+    Those, and only those, are dropped; the loop is the one Pulumi's mocks run on (the thread's)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        loop = asyncio.get_event_loop()
+    previous = loop.get_exception_handler()
+    if getattr(previous, "scheduled_table", False):
+        return
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        if isinstance(error, BaseException) and str(_first_cause(error)) in _REPORTED:
+            return
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    handler.scheduled_table = True  # type: ignore[attr-defined]
+    loop.set_exception_handler(handler)
 
 
 def _run(program: Program) -> object:

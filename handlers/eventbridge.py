@@ -38,10 +38,10 @@ from st_core import log, schedules
 from st_core.batch import Parked, handle_stream_batch, permanent_outcome
 from st_core.clients import CLIENTS, Clients
 from st_core.config import load_config
-from st_core.dispatch import SCHEDULED_TIME, due_event, scheduler_target, send_now, target_input
+from st_core.dispatch import due_event, scheduler_target, send_now, target_input
 from st_core.errors import PermanentError, error_code, is_transient, persist
 from st_core.idempotency import BATCH_WRITE_LIMIT, Ledger
-from st_core.naming import schedule_name
+from st_core.naming import RECURRING, SCHEDULED_TIME, occurrence_id, recurring_name
 from st_core.schedules import MIN_LEAD
 from st_core.stream import (
     BatchResponse,
@@ -73,7 +73,6 @@ class Action(StrEnum):
 
 
 # The key of an item's recurring occurrence among its occurrences (one-time ones are keyed by their offset).
-RECURRING = "recurring"
 # Scheduler refuses a StartDate more than five minutes in the past.
 START_DATE_PAST_LIMIT = timedelta(minutes=5)
 _EPOCH = datetime.fromtimestamp(0, UTC)
@@ -117,10 +116,9 @@ class Plan:
 
 
 def occurrence_name(identity: str, keys: dict[str, Any], due: datetime, offset: int = 0) -> str:
-    """One schedule per (item, due time, offset): valid Scheduler name, readable prefix, collision-safe hash. The
-    offset 0 name is the one a single-occurrence table has always used, so adding offsets keeps its schedules."""
-    unique = f"{identity}\x1f{format_due(due)}" + (f"\x1f{offset}" if offset else "")
-    return schedule_name(unique, "-".join(str(v) for v in keys.values()))
+    """One schedule per (item, due time, offset): its name is the occurrence's id (`naming.occurrence_id`), which
+    the ledger, the due event's `occurrenceId` and the target's deduplication use too."""
+    return occurrence_id(identity, keys, due, offset)
 
 
 def offsets_of(config: HandlerConfig) -> list[int]:
@@ -163,7 +161,7 @@ def recurring_occurrence(
     start, end = bounds
     if start is not None and end is not None and end <= start:
         raise PermanentError(f"recurrence ends ({format_due(end)}) before it starts ({format_due(start)})")
-    name = schedule_name(f"{identity}\x1f{RECURRING}", "-".join(str(v) for v in keys.values()))
+    name = recurring_name(identity, keys)
     return Occurrence(name, start or _EPOCH, keys, image, recurrence=Recurrence(expression, zone_name, start, end))
 
 
@@ -542,7 +540,7 @@ class Scheduling:
             send_now(
                 self.config["target"],
                 payload,
-                occurrence=schedules.occurrence(occurrence.name, occurrence.due),
+                occurrence=occurrence.name,
                 clients=self.clients,
             )
         except Exception:
@@ -561,7 +559,12 @@ class Scheduling:
     def _event(self, occurrence: Occurrence) -> Any:
         if occurrence.recurrence is not None:
             event = due_event(
-                mode=MODE, table=self.config["table"], keys=occurrence.keys, due=_EPOCH, item=occurrence.item
+                mode=MODE,
+                table=self.config["table"],
+                keys=occurrence.keys,
+                due=_EPOCH,
+                item=occurrence.item,
+                occurrence=f"{occurrence.name}@{SCHEDULED_TIME}",  # naming.recurring_occurrence_id, completed
             )
             event["dueAt"] = SCHEDULED_TIME  # Scheduler writes in each firing's scheduled time
             event["recurrence"] = occurrence.recurrence.expression
@@ -573,6 +576,7 @@ class Scheduling:
             keys=occurrence.keys,
             due=occurrence.item_due,
             item=occurrence.item,
+            occurrence=occurrence.name,
             offset=occurrence.offset if offsets_of(self.config) != [0] else None,
         )
 

@@ -27,7 +27,7 @@ from st_core.clients import CLIENTS, Clients
 from st_core.config import load_config
 from st_core.dispatch import due_event, send_now, target_input
 from st_core.errors import PermanentError, error_code, is_transient, persist
-from st_core.naming import dedupe_name
+from st_core.naming import occurrence_id
 from st_core.pending import (
     ATTEMPTS,
     CLAIM,
@@ -333,11 +333,12 @@ class Processor:
         """Dispatch a claimed item, then complete it (or back it off, or dead-letter it)."""
         due, lease = task_due(raw), self.lease
         item = without_index(decode_image(raw) or {})
-        occurrence = dedupe_name(identity_of(key), str(due))
+        keys = decode_image(key) or {}
+        moment = datetime.fromtimestamp(due, UTC)
+        occurrence = occurrence_id(identity_of(key), keys, moment)
         try:
-            moment = datetime.fromtimestamp(due, UTC)
             event = due_event(
-                mode=MODE, table=self.config["table"], keys=decode_image(key) or {}, due=moment, item=item
+                mode=MODE, table=self.config["table"], keys=keys, due=moment, item=item, occurrence=occurrence
             )
             send_now(
                 self.config["target"],
@@ -548,7 +549,11 @@ class Processor:
             "keys": decode_image(self._key(raw)),
             # What `scheduled-table redrive target` needs to send the same due event again, under the same name.
             "dueAt": format_due(datetime.fromtimestamp(task_due(raw), UTC)),
-            "occurrence": dedupe_name(identity_of(self._key(raw)), str(task_due(raw))),
+            "occurrence": occurrence_id(
+                identity_of(self._key(raw)),
+                decode_image(self._key(raw)) or {},
+                datetime.fromtimestamp(task_due(raw), UTC),
+            ),
             "item": without_index(decode_image(raw) or {}),
         }
         # A 400 KB item still dead-letters: without its body if need be, never retried forever for its size.

@@ -36,8 +36,7 @@ from st_core.config import load_config
 from st_core.dispatch import due_event, schedule_target, send_now, target_input
 from st_core.errors import PermanentError, error_code, persist
 from st_core.idempotency import Ledger
-from st_core.naming import occurrence as occurrence_of
-from st_core.naming import schedule_name
+from st_core.naming import occurrence_id, schedule_name
 from st_core.stream import (
     BatchResponse,
     DynamoDBStreamEvent,
@@ -247,7 +246,7 @@ class Executor:
         raw = {k: v for k, v in (data.get("OldImage") or {}).items() if k != FIRED}
         item = decode_image(raw) or {}
         keys = decode_image(data["Keys"]) or {}
-        occurrence = occurrence_of(name, due)
+        occurrence = occurrence_id(key_identity(record), keys, due)
         early = (due - self.now()).total_seconds()
         if early > 0:
             # This invocation's clock behind the change's (a due time already past, fired by another invocation):
@@ -263,7 +262,9 @@ class Executor:
             following, repeat_problem = self._following(raw, item, due)
             if not fired:
                 self._put_back(raw, following)
-            event = due_event(mode=MODE, table=self.config["table"], keys=keys, due=due, item=item)
+            event = due_event(
+                mode=MODE, table=self.config["table"], keys=keys, due=due, item=item, occurrence=occurrence
+            )
             send_now(
                 self.config["target"],
                 target_input(self.config["target"], event),

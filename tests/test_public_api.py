@@ -7,6 +7,7 @@ import components
 
 def test_public_api_is_exactly_this() -> None:
     assert sorted(components.__all__) == [
+        "DueEvent",
         "EmailTarget",
         "EventBusTarget",
         "ExistingTable",
@@ -18,6 +19,7 @@ def test_public_api_is_exactly_this() -> None:
         "StateMachineTarget",
         "Target",
         "TopicTarget",
+        "due_event_schema",
         "pending_attributes",
     ]
     assert all(hasattr(components, name) for name in components.__all__)

@@ -17,8 +17,6 @@ def record_handler(record: DynamoDBRecord) -> None:
     return None
 
 
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    result: dict[str, Any] = process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
-    return result
+def handler(event: dict[str, Any], context: Any) -> Any:
+    # Powertools' PartialItemFailureResponse (a TypedDict) when it is installed, as the dev extra now installs it.
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -50,11 +50,13 @@ class TargetKind(StrEnum):
 
 
 # The due event's shape, for the type checker only: at run time it is a plain dict (building a TypedDict at import
-# costs about 0.3 ms of every cold start; see st_core/stream.py).
+# costs about 0.3 ms of every cold start). The public contract is scheduled_table.DueEvent and the JSON Schema
+# (components/due_event.py, schemas/due_event.schema.json); tests check all three name the same fields.
 if TYPE_CHECKING:
 
     class DueEvent(TypedDict):
         source: str
+        occurrenceId: str
         mode: str
         table: str
         keys: dict[str, Any]
@@ -69,16 +71,21 @@ else:
     DueEvent = dict
 
 
-# Scheduler writes each firing's scheduled time (`2026-03-30T08:00:00Z`) where a target's input says this.
-SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
-
-
 def due_event(
-    *, mode: str, table: str, keys: dict[str, Any], due: datetime, item: dict[str, Any], offset: int | None = None
+    *,
+    mode: str,
+    table: str,
+    keys: dict[str, Any],
+    due: datetime,
+    item: dict[str, Any],
+    occurrence: str,
+    offset: int | None = None,
 ) -> DueEvent:
-    """`offset`: which of the item's `offsets` this is (seconds from `dueAt`), on tables configured with several."""
+    """`occurrence`: the occurrence's id (`naming.occurrence_id`), the one the ledger and the target's deduplication
+    use. `offset`: which of the item's `offsets` this is (seconds from `dueAt`), on tables configured with several."""
     event: DueEvent = {
         "source": SOURCE,
+        "occurrenceId": occurrence,
         "mode": mode,
         "table": table,
         "keys": keys,
@@ -270,8 +277,9 @@ def sqs_token(text: str) -> str:
 
 def deduplication_id(occurrence: str) -> str:
     """One id per occurrence, whoever sends it and however often: SQS keeps only the first within its 5-minute
-    deduplication interval. Hashed, so any occurrence name fits SQS's 128 characters."""
-    return hashlib.sha256(occurrence.encode("utf-8")).hexdigest()
+    deduplication interval. The occurrence's id itself (`naming.occurrence_id` always fits), so the message's
+    deduplication id is the due event's `occurrenceId`; hashed only for a name SQS would refuse."""
+    return sqs_token(occurrence)
 
 
 def message_group(target: TargetConfig, payload: str) -> str:

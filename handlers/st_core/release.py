@@ -299,7 +299,7 @@ class Releaser:
             send_now(
                 self.config["target"],
                 release.payload,
-                occurrence=schedules.occurrence(release.name, release.due),
+                occurrence=release.name,  # the occurrence's id (naming.occurrence_id)
                 clients=self.clients,
             )
         except Exception:

@@ -15,7 +15,6 @@ from typing import Any
 from . import log
 from .clients import Clients
 from .errors import TransientError, error_code
-from .naming import occurrence as occurrence  # lives in naming.py: plain ttl delivers without this module
 from .timeparse import at_expression, minute_at_or_after
 
 # The AWS actions this module's own calls need (checked by tests/iam): schedules in the table's group, and handing

@@ -1,6 +1,7 @@
 """moto-backed fixtures: a real table with a stream, a schedule group and queues; stream records read back from
 moto's own stream output and turned into exactly the shape Lambda delivers (see `as_lambda_record`); a Scheduler
-that fires schedules the way AWS may, anywhere in their minute (see `SchedulerClock`)."""
+that fires schedules the way AWS may, anywhere in their minute (see `SchedulerClock`); and `due_events`, which checks
+every due event any handler test makes against the JSON Schema the package ships."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -31,6 +33,42 @@ from tests.iam.scheduler_targets import firing_requests
 from tests.moto_locks import serialize_moto_transactions
 
 ACCOUNT = "123456789012"
+SCHEMA = Path(__file__).resolve().parents[2] / "components" / "schemas" / "due_event.schema.json"
+# A firing's scheduled time, written where Scheduler would write it, so a recurring template is checked as delivered.
+FIRING = "2030-03-30T08:00:00Z"
+
+
+@pytest.fixture(autouse=True)
+def due_events(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
+    """Every due event the handlers make in a test (the text `dispatch.target_input` gives each mode, for a direct
+    send, a schedule's Input or a release), recurring templates completed as Scheduler completes them. Each is
+    checked against the shipped schema; a mismatch fails the test at teardown (raising inside the handler would
+    only park the record, which a test may expect)."""
+    import eventbridge
+    import jsonschema
+    import polling
+    import ttl
+    from st_core import dispatch
+    from st_core.naming import SCHEDULED_TIME
+
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+    made: list[dict[str, Any]] = []
+    wrong: list[str] = []
+    original = dispatch.target_input
+
+    def checked(target: Any, event: Any, *, via_scheduler: bool = False) -> str:
+        text = original(target, event, via_scheduler=via_scheduler)
+        if target.get("kind") != "email":  # an email target receives the email, not the event
+            document = json.loads(text.replace(SCHEDULED_TIME, FIRING))
+            made.append(document)
+            errors = validator.iter_errors(document)
+            wrong.extend(f"{e.message} at {list(e.absolute_path)}: {text[:300]}" for e in errors)
+        return text
+
+    for module in (eventbridge, ttl, polling):
+        monkeypatch.setattr(module, "target_input", checked)
+    yield made
+    assert not wrong, wrong
 
 
 @dataclass

@@ -73,6 +73,7 @@ def test_insert_with_iso_time_creates_one_at_schedule_with_target_dlq_and_retry(
     assert target["RetryPolicy"] == {"MaximumEventAgeInSeconds": 3600, "MaximumRetryAttempts": 5}
     assert json.loads(target["Input"]) == {
         "source": "scheduled-table",
+        "occurrenceId": schedule["Name"],  # the occurrence's one id: its schedule's name, its ledger id
         "mode": "eventbridge",
         "table": env.table,
         "keys": {"PK": "user#1", "SK": "appt#1"},

@@ -197,7 +197,12 @@ def test_poison_message_drops_images_that_do_not_fit_but_keeps_keys() -> None:
 
 def event() -> Any:
     return due_event(
-        mode="eventbridge", table="t", keys={"PK": "k"}, due=datetime(2030, 1, 1, tzinfo=UTC), item={"a": 1}
+        mode="eventbridge",
+        table="t",
+        keys={"PK": "k"},
+        due=datetime(2030, 1, 1, tzinfo=UTC),
+        item={"a": 1},
+        occurrence="k-occ",
     )
 
 

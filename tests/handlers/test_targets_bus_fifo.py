@@ -279,7 +279,8 @@ def test_each_item_gets_a_message_group_of_its_own_and_the_occurrence_is_the_ded
         ("offer#1", '{"PK":"offer#1","SK":"S"}'),
         ("offer#2", '{"PK":"offer#2","SK":"S"}'),
     ]
-    assert {dedupe for _, _, dedupe in found} == {hashlib.sha256(o.encode()).hexdigest() for o in occurrences(env)}
+    # The ledger's id, the FIFO deduplication id and the due event's occurrenceId are one id.
+    assert {dedupe for _, _, dedupe in found} == occurrences(env) == {body["occurrenceId"] for body, _, _ in found}
 
 
 def test_polling_sends_to_a_fifo_queue_with_the_items_group(env: Env) -> None:
@@ -340,7 +341,7 @@ def test_a_redelivered_occurrence_reaches_the_fifo_queue_once(env: Env) -> None:
 def test_send_now_twice_is_one_message_and_another_occurrence_is_another(env: Env) -> None:
     arn, url = fifo(env)
     target: TargetConfig = {"kind": "sqs", "arn": arn}
-    event = due_event(mode="ttl", table="t", keys={"PK": "k"}, due=NOW, item={})
+    event = due_event(mode="ttl", table="t", keys={"PK": "k"}, due=NOW, item={}, occurrence="k#1")
     payload = target_input(target, event)
     clients = Clients()
     for occurrence in ("k#1", "k#1", "k#2"):
@@ -362,7 +363,7 @@ def test_a_trimmed_event_keeps_its_group_attribute_and_so_its_group(env: Env) ->
 def test_keys_or_values_sqs_cannot_take_as_a_group_are_hashed_within_its_limit() -> None:
     target: TargetConfig = {"kind": "sqs", "arn": "arn:aws:sqs:eu-west-1:123456789012:q.fifo"}
     for keys in ({"PK": "user with spaces"}, {"PK": "é"}, {"PK": "x" * 200}):
-        payload = target_input(target, due_event(mode="ttl", table="t", keys=keys, due=NOW, item={}))
+        payload = target_input(target, due_event(mode="ttl", table="t", keys=keys, due=NOW, item={}, occurrence="o"))
         group = message_group(target, payload)
         assert group == hashlib.sha256(json.dumps(keys, ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
     assert sqs_token("c-7") == "c-7" and len(deduplication_id("o" * 1000)) == 64

@@ -64,11 +64,13 @@ def test_public_names() -> None:
         "ACCOUNT",
         "REGION",
         "Backend",
+        "FabricatedTable",
         "MockedStack",
         "RecordingMonitor",
         "Registration",
         "ScheduledTableMocks",
         "fabricate",
+        "fabricated_table",
         "run_with_mocks",
         "set_mocks",
     }
@@ -165,3 +167,95 @@ def test_a_users_test_answers_the_lookup_an_existing_table_given_by_stream_arn_m
     assert stack.result["stream_arn"] == stream
     with pytest.raises(Exception, match="getCallerIdentity"):
         run_with_mocks(lambda: aws.get_caller_identity(), invokes={})
+
+
+# -- an existing table in a user's test (issue 26.4) ----------------------------------------------------------------
+
+GET_TABLE = "aws:dynamodb/getTable:getTable"
+
+
+def existing(mode: str, **extra: Any) -> Any:
+    from components import ExistingTable
+
+    def program() -> Any:
+        args = ScheduledTableArgs(mode=mode, existing_table=ExistingTable("orders"), **extra)  # type: ignore[arg-type]
+        return ScheduledTable("orders", args).outputs
+
+    return program
+
+
+@pytest.mark.parametrize(
+    ("mode", "table", "extra"),
+    [
+        ("ttl", {"ttl_attribute": "dueAt"}, {}),
+        ("polling", {"due_index": True}, {"target": QueueTarget("arn:aws:sqs:us-east-2:123456789012:jobs")}),
+        ("eventbridge", {}, {}),
+    ],
+)
+def test_a_ttl_polling_or_eventbridge_existing_table_test_needs_no_hand_editing(
+    mode: str, table: dict[str, Any], extra: dict[str, Any]
+) -> None:
+    answer = kit.fabricated_table("orders", partition_key="PK", sort_key="SK", **table)
+    stack = run_with_mocks(existing(mode, **extra), config={"aws:region": "us-east-2"}, invokes={GET_TABLE: answer})
+    # The table's ARNs follow the run's region (and account), not the kit's default.
+    assert (
+        stack.result["stream_arn"] == f"arn:aws:dynamodb:us-east-2:{kit.ACCOUNT}:table/orders/stream/{kit.STREAM_LABEL}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("mode", "table", "problem"),
+    [
+        ("ttl", {}, "does not expire items by 'dueAt'; enable TTL on 'dueAt'"),
+        ("polling", {"ttl_attribute": "dueAt"}, "has no due index"),
+        ("eventbridge", {"stream_view_type": "KEYS_ONLY"}, "has StreamViewType KEYS_ONLY"),
+        ("eventbridge", {"partition_key": "id"}, "pass partition_key='id'"),
+    ],
+)
+def test_a_fabricated_table_is_checked_as_a_real_one(mode: str, table: dict[str, Any], problem: str) -> None:
+    answer = kit.fabricated_table("orders", **{"partition_key": "PK", "sort_key": "SK", **table})
+    extra = {"target": QueueTarget("arn:aws:sqs:eu-west-1:123456789012:jobs")} if mode == "polling" else {}
+    with pytest.raises(Exception, match=re.escape(problem)):
+        run_with_mocks(existing(mode, **extra), invokes={GET_TABLE: answer})
+
+
+def test_without_an_answer_the_lookup_error_names_fabricated_table() -> None:
+    with pytest.raises(Exception, match=r"fabricated_table\('orders', partition_key=") as raised:
+        run_with_mocks(existing("eventbridge"), invokes={})
+    assert GET_TABLE in str(raised.value)
+
+
+def test_a_fabricated_table_answers_for_its_own_name_only() -> None:
+    with pytest.raises(Exception, match=r"looked up 'orders': pass fabricated_table\('orders'"):
+        run_with_mocks(existing("eventbridge"), invokes={GET_TABLE: kit.fabricated_table("users")})
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (
+            {"mode": "polling", "target": QueueTarget(pulumi.Output.from_input("jobs"))},
+            "QueueTarget.queue_arn: 'jobs' is not a full ARN (a name?); pass the queue's `.arn`",
+        ),
+        (
+            {"mode": "eventbridge", "alarm_topic_arn": pulumi.Output.from_input("ops")},
+            "alarm_topic_arn: 'ops' is not an SNS topic ARN",
+        ),
+    ],
+)
+def test_a_bad_arn_inside_an_output_fails_with_the_components_message_first_and_no_noise(
+    build: dict[str, Any], message: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import gc
+
+    with pytest.raises(ValueError) as raised:
+        run_with_mocks(lambda: ScheduledTable("r", ScheduledTableArgs(**build)))
+    text = str(raised.value)
+    assert text.splitlines()[0].startswith(message), text
+    # What Pulumi's chain said stays, after the message, as a note.
+    assert any("While processing" in note for note in getattr(raised.value, "__notes__", [])), raised.value
+    del raised
+    gc.collect()  # the other resources' futures holding the same error are collected here, and would log it
+    run_with_mocks(lambda: None)
+    gc.collect()
+    assert "never retrieved" not in capfd.readouterr().err

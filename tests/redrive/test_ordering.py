@@ -346,7 +346,12 @@ def release_setup(env: Env) -> tuple[str, str]:
 
 def release_dead_letter(env: Env, tdlq: str, due: datetime) -> None:
     event = due_event(
-        mode="eventbridge", table=env.table, keys={"PK": "a", "SK": "A"}, due=due, item={"PK": "a", "dueAt": iso(due)}
+        mode="eventbridge",
+        table=env.table,
+        keys={"PK": "a", "SK": "A"},
+        due=due,
+        item={"PK": "a", "dueAt": iso(due)},
+        occurrence="a-A-occ",
     )
     payload = target_input(env.config["target"], event, via_scheduler=True)
     keys = {"PK": {"S": "a"}, "SK": {"S": "A"}}

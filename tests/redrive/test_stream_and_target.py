@@ -197,6 +197,7 @@ def a_due_event(env: Env, due: str) -> Any:
         keys={"PK": "a", "SK": "A"},
         due=parse_due(due),
         item={"PK": "a", "SK": "A", "dueAt": due},
+        occurrence="a-A-occ",
     )
 
 
@@ -263,6 +264,7 @@ def test_a_polling_dead_letter_is_sent_again_as_the_due_event_the_processor_woul
     [event] = bodies(env, target)
     assert event == {
         "source": "scheduled-table",
+        "occurrenceId": dead["occurrence"],  # the processor's id for it, so a consumer dedupes the redrive
         "mode": "polling",
         "table": env.table,
         "keys": {"PK": "job", "SK": "T"},

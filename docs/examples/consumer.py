@@ -1,0 +1,63 @@
+"""A consumer of scheduled-table's due events: an SQS-triggered Lambda function that acts once per occurrence.
+
+Every target is delivered at least once (a redelivered stream batch, Scheduler's rare second invocation, SQS's own
+redelivery), so the consumer dedupes on the due event's `occurrenceId`, which is the same for every delivery of one
+occurrence (see docs/consumers.md). Powertools for AWS Lambda does the work:
+
+- the batch processor reports only the failed messages (the event source mapping needs
+  `function_response_types=["ReportBatchItemFailures"]`), so one bad message does not redeliver the batch;
+- idempotency, keyed on `occurrenceId`, stores each occurrence's outcome in a DynamoDB table (partition key `id`,
+  string; TTL on `expiration`): a second delivery gets the stored result instead of acting again.
+
+Needs `aws-lambda-powertools` in the function (a layer or its package); not scheduled-table, whose `DueEvent` is
+only read by type checkers. Environment: IDEMPOTENCY_TABLE. The function's role needs dynamodb:GetItem, PutItem,
+UpdateItem and DeleteItem on that table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from scheduled_table import DueEvent
+
+processor = BatchProcessor(event_type=EventType.SQS)
+persistence = DynamoDBPersistenceLayer(table_name=os.environ["IDEMPOTENCY_TABLE"])
+# Remember an occurrence longer than any redelivery can come: Scheduler retries for up to a day, a stream batch for
+# its retention (24 h), and `scheduled-table redrive` may resend later still (then the target dedupes as here).
+config = IdempotencyConfig(event_key_jmespath="occurrenceId", expires_after_seconds=7 * 24 * 3600)
+
+
+def remind(event: DueEvent) -> dict[str, Any]:
+    """The action: replace with yours (send the reminder, start the job...). Runs once per occurrence."""
+    item = event["item"]  # when event.get("itemTrimmed"), read the item from the table by event["keys"]
+    print(json.dumps({"remind": event["keys"], "dueAt": event["dueAt"], "name": item.get("name")}))
+    return {"reminded": event["occurrenceId"]}
+
+
+@idempotent_function(data_keyword_argument="event", persistence_store=persistence, config=config)
+def act(event: DueEvent) -> dict[str, Any]:
+    return remind(event)
+
+
+def record_handler(record: SQSRecord) -> dict[str, Any]:
+    # A schedule's or a direct delivery's message body is the due event itself. (From an SNS topic or an event bus
+    # rule it arrives wrapped: the SNS `Message` or the EventBridge event's `detail` is the due event.)
+    event: DueEvent = json.loads(record.body)
+    return act(event=event)
+
+
+def handler(event: dict[str, Any], context: LambdaContext) -> Any:
+    config.register_lambda_context(context)  # a record still in progress when the function times out is retried
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
