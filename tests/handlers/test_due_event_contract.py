@@ -17,9 +17,9 @@ import eventbridge
 import jsonschema
 import polling
 import pytest
+import ttl
 from st_core import dispatch
 from st_core.release import parse
-import ttl
 
 from localcloud.recurring import render_input
 from tests.conftest import REGION
