@@ -70,8 +70,18 @@ def test_outputs_are_exposed(build: Build) -> None:
         "processor_function_name",
         "tick_rule_name",
         "alarm_topic_arn",
+        "backfill_function_name",  # off by default: nothing is created for backfills
     }
     assert outputs["stream_arn"].startswith(outputs["table_arn"] + "/stream/")
+
+
+@pytest.mark.parametrize("mode", ["eventbridge", "ttl", "polling", "aggregate"])
+def test_the_backfill_function_is_made_only_when_asked_for(build: Build, mode: str) -> None:
+    assert not [r for r in build(mode=mode).mocks.by_name if "backfill" in r]
+    built = build(mode=mode, backfill_function=True)
+    function = built.one("rem-backfill")
+    assert function.inputs["handler"] == "backfill.handler"
+    assert built.outputs["backfill_function_name"] == function.outputs["name"]
 
 
 # -- table ------------------------------------------------------------------------------------------------------
