@@ -91,6 +91,10 @@ def record_problem(record: object) -> str:
         return f"stream record's dynamodb field is {type(data).__name__}, not an object"
     if not isinstance(data.get("Keys"), dict) or not data["Keys"]:
         return "stream record has no dynamodb.Keys"
+    for name, value in data["Keys"].items():
+        # DynamoDB keys are strings, numbers or binary: anything else is not a record DynamoDB wrote.
+        if not (isinstance(value, dict) and len(value) == 1 and next(iter(value)) in ("S", "N", "B")):
+            return f"stream record's key {str(name)[:40]!r} is {str(value)[:40]}, not a string, number or binary"
     if not isinstance(data.get("SequenceNumber"), str) or not data["SequenceNumber"]:
         return "stream record has no dynamodb.SequenceNumber"
     for image in ("NewImage", "OldImage"):

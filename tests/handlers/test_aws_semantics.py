@@ -486,10 +486,16 @@ def test_malformed_records_are_parked_and_the_rest_of_the_batch_is_processed(mod
     env.put({"PK": pk, "SK": "USER#a", "dueAt": int(NOW.timestamp()) + 3600, "Score": 1})
     (good,) = env.event()["Records"]
     broken = [None, "a string", {"eventName": "INSERT", "dynamodb": None}, {"eventName": "INSERT", "dynamodb": "x"}]
-    response = HANDLERS[name](env, {"Records": [*broken, good]})
+    # A key DynamoDB never writes (keys are S, N or B): found by the bad-input fuzzer once due events were checked
+    # against their schema (the item was delivered with `keys.PK: true`).
+    bool_key = copy.deepcopy(good)
+    bool_key["dynamodb"]["Keys"]["PK"] = {"BOOL": True}
+    bool_key["dynamodb"]["SequenceNumber"] = "1"
+    response = HANDLERS[name](env, {"Records": [*broken, bool_key, good]})
     assert response == {"batchItemFailures": []}
     reasons = [m["reason"] for m in poisoned(env)]
-    assert len(reasons) == 4 and all(reasons)
+    assert len(reasons) == 5 and all(reasons)
+    assert any("not a string, number or binary" in r for r in reasons)
     if name == "aggregate":
         assert total(env, "USER#a") == {"N": "1"}
     if name == "eventbridge":
