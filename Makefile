@@ -24,8 +24,10 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest -q -m "not e2e and not model and not slow"
 
+# Every test, on both cores: the local cloud's tests (mostly waiting for schedules to fire) on one worker, the rest
+# shared (tests/conftest.py groups them).
 pytest: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 # The documentation site (MkDocs, Material theme) into build/site; strict, so a broken link or a page missing from
 # the navigation fails the build (and `make test`).

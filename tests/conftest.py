@@ -38,6 +38,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for marker, folders in KINDS.items():
             if parts[0] in folders:
                 item.add_marker(marker)
+                # `make test` runs pytest on both cores (pytest-xdist, --dist loadgroup): a group runs on one worker,
+                # so the tests that share a local cloud share one ministack, and the wheel is built once.
+                item.add_marker(pytest.mark.xdist_group(marker))
         if item.path.name.startswith("test_model_"):  # hypothesis state machines, 30 sequences per mode
             item.add_marker("model")
 
