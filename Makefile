@@ -22,7 +22,7 @@ typecheck: $(STAMP)
 
 # The fast part (unit, handler, component, policy, provider tests); `make test` runs every test.
 unit: $(STAMP)
-	$(PY) -m pytest -q -m "not e2e and not model and not slow"
+	$(PY) -m pytest -q -n 2 -m "not e2e and not model and not slow"
 
 # Every test, on both cores: the local cloud's tests (mostly waiting for schedules to fire) on one worker, the rest
 # shared (tests/conftest.py groups them).
