@@ -37,7 +37,6 @@ AWS_ACTIONS = tuple(sorted({action for actions in TARGET_ACTIONS.values() for ac
 
 SOURCE = "scheduled-table"
 SES_UNIVERSAL_TARGET = "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail"
-DELETE_ITEM_UNIVERSAL_TARGET = "arn:aws:scheduler:::aws-sdk:dynamodb:deleteItem"
 
 
 class TargetKind(StrEnum):
@@ -176,17 +175,6 @@ def schedule_target(arn: str, scheduler: SchedulerConfig, payload: str) -> dict[
             "MaximumEventAgeInSeconds": scheduler["maxEventAgeSeconds"],
             "MaximumRetryAttempts": scheduler["maxRetryAttempts"],
         },
-    }
-
-
-def delete_item_request(table: str, keys: dict[str, Any], attribute: str, value: dict[str, Any]) -> dict[str, Any]:
-    """DynamoDB DeleteItem (DynamoDB JSON) that removes the item only while `attribute` still holds `value`."""
-    return {
-        "TableName": table,
-        "Key": keys,
-        "ConditionExpression": "#due = :due",
-        "ExpressionAttributeNames": {"#due": attribute},
-        "ExpressionAttributeValues": {":due": value},
     }
 
 
