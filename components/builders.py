@@ -24,9 +24,9 @@ from .existing import (
     table_problems,
 )
 from .filters import filter_patterns
-from .packaging import handler_archive, runtime_module
+from .packaging import constants, handler_archive, runtime_module
 from .parts import BuildContext, Consumer, Owner, Scheduling, TableRef
-from .runtime_config import OWNED_QUEUE_MAX_MESSAGE_BYTES, Value, function_environment, handler_document
+from .runtime_config import Value, function_environment, handler_document
 from .targets import EmailTarget
 
 DLQ_RETENTION_SECONDS = 14 * 24 * 3600
@@ -169,7 +169,7 @@ def build_queue(owner: Owner, role: str, retention: int = DLQ_RETENTION_SECONDS)
     queue = aws.sqs.Queue(
         f"{owner.name}-{role}",
         sqs_managed_sse_enabled=True,
-        max_message_size=OWNED_QUEUE_MAX_MESSAGE_BYTES,
+        max_message_size=constants.OWNED_QUEUE_MESSAGE_BYTES,
         message_retention_seconds=retention,
         tags=dict(owner.tags),
         opts=owner.child,

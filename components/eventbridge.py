@@ -22,8 +22,9 @@ from .builders import (
     target_statements,
 )
 from .filters import eventbridge_filters
+from .packaging import constants
 from .parts import BuildContext, Consumer, ModeResult, flatten
-from .runtime_config import OWNED_QUEUE_MAX_MESSAGE_BYTES, Value
+from .runtime_config import Value
 
 # A release message that failed this many receives (a target failing for a while, a consumer crashing) goes to the
 # target DLQ, where Scheduler also parks what it could not deliver.
@@ -97,7 +98,7 @@ def _release_queue(ctx: BuildContext, target_dlq: aws.sqs.Queue) -> aws.sqs.Queu
     return aws.sqs.Queue(
         f"{ctx.owner.name}-release",
         sqs_managed_sse_enabled=True,
-        max_message_size=OWNED_QUEUE_MAX_MESSAGE_BYTES,
+        max_message_size=constants.OWNED_QUEUE_MESSAGE_BYTES,
         message_retention_seconds=RELEASE_RETENTION_SECONDS,
         visibility_timeout_seconds=a.lambda_timeout_seconds + 30,
         redrive_policy=target_dlq.arn.apply(

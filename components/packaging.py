@@ -1,4 +1,5 @@
-"""Where the Lambda code lives (beside the component in this repo, inside it when installed) and its archive."""
+"""Where the Lambda code lives (beside the component in this repo, inside it when installed), its archive, and the
+handler modules the component, the operator's command and the local cloud read instead of copying them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 from functools import cache
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pulumi
 
@@ -52,3 +54,14 @@ def runtime_module(name: str) -> ModuleType:
         sys.modules[_ALIAS] = package
         spec.loader.exec_module(package)
     return importlib.import_module(f"{_ALIAS}.{name}")
+
+
+# The names and limits the handlers share with everything else (handlers/st_core/constants.py) and the handlers'
+# reading of an AWS error's code, loaded from the shipped files. The type checker reads the same files from the
+# handlers' folder (mypy_path), so every use is checked against the real names.
+if TYPE_CHECKING:
+    from st_core import constants as constants
+    from st_core.errors import error_code as error_code
+else:
+    constants = runtime_module("constants")
+    error_code = runtime_module("errors").error_code

@@ -10,18 +10,13 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from .targets import SQS_MAX_MESSAGE_BYTES, EmailTarget, EventBusTarget, QueueTarget
+from .packaging import constants
+from .targets import EmailTarget, EventBusTarget, QueueTarget
 from .types import Mode
 
 if TYPE_CHECKING:  # the options validate themselves with this module's 4 KB check: a type-only import back
     from .args import ScheduledTableArgs
 
-ENV_VAR = "SCHEDULED_TABLE_CONFIG"
-LOG_LEVEL_VAR = "LOG_LEVEL"
-# Lambda: "the total size of all environment variables doesn't exceed 4 KB" (names and values).
-ENVIRONMENT_LIMIT_BYTES = 4096
-# Every queue the component owns is created with SQS's largest MaximumMessageSize (1 MiB).
-OWNED_QUEUE_MAX_MESSAGE_BYTES = SQS_MAX_MESSAGE_BYTES
 # Stand-in for a name, ARN or URL not known at construction: as long as such a value realistically gets.
 PLACEHOLDER_CHARS = 256
 
@@ -110,7 +105,7 @@ def max_message_bytes(args: ScheduledTableArgs) -> int | None:
     if args.mode is Mode.AGGREGATE:
         return None
     if args.target is None:
-        return OWNED_QUEUE_MAX_MESSAGE_BYTES
+        return constants.OWNED_QUEUE_MESSAGE_BYTES
     return args.target.max_message_bytes if isinstance(args.target, QueueTarget) else None
 
 
@@ -247,17 +242,12 @@ def user_text(args: ScheduledTableArgs, target_arn: str | None = None) -> dict[s
     return text
 
 
-def environment_bytes(variables: Mapping[str, str]) -> int:
-    """What Lambda counts against its 4 KB: every variable's name and value, in bytes."""
-    return sum(len(name.encode()) + len(value.encode()) for name, value in variables.items())
-
-
 def function_environment(args: ScheduledTableArgs, document: str, *, estimated: bool = False) -> dict[str, str]:
     """The variables of every function of the table; ValueError naming the largest text the user chose when they
     would not fit Lambda's 4 KB (`estimated`: the document holds placeholders, so the size is an upper bound)."""
-    variables = {ENV_VAR: document, LOG_LEVEL_VAR: args.log_level}
-    size = environment_bytes(variables)
-    if size <= ENVIRONMENT_LIMIT_BYTES:
+    variables = {constants.CONFIG_VARIABLE: document, constants.LOG_LEVEL_VARIABLE: args.log_level}
+    size = constants.environment_bytes(variables)
+    if size <= constants.LAMBDA_ENVIRONMENT_BYTES:
         return variables
     # The size each text takes in the document (JSON-escaped, as written there).
     arn = known_target_arn(args) if estimated else json.loads(document)["target"]["arn"]
@@ -268,6 +258,6 @@ def function_environment(args: ScheduledTableArgs, document: str, *, estimated: 
     then = f"; next largest: {label[rest[0][1]]}, {rest[0][0]:,} bytes" if rest else ""
     raise ValueError(
         f"{field_name}: the function environment would be {'about ' if estimated else ''}{size:,} bytes, over "
-        f"Lambda's 4 KB limit ({ENVIRONMENT_LIMIT_BYTES:,} bytes); shorten {label[field_name]} "
+        f"Lambda's 4 KB limit ({constants.LAMBDA_ENVIRONMENT_BYTES:,} bytes); shorten {label[field_name]} "
         f"({largest:,} bytes{then})"
     )

@@ -11,7 +11,7 @@ from typing import ClassVar
 import pulumi
 
 from .arns import email_address, kms_key_problem
-from .packaging import runtime_module
+from .packaging import constants, runtime_module
 from .suggest import keyword_hints
 
 # SQS FIFO: a MessageGroupId is 1-128 alphanumeric or punctuation characters (printable ASCII but space).
@@ -21,11 +21,6 @@ _FIFO_ID = re.compile(r"[!-~]{1,128}")
 DETAIL_TYPE_CHARS = 128
 SOURCE_CHARS = 256
 _SOURCE_START = re.compile(r"[/._A-Za-z0-9-]")
-
-# SQS: MaximumMessageSize is 1,024..1,048,576 bytes; a queue made without it takes 256 KiB (the provider's default).
-SQS_MIN_MESSAGE_BYTES = 1024
-SQS_MAX_MESSAGE_BYTES = 1048576
-SQS_DEFAULT_MESSAGE_BYTES = 262144
 
 
 # Per target kind: the ARN field, the service in the ARN, what the resource is called, the resource part's shape and
@@ -180,7 +175,7 @@ class QueueTarget:
     """
 
     queue_arn: pulumi.Input[str]
-    max_message_bytes: int = SQS_DEFAULT_MESSAGE_BYTES
+    max_message_bytes: int = constants.SQS_DEFAULT_MESSAGE_BYTES
     kms_key_arn: pulumi.Input[str] | None = None
     message_group_attribute: str | None = None
     message_group_id: str | None = None
@@ -194,11 +189,11 @@ class QueueTarget:
         if (
             isinstance(size, bool)
             or not isinstance(size, int)
-            or not SQS_MIN_MESSAGE_BYTES <= size <= SQS_MAX_MESSAGE_BYTES
+            or not constants.SQS_MIN_MESSAGE_BYTES <= size <= constants.SQS_MAX_MESSAGE_BYTES
         ):
             raise ValueError(
                 f"QueueTarget.max_message_bytes: {size!r} is out of range; use a whole number from "
-                f"{SQS_MIN_MESSAGE_BYTES} to {SQS_MAX_MESSAGE_BYTES}, the queue's max_message_size"
+                f"{constants.SQS_MIN_MESSAGE_BYTES} to {constants.SQS_MAX_MESSAGE_BYTES}, the queue's max_message_size"
             )
 
     def _check_fifo_options(self) -> None:
@@ -365,7 +360,7 @@ class EmailTarget:
     @property
     def arn(self) -> str:
         # SES has no target ARN of its own: Scheduler calls it through the universal target.
-        return "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail"
+        return constants.SES_UNIVERSAL_TARGET
 
 
 Target = QueueTarget | FunctionTarget | StateMachineTarget | TopicTarget | EventBusTarget | EmailTarget

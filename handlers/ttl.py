@@ -33,6 +33,7 @@ from st_core import log
 from st_core.batch import handle_stream_batch
 from st_core.clients import CLIENTS, Clients
 from st_core.config import load_config
+from st_core.constants import UNIVERSAL_TARGET_PREFIX
 from st_core.dispatch import due_event, schedule_target, send_now, target_input
 from st_core.errors import PermanentError, error_code, persist
 from st_core.idempotency import Ledger
@@ -60,7 +61,7 @@ TTL_SERVICE = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 # Precise mode: what the schedule does at the due time (Scheduler's universal target for DynamoDB UpdateItem), and
 # the attribute it sets to the due time the item gives up. Reserved on precise tables: an item written with it and
 # without a due time is one that has fired.
-UPDATE_ITEM_UNIVERSAL_TARGET = "arn:aws:scheduler:::aws-sdk:dynamodb:updateItem"
+UPDATE_ITEM_UNIVERSAL_TARGET = UNIVERSAL_TARGET_PREFIX + "dynamodb:updateItem"
 FIRED = "stFiredAt"
 # A repeat interval longer than this is a mistake in the data (and overflows date arithmetic soon after).
 MAX_REPEAT_SECONDS = 100 * 366 * 24 * 3600

@@ -29,6 +29,7 @@ import os
 import random
 import threading
 
+from .component import constants
 from .window import MinuteWindow, seed
 
 REDELIVER_VARIABLE = "LOCALCLOUD_REDELIVER"
@@ -100,8 +101,6 @@ def patch_stream_delivery(fraction: float, rng: random.Random, log_path: str | N
     lambda_svc._execute_function = with_redelivery
 
 
-SCHEDULER_INPUT_BYTES = 256 * 1024
-LAMBDA_ENVIRONMENT_BYTES = 4 * 1024
 EVENT_AGE_SECONDS = (60, 21600)
 
 
@@ -115,14 +114,9 @@ def schedule_problem(name: str, body: dict) -> str:
     if token is not None and not 1 <= len(str(token)) <= 64:
         return "Value at 'clientToken' failed to satisfy constraint: Member must have length between 1 and 64"
     payload = str((body.get("Target") or {}).get("Input") or "")
-    if len(payload.encode("utf-8")) > SCHEDULER_INPUT_BYTES:
+    if len(payload.encode("utf-8")) > constants.SCHEDULER_INPUT_BYTES:
         return "Value at 'target.input' failed to satisfy constraint: Member must have length less than 262144"
     return ""
-
-
-def environment_bytes(variables: dict) -> int:
-    """Lambda's count: every name and value, in bytes."""
-    return sum(len(str(k).encode()) + len(str(v).encode()) for k, v in (variables or {}).items())
 
 
 def enforce_limits() -> None:
@@ -144,8 +138,8 @@ def enforce_limits() -> None:
     put_invoke_config = lambda_svc._put_event_invoke_config
 
     def checked_function(data: dict) -> object:
-        size = environment_bytes((data.get("Environment") or {}).get("Variables") or {})
-        if size > LAMBDA_ENVIRONMENT_BYTES:
+        size = constants.environment_bytes((data.get("Environment") or {}).get("Variables") or {})
+        if size > constants.LAMBDA_ENVIRONMENT_BYTES:
             message = f"Lambda was unable to configure your environment variables because the environment variables you have provided exceeded the 4KB limit. String measured: {size} bytes"  # noqa: E501
             return lambda_svc.error_response_json("InvalidParameterValueException", message, 400)
         return create_function(data)

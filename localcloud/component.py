@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from components.args import ScheduledTableArgs
     from components.arns import email_address
     from components.component import TYPE
-    from components.packaging import runtime_module
+    from components.packaging import constants, error_code, runtime_module
     from components.stack_config import tables_from_config
     from components.targets import EmailTarget
     from components.testing import (
@@ -41,7 +41,7 @@ else:
         from components.args import ScheduledTableArgs
         from components.arns import email_address
         from components.component import TYPE
-        from components.packaging import runtime_module
+        from components.packaging import constants, error_code, runtime_module
         from components.stack_config import tables_from_config
         from components.targets import EmailTarget
         from components.testing import (
@@ -61,7 +61,7 @@ else:
     else:
         from scheduled_table.arns import email_address
         from scheduled_table.component import TYPE
-        from scheduled_table.packaging import runtime_module
+        from scheduled_table.packaging import constants, error_code, runtime_module
         from scheduled_table.stack_config import tables_from_config
         from scheduled_table.targets import EmailTarget
         from scheduled_table.testing import (
@@ -92,7 +92,9 @@ __all__ = [
     "ScheduledTableArgs",
     "ScheduledTableMocks",
     "config_string",
+    "constants",
     "email_address",
+    "error_code",
     "fabricate",
     "fabricated_table",
     "runtime_module",

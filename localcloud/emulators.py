@@ -40,14 +40,14 @@ import botocore
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from .component import constants, error_code
 from .iam import DENIED, DENIED_CODES, SCHEDULER_PRINCIPAL, SERVICE_SESSION_PATH
-from .provision import NOT_FOUND, clients, error_code, name_from_arn
+from .provision import NOT_FOUND, clients, name_from_arn
 from .window import MinuteWindow, seed
 
 log = logging.getLogger("localcloud")
 
 TTL_PRINCIPAL = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
-UNIVERSAL_PREFIX = "arn:aws:scheduler:::aws-sdk:"
 WATCH_HORIZON_SECONDS = 120.0
 TTL_DELAY_SECONDS = 5.0
 TABLES_REFRESH_SECONDS = 3.0
@@ -421,7 +421,7 @@ def at_epoch(expression: str, zone: str | None) -> float | None:
 
 def universal_call(arn: str) -> tuple[str, str]:
     """`arn:aws:scheduler:::aws-sdk:sesv2:sendEmail` -> ("sesv2", "send_email")."""
-    service, action = arn.removeprefix(UNIVERSAL_PREFIX).split(":", 1)
+    service, action = arn.removeprefix(constants.UNIVERSAL_TARGET_PREFIX).split(":", 1)
     return service, botocore.xform_name(action[:1].upper() + action[1:])
 
 
@@ -463,7 +463,9 @@ class UniversalTargets:
                 key = (group["Name"], summary["Name"])
                 listed.add(key)
                 modified = str(summary.get("LastModificationDate", ""))
-                universal = str((summary.get("Target") or {}).get("Arn", "")).startswith(UNIVERSAL_PREFIX)
+                universal = str((summary.get("Target") or {}).get("Arn", "")).startswith(
+                    constants.UNIVERSAL_TARGET_PREFIX
+                )
                 if universal and self._inspected.get(key) != modified:
                     self._inspected[key] = modified
                     self._capture(key, modified)
@@ -485,7 +487,10 @@ class UniversalTargets:
         named = at_epoch(schedule.get("ScheduleExpression", ""), schedule.get("ScheduleExpressionTimezone"))
         # As AWS: anywhere in the named minute, possibly before the named second.
         due = None if named is None else self.window.instant(schedule.get("ScheduleExpression", ""), named)
-        if not str(target.get("Arn", "")).startswith(UNIVERSAL_PREFIX) or schedule.get("State") == "DISABLED":
+        if (
+            not str(target.get("Arn", "")).startswith(constants.UNIVERSAL_TARGET_PREFIX)
+            or schedule.get("State") == "DISABLED"
+        ):
             self._captured.pop(key, None)
             return
         if due is None:
@@ -519,7 +524,7 @@ class UniversalTargets:
             log.warning("schedule %s/%s: %s.%s failed: %s", captured.group, captured.name, service, method, error)
             dead_letter = (captured.target.get("DeadLetterConfig") or {}).get("Arn")
             if dead_letter:
-                code = error_code(error) if isinstance(error, ClientError) else type(error).__name__
+                code = error_code(error)
                 attributes = {
                     "ERROR_CODE": code or "Error",
                     "ERROR_MESSAGE": str(error)[:1000],

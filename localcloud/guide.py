@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from .component import TYPE
+from .component import TYPE, constants
 from .deploy import Deployment
 from .mocks import Registration
 from .provision import clients
@@ -23,7 +23,6 @@ from .stay import DUE, aws, receive_and_delete, write_item
 
 # As `stay.LEAD_SECONDS`: far enough ahead that the write is seen before the item falls due.
 LEAD_SECONDS = {"eventbridge": 30, "ttl": 5, "polling": 0}
-CONFIG_VARIABLE = "SCHEDULED_TABLE_CONFIG"
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ class FoundTable:
 
 def _config(function: Registration) -> dict[str, Any] | None:
     variables = ((function.inputs.get("environment") or {}).get("variables")) or {}
-    text = variables.get(CONFIG_VARIABLE)
+    text = variables.get(constants.CONFIG_VARIABLE)
     return json.loads(text) if isinstance(text, str) else None
 
 

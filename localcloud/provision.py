@@ -21,6 +21,7 @@ import pulumi
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from .component import error_code
 from .mocks import fabricate
 
 CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
@@ -55,10 +56,6 @@ def clients(endpoint: str, region: str) -> Callable[[str], Any]:
             return cache[service]
 
     return client
-
-
-def error_code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))
 
 
 def physical_name(name: str, inputs: dict[str, Any]) -> str:

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .component import runtime_module
-from .emulators import UNIVERSAL_PREFIX, log
+from .component import constants, runtime_module
+from .emulators import log
 
 Instant = Callable[[str, float], float]  # (what fires, its scheduled epoch) -> when it runs (MinuteWindow.instant)
 CONTEXT_ATTRIBUTES = ("scheduled-time", "schedule-arn", "execution-id", "attempt-number")
@@ -157,7 +157,9 @@ def install(instant: Instant) -> None:
         previous = (get_account_id(), get_region())
         try:
             for state_key, schedule in list(scheduler._schedules._data.items()):
-                universal = str((schedule.get("Target") or {}).get("Arn", "")).startswith(UNIVERSAL_PREFIX)
+                universal = str((schedule.get("Target") or {}).get("Arn", "")).startswith(
+                    constants.UNIVERSAL_TARGET_PREFIX
+                )
                 recurring = is_recurring(schedule.get("ScheduleExpression", ""))
                 if universal or recurring:
                     # ministack's own tick skips a schedule it believes fired just now. Universal targets are the

@@ -7,8 +7,7 @@ import os
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-ENV_VAR = "SCHEDULED_TABLE_CONFIG"
-
+from .constants import CONFIG_VARIABLE
 
 if TYPE_CHECKING:
     from .shapes import (
@@ -67,8 +66,8 @@ def __getattr__(name: str) -> object:
 @lru_cache(maxsize=1)
 def load_config() -> HandlerConfig:
     """Parsed once per container; a missing or broken document is a deployment error, so it fails loudly."""
-    raw = os.environ.get(ENV_VAR)
+    raw = os.environ.get(CONFIG_VARIABLE)
     if not raw:
-        raise RuntimeError(f"{ENV_VAR} is not set: this function must be deployed by ScheduledTable")
+        raise RuntimeError(f"{CONFIG_VARIABLE} is not set: this function must be deployed by ScheduledTable")
     config: HandlerConfig = json.loads(raw)
     return config

@@ -14,7 +14,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
-from . import limits
+from . import constants
 from .clients import CLIENTS, Clients
 from .errors import PermanentError
 from .jsontext import dumps, size
@@ -36,7 +36,6 @@ TARGET_ACTIONS: dict[str, tuple[str, ...]] = {
 AWS_ACTIONS = tuple(sorted({action for actions in TARGET_ACTIONS.values() for action in actions}))
 
 SOURCE = "scheduled-table"
-SES_UNIVERSAL_TARGET = "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail"
 
 
 class TargetKind(StrEnum):
@@ -100,12 +99,12 @@ def payload_limit(target: TargetConfig, *, via_scheduler: bool) -> int:
     """The largest payload (bytes) the target takes, and Scheduler's input limit when a schedule delivers it."""
     kind = TargetKind(target["kind"])
     if kind is TargetKind.SQS:
-        limit = int(target.get("maxMessageBytes") or limits.SQS_DEFAULT_MESSAGE_BYTES)
+        limit = int(target.get("maxMessageBytes") or constants.SQS_DEFAULT_MESSAGE_BYTES)
     else:
         limit = _LIMITS[kind]
     if via_scheduler:
-        limit = min(limit, limits.SCHEDULER_INPUT_BYTES)
-    return limit - limits.ENVELOPE_BYTES
+        limit = min(limit, constants.SCHEDULER_INPUT_BYTES)
+    return limit - constants.ENVELOPE_BYTES
 
 
 def email_request(email: EmailConfig, item: dict[str, Any]) -> dict[str, Any]:
@@ -152,7 +151,7 @@ def scheduler_target(target: TargetConfig, scheduler: SchedulerConfig, payload: 
     """`payload` must come from `target_input(..., via_scheduler=True)`."""
     # The `Target` of a schedule: the target's ARN (or SES's universal target), role, input, retries, DLQ.
     kind = TargetKind(target["kind"])
-    arn = SES_UNIVERSAL_TARGET if kind is TargetKind.EMAIL else target["arn"]
+    arn = constants.SES_UNIVERSAL_TARGET if kind is TargetKind.EMAIL else target["arn"]
     request = schedule_target(arn, scheduler, payload)
     if kind is TargetKind.EVENTS:
         # Scheduler's templated EventBridge target: PutEvents with `Input` as the event's detail.
@@ -229,12 +228,12 @@ _SENDERS = {
 
 
 _LIMITS = {
-    TargetKind.LAMBDA: limits.LAMBDA_ASYNC_PAYLOAD_BYTES,
-    TargetKind.STEP_FUNCTIONS: limits.STEP_FUNCTIONS_INPUT_BYTES,
-    TargetKind.SNS: limits.SNS_MESSAGE_BYTES,
-    TargetKind.EVENTS: limits.EVENTBRIDGE_ENTRY_BYTES,
+    TargetKind.LAMBDA: constants.LAMBDA_ASYNC_PAYLOAD_BYTES,
+    TargetKind.STEP_FUNCTIONS: constants.STEP_FUNCTIONS_INPUT_BYTES,
+    TargetKind.SNS: constants.SNS_MESSAGE_BYTES,
+    TargetKind.EVENTS: constants.EVENTBRIDGE_ENTRY_BYTES,
     # SES v2 takes far larger messages; what bounds an email request is Scheduler's input when it delivers.
-    TargetKind.EMAIL: limits.SCHEDULER_INPUT_BYTES,
+    TargetKind.EMAIL: constants.SCHEDULER_INPUT_BYTES,
 }
 
 
@@ -258,7 +257,7 @@ def is_fifo(arn: str) -> bool:
 def sqs_token(text: str) -> str:
     """`text` as a FIFO message group or deduplication id: itself when SQS takes it (1-128 characters, each
     alphanumeric or punctuation, i.e. printable ASCII but space), otherwise its SHA-256 in hex."""
-    if 0 < len(text) <= limits.SQS_FIFO_ID_CHARS and all("!" <= c <= "~" for c in text):
+    if 0 < len(text) <= constants.SQS_FIFO_ID_CHARS and all("!" <= c <= "~" for c in text):
         return text
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -9,13 +9,15 @@ import sys
 import time
 from typing import Any
 
+from .constants import LOG_LEVEL_VARIABLE
+
 _logger = logging.getLogger("scheduled_table")
 if not _logger.handlers:
     _handler = logging.StreamHandler(sys.stdout)
     _handler.setFormatter(logging.Formatter("%(message)s"))
     _logger.addHandler(_handler)
     _logger.propagate = False
-_logger.setLevel(os.environ.get("LOG_LEVEL", "INFO").upper())
+_logger.setLevel(os.environ.get(LOG_LEVEL_VARIABLE, "INFO").upper())
 
 
 def log(level: int, action: str, **fields: Any) -> None:

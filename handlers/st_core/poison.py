@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from . import limits
+from . import constants
 from .clients import CLIENTS, Clients
 from .jsontext import dumps, size
 from .stream import sequence_number
@@ -32,14 +32,14 @@ def poison_message(*, record: object, reason: str, error: str, mode: str, table:
     return fit(body, "record", _slim(record))
 
 
-def fit(body: dict[str, Any], field: str, slim: Any, limit: int = limits.OWNED_QUEUE_MESSAGE_BYTES) -> str:
+def fit(body: dict[str, Any], field: str, slim: Any, limit: int = constants.OWNED_QUEUE_MESSAGE_BYTES) -> str:
     """`body` as JSON text, with `body[field]` replaced by `slim` (and a note) if the whole would not fit in one
     message of the component's own queues: the reason and the keys always reach the queue."""
     text = dumps(body)
-    if size(text) <= limit - limits.ENVELOPE_BYTES:
+    if size(text) <= limit - constants.ENVELOPE_BYTES:
         return text
     text = dumps({**body, field: slim, "note": f"{field} trimmed: larger than an SQS message"})
-    if size(text) <= limit - limits.ENVELOPE_BYTES:
+    if size(text) <= limit - constants.ENVELOPE_BYTES:
         return text
     return dumps({k: v for k, v in body.items() if k != field} | {"note": f"{field} omitted: too large"})
 

@@ -44,11 +44,11 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from . import log, schedules
 from .clients import CLIENTS, Clients
+from .constants import SCHEDULER_INPUT_BYTES
 from .dispatch import schedule_target, send_now
 from .errors import PermanentError, error_code, is_transient, persist
 from .idempotency import Ledger
 from .jsontext import dumps, size
-from .limits import SCHEDULER_INPUT_BYTES
 from .poison import PoisonQueue
 from .stream import decode_image, to_request
 from .timeparse import format_due, minute_start, parse_due, zone

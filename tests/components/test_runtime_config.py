@@ -8,12 +8,11 @@ from typing import Any
 
 import pulumi
 import pytest
+from st_core.constants import CONFIG_VARIABLE, environment_bytes
 
 from components import EmailTarget, QueueTarget, ScheduledTableArgs
 from components.runtime_config import (
-    ENV_VAR,
     PLACEHOLDER_CHARS,
-    environment_bytes,
     estimated_document,
     function_environment,
     handler_document,
@@ -61,7 +60,7 @@ def test_the_document_is_compact_and_sorted() -> None:
 
 def test_the_environment_holds_the_document_and_the_log_level() -> None:
     args = ScheduledTableArgs(mode="polling", log_level="DEBUG")
-    assert function_environment(args, "{}") == {ENV_VAR: "{}", "LOG_LEVEL": "DEBUG"}
+    assert function_environment(args, "{}") == {CONFIG_VARIABLE: "{}", "LOG_LEVEL": "DEBUG"}
 
 
 def test_a_body_that_fits_is_accepted() -> None:

@@ -16,7 +16,7 @@ import polling
 import ttl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from st_core.limits import OWNED_QUEUE_MESSAGE_BYTES
+from st_core.constants import OWNED_QUEUE_MESSAGE_BYTES
 
 from tests.handlers.conftest import Env
 from tests.handlers.test_aggregate import agg_env  # noqa: F401  (fixtures)

@@ -18,7 +18,7 @@ import polling
 import pytest
 import ttl
 from botocore.exceptions import ClientError
-from st_core import limits
+from st_core import constants
 from st_core.clients import CLIENTS, Clients
 from st_core.config import HandlerConfig, TargetConfig
 from st_core.dispatch import deduplication_id, due_event, message_group, send_now, sqs_token, target_input
@@ -55,7 +55,7 @@ def _entry_size_rule(params: dict[str, Any], **_: Any) -> None:
     # AWS counts Source, DetailType and Detail (and 14 bytes for Time) against the entry's 256 KiB; moto does not.
     for entry in params["Entries"]:
         used = sum(len(entry.get(k, "").encode()) for k in ("Source", "DetailType", "Detail"))
-        if used + (14 if "Time" in entry else 0) > limits.EVENTBRIDGE_ENTRY_BYTES:
+        if used + (14 if "Time" in entry else 0) > constants.EVENTBRIDGE_ENTRY_BYTES:
             raise ClientError({"Error": {"Code": "ValidationException", "Message": "entry over 256 KiB"}}, "PutEvents")
 
 
