@@ -10,16 +10,16 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-from moto.events.models import EventPattern
 
 from components.filters import eventbridge_filters, filter_patterns, ttl_filters
 from tests.conftest import REGION
+from tests.support.patterns import passes
 
 
 def matches(record: dict[str, Any], time_attribute: str = "dueAt") -> bool:
     """Lambda invokes the function when any one filter matches."""
     patterns = filter_patterns(eventbridge_filters(time_attribute))
-    return any(EventPattern.load(p).matches_event(record) for p in patterns)  # type: ignore[arg-type]
+    return passes(patterns, record)
 
 
 @pytest.fixture
@@ -79,7 +79,7 @@ TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 
 def ttl_matches(record: dict[str, Any]) -> bool:
     patterns = filter_patterns(ttl_filters("dueAt", precise=False))
-    return any(EventPattern.load(p).matches_event(record) for p in patterns)  # type: ignore[arg-type]
+    return passes(patterns, record)
 
 
 def test_a_remove_by_the_ttl_service_invokes_the_ttl_executor(records: dict[str, Any]) -> None:
@@ -154,7 +154,7 @@ def precise_records() -> Iterator[dict[str, dict[str, Any]]]:
 
 def precise_matches(record: dict[str, Any]) -> bool:
     patterns = filter_patterns(ttl_filters("dueAt", precise=True))
-    return any(EventPattern.load(p).matches_event(record) for p in patterns)  # type: ignore[arg-type]
+    return passes(patterns, record)
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,6 @@ from unittest import mock
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
-from moto.events.models import EventPattern
 from st_core.clients import CLIENTS
 
 from tests.handlers.conftest import Env, build_env, with_due_index
@@ -50,16 +49,6 @@ def dynamodb_number_arithmetic() -> Any:
         return within_38_digits
 
     return mock.patch.multiple(DynamoType, __add__=exact(DynamoType.__add__), __sub__=exact(DynamoType.__sub__))
-
-
-class LambdaFilter:
-    """An event source mapping's filter criteria: only matching records reach the function."""
-
-    def __init__(self, patterns: list[str]) -> None:
-        self.patterns = [EventPattern.load(p) for p in patterns]
-
-    def __call__(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [copy.deepcopy(r) for r in records if any(p.matches_event(r) for p in self.patterns)]  # type: ignore[arg-type]
 
 
 class HandlerClock:

@@ -17,13 +17,13 @@ import boto3
 import pytest
 from aggregate import RINGS, Totals, chunks, contributions
 from botocore.exceptions import ClientError, ReadTimeoutError
-from moto.events.models import EventPattern
 from st_core.clients import CLIENTS
 from st_core.config import HandlerConfig
 from st_core.stream import BatchResponse
 
 from components.filters import aggregate_filters, filter_patterns
 from tests.handlers.conftest import Env, as_lambda_record
+from tests.support.patterns import LambdaFilter
 
 # The component's default: maximum record age 3600 s + function timeout 60 s + a 300 s margin.
 HORIZON = 3960
@@ -171,7 +171,7 @@ def item_bytes(item: dict[str, Any]) -> int:
 def seed_filter_only(event: Any, env: Env) -> Any:
     """What Lambda delivers: only the records the mapping's filter lets through."""
     patterns = filter_patterns(aggregate_filters("PK", "SCORE", env.config["aggregate"]["onChange"]))
-    kept = [r for r in event["Records"] if any(EventPattern.load(p).matches_event(r) for p in patterns)]
+    kept = LambdaFilter(patterns)(event["Records"])
     return {"Records": kept}
 
 
@@ -348,7 +348,7 @@ def test_the_modes_own_writes_never_match_its_filter(agg_env: Env) -> None:
     assert len(totals) >= 2 and {r["eventName"] for r in totals} == {"INSERT", "MODIFY"}
     for on_change in ("ignore", "adjust"):
         patterns = filter_patterns(aggregate_filters("PK", "SCORE", on_change))
-        matched = [any(EventPattern.load(p).matches_event(r) for p in patterns) for r in totals + scores]
+        matched = [LambdaFilter(patterns).passes(r) for r in totals + scores]
         assert matched == [False] * len(totals) + [True] * len(scores)
     # AND the ledger's markers are in a table without a stream
     ledger = agg_env.ddb.describe_table(TableName=agg_env.config["aggregate"]["ledgerTable"])["Table"]

@@ -42,7 +42,8 @@ from st_core.clients import CLIENTS
 from components.filters import aggregate_filters, filter_patterns
 from tests.handlers.conftest import Env
 from tests.handlers.faults import FaultInjector, FaultyClients, replay
-from tests.handlers.model_support import LambdaFilter, StreamDelivery, dynamodb_number_arithmetic, model_env, model_test
+from tests.handlers.model_support import StreamDelivery, dynamodb_number_arithmetic, model_env, model_test
+from tests.support.patterns import LambdaFilter
 
 # A mapping with a short maximum record age (600 s) and the 60 s timeout: horizon 600 + 60 + 300 s. Short against
 # the 900 s id buckets, so ids leave the totals within a few steps and an early removal would show.

@@ -31,8 +31,9 @@ from st_core.pending import without_index
 
 from components.filters import filter_patterns, polling_filters
 from tests.handlers.conftest import Env
-from tests.handlers.model_support import LambdaFilter, StreamDelivery, TargetQueue, due_time, model_env, model_test
+from tests.handlers.model_support import StreamDelivery, TargetQueue, due_time, model_env, model_test
 from tests.iam.enforce import acting
+from tests.support.patterns import LambdaFilter
 
 START = datetime(2030, 6, 1, 12, 0, 0, tzinfo=UTC)
 KEYS = ["a", "b", "c"]

@@ -35,13 +35,13 @@ from tests.handlers.conftest import Env, SchedulerClock
 from tests.handlers.model_support import (
     TTL_IDENTITY,
     HandlerClock,
-    LambdaFilter,
     StreamDelivery,
     TargetQueue,
     due_time,
     model_env,
     model_test,
 )
+from tests.support.patterns import LambdaFilter
 
 START = datetime(2030, 6, 1, 12, 0, 0, tzinfo=UTC)
 KEYS = ["a", "b", "c"]

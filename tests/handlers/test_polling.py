@@ -12,7 +12,6 @@ from typing import Any
 import boto3
 import polling
 import pytest
-from moto.events.models import EventPattern
 from polling import Processor
 from st_core.clients import CLIENTS
 
@@ -20,6 +19,7 @@ from components.filters import filter_patterns, polling_filters
 from tests.conftest import REGION
 from tests.handlers.conftest import Env, with_due_index
 from tests.iam.enforce import acting
+from tests.support.patterns import passes
 
 NOW = float(int(time.time()))
 
@@ -270,7 +270,7 @@ def test_an_item_without_a_usable_time_goes_to_poison_with_the_reason(
 
 
 def matches(record: dict[str, Any]) -> bool:
-    return any(EventPattern.load(p).matches_event(record) for p in filter_patterns(polling_filters()))  # type: ignore[arg-type]
+    return passes(filter_patterns(polling_filters()), record)
 
 
 def test_only_users_writes_pass_the_assigners_filter(polling_env: Env) -> None:

@@ -478,12 +478,10 @@ def test_a_marker_set_before_the_due_time_is_not_the_schedules_and_is_parked(ttl
 
 def precise_passes(record: dict[str, Any]) -> bool:
     """Whether the precise mapping's filters (Lambda's event filtering, moto's matcher) let the record through."""
-    from moto.events.models import EventPattern
-
     from components.filters import filter_patterns, ttl_filters
+    from tests.support.patterns import passes
 
-    patterns = filter_patterns(ttl_filters("dueAt", precise=True))
-    return any(EventPattern.load(p).matches_event(record) for p in patterns)  # type: ignore[arg-type]
+    return passes(filter_patterns(ttl_filters("dueAt", precise=True)), record)
 
 
 def test_precise_cost_per_item_is_measured(ttl_env: Env) -> None:
