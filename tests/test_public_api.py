@@ -40,7 +40,7 @@ def test_the_version_is_the_installed_distributions_and_the_command_prints_it(ca
 
     import pytest
 
-    from components.cli import main
+    from components.ops.cli import main
 
     declared = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["version"]
     assert components.__version__ == declared

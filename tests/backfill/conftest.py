@@ -1,6 +1,6 @@
 """Backfill and reconcile against moto: the handlers' moto env (a real table, stream, schedule group, queues and
 ledger), the redrive tests' stand-in for the deployed consumer (it runs the real handler in-process when invoked,
-exactly as `redrive.replay` invokes it), and a fake clock whose time moves only when the run sleeps, so the
+exactly as the redrive's `replay` invokes it), and a fake clock whose time moves only when the run sleeps, so the
 ceilings are proven on the run's own timeline, never on wall time."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from st_core.config import HandlerConfig
 
-from components import backfill
-from components.cli import main
+from components.ops import backfill
+from components.ops.cli import main
 from tests.handlers.conftest import Env, with_due_index
 from tests.handlers.conftest import env as env  # the moto env fixture, shared with the handler tests
 from tests.redrive.conftest import Function, aws
@@ -119,9 +119,9 @@ def run(
     fake = time or FakeTime()
     lines: list[str] = []
     aws_client = client or aws(function)
-    from components import redrive
+    from components.ops.redrive.discovery import discover
 
-    stack = redrive.discover(aws_client, function.name)
+    stack = discover(aws_client, function.name)
     plan = backfill.Plan(
         command=command,
         segments=segments,

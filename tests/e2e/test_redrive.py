@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from components.cli import main
+from components.ops.cli import main
 from localcloud.deploy import Deployment, up
 from localcloud.provision import CREDENTIALS, clients
 from localcloud.server import Ministack
@@ -177,12 +177,12 @@ def test_a_parked_delete_cancels_the_schedule_of_the_time_it_left_though_the_ite
     import eventbridge
     from st_core.stream import key_identity
 
-    from components import redrive as ops
+    from components.ops.redrive.discovery import discover
 
     aws = clients(deployment.endpoint, REGION)
     outputs = deployment.outputs
     table, function = outputs["table_name"], outputs["function_name"]
-    group = ops.discover(aws, function).config["scheduler"]["group"]
+    group = discover(aws, function).config["scheduler"]["group"]
     scheduler = aws("scheduler")
     t1, t2 = (datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(days=d) for d in (1, 2))
     due = {t: t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in (t1, t2)}

@@ -1,5 +1,6 @@
-"""The house's shape, checked: no import cycle among the modules of `components/`, `handlers/` and `localcloud/`,
-and no private name (`_x`) used outside the module or class that defines it.
+"""The house's shape, checked: no import cycle among the modules of `components/` (its subpackages, such as
+`components/ops/`, included), `handlers/` and `localcloud/`, and no private name (`_x`) used outside the module or
+class that defines it.
 
 Every import that runs counts, including those inside functions: a cycle hidden by a lazy import is still two
 modules that cannot be read, tested or changed apart. Imports under `if TYPE_CHECKING:` do not run and only name a
@@ -176,6 +177,9 @@ def test_the_walker_sees_the_packages_and_their_imports() -> None:
     assert "components.component" in edges and "eventbridge" in edges and "localcloud.scenarios" in edges
     assert "components.args" in edges["components.component"]
     assert "st_core.stream" in edges["eventbridge"]
+    # subpackages too: the operator's command and its redrive
+    assert "components.ops.redrive.poison" in edges["components.ops.cli"]
+    assert "components.ops.redrive.ordering" in edges["components.ops.redrive.poison"]
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:

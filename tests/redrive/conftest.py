@@ -14,7 +14,8 @@ import boto3
 import pytest
 from st_core.config import HandlerConfig
 
-from components import redrive
+from components.ops.aws import Client
+from components.ops.redrive import queues
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env
 from tests.handlers.conftest import env as env  # the moto env fixture, shared with the handler tests
@@ -65,7 +66,7 @@ class Function:
         return ClientError(error, "GetFunctionConfiguration")
 
 
-def aws(function: Function, **overrides: Any) -> redrive.Client:
+def aws(function: Function, **overrides: Any) -> Client:
     """`client(service)`: the stand-in function for Lambda, moto for everything else (one client per service)."""
     made: dict[str, Any] = {"lambda": function, **overrides}
 
@@ -98,9 +99,9 @@ def bodies(env: Env, url: str) -> list[dict[str, Any]]:
     return found
 
 
-def run(source: str, function: Function, *args: str, client: redrive.Client | None = None) -> tuple[int, list[str]]:
+def run(source: str, function: Function, *args: str, client: Client | None = None) -> tuple[int, list[str]]:
     """The command, as the operator runs it; its exit status and output lines."""
-    from components.cli import main
+    from components.ops.cli import main
 
     lines: list[str] = []
     status = main(
@@ -112,4 +113,4 @@ def run(source: str, function: Function, *args: str, client: redrive.Client | No
 @pytest.fixture(autouse=True)
 def _short_polls(monkeypatch: pytest.MonkeyPatch) -> None:
     """moto answers an empty queue at once; long polling would only wait here."""
-    monkeypatch.setattr(redrive, "WAIT_SECONDS", 0)
+    monkeypatch.setattr(queues, "WAIT_SECONDS", 0)

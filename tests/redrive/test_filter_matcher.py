@@ -1,4 +1,4 @@
-"""Redrive's Lambda filter matcher (`redrive.matches`) decides which records of a failed range the consumer would
+"""Redrive's Lambda filter matcher (`matcher.matches`) decides which records of a failed range the consumer would
 have seen: checked against moto's EventBridge pattern matcher (the syntax Lambda's event filtering uses), over
 every mode's real filters (components/filters.py) and stream records in the shape Lambda delivers, drawn by
 hypothesis: every event name, TTL's and users' identities, images present or absent, the time and status
@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components import redrive
 from components.filters import aggregate_filters, eventbridge_filters, polling_filters, ttl_filters
+from components.ops.redrive.matcher import matches
+from components.ops.redrive.matcher import passes as redrive_passes
 from tests.support.patterns import passes
 
 TIME = "dueAt"
@@ -100,9 +101,9 @@ def eventbridge_match(pattern: dict[str, Any], record: dict[str, Any]) -> bool:
 def test_the_matcher_agrees_with_eventbridge_patterns_on_every_modes_filters(mode: str, record: dict[str, Any]) -> None:
     for pattern in FILTERS[mode]:
         expected = eventbridge_match(pattern, record)
-        assert redrive.matches(pattern, record) is expected, (mode, pattern, record)
+        assert matches(pattern, record) is expected, (mode, pattern, record)
     either = any(eventbridge_match(p, record) for p in FILTERS[mode])
-    assert redrive.passes(FILTERS[mode], record) is either
+    assert redrive_passes(FILTERS[mode], record) is either
 
 
 def test_the_filters_do_let_records_through_and_keep_others_out() -> None:
@@ -113,6 +114,6 @@ def test_the_filters_do_let_records_through_and_keep_others_out() -> None:
         "userIdentity": {"type": "Service", "principalId": "dynamodb.amazonaws.com"},
         "dynamodb": {"Keys": {"PK": {"S": "u"}}, "OldImage": {TIME: {"N": "1"}}},
     }
-    assert redrive.passes(FILTERS["eventbridge"], insert) and not redrive.passes(FILTERS["ttl"], insert)
-    assert redrive.passes(FILTERS["ttl"], ttl_delete) and not redrive.passes(FILTERS["aggregate ignore"], ttl_delete)
-    assert redrive.passes(FILTERS["aggregate ignore"], insert) and redrive.passes(FILTERS["polling"], insert)
+    assert redrive_passes(FILTERS["eventbridge"], insert) and not redrive_passes(FILTERS["ttl"], insert)
+    assert redrive_passes(FILTERS["ttl"], ttl_delete) and not redrive_passes(FILTERS["aggregate ignore"], ttl_delete)
+    assert redrive_passes(FILTERS["aggregate ignore"], insert) and redrive_passes(FILTERS["polling"], insert)

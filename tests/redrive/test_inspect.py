@@ -14,8 +14,8 @@ import eventbridge
 import pytest
 from polling import handle_assign_batch
 
-from components.cli import main
 from components.filters import eventbridge_filters, polling_filters
+from components.ops.cli import main
 from tests.handlers.conftest import Env, with_due_index
 from tests.redrive.conftest import Function, aws, bodies, queue, run
 from tests.redrive.test_stream_and_target import on_failure, scheduler_dead_letter
@@ -112,7 +112,7 @@ def test_a_wrong_function_is_exit_status_2_with_one_line(env: Env, capsys: pytes
 
 
 def test_every_option_has_help() -> None:
-    from components.cli import parser
+    from components.ops.cli import parser
 
     [action] = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
     for name, command in action.choices.items():

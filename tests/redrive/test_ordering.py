@@ -19,8 +19,8 @@ from st_core.dispatch import due_event, target_input
 from st_core.poison import poison_message
 from st_core.release import Release, envelope, handle_messages
 
-from components import redrive
 from components.filters import eventbridge_filters
+from components.ops.redrive.ordering import occurrence_names
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env, Stream
 from tests.handlers.test_ttl import ttl_section
@@ -161,7 +161,7 @@ def test_the_schedule_names_redrive_checks_are_the_handlers_names(env: Env) -> N
         record: Any = {"eventName": "REMOVE", "dynamodb": {"Keys": keys, "OldImage": image}}
         plain = decode_image(image) or {}
         expected = eventbridge.occurrences_of(plain, key_identity(record), decode_image(keys) or {}, env.config)
-        names = [name for name, _ in redrive.occurrence_names(dict(env.config), record, plain)]
+        names = [name for name, _ in occurrence_names(dict(env.config), record, plain)]
         assert sorted(names) == sorted(o.name for o in expected.values())
 
 

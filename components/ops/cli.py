@@ -1,8 +1,8 @@
 """`scheduled-table` (also `python -m scheduled_table`): the operator's command. Thin: argparse, boto3 clients, and
 one line per message from `redrive`.
 
-boto3 is imported here, lazily, and is not a dependency of the package: the component is a Pulumi library and
-never talks to AWS itself. The command says so, with the fix, when boto3 is missing.
+boto3 is imported lazily (`aws.clients`), and is not a dependency of the package: the component is a Pulumi library
+and never talks to AWS itself. The command says so, with the fix, when boto3 is missing.
 """
 
 from __future__ import annotations
@@ -13,17 +13,23 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import redrive
+from .aws import Client, Emit, clients
+from .redrive import queues
+from .redrive.discovery import RedriveError, discover, replace_queue
+from .redrive.poison import poison
+from .redrive.report import Report, Selection
+from .redrive.stream import stream_dlq
+from .redrive.target import target_dlq
 
 PATHS = {
-    "poison": (redrive.poison, "poison queue"),
-    "stream": (redrive.stream_dlq, "stream DLQ"),
-    "target": (redrive.target_dlq, "target DLQ"),
+    "poison": (poison, "poison queue"),
+    "stream": (stream_dlq, "stream DLQ"),
+    "target": (target_dlq, "target DLQ"),
 }
 
 
 def parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .. import __version__
 
     top = argparse.ArgumentParser(
         prog="scheduled-table",
@@ -78,7 +84,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _scan_commands(commands: Any) -> None:
-    """`backfill` and `reconcile`: one scan machinery (components/backfill.py), two intents."""
+    """`backfill` and `reconcile`: one scan machinery (ops/backfill.py), two intents."""
     helps = {
         "backfill": (
             "make existing items what a fresh write would have made",
@@ -133,7 +139,7 @@ def _scan_commands(commands: Any) -> None:
         )
 
 
-def scan_main(args: argparse.Namespace, client: redrive.Client | None, emit: redrive.Emit) -> int:
+def scan_main(args: argparse.Namespace, client: Client | None, emit: Emit) -> int:
     from pathlib import Path
 
     from . import backfill
@@ -155,9 +161,9 @@ def scan_main(args: argparse.Namespace, client: redrive.Client | None, emit: red
     )
     try:
         aws = client or clients(args.endpoint_url, args.region)
-        stack = redrive.discover(aws, args.function)
+        stack = discover(aws, args.function)
         tally, finished = backfill.run(aws, stack, plan)
-    except redrive.RedriveError as error:
+    except RedriveError as error:
         print(f"scheduled-table: {error}", file=sys.stderr)
         return backfill.CANNOT_START
     except KeyboardInterrupt:
@@ -170,39 +176,7 @@ def scan_main(args: argparse.Namespace, client: redrive.Client | None, emit: red
     return backfill.UNRESOLVED if tally.failed else backfill.DONE
 
 
-def clients(endpoint_url: str | None, region: str | None) -> redrive.Client:
-    """One boto3 client per service, created on first use. Against a local endpoint without credentials configured,
-    the local cloud's dummy ones are used (it accepts any)."""
-    try:
-        import boto3
-    except ImportError:
-        raise SystemExit(
-            "scheduled-table redrive needs boto3, which the package does not install (the component never calls "
-            "AWS): pip install boto3"
-        ) from None
-    session = boto3.session.Session(region_name=region)
-    if endpoint_url and session.get_credentials() is None:
-        session = boto3.session.Session(
-            region_name=region or "us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
-        )
-    made: dict[str, Any] = {}
-
-    from botocore.config import Config
-
-    # A replay is a RequestResponse invoke that may run up to Lambda's 900 s: wait for it, and never let botocore
-    # invoke again on a read timeout while the first run still goes (it would report done work as failed).
-    invoke = Config(read_timeout=960, connect_timeout=10, retries={"max_attempts": 1})
-
-    def client(service: str) -> Any:
-        if service not in made:
-            config = invoke if service == "lambda" else None
-            made[service] = session.client(service, endpoint_url=endpoint_url, config=config)
-        return made[service]
-
-    return client
-
-
-def main(argv: Sequence[str] | None = None, client: redrive.Client | None = None, emit: redrive.Emit = print) -> int:
+def main(argv: Sequence[str] | None = None, client: Client | None = None, emit: Emit = print) -> int:
     """0: everything in scope was redriven (or, with --dry-run, could be), or inspected; 1: something could not be
     redriven; 2: nothing could start (a wrong function name, a missing queue). `local ...` is the local cloud's own
     command line (scheduled_table.local), with its own exit statuses."""
@@ -219,7 +193,7 @@ def main(argv: Sequence[str] | None = None, client: redrive.Client | None = None
 
         try:
             inspection.inspect(client or clients(args.endpoint_url, args.region), args.function, args.limit, emit)
-        except redrive.RedriveError as error:
+        except RedriveError as error:
             print(f"scheduled-table: {error}", file=sys.stderr)
             return 2
         return 0
@@ -229,14 +203,14 @@ def main(argv: Sequence[str] | None = None, client: redrive.Client | None = None
         print(f"scheduled-table: --reason {args.reason!r} is not a regular expression: {error}", file=sys.stderr)
         return 2
     run, label = PATHS[args.source]
-    report = redrive.Report(emit=emit)
+    report = Report(emit=emit)
     try:
         aws = client or clients(args.endpoint_url, args.region)
-        stack = redrive.discover(aws, args.function)
+        stack = discover(aws, args.function)
         if args.queue_url:
-            stack = redrive.replace_queue(stack, args.source, args.queue_url)
-        run(aws, stack, report, redrive.Selection(pattern, args.limit, args.dry_run, redrive.WAIT_SECONDS))
-    except redrive.RedriveError as error:
+            stack = replace_queue(stack, args.source, args.queue_url)
+        run(aws, stack, report, Selection(pattern, args.limit, args.dry_run, queues.WAIT_SECONDS))
+    except RedriveError as error:
         print(f"scheduled-table: {error}", file=sys.stderr)
         return 2
     emit(("dry run, nothing changed. " if args.dry_run else "") + report.summary(label))

@@ -2,12 +2,13 @@
 
 The engine (scan pages, synthetic stream records, following live writes, aggregate sums) is the handlers' module,
 so the same code runs here and in the optional backfill function. This side adds what an operator run needs: the
-stack found from its consumer function (`redrive.discover`), the records fed through the deployed consumer itself
-(`redrive.replay`: a RequestResponse invoke with Lambda's partial-batch answer, so a backfilled item meets the same
-code, ledger and permissions as a live write), a parallel scan over `segments` threads, ceilings on read capacity
-and Scheduler calls per second, a checkpoint file (each segment's LastEvaluatedKey, written after every page, so an
-interrupted run resumes where it stopped), progress on stderr, and `--in-lambda`: each segment a chain of
-invocations of the backfill function, each resuming from the last one's checkpoint.
+stack found from its consumer function (`redrive.discovery.discover`), the records fed through the deployed
+consumer itself (`redrive.replay.replay`: a RequestResponse invoke with Lambda's partial-batch answer, so a
+backfilled item meets the same code, ledger and permissions as a live write), a parallel scan over `segments`
+threads, ceilings on read capacity and Scheduler calls per second, a checkpoint file (each segment's
+LastEvaluatedKey, written after every page, so an interrupted run resumes where it stopped), progress on stderr,
+and `--in-lambda`: each segment a chain of invocations of the backfill function, each resuming from the last one's
+checkpoint.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import redrive
-
-Emit = Callable[[str], None]
+from ..packaging import error_code
+from .aws import Client, Clients, Emit
+from .redrive.discovery import RedriveError, Stack
+from .redrive.replay import replay
 
 # Exit statuses (documented in the command's help).
 DONE, UNRESOLVED, CANNOT_START, INTERRUPTED = 0, 1, 2, 3
@@ -35,28 +37,18 @@ DONE, UNRESOLVED, CANNOT_START, INTERRUPTED = 0, 1, 2, 3
 
 def engine() -> ModuleType:
     """`handlers/backfill.py`, the shipped engine (its `st_core` imports need the handlers folder on the path)."""
-    from .packaging import handlers_dir
+    from ..packaging import handlers_dir
 
     folder = handlers_dir()
     if str(folder) not in sys.path:
         sys.path.append(str(folder))
     module = importlib.import_module("backfill")
     if Path(str(module.__file__)).resolve() != (folder / "backfill.py").resolve():
-        raise redrive.RedriveError(
+        raise RedriveError(
             f"another module named backfill ({module.__file__}) shadows scheduled-table's: run the command from "
             "another directory or environment"
         )
     return module
-
-
-class Clients:
-    """The handlers' client registry (`get(service)`), answered by the command's clients."""
-
-    def __init__(self, client: redrive.Client) -> None:
-        self.client = client
-
-    def get(self, service: str) -> Any:
-        return self.client(service)
 
 
 @dataclass
@@ -91,7 +83,7 @@ class Checkpoint:
         if path is not None and path.exists():
             data = json.loads(path.read_text())
             if (data.get("table"), data.get("command"), data.get("segments")) != (table, command, segments):
-                raise redrive.RedriveError(
+                raise RedriveError(
                     f"checkpoint {path} is for {data.get('command')} of {data.get('table')} with "
                     f"{data.get('segments')} segments: use the same --segments, or another --checkpoint file"
                 )
@@ -149,18 +141,18 @@ class Progress:
         )
 
 
-def consumer_feed(client: redrive.Client, function: str) -> Callable[[list[dict[str, Any]]], list[tuple[Any, str]]]:
+def consumer_feed(client: Client, function: str) -> Callable[[list[dict[str, Any]]], list[tuple[Any, str]]]:
     """Records through the deployed consumer, with redrive's replay (Lambda's partial-batch contract)."""
 
     def feed(records: list[dict[str, Any]]) -> list[tuple[Any, str]]:
-        return list(redrive.replay(client, function, records).failed)
+        return list(replay(client, function, records).failed)
 
     return feed
 
 
 def run(
-    client: redrive.Client,
-    stack: redrive.Stack,
+    client: Client,
+    stack: Stack,
     plan: Plan,
     *,
     progress: Emit = lambda line: print(line, file=sys.stderr),
@@ -218,7 +210,7 @@ def run(
             try:
                 return _in_lambda(client, plan, checkpoint, index, remote, current, lock, shown, stop)
             except Exception as error:  # the function failed, or could not be invoked: resume from the checkpoint
-                progress(f"segment {index} stopped: {redrive.error_code(error)}: {str(error)[:300]}")
+                progress(f"segment {index} stopped: {error_code(error)}: {str(error)[:300]}")
                 return False
         local = core.Engine(config, feed, clients=Clients(client), options=options, reads=reads, calls=calls, now=now)
         if aggregate:
@@ -248,7 +240,7 @@ def run(
             )
         except Exception as error:  # a throttle that outlasted the SDK's retries, a permission missing
             # The checkpoint holds the last page done: the run stops here and resumes from it.
-            progress(f"segment {index} stopped: {redrive.error_code(error)}: {str(error)[:300]}")
+            progress(f"segment {index} stopped: {error_code(error)}: {str(error)[:300]}")
             return False
         return bool(done)
 
@@ -270,7 +262,7 @@ def run(
 
 
 def _in_lambda(
-    client: redrive.Client,
+    client: Client,
     plan: Plan,
     checkpoint: Checkpoint,
     index: int,
@@ -304,7 +296,7 @@ def _in_lambda(
         )
         body = answer["Payload"].read()
         if answer.get("FunctionError"):
-            raise redrive.RedriveError(f"the backfill function failed on segment {index}: {body[:300]!r}")
+            raise RedriveError(f"the backfill function failed on segment {index}: {body[:300]!r}")
         result = json.loads(body)
         tally = core.Tally.from_json(result.get("tally"))
         with lock:

@@ -16,17 +16,16 @@ library's `inspect` (which dataclasses and pulumi import) when the package's fol
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .redrive import Client, RedriveError, Stack, discover, error_code, record_keys
+from ..packaging import error_code, runtime_module
+from .aws import Client, Emit
+from .redrive.discovery import RedriveError, Stack, discover
+from .redrive.records import record_keys
 
-# The due index of `polling` (handlers/st_core/pending.py: INDEX_NAME, SHARD, DUE).
-DUE_INDEX, DUE_ATTRIBUTE = "due", "stDue"
 SAMPLE = 10
-Emit = Callable[[str], None]
 
 
 @dataclass
@@ -146,17 +145,18 @@ def _schedules(client: Client, group: str, limit: int) -> Pending:
 
 def _due_index(client: Client, table: str, limit: int) -> Pending:
     ddb = client("dynamodb")
+    index = runtime_module("pending")  # the due index's names, as the handlers query it
     count, sample = 0, list[tuple[str, str]]()
     start: dict[str, Any] | None = None
     while True:
-        request: dict[str, Any] = {"TableName": table, "IndexName": DUE_INDEX}
+        request: dict[str, Any] = {"TableName": table, "IndexName": index.INDEX_NAME}
         if start:
             request["ExclusiveStartKey"] = start
         page = ddb.scan(**request)
         for item in page.get("Items", []):
             count += 1
             if len(sample) < limit:
-                due = item.get(DUE_ATTRIBUTE, {}).get("N")
+                due = item.get(index.DUE, {}).get("N")
                 when = datetime.fromtimestamp(int(float(due)), UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if due else "-"
                 keys = {k: next(iter(v.values())) for k, v in item.items() if not k.startswith("st")}
                 sample.append((json.dumps(keys, sort_keys=True, default=str)[:120], when))

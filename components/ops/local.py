@@ -24,7 +24,8 @@ INSTALL_HINT = 'scheduled-table local needs the local extra: pip install "schedu
 
 def localcloud_cli() -> ModuleType:
     """The local cloud's command line: the installed package's, else (a checkout of this repo) the top-level one."""
-    for name in (f"{__package__}.localcloud.__main__", "localcloud.__main__"):
+    package = (__package__ or "").rpartition(".")[0]  # scheduled_table (this module is scheduled_table.ops.local)
+    for name in (f"{package}.localcloud.__main__", "localcloud.__main__"):
         try:
             return importlib.import_module(name)
         except ModuleNotFoundError as error:
