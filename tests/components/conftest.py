@@ -63,9 +63,12 @@ def _collect_failed_deploys() -> Iterator[None]:
     """Collect what a test left behind now. A deploy that fails (a check in an apply) leaves Pulumi futures whose
     exception nobody retrieved; if the garbage collector finalizes them later, inside an `ast.parse` (pytest
     importing a module at the end of the session), CPython 3.11 raises "SystemError: AST constructor recursion depth
-    mismatch" and the run ends in an INTERNALERROR."""
+    mismatch" and the run ends in an INTERNALERROR. Then everything still alive is frozen out of later collections: a
+    full collection walks every tracked object, and a worker that has run a few hundred tests holds millions
+    (pulumi_aws's modules, moto's, hypothesis's), so without the freeze each test's collection took seconds."""
     yield
     gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture
