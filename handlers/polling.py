@@ -12,6 +12,8 @@ Every write here sets `stStatus`, so the stream filter never hands these writes 
 
 from __future__ import annotations
 
+import itertools
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -129,13 +131,56 @@ class TickReport:
 _PACE: dict[tuple[str, int], float] = {}
 
 
+class ClaimsFirst:
+    """The tick's worker pool, shared by every shard: a claim (`first=True`) runs before any dispatch waiting for a
+    worker, whatever shard or page either comes from. An item a tick has read but not claimed is in sight of an
+    overlapping tick, which reads it again (and may win it, a refused claim that is a write); queued behind the
+    dispatches of pages read before it, a late shard's page would stay in sight for as long as those take. Among
+    claims, and among dispatches, first come first served."""
+
+    def __init__(self, workers: int) -> None:
+        self._tasks: queue.PriorityQueue[tuple[int, int, Callable[[], Any] | None, Future[Any] | None]] = (
+            queue.PriorityQueue()
+        )
+        self._order = itertools.count()
+        self._threads = [threading.Thread(target=self._work, daemon=True) for _ in range(workers)]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any, first: bool = False) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._tasks.put((0 if first else 1, next(self._order), lambda: fn(*args), future))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            _, _, task, future = self._tasks.get()
+            if task is None or future is None:
+                return
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(task())
+                except BaseException as exc:  # handed to whoever waits on the future, as an executor does
+                    future.set_exception(exc)
+
+    def __enter__(self) -> ClaimsFirst:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Wait for every task, as an executor's `with` does: a stop marker for each worker, after all the rest."""
+        for _thread in self._threads:
+            self._tasks.put((2, next(self._order), None, None))
+        for thread in self._threads:
+            thread.join()
+
+
 @dataclass
 class _Shard:
     """One shard's drain: the pool its items run on, whether a younger tick was found reading it, and whether an
     older one was (see `Processor._drain`)."""
 
     number: int
-    pool: ThreadPoolExecutor
+    pool: ClaimsFirst
     yielded: threading.Event = field(default_factory=threading.Event)
     older: threading.Event = field(default_factory=threading.Event)
 
@@ -171,7 +216,7 @@ class Processor:
         # The readers only query and wait; the items' work runs on `pool`, which outlives them (the last `with` is
         # left first), so an item's claim can still queue its dispatch there.
         with (
-            ThreadPoolExecutor(max_workers=self.workers) as pool,
+            ClaimsFirst(self.workers) as pool,
             ThreadPoolExecutor(max_workers=min(self.workers, len(shards))) as readers,
         ):
             drained = list(readers.map(lambda shard: self._drain(_Shard(shard, pool)), shards))
@@ -294,9 +339,9 @@ class Processor:
         return min(PAGE_SIZE, int(handled / spent * available))
 
     def _run_page(self, items: list[dict[str, Any]], shard: _Shard) -> tuple[list[Outcome], Exception | None]:
-        """Claim every item of the page on the pool, then dispatch each claimed one (queued behind the claims, so
-        what this tick read is claimed, out of other ticks' sight, before any of it is dispatched)."""
-        takes = [shard.pool.submit(self._take, raw, shard) for raw in items]
+        """Claim every item of the page on the pool, then dispatch each claimed one (claims go before every waiting
+        dispatch, so what this tick read is claimed, out of other ticks' sight, before more is dispatched)."""
+        takes = [shard.pool.submit(self._take, raw, shard, first=True) for raw in items]
         outcomes: list[Outcome] = []
         error: Exception | None = None
         for take in takes:

@@ -277,3 +277,51 @@ def test_a_younger_tick_behind_an_older_one_reads_the_shard_from_the_other_end(
     assert sorted(older_claimed + due_keys(polling_env)) == pks
     assert report.dispatched > 0
     assert younger.read + len(older_claimed) <= len(pks) + 1 + 5
+
+
+def test_a_page_read_while_other_shards_dispatch_is_claimed_before_more_is_dispatched(
+    polling_env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An item a tick has read but not claimed is in sight of an overlapping tick, which reads it again and may win
+    it (a refused claim, a write, for the first; the measured extra reads of two overlapping ticks). A shard's page
+    read while the pool holds other shards' dispatches is claimed before them, not after."""
+    polling_env.config["polling"]["shards"], polling_env.config["maxWorkers"] = 2, 2  # a reader and a worker each
+    # every shard's items in one page (a warm container's pace)
+    monkeypatch.setattr(polling, "_PACE", {(polling_env.table, shard): 100.0 for shard in (0, 1)})
+    for shard in (0, 1):
+        for i in range(6):
+            pending(polling_env, f"s{shard}-{i}", NOW - 100 + i, shard=shard)
+    events: list[str] = []
+    lock = threading.Lock()
+    shard_0_claiming = threading.Event()
+
+    def log(event: str) -> None:
+        with lock:
+            events.append(event)
+            if events.count("claim s0") == 6:
+                shard_0_claiming.set()
+
+    def query(params: dict[str, Any], **_: Any) -> None:
+        if params["ExpressionAttributeValues"][":shard"]["N"] == "1":
+            # GIVEN shard 1 read once shard 0's claims have all begun: its dispatches wait for the workers
+            assert shard_0_claiming.wait(10)
+
+    def read(parsed: dict[str, Any], **_: Any) -> None:
+        if any(i["stShard"]["N"] == "1" for i in parsed.get("Items", [])):
+            log("read s1")
+
+    def claim(params: dict[str, Any], **_: Any) -> None:
+        if ":claimed" in params.get("ExpressionAttributeValues", {}):
+            log(f"claim {params['Key']['PK']['S'][:2]}")
+
+    clients = CountingClients(on_send=lambda: log("send"))
+    ddb = clients.get("dynamodb")
+    ddb.meta.events.register("provide-client-params.dynamodb.Query", query)
+    ddb.meta.events.register("after-call.dynamodb.Query", read)
+    ddb.meta.events.register("provide-client-params.dynamodb.UpdateItem", claim)
+    assert tick(polling_env, clients).dispatched == 12
+    # THEN shard 1's items were claimed as soon as a worker was free: no more dispatches began in between than the
+    # workers could have begun before the page reached the pool
+    after_read = events[events.index("read s1") :]
+    last_claim = max(i for i, event in enumerate(after_read) if event == "claim s1")
+    assert after_read[:last_claim].count("send") <= 2, events
