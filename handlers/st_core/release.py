@@ -36,11 +36,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from threading import Lock
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from . import log, schedules
 from .clients import CLIENTS, Clients
@@ -127,9 +126,9 @@ def delay_seconds(due: datetime, now: datetime) -> int:
 # -- the envelope ----------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Release:
-    """What a release message carries: enough to check the item, claim the occurrence and send the due event."""
+class Release(NamedTuple):
+    """What a release message carries: enough to check the item, claim the occurrence and send the due event. (A
+    NamedTuple: a frozen dataclass would generate and compile its methods on every cold start.)"""
 
     name: str  # the occurrence's schedule name, its ledger id
     due: datetime  # when it acts (the item's due time plus the offset)
