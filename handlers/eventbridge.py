@@ -244,7 +244,7 @@ def coalesce(planned: list[tuple[DynamoDBStreamRecord, Plan]]) -> list[Planned]:
                 before = last.pop(name, None)  # re-inserted, so it keeps the order of its latest step
                 if before is not None and before.step.action is step.action is Action.SCHEDULE:
                     # A schedule refreshed within the batch is still as new as its first version was.
-                    step = step._replace(fresh=before.step.fresh)
+                    step = Step(step.action, step.occurrence, fresh=before.step.fresh)
                 last[name] = Planned(step, record)
     return settled + list(last.values())
 
