@@ -40,7 +40,6 @@ from st_core.pending import (
     Status,
     without_index,
 )
-from st_core.poison import fit
 from st_core.stream import (
     BatchResponse,
     DynamoDBStreamEvent,
@@ -540,6 +539,8 @@ class Processor:
         return outcome
 
     def _dead_letter(self, raw: dict[str, Any], reason: str, attempts: int) -> None:
+        from st_core.poison import fit  # only a task that failed for good compiles it, not every tick's cold start
+
         body = {
             "reason": reason,
             "attempts": attempts,

@@ -41,7 +41,7 @@ from decimal import Decimal
 from threading import Lock
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
-from . import log, schedules
+from . import log
 from .clients import CLIENTS, Clients
 from .dispatch import schedule_target, send_now
 from .errors import PermanentError, error_code, is_transient, persist
@@ -106,13 +106,18 @@ def release_fire_time(due: datetime) -> datetime:
 def may_be_firing(due: datetime, now: datetime) -> bool:
     """True when a release schedule for `due` may already be running, or would be made too late to be stored in
     time (closer than `schedules.MIN_LEAD`): the occurrence then goes straight into the release queue instead.
-    That is up to ~70 s ahead for a due time on a minute, up to ~130 s for one at its minute's last second."""
+    That is up to ~70 s ahead for a due time on a minute, up to ~130 s for one at its minute's last second.
+    (`schedules` is imported here, by the scheduling function that has it already: the releaser never compiles it.)"""
+    from . import schedules
+
     return now >= release_fire_time(due) - schedules.MIN_LEAD
 
 
 def may_have_started(due: datetime, now: datetime) -> bool:
     """True once a release schedule for `due` may have started to run (its minute, less the clocks' skew); see
     `schedules.may_have_started`."""
+    from . import schedules
+
     return now >= release_fire_time(due) - schedules.CLOCK_SKEW
 
 
