@@ -54,7 +54,7 @@ from .harness import REGION, table
 RUNS = int(os.environ.get("BENCH_COLDSTART_RUNS", "21"))
 AB_ROUNDS = int(os.environ.get("BENCH_COLDSTART_AB_ROUNDS", "13"))
 BASE = os.environ.get("BENCH_COLDSTART_BASE", "main")
-# Issue 28's goal: at most this much added to a cold start over `import boto3` and the first client, every handler.
+# The cold-start goal: at most this much added to a cold start over `import boto3` and the first client, every handler.
 GOAL_MS = 10.0
 IMPORTTIME_RUNS = 5
 # Each mode's handler module and the service it talks to first.
