@@ -22,6 +22,10 @@ both; the CPU one is the headline (`coldstart_ms_<mode>`), the best estimate of 
 whose CPU share nobody else uses, would see. Last, "import alone" times `import <handler>` by itself in an
 interpreter that has already imported boto3 and made a client: the handler's own cost, with the least noise.
 
+Then "before/after": the same handlers' import alone (as `python -m bench.coldstart_ab` times it) for main's
+handlers (`git archive main handlers`; `BENCH_COLDSTART_BASE` names another commit) beside the working tree's,
+paired by round, so a change to the handlers shows as a per-round difference rather than in two noisy columns.
+
 Beside them, a handler on Powertools for AWS Lambda's batch utility, if pip can install it, which creates its
 Scheduler client at import: timed the same way (its `.py` files compiled on every run too), against the Scheduler
 reference.
@@ -44,9 +48,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .coldstart_ab import IMPORTS, compare, summary
 from .harness import REGION, table
 
 RUNS = int(os.environ.get("BENCH_COLDSTART_RUNS", "21"))
+AB_ROUNDS = int(os.environ.get("BENCH_COLDSTART_AB_ROUNDS", "13"))
+BASE = os.environ.get("BENCH_COLDSTART_BASE", "main")
+# The cold-start goal: at most this much added to a cold start over `import boto3` and the first client, every handler.
+GOAL_MS = 10.0
 IMPORTTIME_RUNS = 5
 # Each mode's handler module and the service it talks to first.
 # The releaser (`release.handler`, second precision) reads the item (GetItem) before anything else once a message's
@@ -59,9 +68,6 @@ HANDLERS = {
     "release": "dynamodb",
     "polling_assign": "dynamodb",
 }
-# What a case's first invocation imports, when that is more than the module it is named after: `polling.assign`
-# (polling's stream consumer) is an entry point in polling.py that imports polling_assign.py when it first runs.
-MODULES = {"polling_assign": "polling,polling_assign"}
 POWERTOOLS_SERVICE = "scheduler"  # bench/baselines/powertools_handler.py creates a Scheduler client at import
 
 PROBE = """\
@@ -237,7 +243,7 @@ def measure(ours_dir: Path, pt_dir: Path | None, runs: int = RUNS) -> dict[str, 
     for _ in range(runs):
         rng.shuffle(cases)
         for module, directory, kind, service in cases:
-            imports = MODULES.get(module, module)
+            imports = IMPORTS.get(module, module)
             if rng.random() < 0.5:
                 ours = probe(directory, kind, service, imports)
                 reference = probe(directory, "reference", service)
@@ -310,9 +316,11 @@ def breakdown_table(self_times: dict[str, float], compiling: dict[str, float]) -
     return table("4b. where our import time goes (per module, every handler imported)", header, rows, note)
 
 
-def result_row(label: str, samples: Samples, kib: float) -> list[Any]:
+def result_row(label: str, samples: Samples, kib: float, goal: bool = True) -> list[Any]:
     ours_full = statistics.fmean(p.full_collections for p in samples.ours)
     reference_full = statistics.fmean(p.full_collections for p in samples.reference)
+    added = samples.over("settled_cpu")
+    verdict = ("met" if added <= GOAL_MS else "NOT met") if goal else ""
     return [
         label,
         samples.median("ours", "ready") * 1000,
@@ -320,22 +328,61 @@ def result_row(label: str, samples: Samples, kib: float) -> list[Any]:
         samples.over("ready"),
         f"{ours_full:.1f} / {reference_full:.1f}",
         samples.over("settled"),
-        samples.over("settled_cpu"),
+        added,
+        verdict,
         samples.median("ours", "alone") * 1000,
         kib,
     ]
 
 
+def base_handlers(directory: Path) -> Path | None:
+    """`BASE`'s handlers folder extracted into `directory` (git archive), or None where git cannot give it."""
+    repo = Path(__file__).resolve().parent.parent
+    archive = subprocess.run(["git", "-C", str(repo), "archive", BASE, "handlers"], capture_output=True, check=False)
+    if archive.returncode != 0:
+        return None
+    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive.stdout, check=True)
+    return directory / "handlers"
+
+
+def before_after(old: Path, new: Path) -> tuple[str, dict[str, float]]:
+    """The before/after table: each handler's import alone, `BASE`'s handlers beside ours, paired by round."""
+    rows: list[list[Any]] = []
+    figures: dict[str, float] = {}
+    for case, (olds, news) in compare(AB_ROUNDS, old, new).items():
+        before, after, change = summary(olds, news)
+        label = "polling.assign (polling + polling_assign)" if case == "polling_assign" else case
+        rows.append([label, before, after, change, f"{change / before * 100:+.0f}%"])
+        figures[f"coldstart_import_alone_before_ms_{case}"] = before
+        figures[f"coldstart_import_alone_change_ms_{case}"] = change
+    note = (
+        f"`import <handler>` alone in process CPU ms, in a fresh interpreter that has already imported boto3 and made "
+        f"a client, no bytecode (`python -m bench.coldstart_ab`); before: `{BASE}`'s handlers (git archive), after: "
+        f"the working tree's. Median of {AB_ROUNDS} rounds; in each, the two versions of a handler run back to back "
+        "in random order, and 'change' is the median of the per-round differences."
+    )
+    header = ["handler", f"before ({BASE}) ms", "after ms", "change ms", "change"]
+    return table(f"4c. cold start before/after (import alone, {BASE} vs working tree)", header, rows, note), figures
+
+
 def run() -> tuple[str, dict[str, float]]:
     rows: list[list[Any]] = []
     figures: dict[str, float] = {}
-    with tempfile.TemporaryDirectory() as ours_tmp, tempfile.TemporaryDirectory() as pt_tmp:
+    load_before = os.getloadavg()[0]
+    with (
+        tempfile.TemporaryDirectory() as ours_tmp,
+        tempfile.TemporaryDirectory() as pt_tmp,
+        tempfile.TemporaryDirectory() as base_tmp,
+    ):
         ours_dir, pt_dir = Path(ours_tmp), Path(pt_tmp)
         size = our_package(ours_dir)
         pt_size = powertools_package(pt_dir)
         samples = measure(ours_dir, pt_dir if pt_size is not None else None)
         self_times = module_self_times(ours_dir)
         compiling = compile_times(ours_dir)
+        base_dir = base_handlers(Path(base_tmp))
+        ab = before_after(base_dir, ours_dir) if base_dir is not None else None
+    load_after = os.getloadavg()[0]
     figures["archive_kib_ours"] = size / 1024
     for module, service in HANDLERS.items():
         label = "polling.assign (polling + polling_assign)" if module == "polling_assign" else module
@@ -345,18 +392,20 @@ def run() -> tuple[str, dict[str, float]]:
         figures[f"coldstart_ready_ms_{module}"] = samples[module].over("ready")
         figures[f"coldstart_import_alone_ms_{module}"] = samples[module].median("ours", "alone") * 1000
     if pt_size is None:
-        rows.append(["Powertools batch handler (baseline)", "did not install", "", "", "", "", "", "", ""])
+        rows.append(["Powertools batch handler (baseline)", "did not install", "", "", "", "", "", "", "", ""])
     else:
         pt = samples["powertools_handler"]
         label = f"Powertools batch handler + {POWERTOOLS_SERVICE} client (baseline)"
-        rows.append(result_row(label, pt, pt_size / 1024))
+        rows.append(result_row(label, pt, pt_size / 1024, goal=False))
         figures["coldstart_ms_powertools"] = pt.over("settled_cpu")
         figures["coldstart_wall_ms_powertools"] = pt.over("settled")
         figures["coldstart_ready_ms_powertools"] = pt.over("ready")
         figures["archive_kib_powertools"] = pt_size / 1024
     figures["coldstart_import_self_ms_all"] = sum(self_times.values())
+    figures["coldstart_load_average"] = (load_before + load_after) / 2
     note = (
-        f"Median of {RUNS} rounds; in each, every case runs in fresh interpreters beside fresh reference "
+        f"Median of {RUNS} rounds (1-minute load average {load_before:.1f} before, {load_after:.1f} after, on "
+        f"{os.cpu_count()} CPUs); in each, every case runs in fresh interpreters beside fresh reference "
         f"interpreters, in random order (Python {sys.version.split()[0]}). The handler's code is compiled from "
         "source on every run, as in Lambda's read-only code directory; boto3 keeps its installed bytecode, as in "
         "Lambda's runtime. 'reference' is `import boto3` + `boto3.client(service)` for the same service; 'over "
@@ -378,8 +427,13 @@ def run() -> tuple[str, dict[str, float]]:
         "full GCs",
         "over boto3, settled ms",
         "settled, CPU ms (goal)",
+        f"goal <= {GOAL_MS:.0f} ms",
         "import alone, CPU ms",
         "archive KiB",
     ]
     text = table("4. cold start (fresh interpreter, no bytecode) and package size", header, rows, note)
-    return text + "\n" + breakdown_table(self_times, compiling), figures
+    text += "\n" + breakdown_table(self_times, compiling)
+    if ab is None:
+        return text + f"\n(before/after: git could not give `{BASE}`'s handlers)\n", figures
+    figures.update(ab[1])
+    return text + "\n" + ab[0], figures

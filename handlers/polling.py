@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import Enum
@@ -43,7 +42,6 @@ from st_core.pending import (
     Status,
     without_index,
 )
-from st_core.poison import fit
 from st_core.stream import (
     BatchResponse,
     DynamoDBStreamEvent,
@@ -89,23 +87,23 @@ class Claim(Enum):
     YOUNGER = "younger"  # taken (claimed, or claimed and done) by a tick that started later
 
 
-@dataclass
 class TickReport:
     """What one processor invocation did (also its return value and the metrics it logs).
 
     `backlog` is the due items the tick read but had no time left for, and `backlogged_shards` the shards it stopped
     with due items left (read, or beyond the last page it read). Both come free with the pages read: counting the
-    rest of a shard would read every waiting item again, every tick for as long as the backlog lasts."""
+    rest of a shard would read every waiting item again, every tick for as long as the backlog lasts.
 
-    dispatched: int = 0
-    retried: int = 0
-    failed: int = 0
-    skipped: int = 0
-    backlog: int = 0
-    backlogged_shards: int = 0
-    yielded_shards: int = 0
-    out_of_time: bool = False
-    shards: dict[int, int] = field(default_factory=dict)
+    A plain class rather than a dataclass, which would generate and compile its methods on every cold start."""
+
+    def __init__(self) -> None:
+        self.dispatched = self.retried = self.failed = self.skipped = 0
+        self.backlog = self.backlogged_shards = self.yielded_shards = 0
+        self.out_of_time = False
+        self.shards: dict[int, int] = {}
+
+    def __repr__(self) -> str:
+        return f"TickReport({vars(self)})"
 
     def tally(self, outcomes: list[Outcome]) -> None:
         self.dispatched += outcomes.count(Outcome.DISPATCHED)
@@ -174,15 +172,15 @@ class ClaimsFirst:
             thread.join()
 
 
-@dataclass
 class _Shard:
     """One shard's drain: the pool its items run on, whether a younger tick was found reading it, and whether an
     older one was (see `Processor._drain`)."""
 
-    number: int
-    pool: ClaimsFirst
-    yielded: threading.Event = field(default_factory=threading.Event)
-    older: threading.Event = field(default_factory=threading.Event)
+    def __init__(self, number: int, pool: ClaimsFirst) -> None:
+        self.number = number
+        self.pool = pool
+        self.yielded = threading.Event()
+        self.older = threading.Event()
 
 
 # -- the processor ---------------------------------------------------------------------------------------------
@@ -586,6 +584,8 @@ class Processor:
         return outcome
 
     def _dead_letter(self, raw: dict[str, Any], reason: str, attempts: int) -> None:
+        from st_core.poison import fit  # only a task that failed for good compiles it, not every tick's cold start
+
         body = {
             "reason": reason,
             "attempts": attempts,

@@ -23,11 +23,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from st_core import log
 from st_core.batch import handle_stream_batch
@@ -78,8 +77,7 @@ class Step(StrEnum):
     IGNORE = "ignore"
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):  # not a frozen dataclass: cheaper to build at import (see eventbridge.Recurrence)
     step: Step
     name: str
     due: datetime | None = None

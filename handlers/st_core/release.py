@@ -36,13 +36,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from threading import Lock
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
-from . import log, schedules
+from . import log
 from .clients import CLIENTS, Clients
 from .constants import SCHEDULER_INPUT_BYTES
 from .dispatch import schedule_target, send_now
@@ -107,13 +106,18 @@ def release_fire_time(due: datetime) -> datetime:
 def may_be_firing(due: datetime, now: datetime) -> bool:
     """True when a release schedule for `due` may already be running, or would be made too late to be stored in
     time (closer than `schedules.MIN_LEAD`): the occurrence then goes straight into the release queue instead.
-    That is up to ~70 s ahead for a due time on a minute, up to ~130 s for one at its minute's last second."""
+    That is up to ~70 s ahead for a due time on a minute, up to ~130 s for one at its minute's last second.
+    (`schedules` is imported here, by the scheduling function that has it already: the releaser never compiles it.)"""
+    from . import schedules
+
     return now >= release_fire_time(due) - schedules.MIN_LEAD
 
 
 def may_have_started(due: datetime, now: datetime) -> bool:
     """True once a release schedule for `due` may have started to run (its minute, less the clocks' skew); see
     `schedules.may_have_started`."""
+    from . import schedules
+
     return now >= release_fire_time(due) - schedules.CLOCK_SKEW
 
 
@@ -127,9 +131,9 @@ def delay_seconds(due: datetime, now: datetime) -> int:
 # -- the envelope ----------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Release:
-    """What a release message carries: enough to check the item, claim the occurrence and send the due event."""
+class Release(NamedTuple):
+    """What a release message carries: enough to check the item, claim the occurrence and send the due event. (A
+    NamedTuple: a frozen dataclass would generate and compile its methods on every cold start.)"""
 
     name: str  # the occurrence's schedule name, its ledger id
     due: datetime  # when it acts (the item's due time plus the offset)

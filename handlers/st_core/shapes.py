@@ -1,13 +1,17 @@
-"""The handler configuration's shapes (written by the component, read by `st_core.config.load_config`).
+"""The shapes of the handler configuration (written by the component, read by `st_core.config.load_config`) and of
+the stream events and batch responses Lambda passes (see st_core/stream.py).
 
-For the type checker: at run time the configuration is plain dicts. Building these nine TypedDict classes costs
-about 0.3 ms each (every annotation becomes a ForwardRef), so no handler imports this module on its cold path;
+For the type checker: at run time they are plain dicts. Building a TypedDict class costs about 0.3 ms (every
+annotation becomes a ForwardRef), and compiling its body more, so no handler imports this module on its cold path;
 `st_core.config` builds them only when something asks for one by name at run time (a test reading a shape's keys).
 """
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    from .stream import Image
 
 
 class EmailConfig(TypedDict):
@@ -108,3 +112,42 @@ class HandlerConfig(TypedDict):
     ttl: NotRequired[TtlConfig]
     polling: NotRequired[PollingConfig]
     aggregate: NotRequired[AggregateConfig]
+
+
+# -- stream events (st_core/stream.py) --------------------------------------------------------------------------------
+
+
+class StreamRecordData(TypedDict):
+    Keys: Image
+    SequenceNumber: str
+    NewImage: NotRequired[Image]
+    OldImage: NotRequired[Image]
+    ApproximateCreationDateTime: NotRequired[float]
+    StreamViewType: NotRequired[str]
+
+
+class UserIdentity(TypedDict):
+    type: str
+    principalId: str
+
+
+class DynamoDBStreamRecord(TypedDict):
+    eventID: str
+    eventName: Literal["INSERT", "MODIFY", "REMOVE"]
+    dynamodb: StreamRecordData
+    eventSource: NotRequired[str]
+    eventSourceARN: NotRequired[str]
+    awsRegion: NotRequired[str]
+    userIdentity: NotRequired[UserIdentity]
+
+
+class DynamoDBStreamEvent(TypedDict):
+    Records: list[DynamoDBStreamRecord]
+
+
+class BatchItemFailure(TypedDict):
+    itemIdentifier: str
+
+
+class BatchResponse(TypedDict):
+    batchItemFailures: list[BatchItemFailure]

@@ -13,7 +13,7 @@ import base64
 import binascii
 import json
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from .errors import PermanentError
 
@@ -22,41 +22,15 @@ Image = dict[str, AttributeValue]
 EVENT_NAMES = ("INSERT", "MODIFY", "REMOVE")
 
 
-# The shapes below exist for the type checker only. Building a TypedDict class at import costs about 0.3 ms
-# (each string annotation is compiled into a ForwardRef), paid on every cold start for nothing the handlers use
-# at run time: there they are plain dicts.
+# The records' shapes, for the type checker only (st_core/shapes.py): at run time they are plain dicts, and no
+# handler compiles or builds those TypedDict classes on its cold path.
 if TYPE_CHECKING:
-
-    class StreamRecordData(TypedDict):
-        Keys: Image
-        SequenceNumber: str
-        NewImage: NotRequired[Image]
-        OldImage: NotRequired[Image]
-        ApproximateCreationDateTime: NotRequired[float]
-        StreamViewType: NotRequired[str]
-
-    class UserIdentity(TypedDict):
-        type: str
-        principalId: str
-
-    class DynamoDBStreamRecord(TypedDict):
-        eventID: str
-        eventName: Literal["INSERT", "MODIFY", "REMOVE"]
-        dynamodb: StreamRecordData
-        eventSource: NotRequired[str]
-        eventSourceARN: NotRequired[str]
-        awsRegion: NotRequired[str]
-        userIdentity: NotRequired[UserIdentity]
-
-    class DynamoDBStreamEvent(TypedDict):
-        Records: list[DynamoDBStreamRecord]
-
-    class BatchItemFailure(TypedDict):
-        itemIdentifier: str
-
-    class BatchResponse(TypedDict):
-        batchItemFailures: list[BatchItemFailure]
-
+    from .shapes import BatchItemFailure as BatchItemFailure
+    from .shapes import BatchResponse as BatchResponse
+    from .shapes import DynamoDBStreamEvent as DynamoDBStreamEvent
+    from .shapes import DynamoDBStreamRecord as DynamoDBStreamRecord
+    from .shapes import StreamRecordData as StreamRecordData
+    from .shapes import UserIdentity as UserIdentity
 else:
     StreamRecordData = UserIdentity = DynamoDBStreamRecord = DynamoDBStreamEvent = dict
     BatchItemFailure = BatchResponse = dict

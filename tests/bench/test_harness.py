@@ -14,7 +14,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.stub import Stubber
 from st_core.clients import POOL_CONNECTIONS
 
-from bench import bench_coldstart
+from bench import bench_coldstart, coldstart_ab
 from bench.harness import _CPU, BenchClients, cpu_split, instrument
 
 ARN = "arn:aws:scheduler:eu-west-1:123456789012:schedule/default/x"
@@ -95,3 +95,14 @@ def test_importtime_lines_are_parsed() -> None:
     match = bench_coldstart.IMPORTTIME_LINE.search(line)
 
     assert match is not None and match.groups() == ("583", "st_core.log")
+
+
+def test_the_before_after_change_is_the_median_of_paired_differences() -> None:
+    """Paired rounds: the change is the median of the per-round differences (-1, +11, -1: -1), not the difference
+    of the two medians (29 - 20: +9), which one noisy round moves."""
+    assert coldstart_ab.summary([10.0, 20.0, 30.0], [9.0, 31.0, 29.0]) == (20.0, 29.0, -1.0)
+
+
+def test_the_before_after_cases_cover_every_entry_point() -> None:
+    assert set(coldstart_ab.IMPORTS) == set(bench_coldstart.HANDLERS)
+    assert coldstart_ab.IMPORTS["polling_assign"] == "polling,polling_assign"
