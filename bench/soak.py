@@ -323,11 +323,12 @@ def epoch(text: str) -> float:
 
 def arrival_of(mode: str, body: dict[str, Any], message: dict[str, Any]) -> Arrival:
     """A due event as an `Arrival`: its item (with the offset, for offsets), due time, occurrence and message."""
-    item = str(body["keys"]["PK"])
-    if mode == "eventbridge offsets":
-        item += f"{int(body.get('offsetSeconds', 0)):+d}"
+    item, due = str(body["keys"]["PK"]), epoch(str(body["dueAt"]))
+    if mode == "eventbridge offsets":  # `dueAt` is the item's time; the reminder is due `offsetSeconds` from it
+        offset = int(body.get("offsetSeconds", 0))
+        item, due = f"{item}{offset:+d}", due + offset
     sent = int(message["Attributes"]["SentTimestamp"]) / 1000
-    return Arrival(item, epoch(str(body["dueAt"])), str(body.get("occurrenceId", "")), message["MessageId"], sent)
+    return Arrival(item, due, str(body.get("occurrenceId", "")), message["MessageId"], sent)
 
 
 class Driver:

@@ -23,6 +23,7 @@ by `LOCALCLOUD_FAULT_LOG` (JSON), so a report can say what was injected.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import random
 import threading
@@ -138,7 +139,9 @@ def patch_targets(faults: Faults) -> None:
         if number < TARGET_MAX_ATTEMPTS and faults.hit():
             faults.count("target throttled (Scheduler retried)")
             delay = faults.rng.uniform(*TARGET_RETRY_SECONDS)
-            timer = threading.Timer(delay, attempt, (target, event, rule, view, number + 1))
+            # In the firing's context (ministack keeps the request's account and region in context variables).
+            context = contextvars.copy_context()
+            timer = threading.Timer(delay, context.run, (attempt, target, event, rule, view, number + 1))
             timer.daemon = True
             timer.start()
             return None
