@@ -742,7 +742,10 @@ def main(argv: list[str] | None = None) -> int:
     from .report import replace_soak_section
 
     run = soak(args.items, args.rate, args.faults, args.redeliver, args.timeout, args.dump)
-    plots = draw(run, PLOTS_DIR)
+    # The docs site's plots are redrawn only by a run that writes the repository's report; any other run draws
+    # beside its own report.
+    default = args.out.resolve() == (REPO / "bench" / "latest.md").resolve()
+    plots = draw(run, PLOTS_DIR if default else args.out.parent / "plots")
     text = section(run, plots, args.out.parent)
     print(text)
     previous = args.out.read_text() if args.out.exists() else "# Benchmark report\n"
