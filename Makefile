@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench lint typecheck unit pytest docs install clean
+.PHONY: test demo bench soak lint typecheck unit pytest docs install clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,15 @@ demo: $(STAMP)
 BENCH ?=
 bench: $(STAMP)
 	$(PY) -m bench --out bench/latest.md $(BENCH)
+
+# Not part of `make test` either (minutes): every mode end to end in the local cloud at volume, under faults, with
+# per-item accounting; writes the Soak section of bench/latest.md and docs/assets/plots/soak_*.png. `make soak
+# N=40000` scales it; RATE (items written per second) and FAULTS (the injected fault rate) are stated in the report.
+N ?= 20000
+RATE ?= 100
+FAULTS ?= 0.02
+soak: $(STAMP)
+	$(PY) -m bench.soak --items $(N) --rate $(RATE) --faults $(FAULTS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -26,6 +26,9 @@ POLLING_KEY = re.compile(r"^polling_reads_per_item_(\d+)_(normal|overlap|backlog
 PLOTS_DIR = Path(__file__).resolve().parent.parent / "docs" / "assets" / "plots"
 POLLING_BASELINE_KEY = re.compile(r"^polling_baseline_reads_per_item_(\d+)_(.+)$")
 POLLING_SIZES = (10_000, 100_000)
+# `make soak` writes its section into the report between these lines; `make bench` rewrites the rest and keeps it.
+SOAK_BEGIN = "<!-- soak: written by make soak, kept by make bench -->"
+SOAK_END = "<!-- end of soak -->"
 POLLING_SCENARIOS = ("normal", "overlap", "backlog")
 
 
@@ -234,11 +237,25 @@ def write_report(
     `python -m bench.report` redraws."""
     plots = make_plots(figures, plots_dir or out.parent / "plots")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(sections, figures, plots, out.parent))
+    kept = soak_section(out.read_text()) if out.exists() else ""
+    out.write_text(render(sections, figures, plots, out.parent) + (f"\n{kept}" if kept else ""))
     out.with_suffix(".json").write_text(
         json.dumps({"sections": list(sections), "figures": figures}, indent=1, sort_keys=True) + "\n"
     )
     return plots
+
+
+def soak_section(text: str) -> str:
+    """The soak's section of a report, markers included ("" if it has none)."""
+    begin, end = text.find(SOAK_BEGIN), text.find(SOAK_END)
+    return text[begin : end + len(SOAK_END)] + "\n" if 0 <= begin < end else ""
+
+
+def replace_soak_section(text: str, section: str) -> str:
+    """`text` with its soak section replaced by `section` (appended if it had none)."""
+    block = f"{SOAK_BEGIN}\n{section.rstrip()}\n{SOAK_END}\n"
+    old = soak_section(text)
+    return text.replace(old, block) if old else text.rstrip() + "\n\n" + block
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,9 @@
   `Target.Input` (256 KiB), a function's environment (4 KB), and an event invoke config's
   `MaximumEventAgeInSeconds` (60-21600), each refused with AWS's error code.
 
+- Faults (`LOCALCLOUD_FAULTS=<fraction>`, `make soak` only): throttling and 5xx answers, targets refusing
+  Scheduler's firings and functions timing out mid-batch, at a stated rate: see localcloud/faults.py.
+
 - IAM, enforced as on AWS: ministack's `AUTH=true`, with its Scheduler resource map, `iam:PassRole` and Scheduler's
   role for each firing put right (localcloud/iam.py).
 
@@ -29,6 +32,7 @@ import os
 import random
 import threading
 
+from . import faults
 from .component import constants
 from .window import MinuteWindow, seed
 
@@ -191,6 +195,9 @@ def main() -> None:
     if fraction > 0:
         rng = random.Random(seed() + 1)
         patch_stream_delivery(fraction, rng, os.environ.get(REDELIVERY_LOG_VARIABLE))
+    fault_rate = float(os.environ.get(faults.FAULTS_VARIABLE, "0") or 0)
+    if fault_rate > 0:  # `make soak`: throttling, 5xx and timeouts at a stated rate (localcloud/faults.py)
+        faults.install(fault_rate, seed(), os.environ.get(faults.FAULT_LOG_VARIABLE))
     from ministack.app import main as ministack_main
 
     ministack_main()

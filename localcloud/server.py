@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any, NoReturn
 
 from .aws_behaviour import REDELIVER_VARIABLE, REDELIVERY_LOG_VARIABLE
+from .faults import FAULT_LOG_VARIABLE, FAULTS_VARIABLE
 from .iam import AUTH_VARIABLE
 from .interrupts import deferred
 from .window import seed
@@ -43,6 +44,15 @@ def http_json(url: str, method: str = "GET", timeout: float = 5.0) -> object:
         return json.loads(response.read() or b"null")
 
 
+def counts_in(path: Path) -> dict[str, int]:
+    """Counts ministack's process writes as JSON (redeliveries, faults); none before the first."""
+    try:
+        counts: dict[str, int] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return counts
+
+
 class Ministack:
     """One ministack server on a free loopback port, run with this interpreter (so its Lambda workers see the same
     packages). Use as a context manager; `stop()` is safe to call twice.
@@ -51,14 +61,19 @@ class Ministack:
     files (its pid file, each Lambda worker's unpacked code) follow `TMPDIR` there, and its log goes there unless
     `log_dir` keeps it elsewhere (tests keep theirs in pytest's tmp_path)."""
 
-    def __init__(self, port: int | None = None, log_dir: Path | None = None, redeliver: float = 0.0) -> None:
-        """`redeliver`: the fraction of stream batches delivered again later, as Lambda may (see aws_behaviour)."""
+    def __init__(
+        self, port: int | None = None, log_dir: Path | None = None, redeliver: float = 0.0, faults: float = 0.0
+    ) -> None:
+        """`redeliver`: the fraction of stream batches delivered again later, as Lambda may (see aws_behaviour);
+        `faults`: the rate of injected throttling, 5xx and timeouts (see faults), 0 for none."""
         self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.scratch = Path(tempfile.mkdtemp(prefix="localcloud-"))
         self.log_path = (log_dir or self.scratch) / "ministack.log"
         self.redeliver = redeliver
         self.redelivery_log = self.log_path.with_name("redelivered.json")
+        self.faults = faults
+        self.fault_log = self.log_path.with_name("faults.json")
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Ministack:
@@ -74,6 +89,8 @@ class Ministack:
             AUTH_VARIABLE: "true",
             REDELIVER_VARIABLE: str(self.redeliver),
             REDELIVERY_LOG_VARIABLE: str(self.redelivery_log),
+            FAULTS_VARIABLE: str(self.faults),
+            FAULT_LOG_VARIABLE: str(self.fault_log),
             "GATEWAY_PORT": str(self.port),
             # Listeners the local cloud does not use and that would need extra ports.
             "IOT_MTLS_ENABLED": "0",
@@ -117,11 +134,11 @@ class Ministack:
 
     def redelivered(self) -> dict[str, int]:
         """Stream batches delivered again, per function name."""
-        try:
-            counts: dict[str, int] = json.loads(self.redelivery_log.read_text())
-        except (OSError, ValueError):
-            return {}
-        return counts
+        return counts_in(self.redelivery_log)
+
+    def injected(self) -> dict[str, int]:
+        """Faults injected so far, per kind (none unless started with `faults`)."""
+        return counts_in(self.fault_log)
 
     def healthy(self) -> bool:
         try:

@@ -1,0 +1,761 @@
+"""`make soak`: every mode end to end at volume, under faults, in the local cloud; per-item accounting at the end.
+
+    python -m bench.soak [--items 20000] [--rate 100] [--faults 0.02] [--redeliver 0.3] [--out bench/latest.md]
+
+The same stack `make demo` deploys (`Pulumi.local.yaml`, IAM enforced) in ministack, with the local cloud's AWS
+behaviours (Scheduler's minute, stream batches delivered again) and faults at a stated rate (localcloud/faults.py:
+throttling and 5xx from DynamoDB, Scheduler and SQS, targets throttling Scheduler's firings, a function timing out
+mid-batch). Items are written at `--rate` items a second, spread over eight workloads, one per mode, each with its
+own mix of creates, moves, cancels, deletes with re-inserts and consumers' write-backs; due times fall a few minutes
+after each write, so the whole run takes minutes. Everything that reaches a target is kept (keys, `dueAt`,
+`occurrenceId`, the message's id and when it was sent) and compared, item by item, with what the final state of
+each item says should have happened (`account`).
+
+Definitions (docs/guarantees.md): *early* is a delivery sent before its due time (the instant the item names, or for
+a recurring schedule its firing's scheduled minute): every mode promises "never early". *lateness* is from that
+time to when the target received the message (SQS `SentTimestamp`), judged against the mode's documented bound
+(p99 for second precision, whose bound is stated at p99; the maximum for the others). A *duplicate* is a delivery
+beyond the first of one occurrence (item + due time); it is *allowed* when the same queue message is received again
+(SQS is at least once) or, in the modes documented as at least once (recurring schedules: Scheduler's targets), when
+the same occurrence (same `occurrenceId`) is sent again; any other is *undocumented*. *cancelled but delivered*: an
+occurrence a cancel, a move or a delete removed (well before its minute) that still arrived.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import heapq
+import json
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from localcloud.scenarios import LOCAL_TTL, MINUTE_SCHEDULE, POLL_TICK, SECOND, Bound, percentile
+
+REPO = Path(__file__).resolve().parent.parent
+PLOTS_DIR = REPO / "docs" / "assets" / "plots"
+RECURRING = Bound(61.0, "the firing's minute (Scheduler runs it anywhere in it) + 1 s for the local Scheduler's sweep")
+# The modes, in report order: (name, table, bound, whether its guarantee is at least once per occurrence).
+MODES: tuple[tuple[str, str, Bound | None, bool], ...] = (
+    ("eventbridge minute", "tasks", MINUTE_SCHEDULE, False),
+    ("eventbridge second", "flash", SECOND, False),
+    ("eventbridge offsets", "clinic", MINUTE_SCHEDULE, False),
+    ("eventbridge recurring", "clinic", RECURRING, True),
+    ("ttl plain", "sessions", LOCAL_TTL, False),
+    ("ttl precise", "offers", MINUTE_SCHEDULE, False),
+    ("polling", "jobs", POLL_TICK, False),
+    ("aggregate", "scores", None, False),
+)
+P99_BOUND = {"eventbridge second"}  # bounds stated at p99 (docs/guarantees.md); the others bound every delivery
+OFFSETS = (-60, 0)  # the clinic table's offsets (Pulumi.local.yaml)
+ZONE = "Asia/Kolkata"
+PLAYERS = 100
+WRITE_BACK = 0.2  # the share of deliveries whose consumer writes back to the item
+
+
+# -- accounting (pure) -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One message a target received: the occurrence it names and the message that carried it."""
+
+    item: str
+    due: float
+    occurrence: str
+    message: str
+    at: float
+
+
+@dataclass
+class Account:
+    """One mode's numbers at the end of a run."""
+
+    mode: str
+    items: int
+    expected: int
+    delivered: int = 0
+    lost: list[str] = field(default_factory=list)
+    early: list[str] = field(default_factory=list)
+    allowed_duplicates: int = 0
+    undocumented_duplicates: list[str] = field(default_factory=list)
+    cancelled_delivered: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    lateness: list[float] = field(default_factory=list)
+    bound: Bound | None = None
+    p99_bound: bool = False
+
+    def late(self, fraction: float) -> float | None:
+        return percentile(self.lateness, fraction)
+
+    def judged_lateness(self) -> float | None:
+        """What the bound judges: p99 where the bound is stated at p99, else the maximum."""
+        return self.late(0.99 if self.p99_bound else 1.0)
+
+    def within_bound(self) -> bool:
+        judged = self.judged_lateness()
+        return self.bound is None or judged is None or judged <= self.bound.seconds
+
+    @property
+    def ok(self) -> bool:
+        """Nothing lost, early, duplicated beyond the documented cases, cancelled-but-delivered or unknown."""
+        return not (self.lost or self.early or self.undocumented_duplicates or self.cancelled_delivered) and not (
+            self.unexpected
+        )
+
+
+def occurrence_key(item: str, due: float) -> str:
+    return f"{item}@{datetime.fromtimestamp(due, UTC):%Y-%m-%dT%H:%M:%SZ}"
+
+
+def account(
+    mode: str,
+    items: int,
+    expected: Iterable[tuple[str, float]],
+    cancelled: Iterable[tuple[str, float]],
+    arrivals: Iterable[Arrival],
+    bound: Bound | None = None,
+    at_least_once: bool = False,
+    p99_bound: bool = False,
+) -> Account:
+    """Compare what arrived with what should have: each expected occurrence (item, due time) once, not before its
+    due time; cancelled occurrences never; nothing else. See the module's docstring for the definitions."""
+    wanted = {occurrence_key(item, due): due for item, due in expected}
+    removed = {occurrence_key(item, due) for item, due in cancelled} - set(wanted)
+    by_occurrence: dict[str, list[Arrival]] = {}
+    for arrival in sorted(arrivals, key=lambda a: a.at):
+        by_occurrence.setdefault(occurrence_key(arrival.item, arrival.due), []).append(arrival)
+    result = Account(mode, items, len(wanted), bound=bound, p99_bound=p99_bound)
+    for key, received in by_occurrence.items():
+        first = received[0]
+        seen_messages = {first.message}
+        for again in received[1:]:
+            if again.message in seen_messages:
+                result.allowed_duplicates += 1  # the queue handed the same message out again
+            elif at_least_once and again.occurrence == first.occurrence:
+                result.allowed_duplicates += 1  # sent again, as the mode documents it may be
+                seen_messages.add(again.message)
+            else:
+                result.undocumented_duplicates.append(key)
+                seen_messages.add(again.message)
+        if key in wanted:
+            result.delivered += 1
+            if first.at < wanted[key]:
+                result.early.append(key)
+            result.lateness.append(max(0.0, first.at - wanted[key]))
+        elif key in removed:
+            result.cancelled_delivered.append(key)
+        else:
+            result.unexpected.append(key)
+    result.lost = sorted(set(wanted) - set(by_occurrence))
+    return result
+
+
+def account_totals(mode: str, items: int, sums: dict[str, int], totals: dict[str, int]) -> Account:
+    """Aggregate mode: each group's total must equal the sum of the records it counts; short is lost, over is
+    counted twice (undocumented: the mode is exactly once per record)."""
+    result = Account(mode, items, len(sums))
+    for group, wanted in sorted(sums.items()):
+        total = totals.get(group, 0)
+        if total == wanted:
+            result.delivered += 1
+        elif total < wanted:
+            result.lost.append(f"{group}: {total} of {wanted}")
+        else:
+            result.undocumented_duplicates.append(f"{group}: {total} for {wanted}")
+    return result
+
+
+# -- the workload --------------------------------------------------------------------------------------------------
+
+
+@dataclass(order=True)
+class Op:
+    """One write the driver makes at `at`: a put of `item` (the whole item) or a delete of `keys`."""
+
+    at: float
+    table: str = field(compare=False)
+    keys: dict[str, Any] = field(compare=False)
+    item: dict[str, Any] | None = field(compare=False, default=None)
+
+
+@dataclass
+class Plan:
+    """What the driver writes, and what the final state says should arrive, per mode."""
+
+    ops: list[Op] = field(default_factory=list)
+    items: dict[str, int] = field(default_factory=dict)
+    expected: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    cancelled: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    sums: dict[str, int] = field(default_factory=dict)
+    mix: dict[str, int] = field(default_factory=dict)
+    last_due: float = 0.0
+
+
+def iso_z(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def weekly_cron(minute: float, zone: str) -> str:
+    """`cron(M H ? * DOW *)` for the UTC minute `minute`, read in `zone` (AWS numbers days from Sunday = 1)."""
+    from zoneinfo import ZoneInfo
+
+    local = datetime.fromtimestamp(minute, UTC).astimezone(ZoneInfo(zone))
+    return f"cron({local.minute} {local.hour} ? * {(local.weekday() + 1) % 7 + 1} *)"
+
+
+def next_minute(epoch: float) -> float:
+    return float((int(epoch) // 60 + 1) * 60)
+
+
+def plan(items: int, rate: float, start: float, rng: random.Random) -> Plan:
+    """`items` items over the eight workloads, written `rate` a second from `start`, with each mode's mix."""
+    result = Plan()
+    per_mode = -(-items // len(MODES))
+    for mode, *_ in MODES:
+        result.items[mode] = per_mode
+        result.expected[mode] = []
+        result.cancelled[mode] = []
+    for n in range(per_mode * len(MODES)):
+        mode, table = MODES[n % len(MODES)][:2]
+        written = start + n / rate
+        _plan_item(result, mode, table, n // len(MODES), written, rng)
+    result.ops.sort()
+    return result
+
+
+def _choose(rng: random.Random) -> str:
+    draw = rng.random()
+    return "move" if draw < 0.15 else "cancel" if draw < 0.25 else "reinsert" if draw < 0.30 else "create"
+
+
+def _plan_item(result: Plan, mode: str, table: str, i: int, written: float, rng: random.Random) -> None:
+    change = _choose(rng)
+    result.mix[change] = result.mix.get(change, 0) + 1
+    later = written + rng.uniform(3.0, 10.0)  # the move, the cancel or the delete of a re-insert
+    if mode == "aggregate":
+        _plan_score(result, table, i, written, later, change, rng)
+        return
+    lead = {"eventbridge minute": 120, "eventbridge second": 120, "eventbridge offsets": 180, "ttl plain": 30}
+    due = float(int(written + lead.get(mode, 120) + rng.uniform(0, 60)))
+    if mode == "polling":
+        due = float(int(written + 30 + rng.uniform(0, 60)))
+    pk, sk = f"SOAK#{i}", {"eventbridge offsets": "APPT", "eventbridge recurring": "WEEKLY"}.get(mode, "ITEM")
+    keys = {"PK": pk, "SK": sk}
+    if mode == "eventbridge recurring":
+        due = next_minute(written + 120 + rng.uniform(0, 60))
+    moved = due + (60.0 if mode == "eventbridge recurring" else float(int(rng.uniform(20, 60))))
+
+    def item(at: float) -> dict[str, Any]:
+        body: dict[str, Any] = {**keys, "n": i}
+        if mode.startswith("ttl"):
+            body["expiresAt"] = int(at)
+        elif mode == "eventbridge recurring":
+            body["remindAt"], body["timeZone"] = weekly_cron(at, ZONE), ZONE
+        elif mode == "eventbridge offsets":
+            body["remindAt"] = iso_z(at)
+        else:
+            body["dueAt"] = iso_z(at)
+        return body
+
+    def occurrences(at: float) -> list[tuple[str, float]]:
+        if mode == "eventbridge offsets":
+            return [(f"{pk}{offset:+d}", at + offset) for offset in OFFSETS]
+        return [(pk, at)]
+
+    result.ops.append(Op(written, table, keys, item(due)))
+    final = due
+    if change == "move":
+        result.ops.append(Op(later, table, keys, item(moved)))
+        final = moved
+    elif change in ("cancel", "reinsert"):
+        result.ops.append(Op(later, table, keys))
+        final = moved if change == "reinsert" else 0.0
+        if change == "reinsert":
+            result.ops.append(Op(later + 3.0, table, keys, item(moved)))
+    if final:
+        result.expected[mode] += occurrences(final)
+        result.last_due = max(result.last_due, final)
+    if final != due:
+        result.cancelled[mode] += occurrences(due)
+
+
+def _plan_score(
+    result: Plan, table: str, i: int, written: float, later: float, change: str, rng: random.Random
+) -> None:
+    """Scores count on insert only (the table's `on_change` is `ignore`): a change or a delete leaves the total, a
+    re-insert counts again."""
+    group = f"USER#player{i % PLAYERS}"
+    keys = {"PK": f"SCORE#{i:06}", "SK": group}
+    value = rng.randrange(1, 100)
+    result.ops.append(Op(written, table, keys, {**keys, "Score": value}))
+    counted = value
+    if change == "move":
+        result.ops.append(Op(later, table, keys, {**keys, "Score": value + 1000}))
+    elif change in ("cancel", "reinsert"):
+        result.ops.append(Op(later, table, keys))
+        if change == "reinsert":
+            again = rng.randrange(1, 100)
+            result.ops.append(Op(later + 3.0, table, keys, {**keys, "Score": again}))
+            counted += again
+    result.sums[group] = result.sums.get(group, 0) + counted
+
+
+# -- running it ----------------------------------------------------------------------------------------------------
+
+Client = Callable[[str], Any]
+WRITE_BACK_MODES = {m for m, *_ in MODES if m.startswith("eventbridge")} | {"polling"}
+TICK_EVERY = 2.0  # the polling rule, fired this often (as make demo does) instead of once a minute
+SETTLE_SECONDS = 30.0
+QUIET_SECONDS = 120.0
+
+
+def epoch(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def arrival_of(mode: str, body: dict[str, Any], message: dict[str, Any]) -> Arrival:
+    """A due event as an `Arrival`: its item (with the offset, for offsets), due time, occurrence and message."""
+    item, due = str(body["keys"]["PK"]), epoch(str(body["dueAt"]))
+    if mode == "eventbridge offsets":  # `dueAt` is the item's time; the reminder is due `offsetSeconds` from it
+        offset = int(body.get("offsetSeconds", 0))
+        item, due = f"{item}{offset:+d}", due + offset
+    sent = int(message["Attributes"]["SentTimestamp"]) / 1000
+    return Arrival(item, due, str(body.get("occurrenceId", "")), message["MessageId"], sent)
+
+
+class Driver:
+    """Writes the plan on time, drains every due queue (keeping each arrival), writes back for a share of the
+    deliveries as a consumer would, and ticks the polling rule."""
+
+    def __init__(self, client: Client, outputs: dict[str, Any], region: str, rng: random.Random) -> None:
+        self.client = client
+        self.outputs = outputs
+        self.region = region
+        self.rng = rng
+        self.arrivals: dict[str, list[Arrival]] = {mode: [] for mode, *_ in MODES}
+        self.write_backs: list[tuple[str, dict[str, Any]]] = []
+        self.written = 0
+        self.ops_left = -1  # until the writer starts
+        self.written_back = 0
+        self.ticks = 0
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+
+    # the consumers
+
+    def drain(self, table: str) -> None:
+        sqs = self.client("sqs")
+        url = self.outputs[table]["due_queue_url"]
+        while not self.stop.is_set():
+            try:
+                messages = sqs.receive_message(
+                    QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1, AttributeNames=["SentTimestamp"]
+                ).get("Messages", [])
+            except Exception:  # the cloud under load: the consumer tries again, as any would
+                time.sleep(0.5)
+                continue
+            for message in messages:
+                body = json.loads(message["Body"])
+                mode = self.mode_of(table, body)
+                arrival = arrival_of(mode, body, message)
+                with self.lock:
+                    self.arrivals[mode].append(arrival)
+                    if mode in WRITE_BACK_MODES and self.rng.random() < WRITE_BACK:
+                        self.write_backs.append((table, {k: body["keys"][k] for k in ("PK", "SK")}))
+            if messages:
+                entries = [{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(messages)]
+                # Not deleted: received again, which the accounting allows (the same message id).
+                with contextlib.suppress(Exception):
+                    sqs.delete_message_batch(QueueUrl=url, Entries=entries)
+
+    @staticmethod
+    def mode_of(table: str, body: dict[str, Any]) -> str:
+        if table == "clinic":
+            return "eventbridge offsets" if body["keys"]["SK"] == "APPT" else "eventbridge recurring"
+        return next(mode for mode, t, *_ in MODES if t == table)
+
+    def tick(self) -> None:
+        from localcloud.emulators import fire_rule
+
+        while not self.stop.wait(TICK_EVERY):
+            # A missed tick is a late one; the rule's own minute tick also runs.
+            with contextlib.suppress(Exception):
+                self.ticks += fire_rule(self.client, self.outputs["jobs"]["tick_rule_name"], self.region)
+
+    # the writer
+
+    def write(self, ops: list[Op]) -> None:
+        """Every op at its time (batched per table, 25 at a time, one write per key in a batch), then the
+        consumers' write-backs."""
+        from boto3.dynamodb.types import TypeSerializer
+
+        serializer = TypeSerializer()
+        pending = list(ops)
+        heapq.heapify(pending)
+        ddb = self.client("dynamodb")
+        while pending or not self.stop.is_set():
+            self.ops_left = len(pending)
+            now = time.time()
+            due: dict[str, list[Op]] = {}
+            while pending and pending[0].at <= now:
+                op = heapq.heappop(pending)
+                due.setdefault(op.table, []).append(op)
+            for table, batch in due.items():
+                self._write_table(ddb, self.outputs[table]["table_name"], batch, serializer)
+            with self.lock:
+                backs, self.write_backs = self.write_backs, []
+            for table, keys in backs:
+                self._write_back(ddb, self.outputs[table]["table_name"], keys, serializer)
+            if not due and not backs:
+                time.sleep(0.05)
+
+    def _write_table(self, ddb: Any, name: str, batch: list[Op], serializer: Any) -> None:
+        while batch:
+            chunk: list[Op] = []
+            seen: set[str] = set()
+            for op in batch:
+                ident = json.dumps(op.keys, sort_keys=True)
+                if len(chunk) < 25 and ident not in seen:
+                    chunk.append(op)
+                    seen.add(ident)
+            batch = [op for op in batch if op not in chunk]
+            requests = [
+                {"PutRequest": {"Item": {k: serializer.serialize(v) for k, v in op.item.items()}}}
+                if op.item is not None
+                else {"DeleteRequest": {"Key": {k: serializer.serialize(v) for k, v in op.keys.items()}}}
+                for op in chunk
+            ]
+            while requests:
+                left = ddb.batch_write_item(RequestItems={name: requests}).get("UnprocessedItems", {})
+                requests = list(left.get(name, []))
+            self.written += len(chunk)
+
+    def _write_back(self, ddb: Any, name: str, keys: dict[str, Any], serializer: Any) -> None:
+        """What a consumer does with the item it was told about: marks it handled (its due time unchanged)."""
+        from botocore.exceptions import ClientError
+
+        try:
+            ddb.update_item(
+                TableName=name,
+                Key={k: serializer.serialize(v) for k, v in keys.items()},
+                UpdateExpression="SET handledAt = :now",
+                ConditionExpression="attribute_exists(PK)",
+                ExpressionAttributeValues={":now": serializer.serialize(int(time.time()))},
+            )
+            self.written_back += 1
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+
+    def delivered_all(self, expected: dict[str, list[tuple[str, float]]]) -> bool:
+        with self.lock:
+            for mode, wanted in expected.items():
+                seen = {occurrence_key(a.item, a.due) for a in self.arrivals[mode]}
+                if any(occurrence_key(item, due) not in seen for item, due in wanted):
+                    return False
+        return True
+
+
+def read_totals(client: Client, table: str, groups: Iterable[str]) -> dict[str, int]:
+    ddb = client("dynamodb")
+    totals = {}
+    for group in groups:
+        found = ddb.get_item(TableName=table, Key={"PK": {"S": group}, "SK": {"S": "TOTAL"}}, ConsistentRead=True)
+        totals[group] = int(found["Item"]["totalScore"]["N"]) if "Item" in found else 0
+    return totals
+
+
+def dead_letter_reasons(client: Client, outputs: dict[str, Any]) -> dict[str, list[str]]:
+    """Every message left in each table's stream DLQ, target DLQ and poison queue, with its reason (read, not
+    removed: the queues are gone with the cloud)."""
+    sqs = client("sqs")
+    found: dict[str, list[str]] = {}
+    for table, out in outputs.items():
+        for key in ("stream_dlq_url", "poison_queue_url", "target_dlq_url"):
+            url = out.get(key) if isinstance(out, dict) else None
+            if not url:
+                continue
+            messages = sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=60, MessageAttributeNames=["All"]
+            ).get("Messages", [])
+            for message in messages:
+                attributes = {k: v.get("StringValue", "") for k, v in message.get("MessageAttributes", {}).items()}
+                reason = attributes.get("ERROR_CODE") or _reason(message["Body"])
+                found.setdefault(f"{table} {key.removesuffix('_url')}", []).append(reason[:200])
+    return found
+
+
+def _reason(body: str) -> str:
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return body
+    if isinstance(document, dict):
+        context = document.get("responseContext") or {}
+        return str(document.get("reason") or context.get("functionError") or document.get("requestContext") or body)
+    return body
+
+
+@dataclass
+class Run:
+    """What a soak run measured: the accounts, and the circumstances."""
+
+    accounts: list[Account]
+    items: int
+    written: int
+    written_back: int
+    wall_seconds: float
+    deliver_seconds: float
+    fault_rate: float
+    redeliver: float
+    faults: dict[str, int]
+    redelivered: dict[str, int]
+    dead_letters: dict[str, list[str]]
+    mix: dict[str, int]
+    load: tuple[float, float, float]
+    seed: int
+    date: str
+    rate: float
+
+    @property
+    def ok(self) -> bool:
+        return all(a.ok for a in self.accounts)
+
+
+def soak(items: int, rate: float, fault_rate: float, redeliver: float, timeout: float, dump: Path | None = None) -> Run:
+    from localcloud.deploy import LOCAL_STACK, up
+    from localcloud.emulators import Emulators
+    from localcloud.provision import clients
+    from localcloud.scenarios import TTL_DELAYS, verify_sender
+    from localcloud.server import Ministack
+    from localcloud.window import seed
+
+    began = time.monotonic()
+    with Ministack(redeliver=redeliver, faults=fault_rate) as cloud:
+        print(f"ministack up at {cloud.endpoint}; log: {cloud.log_path}; LOCALCLOUD_SEED={seed()}", flush=True)
+        deployment = up(cloud.endpoint, LOCAL_STACK)
+        verify_sender(deployment)
+        print(f"deployed stack '{LOCAL_STACK}': {len(deployment.resources)} resources", flush=True)
+        client = clients(cloud.endpoint, deployment.region)
+        rng = random.Random(seed())
+        with Emulators(cloud.endpoint, deployment.region, ttl_delays=TTL_DELAYS):
+            start = time.time() + 2.0
+            work = plan(items, rate, start, rng)
+            driver = Driver(client, deployment.outputs, deployment.region, random.Random(seed() + 3))
+            tables = sorted({t for mode, t, *_ in MODES if mode != "aggregate"})
+            threads = [threading.Thread(target=driver.drain, args=(t,), daemon=True) for t in tables]
+            threads.append(threading.Thread(target=driver.tick, daemon=True))
+            writer = threading.Thread(target=driver.write, args=(work.ops,), daemon=True)
+            for thread in [*threads, writer]:
+                thread.start()
+            print(
+                f"writing {sum(work.items.values()):,} items ({len(work.ops):,} writes) at {rate:g}/s; last due "
+                f"{work.last_due - start:.0f}s in; faults at {fault_rate:.1%}, {redeliver:.0%} of stream batches "
+                "delivered again",
+                flush=True,
+            )
+            # Past the last due time and the widest bound, the run ends once nothing has arrived for a while: what
+            # is still missing then is lost (a slow machine makes deliveries late, which the accounting shows).
+            deadline = time.time() + timeout
+            quiet_after = work.last_due + MINUTE_SCHEDULE.seconds
+            last_report, seen, changed = 0.0, 0, time.time()
+            while time.time() < deadline:
+                time.sleep(2.0)
+                count = sum(len(a) for a in driver.arrivals.values())
+                if count != seen:
+                    seen, changed = count, time.time()
+                if time.time() > quiet_after and time.time() - changed > QUIET_SECONDS:
+                    break
+                if time.time() - last_report > 30:
+                    last_report = time.time()
+                    got = ", ".join(f"{m} {len(a)}/{len(work.expected[m])}" for m, a in driver.arrivals.items())
+                    print(
+                        f"  {time.time() - start:5.0f}s: {driver.written:,} writes, arrivals/expected: {got}, "
+                        f"{driver.written_back:,} write-backs, faults {sum(cloud.injected().values()):,}, "
+                        f"load {os.getloadavg()[0]:.1f}",
+                        flush=True,
+                    )
+                if driver.ops_left == 0 and time.time() > work.last_due and driver.delivered_all(work.expected):
+                    break
+            time.sleep(SETTLE_SECONDS)  # a duplicate or a cancelled occurrence would still arrive
+            driver.stop.set()
+            for thread in [*threads, writer]:
+                thread.join(timeout=15)
+            totals = read_totals(client, deployment.outputs["scores"]["table_name"], work.sums)
+            dead = dead_letter_reasons(client, deployment.outputs)
+            faults, redelivered = cloud.injected(), cloud.redelivered()
+    if dump is not None:
+        arrived = {m: [vars(a) for a in found] for m, found in driver.arrivals.items()}
+        document = {"expected": work.expected, "cancelled": work.cancelled, "arrivals": arrived, "totals": totals}
+        dump.write_text(json.dumps({**document, "sums": work.sums}, indent=0))
+    delivered_at = max((a.at for found in driver.arrivals.values() for a in found), default=time.time())
+    accounts = []
+    for mode, _table, bound, at_least_once in MODES:
+        if mode == "aggregate":
+            accounts.append(account_totals(mode, work.items[mode], work.sums, totals))
+            continue
+        accounts.append(
+            account(
+                mode,
+                work.items[mode],
+                work.expected[mode],
+                work.cancelled[mode],
+                driver.arrivals[mode],
+                bound,
+                at_least_once,
+                mode in P99_BOUND,
+            )
+        )
+    return Run(
+        accounts=accounts,
+        items=sum(work.items.values()),
+        written=driver.written,
+        written_back=driver.written_back,
+        wall_seconds=time.monotonic() - began,
+        deliver_seconds=delivered_at - start,
+        fault_rate=fault_rate,
+        redeliver=redeliver,
+        faults=faults,
+        redelivered=redelivered,
+        dead_letters=dead,
+        mix=work.mix,
+        load=os.getloadavg(),
+        seed=seed(),
+        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        rate=rate,
+    )
+
+
+# -- the report ----------------------------------------------------------------------------------------------------
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}s"
+
+
+def _few(keys: list[str]) -> str:
+    """How many, and the first few (a reader can look them up in the run's data)."""
+    return f"{len(keys)} ({', '.join(keys[:3])}{', ...' if len(keys) > 3 else ''})" if keys else "0"
+
+
+def section(run: Run, plots: list[Path], report_dir: Path) -> str:
+    """The Markdown section for bench/latest.md."""
+    delivered = sum(a.delivered for a in run.accounts if a.bound is not None)
+    expected = sum(a.expected for a in run.accounts if a.bound is not None)
+    per_second = delivered / run.deliver_seconds if run.deliver_seconds > 0 else 0.0
+    lines = [
+        "## Soak",
+        "",
+        f"`make soak N={run.items}` on {run.date} ({os.cpu_count()} CPUs; load average at the end "
+        f"{', '.join(f'{v:.1f}' for v in run.load)}; `LOCALCLOUD_SEED={run.seed}`): the local stack in ministack, IAM "
+        f"enforced, every mode fed {run.items:,} items in all at {run.rate:g} items/s ({run.written:,} writes: "
+        + ", ".join(f"{n:,} {kind}" for kind, n in sorted(run.mix.items()))
+        + f"; {run.written_back:,} consumer write-backs), {run.redeliver:.0%} of stream batches delivered again, "
+        f"faults injected at {run.fault_rate:.1%} of calls and firings. Wall time {run.wall_seconds:.0f} s; "
+        f"{delivered:,} of {expected:,} expected deliveries arrived, the last {run.deliver_seconds:.0f} s after the "
+        f"first write: {per_second:.1f} deliveries/s end to end. "
+        + ("**All modes OK.**" if run.ok else "**FAILED** (see the rows not OK)."),
+        "",
+        "| mode | items | expected | delivered | lost | early | dupes allowed | dupes undocumented | "
+        "cancelled but delivered | unexpected | late p50 | late p99 | late max | bound | verdict |",
+        "|" + " --- |" * 15,
+    ]
+    for a in run.accounts:
+        bound = "-" if a.bound is None else f"{a.bound.seconds:.0f}s" + (" (p99)" if a.p99_bound else "")
+        verdict = "FAILED" if not a.ok else "within bound" if a.within_bound() else "over bound"
+        lines.append(
+            f"| {a.mode} | {a.items:,} | {a.expected:,} | {a.delivered:,} | {_few(a.lost)} | {_few(a.early)} | "
+            f"{a.allowed_duplicates} | {_few(a.undocumented_duplicates)} | {_few(a.cancelled_delivered)} | "
+            f"{_few(a.unexpected)} | {_s(a.late(0.5))} | {_s(a.late(0.99))} | {_s(a.late(1.0))} | {bound} | "
+            f"{verdict} |"
+        )
+    lines += [
+        "",
+        "Aggregate counts groups (each player's total against the sum of the scores it counts), not deliveries. "
+        "Definitions (early, lateness, allowed duplicates): `bench/soak.py`'s docstring; bounds: "
+        "docs/guarantees.md as the local cloud reproduces it (`localcloud/scenarios.py`).",
+        "",
+        "Faults injected (localcloud/faults.py): "
+        + (", ".join(f"{kind} {n:,}" for kind, n in sorted(run.faults.items())) or "none")
+        + ". Stream batches delivered again: "
+        + f"{sum(run.redelivered.values()):,}.",
+        "",
+        "Left in a dead-letter or poison queue: "
+        + (
+            "; ".join(f"{queue}: {len(r)} ({', '.join(sorted(set(r)))})" for queue, r in run.dead_letters.items())
+            or "nothing"
+        )
+        + ".",
+        "",
+    ]
+    for plot in plots:
+        lines += [f"![{plot.stem}]({Path(os.path.relpath(plot, report_dir)).as_posix()})", ""]
+    return "\n".join(lines)
+
+
+def draw(run: Run, directory: Path) -> list[Path]:
+    """One lateness histogram per mode with its bound, `soak_<mode>.png`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for a in run.accounts:
+        if not a.lateness:
+            continue
+        fig, ax = plt.subplots(figsize=(5.5, 3.2))
+        ax.hist(a.lateness, bins=60, color="tab:blue")
+        if a.bound is not None:
+            ax.axvline(a.bound.seconds, color="tab:red", linestyle="--", label=f"bound {a.bound.seconds:.0f}s")
+            ax.legend(fontsize=8)
+        ax.set_xlabel("lateness after the due time (s)")
+        ax.set_ylabel("deliveries")
+        ax.set_title(f"soak: {a.mode} ({len(a.lateness):,} deliveries)", fontsize=10)
+        fig.tight_layout()
+        path = directory / f"soak_{a.mode.replace(' ', '_')}.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=20000, help="items in all, over the eight modes")
+    parser.add_argument("--rate", type=float, default=100.0, help="items written per second")
+    parser.add_argument("--faults", type=float, default=0.02, help="the rate of every injected fault")
+    parser.add_argument("--redeliver", type=float, default=0.3, help="the share of stream batches delivered again")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="give up waiting after this many seconds")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "latest.md")
+    parser.add_argument("--dump", type=Path, help="also write every expectation and arrival here (JSON)")
+    args = parser.parse_args(argv)
+    from .report import replace_soak_section
+
+    run = soak(args.items, args.rate, args.faults, args.redeliver, args.timeout, args.dump)
+    # The docs site's plots are redrawn only by a run that writes the repository's report; any other run draws
+    # beside its own report.
+    default = args.out.resolve() == (REPO / "bench" / "latest.md").resolve()
+    plots = draw(run, PLOTS_DIR if default else args.out.parent / "plots")
+    text = section(run, plots, args.out.parent)
+    print(text)
+    previous = args.out.read_text() if args.out.exists() else "# Benchmark report\n"
+    args.out.write_text(replace_soak_section(previous, text))
+    # bench/latest.md is each machine's own (not in git); the soak's last report is kept in bench/soak.md.
+    kept = args.out.with_name("soak.md")
+    kept.write_text(f"# Soak report\n\nWritten by `make soak` (`python -m bench.soak`).\n\n{text.rstrip()}\n")
+    print(f"report written: {args.out} (its Soak section) and {kept}")
+    return 0 if run.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

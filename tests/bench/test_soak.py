@@ -1,0 +1,120 @@
+"""The soak's accounting, fed fabricated deliveries: each kind of failure it must find is found, and only there."""
+
+from __future__ import annotations
+
+import random
+
+from bench.report import SOAK_BEGIN, SOAK_END, replace_soak_section, soak_section
+from bench.soak import MODES, Arrival, account, account_totals, occurrence_key, plan
+from localcloud.faults import batch_failed, fault_response
+from localcloud.scenarios import MINUTE_SCHEDULE
+
+DUE = 1_800_000_000.0  # a whole second
+
+
+def arrival(item: str, at: float, message: str, occurrence: str = "", due: float = DUE) -> Arrival:
+    return Arrival(item, due, occurrence or f"occ-{item}", message, at)
+
+
+def test_a_clean_run_is_ok_with_its_lateness() -> None:
+    result = account("m", 2, [("A", DUE), ("B", DUE)], [], [arrival("A", DUE + 5, "1"), arrival("B", DUE, "2")])
+    assert result.ok
+    assert (result.delivered, result.lost, result.early) == (2, [], [])
+    assert sorted(result.lateness) == [0.0, 5.0]
+
+
+def test_lost_early_cancelled_and_unexpected_are_each_found() -> None:
+    arrivals = [
+        arrival("EARLY", DUE - 0.5, "1"),
+        arrival("CANCELLED", DUE + 3, "2"),
+        arrival("STRANGER", DUE + 3, "3"),
+    ]
+    result = account("m", 4, [("LOST", DUE), ("EARLY", DUE)], [("CANCELLED", DUE)], arrivals)
+    assert result.lost == [occurrence_key("LOST", DUE)]
+    assert result.early == [occurrence_key("EARLY", DUE)]
+    assert result.cancelled_delivered == [occurrence_key("CANCELLED", DUE)]
+    assert result.unexpected == [occurrence_key("STRANGER", DUE)]
+    assert not result.ok
+
+
+def test_a_moved_item_counts_its_new_time_only() -> None:
+    moved = DUE + 60
+    result = account("m", 1, [("A", moved)], [("A", DUE)], [arrival("A", moved + 1, "1", due=moved)])
+    assert result.ok and result.delivered == 1
+    late_old = account("m", 1, [("A", moved)], [("A", DUE)], [arrival("A", DUE + 1, "0"), arrival("A", moved, "1")])
+    assert late_old.cancelled_delivered == [occurrence_key("A", DUE)]
+
+
+def test_duplicates_are_split_into_allowed_and_undocumented() -> None:
+    same_message = [arrival("A", DUE + 1, "1"), arrival("A", DUE + 9, "1")]
+    resent = [arrival("A", DUE + 1, "1", "occ"), arrival("A", DUE + 2, "2", "occ")]
+    other_occurrence = [arrival("A", DUE + 1, "1", "occ"), arrival("A", DUE + 2, "2", "other")]
+    expected = [("A", DUE)]
+
+    queue = account("exactly once", 1, expected, [], same_message)
+    assert (queue.allowed_duplicates, queue.undocumented_duplicates, queue.ok) == (1, [], True)
+
+    exactly_once = account("exactly once", 1, expected, [], resent)
+    assert exactly_once.undocumented_duplicates == [occurrence_key("A", DUE)] and not exactly_once.ok
+
+    at_least_once = account("recurring", 1, expected, [], resent, at_least_once=True)
+    assert (at_least_once.allowed_duplicates, at_least_once.ok) == (1, True)
+
+    different = account("recurring", 1, expected, [], other_occurrence, at_least_once=True)
+    assert different.undocumented_duplicates == [occurrence_key("A", DUE)] and not different.ok
+
+
+def test_the_bound_judges_the_maximum_or_the_p99() -> None:
+    arrivals = [arrival(f"I{n}", DUE + (200 if n == 0 else 1), str(n)) for n in range(200)]
+    expected = [(f"I{n}", DUE) for n in range(200)]
+    by_max = account("m", 200, expected, [], arrivals, MINUTE_SCHEDULE)
+    assert not by_max.within_bound()
+    by_p99 = account("m", 200, expected, [], arrivals, MINUTE_SCHEDULE, p99_bound=True)
+    assert by_p99.within_bound()
+
+
+def test_totals_short_is_lost_and_over_is_an_undocumented_duplicate() -> None:
+    result = account_totals("aggregate", 30, {"G1": 10, "G2": 20, "G3": 5}, {"G1": 10, "G2": 19, "G3": 6})
+    assert result.delivered == 1
+    assert result.lost == ["G2: 19 of 20"]
+    assert result.undocumented_duplicates == ["G3: 6 for 5"]
+
+
+def test_the_plan_feeds_every_mode_and_expects_an_outcome_for_every_item() -> None:
+    work = plan(160, 100.0, DUE, random.Random(1))
+    assert set(work.items) == {mode for mode, *_ in MODES} and sum(work.items.values()) >= 160
+    offsets = {item for item, _ in work.expected["eventbridge offsets"]}
+    assert any(item.endswith("-60") for item in offsets) and any(item.endswith("+0") for item in offsets)
+    for mode, *_ in MODES:
+        if mode != "aggregate":
+            assert work.expected[mode], mode
+            assert all(due >= DUE for _, due in work.expected[mode])
+    assert {"move", "cancel", "reinsert", "create"} <= set(work.mix)
+
+
+def test_the_soak_section_survives_a_rewrite_of_the_report() -> None:
+    report = replace_soak_section("# Benchmark report\n\nold tables\n", "## Soak\n\nfirst")
+    assert soak_section(report).startswith(SOAK_BEGIN) and "first" in report
+    again = replace_soak_section(report, "## Soak\n\nsecond")
+    assert "second" in again and "first" not in again and again.count(SOAK_END) == 1
+
+
+def test_injected_faults_parse_as_the_errors_aws_answers() -> None:
+    import botocore.session
+    from botocore.parsers import create_parser
+
+    session = botocore.session.get_session()
+    for service, api, operation, code in (
+        ("dynamodb", "dynamodb", "PutItem", "ProvisionedThroughputExceededException"),
+        ("scheduler", "scheduler", "CreateSchedule", "ThrottlingException"),
+        ("sqs", "sqs", "SendMessage", "ServiceUnavailable"),
+    ):
+        model = session.get_service_model(api)
+        status, headers, body = fault_response(service, 503 if service == "sqs" else 400, code)
+        parsed = create_parser(model.metadata["protocol"]).parse(
+            {"status_code": status, "headers": headers, "body": body}, model.operation_model(operation).output_shape
+        )
+        assert parsed["Error"]["Code"] == code, service
+    assert batch_failed({"body": {"batchItemFailures": [{"itemIdentifier": "1"}]}})
+    assert batch_failed({"body": '{"batchItemFailures": [{"itemIdentifier": "1"}]}'})
+    assert not batch_failed({"body": {"batchItemFailures": []}})
