@@ -12,10 +12,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from components import backfill as scan_commands
     from components.args import ScheduledTableArgs
     from components.arns import email_address
     from components.component import TYPE
     from components.packaging import runtime_module
+    from components.redrive import discover
     from components.stack_config import tables_from_config
     from components.targets import EmailTarget
     from components.testing import (
@@ -38,10 +40,12 @@ else:
     except ModuleNotFoundError as error:
         if error.name != "scheduled_table":
             raise
+        from components import backfill as scan_commands
         from components.args import ScheduledTableArgs
         from components.arns import email_address
         from components.component import TYPE
         from components.packaging import runtime_module
+        from components.redrive import discover
         from components.stack_config import tables_from_config
         from components.targets import EmailTarget
         from components.testing import (
@@ -59,9 +63,11 @@ else:
         )
         from components.types import Mode
     else:
+        from scheduled_table import backfill as scan_commands
         from scheduled_table.arns import email_address
         from scheduled_table.component import TYPE
         from scheduled_table.packaging import runtime_module
+        from scheduled_table.redrive import discover
         from scheduled_table.stack_config import tables_from_config
         from scheduled_table.targets import EmailTarget
         from scheduled_table.testing import (
@@ -92,10 +98,12 @@ __all__ = [
     "ScheduledTableArgs",
     "ScheduledTableMocks",
     "config_string",
+    "discover",
     "email_address",
     "fabricate",
     "fabricated_table",
     "runtime_module",
+    "scan_commands",
     "set_mocks",
     "tables_from_config",
 ]
