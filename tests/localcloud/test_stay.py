@@ -315,10 +315,10 @@ def test_down_while_it_runs_then_ctrl_c_end_it_without_a_traceback(
     result = sh(printed.down, printed.export, without_aws_settings())
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.startswith("removed ")
-    # (all but `clinic`, the table the stack acts on but does not own)
+    # (all but `backlog` and `clinic`, the tables the stack acts on but does not own)
     assert {kind: left for kind, left in snapshot(fresh_cloud.endpoint).items() if left} == {
-        "tables": ["clinic"],
-        "ttl": {"clinic": {"TimeToLiveStatus": "DISABLED"}},
+        "tables": ["backlog", "clinic"],
+        "ttl": {"backlog": {"TimeToLiveStatus": "DISABLED"}, "clinic": {"TimeToLiveStatus": "DISABLED"}},
     }
     # THEN the emulators let go of the deleted tables with a note, not a traceback
     running.wait_for(lambda: any("no longer emulated" in line for line in running.err), EFFECT_SECONDS, "TTL note")
