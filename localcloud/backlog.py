@@ -99,7 +99,7 @@ def operator(endpoint: str, region: str) -> Callable[[str], Any]:
     waited for, and never sent twice by the SDK while the first still runs."""
     session = boto3.session.Session(region_name=region, **CREDENTIALS)
     made: dict[str, Any] = {}
-    invoke = Config(read_timeout=960, connect_timeout=10, retries={"max_attempts": 1})
+    invoke = Config(read_timeout=960, connect_timeout=10, retries={"total_max_attempts": 1})
     lock = threading.Lock()
 
     def client(service: str) -> Any:
