@@ -204,6 +204,10 @@ def effect(
             # which comes after the printed receive ran (a precise table's schedule may be gone by then)
             if "list-schedules" in command and json.loads(run(command).stdout)["Schedules"]:
                 return True
+            if " emails " in command:  # email: the reminder itself (its at() schedule is gone once it has run)
+                addresses = [value["S"] for value in item.values() if "@" in value.get("S", "")]
+                if addresses and all(address in run(command).stdout for address in addresses):
+                    return True
             if "receive-message" in command:
                 seen.extend(body for body, _ in drain_due_events(client, option(command, "queue-url")))
                 if {name: next(iter(value.values())) for name, value in key.items()} in [b.get("keys") for b in seen]:
