@@ -1,5 +1,5 @@
 """Benchmark: backfill (`handlers/backfill.py`) on one machine, and the modelled time for 100 million items on AWS
-with the Lambda fan-out.
+with the Lambda fan-out; then the fan-out itself, measured in the local cloud (`backfill_fanout`).
 
 moto in-process with the harness's per-call latency (10 ms unless `BENCH_LATENCY_MS` says otherwise: what a call
 costs from Lambda), production client settings. Each mode's table is filled with items written before any stream
@@ -17,6 +17,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from . import backfill_fanout
 from .harness import LATENCY_SECONDS, BenchClients, aws, table, timed
 
 SIZES = {"eventbridge": 400, "polling": 400, "aggregate": 2000}
@@ -160,4 +161,6 @@ def run() -> tuple[str, dict[str, float]]:
             "transactions copies the table in moto (TransactWriteItems takes ~10 ms on AWS), so its model is a floor."
         ),
     )
-    return text, figures
+    fanned, fanned_figures = backfill_fanout.run()
+    figures.update(fanned_figures)
+    return text + "\n" + fanned, figures

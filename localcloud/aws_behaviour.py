@@ -18,6 +18,7 @@
 
 - Faults (`LOCALCLOUD_FAULTS=<fraction>`, `make soak` only): throttling and 5xx answers, targets refusing
   Scheduler's firings and functions timing out mid-batch, at a stated rate: see localcloud/faults.py.
+- Lists in pages: ministack's ListSchedules answers only its first 100 schedules; here it pages with `NextToken`.
 
 - IAM, enforced as on AWS: ministack's `AUTH=true`, with its Scheduler resource map, `iam:PassRole` and Scheduler's
   role for each firing put right (localcloud/iam.py).
@@ -41,6 +42,8 @@ REDELIVERY_LOG_VARIABLE = "LOCALCLOUD_REDELIVERY_LOG"
 REDELIVERY_DELAY_SECONDS = (1.0, 8.0)
 # ministack sweeps its schedules every 10 s; a 1 s sweep keeps the drawn instant meaningful.
 TICK_SECONDS = 1
+# ListSchedules' largest page (AWS's MaxResults limit).
+PAGE_SCHEDULES = 100
 
 
 def patch_ministack(window: MinuteWindow) -> None:
@@ -176,6 +179,32 @@ def silence_ttl_reaper() -> None:
     dynamodb.time.time = clock
 
 
+def page_schedule_lists() -> None:
+    """ministack's ListSchedules answers the first `MaxResults` (100) schedules and no `NextToken`, so a group of more
+    looks smaller than it is (reconcile's sweep reads every schedule of the group). Answer in pages, as AWS does:
+    at most `MaxResults`, up to 100, with a `NextToken` while any are left."""
+    import json
+
+    from ministack.services import scheduler
+
+    listed = scheduler._list_schedules
+
+    def paged(query: dict) -> tuple:
+        size = min(int(query.get("MaxResults") or PAGE_SCHEDULES), PAGE_SCHEDULES)
+        start = int(query.get("NextToken") or 0)
+        everything = {k: v for k, v in query.items() if k != "NextToken"} | {"MaxResults": str(2**31)}
+        status, headers, body = listed(everything)
+        if status != 200:
+            return status, headers, body
+        schedules = json.loads(body)["Schedules"]
+        page: dict = {"Schedules": schedules[start : start + size]}
+        if start + size < len(schedules):
+            page["NextToken"] = str(start + size)
+        return status, headers, json.dumps(page).encode()
+
+    scheduler._list_schedules = paged
+
+
 def enforce_iam() -> None:
     from . import iam
 
@@ -190,6 +219,7 @@ def main() -> None:
     fire_recurring_schedules(window.instant)
     silence_ttl_reaper()
     enforce_limits()
+    page_schedule_lists()
     enforce_iam()  # AUTH=true (set by server.Ministack): ministack's IAM, with what it gets wrong put right
     fraction = float(os.environ.get(REDELIVER_VARIABLE, "0") or 0)
     if fraction > 0:

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from components.args import ScheduledTableArgs
     from components.arns import email_address
     from components.component import TYPE
+    from components.ops import backfill as scan_commands
+    from components.ops.redrive.discovery import discover
     from components.packaging import constants, error_code, runtime_module
     from components.stack_config import tables_from_config
     from components.targets import EmailTarget
@@ -41,6 +43,8 @@ else:
         from components.args import ScheduledTableArgs
         from components.arns import email_address
         from components.component import TYPE
+        from components.ops import backfill as scan_commands
+        from components.ops.redrive.discovery import discover
         from components.packaging import constants, error_code, runtime_module
         from components.stack_config import tables_from_config
         from components.targets import EmailTarget
@@ -61,6 +65,8 @@ else:
     else:
         from scheduled_table.arns import email_address
         from scheduled_table.component import TYPE
+        from scheduled_table.ops import backfill as scan_commands
+        from scheduled_table.ops.redrive.discovery import discover
         from scheduled_table.packaging import constants, error_code, runtime_module
         from scheduled_table.stack_config import tables_from_config
         from scheduled_table.targets import EmailTarget
@@ -93,11 +99,13 @@ __all__ = [
     "ScheduledTableMocks",
     "config_string",
     "constants",
+    "discover",
     "email_address",
     "error_code",
     "fabricate",
     "fabricated_table",
     "runtime_module",
+    "scan_commands",
     "set_mocks",
     "tables_from_config",
 ]

@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import time
 
+from .backlog import TABLE as BACKLOG_TABLE
+from .backlog import Backlog, prefill
 from .deploy import LOCAL_STACK, up
 from .emulators import Emulators
+from .program import stack_region
 from .scenarios import TTL_DELAYS, Bound, Outcome, count_redeliveries, run, scenarios, verify_sender
 from .server import Ministack
 from .window import seed
@@ -120,12 +123,18 @@ def demo(stack: str = LOCAL_STACK) -> int:
             "As on AWS, Scheduler runs each schedule at a random moment of its minute and Lambda delivers some stream "
             f"batches twice ({REDELIVER:.0%} here); LOCALCLOUD_SEED={seed()} make demo replays these random choices"
         )
+        # Before the stack exists, as a user's table would: items that no stream record describes.
+        filled = prefill(cloud.endpoint, stack_region(stack))
+        print(
+            f"made table {BACKLOG_TABLE!r} with {filled.items} items, then enabled its stream: the stack attaches to "
+            "items no stream record describes (backfill gives them their actions)"
+        )
         deployed = time.monotonic()
         deployment = up(cloud.endpoint, stack)
         print(f"deployed stack '{stack}': {len(deployment.resources)} resources in {time.monotonic() - deployed:.1f}s")
         verify_sender(deployment)
         with Emulators(cloud.endpoint, deployment.region, ttl_delays=TTL_DELAYS) as emulators:
-            chosen = scenarios(deployment)
+            chosen = [*scenarios(deployment), Backlog(deployment, filled)]
             print(f"running {len(chosen)} scenarios: " + "; ".join(s.name for s in chosen))
             for scenario in chosen:
                 articles = getattr(scenario, "article", ())

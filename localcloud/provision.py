@@ -38,6 +38,10 @@ NOT_FOUND = frozenset(
 )
 
 
+# The stream every mode needs on a table it reads.
+STREAM = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+
+
 class UnsupportedResource(Exception):
     """The program registered a resource type the local cloud cannot create."""
 
@@ -114,9 +118,10 @@ class Provisioner:
         """The data sources the program may call, answered from the local AWS."""
         return {"aws:dynamodb/getTable:getTable": self.get_table}
 
-    def ensure_table(self, name: str, args: Any) -> bool:
+    def ensure_table(self, name: str, args: Any, stream: bool = True) -> bool:
         """Make a table the stack expects to exist but does not own (an `ExistingTable` given by name), as a user's
-        own table would be: its keys, a NEW_AND_OLD_IMAGES stream. True if it had to be made."""
+        own table would be: its keys, a NEW_AND_OLD_IMAGES stream (`stream=False`: none yet, for items written
+        before it is enabled). True if it had to be made."""
         ddb = self.client("dynamodb")
         try:
             ddb.describe_table(TableName=name)
@@ -132,7 +137,7 @@ class Provisioner:
             KeySchema=[{"AttributeName": a, "KeyType": k} for a, k, _ in keys],
             AttributeDefinitions=[{"AttributeName": a, "AttributeType": t} for a, _, t in keys],
             BillingMode="PAY_PER_REQUEST",
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+            **({"StreamSpecification": STREAM} if stream else {}),
         )
         return True
 

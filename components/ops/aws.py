@@ -43,7 +43,7 @@ def clients(endpoint_url: str | None, region: str | None) -> Client:
 
     # A replay is a RequestResponse invoke that may run up to Lambda's 900 s: wait for it, and never let botocore
     # invoke again on a read timeout while the first run still goes (it would report done work as failed).
-    invoke = Config(read_timeout=960, connect_timeout=10, retries={"max_attempts": 1})
+    invoke = Config(read_timeout=960, connect_timeout=10, retries={"total_max_attempts": 1})
 
     def client(service: str) -> Any:
         if service not in made:

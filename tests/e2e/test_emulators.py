@@ -246,3 +246,28 @@ def test_the_local_cloud_refuses_what_aws_refuses(fresh_cloud: Ministack) -> Non
     assert big_input.value.response["Error"]["Code"] == "ValidationException"
     assert big_environment.value.response["Error"]["Code"] == "InvalidParameterValueException"
     assert old_events.value.response["Error"]["Code"] == "ValidationException"
+
+
+def test_schedule_lists_come_in_pages_as_on_aws(fresh_cloud: Ministack) -> None:
+    """A group of more than 100 schedules lists whole through NextToken (reconcile's sweep reads every page);
+    ministack alone answers the first 100 and no token."""
+    client = clients(fresh_cloud.endpoint, REGION)
+    scheduler = client("scheduler")
+    scheduler.create_schedule_group(Name="many")
+    role = client("iam").create_role(RoleName="many", AssumeRolePolicyDocument=trust_policy("scheduler"))["Role"]
+    target = {"Arn": "arn:aws:sqs:eu-west-1:000000000000:q", "RoleArn": role["Arn"]}
+    for n in range(130):
+        scheduler.create_schedule(
+            Name=f"s{n:03}",
+            GroupName="many",
+            ScheduleExpression="at(2030-01-01T00:00:00)",
+            FlexibleTimeWindow={"Mode": "OFF"},
+            Target=target,
+        )
+    first = scheduler.list_schedules(GroupName="many")
+    assert len(first["Schedules"]) == 100 and first.get("NextToken")
+    pages = list(
+        scheduler.get_paginator("list_schedules").paginate(GroupName="many", PaginationConfig={"PageSize": 50})
+    )
+    assert [len(p["Schedules"]) for p in pages] == [50, 50, 30]
+    assert sorted(s["Name"] for p in pages for s in p["Schedules"]) == [f"s{n:03}" for n in range(130)]

@@ -213,6 +213,9 @@ def test_a_function_whose_role_loses_an_action_is_denied_and_parks_the_record_wi
 def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment: Deployment) -> None:
     state = snapshot(deployment.endpoint)
     assert state["tables"] == [
+        "backlog",  # not the stack's either (made first, like clinic)
+        "backlog-ledger",
+        "backlog-totals-ledger",
         "clinic",  # not the stack's: the local cloud made it first, as your own table would exist on AWS
         "clinic-ledger",
         "flash-ledger",
@@ -233,6 +236,10 @@ def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment:
     ]
     assert state["ttl"]["sessions-table"] == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expiresAt"}
     assert state["functions"] == [
+        "backlog-backfill",  # backfillFunction: true
+        "backlog-scheduler",
+        "backlog-totals-aggregator",
+        "backlog-totals-backfill",
         "clinic-scheduler",
         "flash-releaser",
         "flash-scheduler",
@@ -245,7 +252,7 @@ def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment:
         "tasks-scheduler",
         "visits-aggregator",
     ]
-    assert len(state["mappings"]) == 10  # flash has two: its stream, and its release queue
+    assert len(state["mappings"]) == 12  # flash has two: its stream, and its release queue; backfill functions none
     release_queue = next(q for q in state["queues"] if q.endswith("/flash-release"))
     assert sum(m[0].endswith(":flash-releaser") and m[1].endswith(":flash-release") for m in state["mappings"]) == 1
     assert release_queue.startswith(deployment.endpoint)
@@ -253,6 +260,7 @@ def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment:
     assert sum(m[1] == deployment.outputs["clinic"]["stream_arn"] for m in state["mappings"]) == 2
     assert state["rules"] == ["jobs-tick"]
     assert state["schedule_groups"] == [
+        "backlog-schedules",
         "clinic-schedules",
         "flash-schedules",
         "offers-schedules",
@@ -273,8 +281,8 @@ def test_down_removes_everything_the_stack_created(deployment: Deployment) -> No
     removed = down(deployment.endpoint)
     assert len(removed) == len(deployment.resources)
     state = snapshot(deployment.endpoint)
-    # What is left is the table the stack acts on but does not own.
+    # What is left is the tables the stack acts on but does not own.
     assert {k: v for k, v in state.items() if v} == {
-        "tables": ["clinic"],
-        "ttl": {"clinic": {"TimeToLiveStatus": "DISABLED"}},
+        "tables": ["backlog", "clinic"],
+        "ttl": {"backlog": {"TimeToLiveStatus": "DISABLED"}, "clinic": {"TimeToLiveStatus": "DISABLED"}},
     }
