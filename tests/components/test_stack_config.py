@@ -230,6 +230,8 @@ def test_the_local_stack_config_builds_its_tables() -> None:
         ("scores", "aggregate", "dueAt"),
         ("clinic", "eventbridge", "remindAt"),
         ("visits", "aggregate", "dueAt"),
+        ("backlog", "eventbridge", "dueAt"),
+        ("backlog-totals", "aggregate", "dueAt"),
         ("flash", "eventbridge", "dueAt"),
     ]
     # The tables the stack creates inherit the top level's deletionProtection; the two on `clinic`, a table the
