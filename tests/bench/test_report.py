@@ -33,6 +33,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Plot]]
     return out, write_report(out, ["### 1. a table\n\n| a |\n|---|\n| 1 |\n"], fake_figures())
 
 
+@pytest.mark.slow  # volume: `make test` runs it, `make unit` does not
 def test_every_plot_is_drawn_and_linked_from_the_report(written: tuple[Path, list[Plot]]) -> None:
     out, plots = written
 

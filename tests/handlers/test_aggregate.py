@@ -175,6 +175,7 @@ def seed_filter_only(event: Any, env: Env) -> Any:
     return {"Records": kept}
 
 
+@pytest.mark.slow  # volume: `make test` runs it, `make unit` does not
 def test_totals_are_right_for_many_users_over_many_batches(agg_env: Env) -> None:
     rng = random.Random(7)
     expected: dict[str, int] = {}
@@ -484,6 +485,7 @@ def test_a_bucket_past_the_horizon_is_removed_and_a_record_within_it_never_count
     assert "beyond the 3960 s horizon" in parked["reason"] and total(agg_env, "ada") == 111
 
 
+@pytest.mark.slow  # volume: `make test` runs it, `make unit` does not
 def test_the_total_stays_under_1_kb_and_off_the_ledger_under_steady_load(agg_env: Env) -> None:
     """A score a minute for three horizons: the ids of the last 66-81 minutes stay on the total, no more."""
     n = 0
@@ -498,6 +500,7 @@ def test_the_total_stays_under_1_kb_and_off_the_ledger_under_steady_load(agg_env
     assert 66 <= sum(ids_on(agg_env, "ada").values()) <= 85 and nothing_parked(agg_env)
 
 
+@pytest.mark.slow  # volume: `make test` runs it, `make unit` does not
 def test_more_records_of_one_group_than_the_ids_hold_go_through_the_ledger_exactly_once(agg_env: Env) -> None:
     for n in range(1, 251):
         score(agg_env, n, "ada", n)

@@ -13,6 +13,7 @@ from functools import partial
 import aggregate
 import eventbridge
 import polling
+import pytest
 import ttl
 from st_core.timeparse import minute_at_or_after
 
@@ -24,6 +25,8 @@ from tests.handlers.test_ttl import TTL_IDENTITY, ttl_env  # noqa: F401
 
 RATE = 0.2
 ITEMS = int(__import__("os").environ.get("FAULT_ITEMS", "40"))
+# Volume under faults: `make test` runs these, `make unit` (the fast part) does not.
+pytestmark = pytest.mark.slow
 
 
 def _report(

@@ -92,6 +92,7 @@ def test_on_done_delete_removes_the_item(polling_env: Env) -> None:
     assert item(polling_env, "a") == {}
 
 
+@pytest.mark.slow  # volume: `make test` runs it, `make unit` does not
 def test_overlapping_processors_dispatch_each_item_once(polling_env: Env) -> None:
     # The overlap is interleaved by hand: processor A reads a page, then B runs a whole tick, then A goes on with
     # what it read. (With one worker, A asks for the time left before its first page, then before each claim.)
@@ -168,6 +169,7 @@ def test_a_permanent_dispatch_error_dead_letters_at_once(polling_env: Env) -> No
     assert tick(polling_env).failed == 1
 
 
+@pytest.mark.slow  # volume: `make test` runs it, `make unit` does not
 def test_the_time_budget_stops_before_the_lambda_would_and_reports_the_backlog(polling_env: Env) -> None:
     polling_env.config["polling"]["shards"] = 1
     for i in range(250):

@@ -162,6 +162,7 @@ def test_a_retried_dispatch_is_the_same_occurrence(polling_env: Env) -> None:
     assert message["dueAt"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(NOW - 5))
 
 
+@pytest.mark.slow  # volume: `make test` runs it, `make unit` does not
 def test_a_backlog_is_read_once_and_never_counted(polling_env: Env) -> None:
     polling_env.config["polling"]["shards"] = 1
     for i in range(250):
