@@ -337,11 +337,20 @@ class Scheduling:
         if occurrence.recurrence is not None:
             self._recur(record, step, occurrence.recurrence, now)
             return
-        if occurrence.due <= now:
-            # Scheduler cannot fire in the past. Deliver now, if the item still holds this time (otherwise a later
-            # record says whether it left it before or after it came) and no schedule or earlier run owns it.
-            if self._still_holds(record, occurrence):
-                self._deliver(occurrence)
+        past = occurrence.due <= now
+        if (past or not self.second) and not self._still_holds(record, occurrence):
+            # The item has left this due time since this record (or is gone): a later record of the stream cancels
+            # or settles it, so nothing is made or sent here. A replay is the case: Lambda replays from a sequence
+            # number with every record after it, but a bisected or cut-short retry may hand the INSERT over alone
+            # and the REMOVE that cancelled it only in the next batch, once the minute began (too late to delete:
+            # see `_cancel`), so a schedule made here would deliver a cancelled item. One consistent read per
+            # schedule made. Second precision's releaser reads the item at the second instead.
+            self._count("stale")
+            log.debug("schedule-stale", schedule=occurrence.name, dueAt=format_due(occurrence.due))
+            return
+        if past:
+            # Scheduler cannot fire in the past: delivered now, unless a schedule or an earlier run owns it.
+            self._deliver(occurrence)
             return
         firing = self._may_be_firing(occurrence.due, now)
         if firing and self.ledger.taken(occurrence.name):
