@@ -31,11 +31,6 @@ KINDS = {
     "slow": ("packaging",),  # builds the wheel and installs it into fresh virtual environments
 }
 
-# A local-cloud module that mostly waits (for Scheduler's minute) gets a group, and so a ministack, of its own: it runs
-# on the other worker beside the rest of the local cloud's tests instead of after them (the e2e group alone took 431 s
-# of a 502 s run, 144 s of it this module's waiting).
-OWN_GROUP = {"test_backfill.py": "e2e-backfill"}
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
@@ -45,7 +40,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(marker)
                 # `make test` runs pytest on both cores (pytest-xdist, --dist loadgroup): a group runs on one worker,
                 # so the tests that share a local cloud share one ministack, and the wheel is built once.
-                item.add_marker(pytest.mark.xdist_group(OWN_GROUP.get(item.path.name, marker)))
+                item.add_marker(pytest.mark.xdist_group(marker))
         if item.path.name.startswith("test_model_"):  # hypothesis state machines, 30 sequences per mode
             item.add_marker("model")
 
