@@ -30,6 +30,23 @@ def quick_start_program() -> str:
     return "\n".join(blocks)
 
 
+def run_in(project: Path, *command: str) -> str:
+    """`command` run in the new folder as a user's shell would (no variables of this repo's), its output; it must
+    succeed."""
+    result = subprocess.run(
+        list(command),
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(project.parent)},
+        check=False,
+        timeout=300,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    return output
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     folder = tmp_path / "quickstart"
@@ -47,17 +64,7 @@ def test_quick_start_program_builds_every_table_it_names_under_the_testing_kit(i
         "print('TABLES', tables)\n"
         "print('EXPORTS', sorted(stack.exports))\n"
     )
-    result = subprocess.run(
-        [str(python_of(installed)), "-c", check],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(project.parent)},
-        check=False,
-        timeout=300,
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
+    output = run_in(project, str(python_of(installed)), "-c", check)
     assert "TABLES ['jobs', 'reminders', 'scores', 'sessions']" in output, output[-2000:]
     assert "EXPORTS ['table']" in output, output[-2000:]
 
@@ -73,16 +80,6 @@ def test_quick_start_install_line_is_the_example_projects_pinned_line() -> None:
 def test_quick_start_program_deploys_into_the_local_cloud_from_its_own_folder(installed: Path, project: Path) -> None:
     """`scheduled-table local up` in the new folder: every resource of the four tables created in a local AWS with IAM
     enforced, as `pulumi up` would create them (the same command the example project's test runs)."""
-    result = subprocess.run(
-        [str(installed / "bin" / "scheduled-table"), "local", "up"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(project.parent)},
-        check=False,
-        timeout=300,
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
+    output = run_in(project, str(installed / "bin" / "scheduled-table"), "local", "up")
     assert f"deployed stack 'local' of {project}" in output, output[-2000:]
     assert '"table": "reminders-table"' in output, output[-2000:]
