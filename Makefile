@@ -6,9 +6,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: test demo bench soak lint typecheck unit pytest docs install clean
 
+# uv installs the same requirements as pip in seconds where pip takes minutes on a clean clone (it compiles every
+# installed module to bytecode; pulumi-aws alone is thousands); pip itself stays in the venv (the packaging tests use
+# it) and installs everything if uv cannot be had.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev]"
+	( $(PY) -m pip install -q --disable-pip-version-check uv && $(VENV)/bin/uv pip install -q --python $(PY) -e ".[dev]" ) \
+		|| $(PY) -m pip install -q --disable-pip-version-check -e ".[dev]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -24,10 +28,10 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest -q -n 2 -m "not e2e and not model and not slow"
 
-# Every test, on both cores: the local cloud's tests (mostly waiting for schedules to fire) on one worker, the rest
-# shared (tests/conftest.py groups them).
+# Every test. The local cloud's tests share one worker (tests/conftest.py groups them) and spend most of their time
+# waiting for Scheduler's minute, so a third worker keeps both cores busy with the rest meanwhile.
 pytest: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(PY) -m pytest -q -n 3 --dist loadgroup
 
 # The documentation site (MkDocs, Material theme) into build/site; strict, so a broken link or a page missing from
 # the navigation fails the build (and `make test`).

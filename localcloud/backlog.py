@@ -7,13 +7,16 @@ written first, the stream enabled afterwards (ministack then holds no record of 
 (`Pulumi.local.yaml`: `backlog`, eventbridge, and `backlog-totals`, aggregate, both on the table `backlog`, both with
 `backfillFunction: true`) then deploys onto it, and `Backlog` runs what an operator would:
 
+0. Nothing has acted yet: no schedule, no due event, no total, though the stack runs and the stream is on.
 1. `backfill --in-lambda` for both components: each past-due item is delivered once, at once; each future one and the
    weekly one get their schedule and act at their time, never before; each customer's total is set from the orders.
 2. Drift, by hand: schedules of two future items and of the weekly one deleted, one total raised, one deleted.
-3. `reconcile --dry-run` (what it finds), then `reconcile` (what it repairs): the schedules are made again before
-   their minute, so those items still act once at their time; the totals equal their orders again.
+3. `reconcile --dry-run` (what it finds, changing nothing), then `reconcile` (what it repairs): the schedules are made
+   again before their minute, so those items still act once at their time; the totals equal their orders again.
+4. `backfill` again finds every timed item already scheduled and acts on none.
 
-The counts each step must report are checked; a difference is a failure of the scenario.
+The counts each step must report are checked; a difference is a failure of the scenario (`make demo` and
+tests/e2e/test_local_stack.py both run it, with 30% of stream batches redelivered).
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ FUTURE = (50, 55, 60, 65)
 WEEKLY_LEAD = 60
 # A schedule is deleted by hand only while its item is at least this far from due, so reconcile re-makes it in time.
 DRIFT_MARGIN = 20.0
+# Backfill sends a past-due item itself, at once: its due event must arrive within this long of backfill's start.
+PAST_DUE_PROMPT = 30.0
 ORDERS = ((1, 25), (2, 40), (3, 15), (1, 10), (2, 5), (3, 30), (1, 60), (2, 35), (3, 20), (1, 45), (2, 50), (3, 5))
 
 
@@ -127,7 +132,7 @@ class Step:
 @dataclass
 class Backlog:
     """The scenario (see the module's docstring); `start` runs the steps in two threads, one per component, while
-    `observe` collects the due events. The e2e test calls the steps one by one instead."""
+    `observe` collects the due events."""
 
     deployment: Deployment
     prefilled: Prefilled
@@ -150,8 +155,9 @@ class Backlog:
 
     # -- the operator's commands and the drift ------------------------------------------------------------------------
 
-    def command(self, component: str, command: str, dry_run: bool = False) -> Step:
-        """`scheduled-table <command> --function F --in-lambda B [--dry-run]` for one component."""
+    def command(self, component: str, command: str, dry_run: bool = False, label: str = "") -> Step:
+        """`scheduled-table <command> --function F --in-lambda B [--dry-run]` for one component (its step named
+        `label` when one command runs twice)."""
         outputs = self.deployment.outputs[component]
         stack = discover(self.client, outputs["function_name"])
         plan = scan_commands.Plan(
@@ -159,7 +165,7 @@ class Backlog:
         )
         result, finished = scan_commands.run(self.client, stack, plan, progress=lambda line: None)
         step = Step(
-            command + (" --dry-run" if dry_run else ""),
+            label or command + (" --dry-run" if dry_run else ""),
             component,
             dict(result.kinds),
             result.acted,
@@ -218,18 +224,32 @@ class Backlog:
     # -- the two threads ----------------------------------------------------------------------------------------------
 
     def timed_steps(self) -> None:
-        """eventbridge: backfill, three schedules deleted, reconcile (what it finds, then what it repairs)."""
+        """eventbridge: nothing acted before backfill; backfill; three schedules deleted; reconcile (a dry run finds
+        them and changes nothing, then it re-makes them); backfill again finds nothing left to do."""
+        if self.schedules() or self.observe():
+            self.wrong.append("a schedule or a due event before backfill: something acted on items no record describes")
         self.check(self.command(EVENTS, "backfill"), {"fed as a fresh write": self.timed_items()})
-        deleted = len(self.delete_schedules(["SOON#3", "SOON#4", "WEEKLY#1"]))
+        deleted = self.delete_schedules(["SOON#3", "SOON#4", "WEEKLY#1"])
         if not deleted:
             self.wrong.append("no schedule deleted: this machine took too long to get there before the items' time")
-        self.check(self.command(EVENTS, "reconcile", dry_run=True), {"would schedule": deleted})
-        self.check(self.command(EVENTS, "reconcile"), {"fed as a fresh write": deleted})
+        left = set(self.schedules())
+        self.check(self.command(EVENTS, "reconcile", dry_run=True), {"would schedule": len(deleted)})
+        if set(self.schedules()) != left:
+            self.wrong.append("reconcile --dry-run changed the schedules")
+        self.check(self.command(EVENTS, "reconcile"), {"fed as a fresh write": len(deleted)})
+        if not set(deleted) <= set(self.schedules()):
+            self.wrong.append(f"reconcile did not re-make the deleted schedules {deleted}")
+        again = self.command(EVENTS, "backfill", label="backfill again")
+        self.check(again, {"already scheduled": self.timed_items()})
+        if again.acted:
+            self.wrong.append(f"backfill again acted on {again.acted} items that already had their actions")
 
     def total_steps(self) -> None:
         """aggregate: backfill sets every total, two corrupted, reconcile finds and replaces them. Each replacing run
         waits a minute from its start (records written just before it reach their totals first)."""
         groups = len(self.prefilled.sums)
+        if any(self.read_totals().values()):
+            self.wrong.append(f"totals before backfill: {self.totals} (something counted items no record describes)")
         self.check(self.command(TOTALS, "backfill"), {"total replaced": groups})
         self.corrupt_totals()
         self.check(self.command(TOTALS, "reconcile", dry_run=True), {"would replace total": 2})
@@ -287,6 +307,9 @@ class Backlog:
         result.unexpected += self.wrong
         if any(thread.is_alive() for thread in self._threads):
             result.unexpected.append("backfill or reconcile still running")
+        slow = {d.key: round(d.at - self.expected[d.key], 1) for d in self.deliveries if d.key in self.prefilled.past}
+        if any(late >= PAST_DUE_PROMPT for late in slow.values()):
+            result.unexpected.append(f"past-due items not sent at once by backfill (seconds after it began: {slow})")
         wrong_totals = {g: t for g, t in self.totals.items() if t != self.prefilled.sums[g]}
         if not self.totals or wrong_totals:
             result.missing.append(f"totals equal to their orders after reconcile (read {self.totals})")

@@ -23,8 +23,10 @@ from .server import ses_outbox
 
 Client = Callable[[str], Any]
 SENDER_DOMAIN = "example.com"
-# Longer than the local TTL delay plus processing, so the repeat's next due time is still ahead when it is written.
-REPEAT_EVERY = 12
+# Longer than the plain ttl tables' bound (`LOCAL_TTL`, 15 s: the local TTL delay plus the stream), so the repeat's
+# next due time is still ahead when it is written: the handler skips occurrences already past (never fires a burst),
+# and a shorter interval made a loaded machine's first firing skip the second occurrence the scenario expects.
+REPEAT_EVERY = 20
 # The precise table's TTL runs later than its delete schedules can (up to 180 s after the due time: the minute after
 # it, anywhere in that minute, one minute more when processed close to it), as AWS's TTL (minutes to days) does, so
 # the schedules are what removes the offers; plain TTL tables keep the quick 5 s.
@@ -298,7 +300,7 @@ class ExpiringSessions(_Base):
     first (must not fire); one has a TTL that is not a number (DynamoDB ignores it: it never expires and never fires).
 
     `repeat=False` leaves out the repeating session: a precise table acts up to two minutes after the due time (the
-    minute after it, then anywhere in that minute), so a 12 s repeat's second occurrence would already be past when
+    minute after it, then anywhere in that minute), so a 20 s repeat's second occurrence would already be past when
     the first fires, and is skipped by design. Repeats are shown by the plain table and tested in the handlers."""
 
     never_expired: int = 0
