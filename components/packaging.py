@@ -109,8 +109,10 @@ def compile_handlers(root: Path) -> dict[str, bytes]:
 @cache
 def handler_bytecode() -> dict[str, Path]:
     """Archive member name -> `.pyc` file of the shipped handlers, compiled once per program. Pulumi archives take
-    files, not bytes, so they are written to a private cache folder named by their content (a deploy only reads
-    them there); files already there are checked, and rewritten when their bytes differ."""
+    files, not bytes, so they are written to the user's cache folder, in a folder named by their content (Pulumi
+    reads them there during the deploy); files already there are checked, and rewritten when their bytes differ.
+    Where that folder cannot be written, the functions get the source alone, with a warning, rather than a failed
+    deploy."""
     compiled = compile_handlers(handlers_dir())
     digest = hashlib.sha256()
     for name, data in sorted(compiled.items()):
@@ -118,14 +120,22 @@ def handler_bytecode() -> dict[str, Path]:
     cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     folder = cache_home / "scheduled-table" / "bytecode" / digest.hexdigest()[:32]
     paths: dict[str, Path] = {}
-    for name, data in compiled.items():
-        path = folder / name
-        if not path.is_file() or path.read_bytes() != data:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            partial.write_bytes(data)
-            partial.replace(path)
-        paths[name] = path
+    try:
+        for name, data in compiled.items():
+            path = folder / name
+            if not path.is_file() or path.read_bytes() != data:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+                partial.write_bytes(data)
+                partial.replace(path)
+            paths[name] = path
+    except OSError as error:
+        pulumi.log.warn(
+            f"scheduled-table: the handlers' bytecode could not be written under {cache_home} ({error}); the "
+            "functions get their source alone and compile it on each cold start (set XDG_CACHE_HOME to a "
+            "writable folder, or lambda_bytecode=False to silence this)"
+        )
+        return {}
     return paths
 
 

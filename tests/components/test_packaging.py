@@ -15,9 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+import pytest
 
 from components.args import LAMBDA_RUNTIMES
-from components.packaging import bytecode_runtime, compile_handlers, handler_archive, handler_files, handlers_dir
+from components.packaging import (
+    bytecode_runtime,
+    compile_handlers,
+    handler_archive,
+    handler_bytecode,
+    handler_files,
+    handlers_dir,
+)
 
 # Imports every module named on the command line from the current directory (the extracted archive) and reports,
 # for each, where its code came from: the shipped `.pyc` it found, and whether the source's own lines ran.
@@ -150,3 +158,19 @@ def test_the_bytecode_is_compiled_for_this_python() -> None:
     assert all(name.endswith(f".{sys.implementation.cache_tag}.pyc") for name in compiled)
     assert len(compiled) == len(handler_files(handlers_dir()))
     assert len({hashlib.sha256(data).digest() for data in compiled.values()}) > 1
+
+
+def test_a_cache_folder_that_cannot_be_written_gives_the_source_alone_not_a_failed_deploy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, build: Callable[..., Any]
+) -> None:
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    handler_bytecode.cache_clear()
+    try:
+        code = build(lambda_runtime=bytecode_runtime()).one("rem-scheduler").inputs["code"]
+    finally:
+        handler_bytecode.cache_clear()
+
+    assert sorted(code.assets) == sorted(handler_files(handlers_dir()))
+    assert "bytecode could not be written" in caplog.text
