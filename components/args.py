@@ -6,7 +6,7 @@ Each rule raises ValueError naming the field and the fix, so `pulumi up` stops b
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import pulumi
 
@@ -20,7 +20,10 @@ from .types import KeyType, Mode, ModeName
 LOG_RETENTION_DAYS = frozenset(
     {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
 )
-LAMBDA_RUNTIMES = frozenset({"python3.12", "python3.13", "python3.14"})
+# Lambda's Python runtimes still open to new functions. python3.11: Lambda deprecates it on 2027-06-30 and blocks
+# function updates from 2027-08-31 (its runtimes page, as read on 2026-11-26).
+LambdaRuntime = Literal["python3.11", "python3.12", "python3.13", "python3.14"]
+LAMBDA_RUNTIMES = frozenset(get_args(LambdaRuntime))
 TRACING_MODES = ("PassThrough", "Active")
 
 
@@ -60,7 +63,9 @@ class ScheduledTableArgs:
     lambda_memory_mb: int = 1024
     lambda_timeout_seconds: int = 60
     lambda_architecture: Literal["arm64", "x86_64"] = "arm64"
-    lambda_runtime: Literal["python3.12", "python3.13", "python3.14"] = "python3.12"
+    lambda_runtime: LambdaRuntime = "python3.12"
+    # Ship the handlers' bytecode when the deploying Python is lambda_runtime's (see components/packaging.py)
+    lambda_bytecode: bool = True
     log_retention_days: int = 30
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     max_workers: int = 16
@@ -551,7 +556,16 @@ OPTION_DOCS: dict[str, str] = {
     ),
     "lambda_timeout_seconds": "1-900",
     "lambda_architecture": "or `x86_64`",
-    "lambda_runtime": "`python3.12`, `python3.13`, `python3.14`",
+    "lambda_runtime": (
+        ", ".join(f"`{runtime}`" for runtime in sorted(LAMBDA_RUNTIMES))
+        + "; Lambda deprecates `python3.11` on 2027-06-30 and blocks updating functions on it from 2027-08-31"
+    ),
+    "lambda_bytecode": (
+        "ship the handlers' compiled bytecode beside their source when the Python running `pulumi up` is the "
+        "runtime's (CPython 3.12 for `python3.12`), so a cold start does not compile them; the archive then "
+        "depends on that Python's minor version (another one uploads the source alone: a change to every "
+        "function). Off: the source alone, the same archive from any Python; see Deploying"
+    ),
     "log_retention_days": "an explicit log group per function",
     "log_level": "JSON lines: one summary per batch at `INFO`, one per action at `DEBUG`; items only at `DEBUG`",
     "max_workers": "concurrent items per batch (Scheduler calls are network round trips)",

@@ -226,7 +226,7 @@ def build_function(
     )
     function = aws.lambda_.Function(
         f"{owner.name}-{role}",
-        code=handler_archive(),
+        code=handler_archive(a.lambda_runtime if a.lambda_bytecode else None),
         handler=handler,
         description=descriptions.function(owner.name, role, str(a.mode)),
         tracing_config=aws.lambda_.FunctionTracingConfigArgs(mode=a.tracing),

@@ -3,7 +3,12 @@ handler modules the component, the operator's command and the local cloud read i
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib.util
+import json
+import os
+import subprocess
 import sys
 from functools import cache
 from pathlib import Path
@@ -34,10 +39,104 @@ def handler_files(root: Path) -> dict[str, Path]:
     }
 
 
-def handler_archive() -> pulumi.AssetArchive:
-    return pulumi.AssetArchive(
-        {name: pulumi.FileAsset(str(path)) for name, path in handler_files(handlers_dir()).items()}
+def handler_archive(runtime: str | None = None) -> pulumi.AssetArchive:
+    """The handlers' source, plus their bytecode when `runtime` is this interpreter's Python (see
+    `bytecode_runtime`): without it, Lambda compiles every module on each cold start, since its code directory is
+    read-only and keeps nothing it compiles. `None`: the source alone."""
+    files = handler_files(handlers_dir())
+    if runtime is not None and runtime == bytecode_runtime():
+        files = {**files, **handler_bytecode()}
+    return pulumi.AssetArchive({name: pulumi.FileAsset(str(path)) for name, path in sorted(files.items())})
+
+
+def bytecode_runtime() -> str | None:
+    """The Lambda runtime whose Python loads this interpreter's bytecode (`python3.11` under CPython 3.11), or None
+    (another implementation). A `.pyc` holds one minor version's bytecode, named by its cache tag
+    (`cpython-311`), and any other Python ignores it, so only this runtime gains from it."""
+    if sys.implementation.name != "cpython":
+        return None
+    return f"python{sys.version_info.major}.{sys.version_info.minor}"
+
+
+# Run in a child interpreter with a fixed hash seed (PYTHONHASHSEED=0), so nothing whose order follows the string
+# hashes can vary between deploys: a set tested with `in` compiles to a frozenset constant (CPython 3.11 and later
+# marshal those sorted, and the tests check that two processes with different seeds write the same bytes). The same
+# source and the same Python then give the same bytes, so two deploys (or two team members on the same Python)
+# upload the same archive and Pulumi sees no change. `dfile` is the member name, not this machine's path: the
+# import system sets each code object's file name to where the source is found when it loads the `.pyc`.
+_COMPILE = """\
+import base64, json, os, py_compile, sys, tempfile
+root, names = sys.argv[1], sys.argv[2:]
+found = {}
+with tempfile.TemporaryDirectory() as scratch:
+    target = os.path.join(scratch, "module.pyc")
+    for name in names:
+        py_compile.compile(
+            os.path.join(root, name), cfile=target, dfile=name, doraise=True, optimize=0,
+            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        )
+        with open(target, "rb") as compiled:
+            found[name] = base64.b64encode(compiled.read()).decode()
+print(json.dumps(found))
+"""
+
+
+def compile_handlers(root: Path) -> dict[str, bytes]:
+    """Archive member name -> the `.pyc` of every module under `root`, for this interpreter's Python: unchecked
+    hash-based (PEP 552), so the import system loads it without comparing it with the source's time or hash (the
+    archive's file times are not the source's, and a hash check would read and hash every source file again).
+    The source ships beside it unchanged, so tracebacks still show its lines."""
+    sources = handler_files(root)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
+    env["PYTHONHASHSEED"] = "0"
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", _COMPILE, str(root), *sources],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
+    tag = sys.implementation.cache_tag
+    compiled: dict[str, str] = json.loads(done.stdout)
+    result: dict[str, bytes] = {}
+    for name, data in compiled.items():
+        folder, _, file = name.rpartition("/")
+        member = f"{folder}/__pycache__" if folder else "__pycache__"
+        result[f"{member}/{file.removesuffix('.py')}.{tag}.pyc"] = base64.b64decode(data)
+    return result
+
+
+@cache
+def handler_bytecode() -> dict[str, Path]:
+    """Archive member name -> `.pyc` file of the shipped handlers, compiled once per program. Pulumi archives take
+    files, not bytes, so they are written to the user's cache folder, in a folder named by their content (Pulumi
+    reads them there during the deploy); files already there are checked, and rewritten when their bytes differ.
+    Where that folder cannot be written, the functions get the source alone, with a warning, rather than a failed
+    deploy."""
+    compiled = compile_handlers(handlers_dir())
+    digest = hashlib.sha256()
+    for name, data in sorted(compiled.items()):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    folder = cache_home / "scheduled-table" / "bytecode" / digest.hexdigest()[:32]
+    paths: dict[str, Path] = {}
+    try:
+        for name, data in compiled.items():
+            path = folder / name
+            if not path.is_file() or path.read_bytes() != data:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+                partial.write_bytes(data)
+                partial.replace(path)
+            paths[name] = path
+    except OSError as error:
+        pulumi.log.warn(
+            f"scheduled-table: the handlers' bytecode could not be written under {cache_home} ({error}); the "
+            "functions get their source alone and compile it on each cold start (set XDG_CACHE_HOME to a "
+            "writable folder, or lambda_bytecode=False to silence this)"
+        )
+        return {}
+    return paths
 
 
 @cache

@@ -43,6 +43,7 @@ class LambdaArchitecture(StrEnum):
 class LambdaRuntime(StrEnum):
     """The values of `lambdaRuntime`."""
 
+    Python3_11 = "python3.11"
     Python3_12 = "python3.12"
     Python3_13 = "python3.13"
     Python3_14 = "python3.14"
@@ -240,7 +241,17 @@ class ScheduledTableInputs(TypedDict, total=False):
     lambda_architecture: LambdaArchitecture
     """Or `x86_64`. Default: `"arm64"`."""
     lambda_runtime: LambdaRuntime
-    """`python3.12`, `python3.13`, `python3.14`. Default: `"python3.12"`."""
+    (
+        "`python3.11`, `python3.12`, `python3.13`, `python3.14`; Lambda deprecates `python3.11` on 2027-06-30 and "
+        'blocks updating functions on it from 2027-08-31. Default: `"python3.12"`.'
+    )
+    lambda_bytecode: bool
+    (
+        "Ship the handlers' compiled bytecode beside their source when the Python running `pulumi up` is the runtime's "
+        "(CPython 3.12 for `python3.12`), so a cold start does not compile them; the archive then depends on that "
+        "Python's minor version (another one uploads the source alone: a change to every function). Off: the source "
+        "alone, the same archive from any Python; see Deploying. Default: `true`."
+    )
     log_retention_days: int
     """An explicit log group per function. Default: `30`."""
     log_level: LogLevel

@@ -89,6 +89,21 @@ def test_coldstart_children_compile_from_source(tmp_path: Path) -> None:
     assert set(bench_coldstart.compile_times(tmp_path)) == {"mod"}
 
 
+def test_coldstart_probes_check_that_the_shipped_archive_is_timed_from_its_bytecode(tmp_path: Path) -> None:
+    """The two archives the benchmark sets side by side: each probe checks where every module it timed came from,
+    so a "shipped bytecode" figure cannot silently be a compiled-from-source one."""
+    from components.packaging import bytecode_runtime
+
+    shipped, source = tmp_path / "shipped", tmp_path / "source"
+    bench_coldstart.our_package(shipped, bytecode_runtime())
+    bench_coldstart.our_package(source, None)
+    assert (shipped / "__pycache__").is_dir() and not (source / "__pycache__").exists()
+
+    assert bench_coldstart.probe(shipped, "ours", "dynamodb", "ttl", shipped=True).settled_cpu > 0
+    with pytest.raises(subprocess.CalledProcessError):
+        bench_coldstart.probe(source, "ours", "dynamodb", "ttl", shipped=True)
+
+
 def test_importtime_lines_are_parsed() -> None:
     line = "import time:       583 |        583 |   st_core.log"
 
