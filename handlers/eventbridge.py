@@ -40,7 +40,7 @@ from st_core.config import load_config
 from st_core.dispatch import due_event, scheduler_target, send_now, target_input
 from st_core.errors import PermanentError, error_code, is_transient, persist
 from st_core.idempotency import BATCH_WRITE_LIMIT, Ledger
-from st_core.naming import RECURRING, SCHEDULED_TIME, occurrence_id, recurring_name
+from st_core.naming import RECURRING, SCHEDULED_TIME, occurrence_id, recurring_firing_id, recurring_name
 from st_core.schedules import MIN_LEAD
 from st_core.stream import (
     BatchResponse,
@@ -56,6 +56,7 @@ from st_core.timeparse import format_due, parse_due, zone
 
 if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see st_core/shapes.py)
     from st_core.config import HandlerConfig
+    from st_core.recurrence import Expression
 
 # The AWS actions this module's own calls need (checked by tests/iam); the rest go through st_core. A recurring
 # schedule is made only for the rule the item still holds: one consistent read of the item before each create.
@@ -105,6 +106,10 @@ class Step(NamedTuple):
     action: Action
     occurrence: Occurrence
     fresh: bool = True  # SCHEDULE: a due time the item did not hold before, so its schedule is probably new
+    # SCHEDULE of a recurring occurrence whose rule the item did not hold before: when the item took the rule (the
+    # record's change time). Its firings from then until the schedule exists are delivered by the handler.
+    since: datetime | None = None
+    before: Recurrence | None = None  # the rule the item's schedule had until this step (it fired what it covers)
 
 
 class Plan(NamedTuple):
@@ -202,7 +207,9 @@ def plan(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime)
     if old is not None and new is None:
         steps.append(Step(Action.CANCEL, old))  # a recurring schedule delivers itself: nothing is left to settle
     if new is not None and not (old is not None and old.recurrence == new.recurrence and old.item == new.item):
-        steps.append(Step(Action.SCHEDULE, new, fresh=old is None))
+        before = None if old is None else old.recurrence
+        since = None if before == new.recurrence else changed  # the same rule: its schedule is there already
+        steps.append(Step(Action.SCHEDULE, new, fresh=old is None, since=since, before=before))
     for offset in offsets_of(config):
         old, new = olds.get(offset), news.get(offset)
         if old is not None and (new is None or new.due != old.due):
@@ -243,8 +250,11 @@ def coalesce(planned: list[tuple[DynamoDBStreamRecord, Plan]]) -> list[Planned]:
             else:
                 before = last.pop(name, None)  # re-inserted, so it keeps the order of its latest step
                 if before is not None and before.step.action is step.action is Action.SCHEDULE:
-                    # A schedule refreshed within the batch is still as new as its first version was.
-                    step = Step(step.action, step.occurrence, fresh=before.step.fresh)
+                    # A schedule refreshed within the batch is still as new as its first version was, and (when the
+                    # rule stayed) missed the firings since that version came, beside the schedule the batch began with.
+                    first = before.step
+                    since = first.since if step.since is None else step.since
+                    step = Step(step.action, step.occurrence, fresh=first.fresh, since=since, before=first.before)
                 last[name] = Planned(step, record)
     return settled + list(last.values())
 
@@ -458,6 +468,7 @@ class Scheduling:
             start = None
         if spec.end is not None and (spec.end <= now + MIN_LEAD or (start is not None and start > spec.end)):
             self._cancel_recurring(occurrence)  # nothing is left to fire
+            self._catch_up(step, occurrence, spec, parsed, self.now())
             return
         payload = target_input(self.config["target"], self._event(occurrence), via_scheduler=True)
         request = schedules.recurring_request(
@@ -480,6 +491,34 @@ class Scheduling:
             raise
         self._count("scheduled")
         log.debug("recurring", schedule=occurrence.name, expression=spec.expression, zone=spec.zone)
+        self._catch_up(step, occurrence, spec, parsed, self.now())
+
+    def _catch_up(
+        self, step: Step, occurrence: Occurrence, spec: Recurrence, parsed: Expression, made: datetime
+    ) -> None:
+        """Deliver the firing a new rule missed: Scheduler fires a recurring schedule only from when it exists, so a
+        firing that came between the item's write (`step.since`) and the schedule (`made`, the clock once Scheduler
+        answered) would otherwise wait for the next one (a week, for a weekly rule). Only the latest such firing
+        (missed ones are not fired in a burst), with the `occurrenceId` and `dueAt` Scheduler would have given it,
+        through a ledger claim: once from the handler however often the batch comes back. Scheduler may still run
+        a schedule made inside a firing's minute: that copy has the same `occurrenceId`.
+
+        A redelivered batch must not deliver the firings the schedule ran since it was first made: the first time a
+        schedule existed for this version of the rule is kept in the ledger (one conditional write per new rule),
+        and only firings up to it count. A firing the item's previous schedule covered (the same expression and
+        zone, within its bounds: only the start or end changed) was Scheduler's."""
+        if step.since is None:
+            return
+        from st_core import recurrence
+
+        marker = recurring_firing_id(occurrence.name, f"since-{format_due(step.since)}")
+        existed = datetime.fromtimestamp(persist(lambda: self.ledger.first_scheduled(marker, made.timestamp())), UTC)
+        fired = recurrence.latest_firing(
+            parsed, zone(spec.zone), after=step.since, until=min(made, existed), start=spec.start, end=spec.end
+        )
+        if fired is None or _covered(step.before, spec, fired):
+            return
+        self._deliver(occurrence, fired=fired)
 
     def _as_held(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> Occurrence | None:
         """The item's recurring occurrence as the item holds it now (a consistent read), if that is the same rule
@@ -534,44 +573,45 @@ class Scheduling:
         self._count("cancelled")
         log.debug("cancelled", schedule=occurrence.name, dueAt=format_due(occurrence.due))
 
-    def _deliver(self, occurrence: Occurrence, take_over: bool = False) -> None:
-        """Deliver a come-due occurrence now, once: unless a schedule (`take_over`: unless a delivery) owns it."""
-        if not self.ledger.claim(occurrence.name, take_over_scheduled=take_over):
+    def _deliver(self, occurrence: Occurrence, take_over: bool = False, fired: datetime | None = None) -> None:
+        """Deliver a come-due occurrence now, once: unless a schedule (`take_over`: unless a delivery) owns it.
+        `fired`: one firing of a recurring occurrence, under the id Scheduler gives that firing."""
+        due = occurrence.due if fired is None else fired
+        name = occurrence.name if fired is None else recurring_firing_id(occurrence.name, format_due(fired))
+        if not self.ledger.claim(name, take_over_scheduled=take_over):
             self._count("duplicates")
-            log.debug("duplicate", schedule=occurrence.name, dueAt=format_due(occurrence.due))
+            log.debug("duplicate", schedule=name, dueAt=format_due(due))
             return
         try:
-            payload = target_input(self.config["target"], self._event(occurrence))
-            send_now(
-                self.config["target"],
-                payload,
-                occurrence=occurrence.name,
-                clients=self.clients,
-            )
+            payload = target_input(self.config["target"], self._event(occurrence, fired))
+            send_now(self.config["target"], payload, occurrence=name, clients=self.clients)
         except Exception:
-            persist(lambda: self.ledger.release(occurrence.name))
+            persist(lambda: self.ledger.release(name))
             raise
-        persist(lambda: self.ledger.complete(occurrence.name))
-        late = (self.now() - occurrence.due).total_seconds()
+        persist(lambda: self.ledger.complete(name))
+        late = (self.now() - due).total_seconds()
         self._count("delivered")
-        log.debug("dispatched-now", schedule=occurrence.name, dueAt=format_due(occurrence.due), lateSeconds=late)
+        log.debug("dispatched-now", schedule=name, dueAt=format_due(due), lateSeconds=late)
 
     def _still_holds(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> bool:
         from st_core import release
 
         return release.item_holds(self.clients, self.config, dict(record["dynamodb"]["Keys"]), occurrence.item_due)
 
-    def _event(self, occurrence: Occurrence) -> Any:
+    def _event(self, occurrence: Occurrence, fired: datetime | None = None) -> Any:
+        """The due event; a recurring occurrence's is the template Scheduler completes with each firing's scheduled
+        time, or, for a firing the handler delivers itself (`fired`), completed here the same way."""
         if occurrence.recurrence is not None:
+            scheduled = SCHEDULED_TIME if fired is None else format_due(fired)
             event = due_event(
                 mode=MODE,
                 table=self.config["table"],
                 keys=occurrence.keys,
                 due=_EPOCH,
                 item=occurrence.item,
-                occurrence=f"{occurrence.name}@{SCHEDULED_TIME}",  # naming.recurring_occurrence_id, completed
+                occurrence=recurring_firing_id(occurrence.name, scheduled),
             )
-            event["dueAt"] = SCHEDULED_TIME  # Scheduler writes in each firing's scheduled time
+            event["dueAt"] = scheduled
             event["recurrence"] = occurrence.recurrence.expression
             event["timeZone"] = occurrence.recurrence.zone
             return event
@@ -584,6 +624,14 @@ class Scheduling:
             occurrence=occurrence.name,
             offset=occurrence.offset if offsets_of(self.config) != [0] else None,
         )
+
+
+def _covered(before: Recurrence | None, spec: Recurrence, fired: datetime) -> bool:
+    """True when the item's previous rule had the schedule fire at `fired` already: the same expression and zone
+    (only its start or end changed), and `fired` within its bounds."""
+    if before is None or (before.expression, before.zone) != (spec.expression, spec.zone):
+        return False
+    return (before.start is None or before.start <= fired) and (before.end is None or fired <= before.end)
 
 
 def handle_batch(
