@@ -17,9 +17,11 @@ Once per occurrence, under AWS's real behaviour:
 Recurring items: the time attribute may hold a Scheduler `rate(...)` or `cron(...)` expression instead of a time
 (in the item's time zone attribute, with optional start and end attributes). The item then has one recurring
 schedule (ActionAfterCompletion NONE), made, updated in place and deleted with the item; Scheduler delivers every
-firing itself, with its scheduled time in the due event's `dueAt`, so no firing passes through this function and
-a redelivered batch only repeats idempotent create/update/delete calls, made only for the rule the item still
-holds (a consistent read), so an old batch handled after a newer one brings no deleted schedule back. The
+firing itself, with its scheduled time in the due event's `dueAt`. The one firing this function delivers is one
+that came after the item took its rule and before the schedule existed (a late batch): Scheduler only fires from
+then on, so it is delivered at once, under the `occurrenceId` Scheduler gives it, once through the ledger. A
+redelivered batch otherwise only repeats idempotent create/update/delete calls, made only for the rule the item
+still holds (a consistent read), so an old batch handled after a newer one brings no deleted schedule back. The
 expression shares the time attribute (rather than an attribute of its own) so the mapping's filters stay within
 Lambda's five per event source mapping.
 """
@@ -447,7 +449,8 @@ class Scheduling:
 
         Made only for the rule the item still holds, read consistently (`_as_held`), with the item as it is now:
         records of one item come in order, but an old batch may be handled again after a newer one (a redrive).
-        One GetItem per recurring create or update, which are rare (a firing does not pass through here)."""
+        One GetItem per recurring create or update, which are rare (Scheduler's firings do not pass through here),
+        and for a new rule one ledger write (`_catch_up`)."""
         from st_core import recurrence
 
         occurrence = self._as_held(record, step.occurrence)
