@@ -415,3 +415,15 @@ def test_a_firings_id_becomes_a_step_functions_execution_name_it_takes() -> None
     assert execution_name(firing) == name  # the same firing, the same execution: a copy starts nothing
     plain = "u-weekly-0123456789abcdef01234567"
     assert execution_name(plain) == plain  # an occurrence id is used as it is, as before
+
+
+def test_a_rule_changed_within_one_late_batch_catches_up_only_the_rule_the_item_holds(env: Env) -> None:
+    zoned(env).put(item(dueAt="cron(0 9 ? * MON *)"))  # the item's first rule: Monday 09:00
+    env.put(item(dueAt="cron(2 9 ? * MON *)"))  # changed at 09:01 (below) to 09:02, before any schedule was made
+    batch = env.event(at=MONDAY + timedelta(minutes=1))
+    batch["Records"][0]["dynamodb"]["ApproximateCreationDateTime"] = int((MONDAY - timedelta(minutes=1)).timestamp())
+    handled(env, batch, MONDAY + timedelta(minutes=3))
+    (event,) = env.messages(env.due_queue_url)
+    # 09:00 came while the item held the first rule, but it had left it when the batch was handled: not sent (the
+    # limit docs/offsets-and-recurrence.md states); 09:02, of the rule it holds, is.
+    assert event["dueAt"] == iso(MONDAY + timedelta(minutes=2)) and event["recurrence"] == "cron(2 9 ? * MON *)"
