@@ -526,6 +526,14 @@ class Scheduling:
     def _as_held(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> Occurrence | None:
         """The item's recurring occurrence as the item holds it now (a consistent read), if that is the same rule
         as `occurrence`'s; None when the item is gone or holds another rule, a time, or nothing usable."""
+        current = self._held_recurring(record, occurrence)
+        if current is None or current.recurrence != occurrence.recurrence:
+            return None
+        return current
+
+    def _held_recurring(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> Occurrence | None:
+        """The item's recurring occurrence now, whatever its rule (a consistent read); None when the item is gone or
+        holds a time, nothing, or a rule that cannot be used."""
         keys = record["dynamodb"]["Keys"]
         found = self.clients.get("dynamodb").get_item(
             TableName=self.config["table"], Key=to_request(keys), ConsistentRead=True
@@ -534,10 +542,7 @@ class Scheduling:
             held = occurrences_of(decode_image(found.get("Item")), key_identity(record), occurrence.keys, self.config)
         except PermanentError:
             return None
-        current = held.get(RECURRING)
-        if current is None or current.recurrence != occurrence.recurrence:
-            return None
-        return current
+        return held.get(RECURRING)
 
     def _cancel_recurring(self, occurrence: Occurrence) -> None:
         # No ledger: each firing is Scheduler's own, none was ever recorded here.
@@ -554,6 +559,14 @@ class Scheduling:
     def _cancel(self, record: DynamoDBStreamRecord, step: Step) -> None:
         occurrence = step.occurrence
         if occurrence.recurrence is not None:
+            if self._held_recurring(record, occurrence) is not None:
+                # The item holds a rule again (re-created, or given one back): a later record made its schedule,
+                # which has the same name (one per item). This record is an old one handled again (its batch
+                # delivered again after a newer one's, a redrive): deleting would silence the item until its next
+                # write. One consistent read per recurring cancel.
+                self._count("stale")
+                log.debug("recurring-cancel-stale", schedule=occurrence.name)
+                return
             self._cancel_recurring(occurrence)
             return
         if self._may_have_started(occurrence.due, self.now()):

@@ -427,3 +427,17 @@ def test_a_rule_changed_within_one_late_batch_catches_up_only_the_rule_the_item_
     # 09:00 came while the item held the first rule, but it had left it when the batch was handled: not sent (the
     # limit docs/offsets-and-recurrence.md states); 09:02, of the rule it holds, is.
     assert event["dueAt"] == iso(MONDAY + timedelta(minutes=2)) and event["recurrence"] == "cron(2 9 ? * MON *)"
+
+
+def test_a_delete_replayed_after_the_item_came_back_keeps_its_new_schedule(env: Env) -> None:
+    zoned(env).put(item())
+    run(env)
+    env.delete("u", "weekly")
+    removal = run(env)
+    env.put(item(dueAt="cron(30 9 ? * MON *)"))  # the item comes back, with another rule
+    run(env)
+    # WHEN the delete's batch is delivered again after the re-insert's (Lambda, a redrive)
+    assert eventbridge.handle_batch(copy.deepcopy(removal), env.config) == {"batchItemFailures": []}
+    # THEN the item's schedule (one per item, whatever its rule) stays: deleting it would silence the item
+    (schedule,) = env.schedules()
+    assert schedule["ScheduleExpression"] == "cron(30 9 ? * MON *)"
