@@ -28,6 +28,7 @@ Lambda's five per event source mapping.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -66,6 +67,7 @@ AWS_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem",)
 
 MODE = "eventbridge"
 Clock = Callable[[], datetime]
+Sleep = Callable[[float], None]
 
 
 class Action(StrEnum):
@@ -264,10 +266,11 @@ def coalesce(planned: list[tuple[DynamoDBStreamRecord, Plan]]) -> list[Planned]:
 class Scheduling:
     """Carries out plans: Scheduler calls, direct delivery of past occurrences, the ledger."""
 
-    def __init__(self, config: HandlerConfig, clients: Clients, now: Clock) -> None:
+    def __init__(self, config: HandlerConfig, clients: Clients, now: Clock, sleep: Sleep = time.sleep) -> None:
         self.config = config
         self.clients = clients
         self.now = now
+        self.sleep = sleep
         self.ledger = Ledger.of(config["eventbridge"], clients)
         self.group = config["scheduler"]["group"]
         # precision="second": schedules release into the release queue (the test `release.enabled` makes; the release
@@ -506,6 +509,10 @@ class Scheduling:
         through a ledger claim: once from the handler however often the batch comes back. Scheduler may still run
         a schedule made inside a firing's minute: that copy has the same `occurrenceId`.
 
+        A firing less than `MIN_LEAD` after the schedule was made counts too, as it does for `at()` schedules: one
+        made that close to its time may not fire it (and a rate's schedule starts after it). The handler waits for
+        its time (at most `MIN_LEAD`), never sending it early.
+
         A redelivered batch must not deliver the firings the schedule ran since it was first made: the first time a
         schedule existed for this version of the rule is kept in the ledger (one conditional write per new rule),
         and only firings up to it count. A firing the item's previous schedule covered (the same expression and
@@ -517,10 +524,13 @@ class Scheduling:
         marker = recurring_firing_id(occurrence.name, f"since-{format_due(step.since)}")
         existed = datetime.fromtimestamp(persist(lambda: self.ledger.first_scheduled(marker, made.timestamp())), UTC)
         fired = recurrence.latest_firing(
-            parsed, zone(spec.zone), after=step.since, until=min(made, existed), start=spec.start, end=spec.end
+            parsed, zone(spec.zone), after=step.since, until=existed + MIN_LEAD, start=spec.start, end=spec.end
         )
         if fired is None or _covered(step.before, spec, fired):
             return
+        early = (fired - self.now()).total_seconds()
+        if early > 0:
+            self.sleep(min(early, MIN_LEAD.total_seconds()))
         self._deliver(occurrence, fired=fired)
 
     def _as_held(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> Occurrence | None:
@@ -656,8 +666,9 @@ def handle_batch(
     *,
     clients: Clients = CLIENTS,
     now: Clock = lambda: datetime.now(UTC),
+    sleep: Sleep = time.sleep,
 ) -> BatchResponse:
-    scheduling = Scheduling(config, clients, now)
+    scheduling = Scheduling(config, clients, now, sleep)
     return handle_stream_batch(
         event,
         config,

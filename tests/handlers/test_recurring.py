@@ -441,3 +441,31 @@ def test_a_delete_replayed_after_the_item_came_back_keeps_its_new_schedule(env: 
     # THEN the item's schedule (one per item, whatever its rule) stays: deleting it would silence the item
     (schedule,) = env.schedules()
     assert schedule["ScheduleExpression"] == "cron(30 9 ? * MON *)"
+
+
+def test_a_firing_within_seconds_of_the_schedule_is_sent_at_its_time_by_the_handler_too(env: Env) -> None:
+    # Made 3 s before Monday 09:00: as for at() schedules, Scheduler may not fire a schedule stored that close to
+    # its time. The handler waits for the firing's time (never early) and sends it, once.
+    zoned(env).put(item())
+    made = MONDAY - timedelta(seconds=3)
+    slept: list[float] = []
+    batch = env.event(at=MONDAY - timedelta(seconds=5))
+    assert eventbridge.handle_batch(batch, env.config, now=lambda: made, sleep=slept.append) == {
+        "batchItemFailures": []
+    }
+    assert slept == [3.0]
+    (event,) = env.messages(env.due_queue_url)
+    assert event["dueAt"] == iso(MONDAY)
+    handled(env, batch, MONDAY + timedelta(minutes=2))  # delivered again: not sent again
+    assert env.messages(env.due_queue_url) == []
+    # A rate written 4 s before a firing on its grid: its schedule starts at the next one; the handler sends this one.
+    zoned(env).put(item(SK="hourly", dueAt="rate(1 hour)", timeZone="UTC"))
+    slept.clear()
+    batch = env.event(at=MONDAY + timedelta(minutes=59, seconds=55))
+    at = MONDAY + timedelta(minutes=59, seconds=56)
+    assert eventbridge.handle_batch(batch, env.config, now=lambda: at, sleep=slept.append) == {"batchItemFailures": []}
+    assert slept == [4.0]
+    (event,) = env.messages(env.due_queue_url)
+    assert event["dueAt"] == iso(MONDAY + timedelta(hours=1))
+    (hourly,) = [s for s in env.schedules() if s["ScheduleExpression"] == "rate(1 hour)"]
+    assert hourly["StartDate"] == MONDAY + timedelta(hours=2)
