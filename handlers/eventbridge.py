@@ -113,6 +113,7 @@ class Step(NamedTuple):
     # SCHEDULE of a recurring occurrence whose rule the item did not hold before: when the item took the rule (the
     # record's change time). Its firings from then until the schedule exists are delivered by the handler.
     since: datetime | None = None
+    version: str = ""  # with `since`: the record that gave the item the rule (its sequence number), the ledger's key
     before: Recurrence | None = None  # the rule the item's schedule had until this step (it fired what it covers)
 
 
@@ -213,7 +214,8 @@ def plan(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime)
     if new is not None and not (old is not None and old.recurrence == new.recurrence and old.item == new.item):
         before = None if old is None else old.recurrence
         since = None if before == new.recurrence else changed  # the same rule: its schedule is there already
-        steps.append(Step(Action.SCHEDULE, new, fresh=old is None, since=since, before=before))
+        version = "" if since is None else sequence_number(record) or format_due(changed)
+        steps.append(Step(Action.SCHEDULE, new, fresh=old is None, since=since, before=before, version=version))
     for offset in offsets_of(config):
         old, new = olds.get(offset), news.get(offset)
         if old is not None and (new is None or new.due != old.due):
@@ -257,8 +259,15 @@ def coalesce(planned: list[tuple[DynamoDBStreamRecord, Plan]]) -> list[Planned]:
                     # A schedule refreshed within the batch is still as new as its first version was, and (when the
                     # rule stayed) missed the firings since that version came, beside the schedule the batch began with.
                     first = before.step
-                    since = first.since if step.since is None else step.since
-                    step = Step(step.action, step.occurrence, fresh=first.fresh, since=since, before=first.before)
+                    newer = step if step.since is not None else first
+                    step = Step(
+                        step.action,
+                        step.occurrence,
+                        fresh=first.fresh,
+                        since=newer.since,
+                        before=first.before,
+                        version=newer.version,
+                    )
                 last[name] = Planned(step, record)
     return settled + list(last.values())
 
@@ -467,6 +476,17 @@ class Scheduling:
         spec = occurrence.recurrence
         start = spec.start
         parsed = recurrence.parse(spec.expression)
+        marker = None if step.since is None else _rule_marker(occurrence, step.version)
+        known = None if marker is None else self.ledger.first_scheduled_at(marker)
+        if known is not None:
+            # This version of the rule had its schedule made before: its record is handled again (Lambda delivering
+            # the batch again, a redrive), and the records after it, handled since, made the schedule what the item
+            # holds. Updating it again changes nothing but could disturb a firing under way (whether Scheduler still
+            # runs a firing whose schedule is updated in its minute is not documented). Only a firing missed before
+            # the schedule existed is looked at. One ledger read per new rule's record.
+            self._count("unchanged")
+            self._catch_up(step, occurrence, spec, parsed, datetime.fromtimestamp(known, UTC), recorded=True)
+            return
         if isinstance(parsed, recurrence.Rate):
             if start is None or start <= now + MIN_LEAD:
                 start = parsed.next_after(now + MIN_LEAD, start or _EPOCH)
@@ -500,7 +520,14 @@ class Scheduling:
         self._catch_up(step, occurrence, spec, parsed, self.now())
 
     def _catch_up(
-        self, step: Step, occurrence: Occurrence, spec: Recurrence, parsed: Expression, made: datetime
+        self,
+        step: Step,
+        occurrence: Occurrence,
+        spec: Recurrence,
+        parsed: Expression,
+        made: datetime,
+        *,
+        recorded: bool = False,
     ) -> None:
         """Deliver the firing a new rule missed: Scheduler fires a recurring schedule only from when it exists, so a
         firing that came between the item's write (`step.since`) and the schedule (`made`, the clock once Scheduler
@@ -515,14 +542,18 @@ class Scheduling:
 
         A redelivered batch must not deliver the firings the schedule ran since it was first made: the first time a
         schedule existed for this version of the rule is kept in the ledger (one conditional write per new rule),
-        and only firings up to it count. A firing the item's previous schedule covered (the same expression and
-        zone, within its bounds: only the start or end changed) was Scheduler's."""
+        and only firings up to it count (`recorded`: `made` is that time, read from the ledger). A firing the
+        item's previous schedule covered (the same expression and zone, within its bounds: only the start or end
+        changed) was Scheduler's."""
         if step.since is None:
             return
         from st_core import recurrence
 
-        marker = recurring_firing_id(occurrence.name, f"since-{format_due(step.since)}")
-        existed = datetime.fromtimestamp(persist(lambda: self.ledger.first_scheduled(marker, made.timestamp())), UTC)
+        marker = _rule_marker(occurrence, step.version)
+        existed = made
+        if not recorded:
+            first = persist(lambda: self.ledger.first_scheduled(marker, made.timestamp()))
+            existed = datetime.fromtimestamp(first, UTC)
         fired = recurrence.latest_firing(
             parsed, zone(spec.zone), after=step.since, until=existed + MIN_LEAD, start=spec.start, end=spec.end
         )
@@ -650,6 +681,12 @@ class Scheduling:
             occurrence=occurrence.name,
             offset=occurrence.offset if offsets_of(self.config) != [0] else None,
         )
+
+
+def _rule_marker(occurrence: Occurrence, version: str) -> str:
+    """The ledger id under which the first time a schedule existed for one version of an item's rule (the rule one
+    stream record, `version`, gave the item) is kept."""
+    return recurring_firing_id(occurrence.name, f"rule-{version}")
 
 
 def _covered(before: Recurrence | None, spec: Recurrence, fired: datetime) -> bool:

@@ -192,6 +192,11 @@ class Ledger:
             return float(refused_by.get("at", {}).get("N", at))
         return at
 
+    def first_scheduled_at(self, marker: str) -> float | None:
+        """The time `first_scheduled` recorded under `marker`, if any (a consistent read)."""
+        at = self._item(marker).get("at", {}).get("N")
+        return None if at is None else float(at)
+
     def unschedule(self, occurrence: str) -> None:
         """Forget a cancelled occurrence's schedule marker (never a DONE one: that action was taken)."""
         try:

@@ -469,3 +469,25 @@ def test_a_firing_within_seconds_of_the_schedule_is_sent_at_its_time_by_the_hand
     assert event["dueAt"] == iso(MONDAY + timedelta(hours=1))
     (hourly,) = [s for s in env.schedules() if s["ScheduleExpression"] == "rate(1 hour)"]
     assert hourly["StartDate"] == MONDAY + timedelta(hours=2)
+
+
+def test_a_new_rules_record_delivered_again_leaves_its_schedule_alone(env: Env) -> None:
+    # An update in a firing's minute could disturb that firing (Scheduler does not document what it does then), and
+    # an unchanged schedule needs none: the ledger says this record's rule already had its schedule made.
+    zoned(env).put(item())
+    batch = env.event(at=MONDAY - timedelta(minutes=2))
+    handled(env, batch, MONDAY - timedelta(minutes=2))
+    calls: list[str] = []
+
+    def count(event_name: str, **_: Any) -> None:
+        calls.append(event_name.rsplit(".", 1)[-1])
+
+    CLIENTS.get("scheduler").meta.events.register("before-call.scheduler", count)
+    try:
+        handled(env, batch, MONDAY + timedelta(seconds=20))  # delivered again inside the firing's minute
+    finally:
+        CLIENTS.get("scheduler").meta.events.unregister("before-call.scheduler", count)
+    assert calls == []
+    assert env.messages(env.due_queue_url) == []  # and the firing is Scheduler's: the schedule was there before it
+    (schedule,) = env.schedules()
+    assert schedule["ScheduleExpression"] == WEEKLY
