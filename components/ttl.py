@@ -24,8 +24,9 @@ def build(ctx: BuildContext) -> ModeResult:
     a = ctx.args
     ledger = build_ledger(ctx)
     # Precise: the executor fires an item whose due time has passed (UpdateItem, as its schedule would), deletes a
-    # fired item once acted on, and writes a repeating one back (PutItem).
-    item_actions = ["PutItem", "DeleteItem", "UpdateItem"] if a.precise else ["PutItem"]
+    # fired item once acted on, writes a repeating one back (PutItem), and reads an item's due time before making or
+    # deleting its schedule (GetItem: a replayed old record must not undo a newer one's schedule).
+    item_actions = ["PutItem", "DeleteItem", "UpdateItem", "GetItem"] if a.precise else ["PutItem"]
     statements: list[pulumi.Output[list[policies.Statement]]] = [
         target_statements(ctx, policies.direct_dispatch_statements),
         ledger.arn.apply(policies.ledger_statements),

@@ -17,15 +17,18 @@ Once per occurrence, under AWS's real behaviour:
 Recurring items: the time attribute may hold a Scheduler `rate(...)` or `cron(...)` expression instead of a time
 (in the item's time zone attribute, with optional start and end attributes). The item then has one recurring
 schedule (ActionAfterCompletion NONE), made, updated in place and deleted with the item; Scheduler delivers every
-firing itself, with its scheduled time in the due event's `dueAt`, so no firing passes through this function and
-a redelivered batch only repeats idempotent create/update/delete calls, made only for the rule the item still
-holds (a consistent read), so an old batch handled after a newer one brings no deleted schedule back. The
+firing itself, with its scheduled time in the due event's `dueAt`. The one firing this function delivers is one
+that came after the item took its rule and before the schedule existed (a late batch): Scheduler only fires from
+then on, so it is delivered at once, under the `occurrenceId` Scheduler gives it, once through the ledger. A
+redelivered batch otherwise only repeats idempotent create/update/delete calls, made only for the rule the item
+still holds (a consistent read), so an old batch handled after a newer one brings no deleted schedule back. The
 expression shares the time attribute (rather than an attribute of its own) so the mapping's filters stay within
 Lambda's five per event source mapping.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -40,7 +43,7 @@ from st_core.config import load_config
 from st_core.dispatch import due_event, scheduler_target, send_now, target_input
 from st_core.errors import PermanentError, error_code, is_transient, persist
 from st_core.idempotency import BATCH_WRITE_LIMIT, Ledger
-from st_core.naming import RECURRING, SCHEDULED_TIME, occurrence_id, recurring_name
+from st_core.naming import RECURRING, SCHEDULED_TIME, occurrence_id, recurring_firing_id, recurring_name
 from st_core.schedules import MIN_LEAD
 from st_core.stream import (
     BatchResponse,
@@ -56,6 +59,7 @@ from st_core.timeparse import format_due, parse_due, zone
 
 if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see st_core/shapes.py)
     from st_core.config import HandlerConfig
+    from st_core.recurrence import Expression
 
 # The AWS actions this module's own calls need (checked by tests/iam); the rest go through st_core. A recurring
 # schedule is made only for the rule the item still holds: one consistent read of the item before each create.
@@ -63,6 +67,7 @@ AWS_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem",)
 
 MODE = "eventbridge"
 Clock = Callable[[], datetime]
+Sleep = Callable[[float], None]
 
 
 class Action(StrEnum):
@@ -105,6 +110,11 @@ class Step(NamedTuple):
     action: Action
     occurrence: Occurrence
     fresh: bool = True  # SCHEDULE: a due time the item did not hold before, so its schedule is probably new
+    # SCHEDULE of a recurring occurrence whose rule the item did not hold before: when the item took the rule (the
+    # record's change time). Its firings from then until the schedule exists are delivered by the handler.
+    since: datetime | None = None
+    version: str = ""  # with `since`: the record that gave the item the rule (its sequence number), the ledger's key
+    before: Recurrence | None = None  # the rule the item's schedule had until this step (it fired what it covers)
 
 
 class Plan(NamedTuple):
@@ -202,7 +212,10 @@ def plan(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime)
     if old is not None and new is None:
         steps.append(Step(Action.CANCEL, old))  # a recurring schedule delivers itself: nothing is left to settle
     if new is not None and not (old is not None and old.recurrence == new.recurrence and old.item == new.item):
-        steps.append(Step(Action.SCHEDULE, new, fresh=old is None))
+        before = None if old is None else old.recurrence
+        since = None if before == new.recurrence else changed  # the same rule: its schedule is there already
+        version = "" if since is None else sequence_number(record) or format_due(changed)
+        steps.append(Step(Action.SCHEDULE, new, fresh=old is None, since=since, before=before, version=version))
     for offset in offsets_of(config):
         old, new = olds.get(offset), news.get(offset)
         if old is not None and (new is None or new.due != old.due):
@@ -243,8 +256,18 @@ def coalesce(planned: list[tuple[DynamoDBStreamRecord, Plan]]) -> list[Planned]:
             else:
                 before = last.pop(name, None)  # re-inserted, so it keeps the order of its latest step
                 if before is not None and before.step.action is step.action is Action.SCHEDULE:
-                    # A schedule refreshed within the batch is still as new as its first version was.
-                    step = Step(step.action, step.occurrence, fresh=before.step.fresh)
+                    # A schedule refreshed within the batch is still as new as its first version was, and (when the
+                    # rule stayed) missed the firings since that version came, beside the schedule the batch began with.
+                    first = before.step
+                    newer = step if step.since is not None else first
+                    step = Step(
+                        step.action,
+                        step.occurrence,
+                        fresh=first.fresh,
+                        since=newer.since,
+                        before=first.before,
+                        version=newer.version,
+                    )
                 last[name] = Planned(step, record)
     return settled + list(last.values())
 
@@ -252,10 +275,11 @@ def coalesce(planned: list[tuple[DynamoDBStreamRecord, Plan]]) -> list[Planned]:
 class Scheduling:
     """Carries out plans: Scheduler calls, direct delivery of past occurrences, the ledger."""
 
-    def __init__(self, config: HandlerConfig, clients: Clients, now: Clock) -> None:
+    def __init__(self, config: HandlerConfig, clients: Clients, now: Clock, sleep: Sleep = time.sleep) -> None:
         self.config = config
         self.clients = clients
         self.now = now
+        self.sleep = sleep
         self.ledger = Ledger.of(config["eventbridge"], clients)
         self.group = config["scheduler"]["group"]
         # precision="second": schedules release into the release queue (the test `release.enabled` makes; the release
@@ -437,7 +461,8 @@ class Scheduling:
 
         Made only for the rule the item still holds, read consistently (`_as_held`), with the item as it is now:
         records of one item come in order, but an old batch may be handled again after a newer one (a redrive).
-        One GetItem per recurring create or update, which are rare (a firing does not pass through here)."""
+        One GetItem per recurring create or update, which are rare (Scheduler's firings do not pass through here),
+        and for a new rule one ledger write (`_catch_up`)."""
         from st_core import recurrence
 
         occurrence = self._as_held(record, step.occurrence)
@@ -451,6 +476,17 @@ class Scheduling:
         spec = occurrence.recurrence
         start = spec.start
         parsed = recurrence.parse(spec.expression)
+        marker = None if step.since is None else _rule_marker(occurrence, step.version)
+        known = None if marker is None else self.ledger.first_scheduled_at(marker)
+        if known is not None:
+            # This version of the rule had its schedule made before: its record is handled again (Lambda delivering
+            # the batch again, a redrive), and the records after it, handled since, made the schedule what the item
+            # holds. Updating it again changes nothing but could disturb a firing under way (whether Scheduler still
+            # runs a firing whose schedule is updated in its minute is not documented). Only a firing missed before
+            # the schedule existed is looked at. One ledger read per new rule's record.
+            self._count("unchanged")
+            self._catch_up(step, occurrence, spec, parsed, datetime.fromtimestamp(known, UTC), recorded=True)
+            return
         if isinstance(parsed, recurrence.Rate):
             if start is None or start <= now + MIN_LEAD:
                 start = parsed.next_after(now + MIN_LEAD, start or _EPOCH)
@@ -458,6 +494,7 @@ class Scheduling:
             start = None
         if spec.end is not None and (spec.end <= now + MIN_LEAD or (start is not None and start > spec.end)):
             self._cancel_recurring(occurrence)  # nothing is left to fire
+            self._catch_up(step, occurrence, spec, parsed, self.now())
             return
         payload = target_input(self.config["target"], self._event(occurrence), via_scheduler=True)
         request = schedules.recurring_request(
@@ -480,10 +517,64 @@ class Scheduling:
             raise
         self._count("scheduled")
         log.debug("recurring", schedule=occurrence.name, expression=spec.expression, zone=spec.zone)
+        self._catch_up(step, occurrence, spec, parsed, self.now())
+
+    def _catch_up(
+        self,
+        step: Step,
+        occurrence: Occurrence,
+        spec: Recurrence,
+        parsed: Expression,
+        made: datetime,
+        *,
+        recorded: bool = False,
+    ) -> None:
+        """Deliver the firing a new rule missed: Scheduler fires a recurring schedule only from when it exists, so a
+        firing that came between the item's write (`step.since`) and the schedule (`made`, the clock once Scheduler
+        answered) would otherwise wait for the next one (a week, for a weekly rule). Only the latest such firing
+        (missed ones are not fired in a burst), with the `occurrenceId` and `dueAt` Scheduler would have given it,
+        through a ledger claim: once from the handler however often the batch comes back. Scheduler may still run
+        a schedule made inside a firing's minute: that copy has the same `occurrenceId`.
+
+        A firing less than `MIN_LEAD` after the schedule was made counts too, as it does for `at()` schedules: one
+        made that close to its time may not fire it (and a rate's schedule starts after it). The handler waits for
+        its time (at most `MIN_LEAD`), never sending it early.
+
+        A redelivered batch must not deliver the firings the schedule ran since it was first made: the first time a
+        schedule existed for this version of the rule is kept in the ledger (one conditional write per new rule),
+        and only firings up to it count (`recorded`: `made` is that time, read from the ledger). A firing the
+        item's previous schedule covered (the same expression and zone, within its bounds: only the start or end
+        changed) was Scheduler's."""
+        if step.since is None:
+            return
+        from st_core import recurrence
+
+        marker = _rule_marker(occurrence, step.version)
+        existed = made
+        if not recorded:
+            first = persist(lambda: self.ledger.first_scheduled(marker, made.timestamp()))
+            existed = datetime.fromtimestamp(first, UTC)
+        fired = recurrence.latest_firing(
+            parsed, zone(spec.zone), after=step.since, until=existed + MIN_LEAD, start=spec.start, end=spec.end
+        )
+        if fired is None or _covered(step.before, spec, fired):
+            return
+        early = (fired - self.now()).total_seconds()
+        if early > 0:
+            self.sleep(min(early, MIN_LEAD.total_seconds()))
+        self._deliver(occurrence, fired=fired)
 
     def _as_held(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> Occurrence | None:
         """The item's recurring occurrence as the item holds it now (a consistent read), if that is the same rule
         as `occurrence`'s; None when the item is gone or holds another rule, a time, or nothing usable."""
+        current = self._held_recurring(record, occurrence)
+        if current is None or current.recurrence != occurrence.recurrence:
+            return None
+        return current
+
+    def _held_recurring(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> Occurrence | None:
+        """The item's recurring occurrence now, whatever its rule (a consistent read); None when the item is gone or
+        holds a time, nothing, or a rule that cannot be used."""
         keys = record["dynamodb"]["Keys"]
         found = self.clients.get("dynamodb").get_item(
             TableName=self.config["table"], Key=to_request(keys), ConsistentRead=True
@@ -492,10 +583,7 @@ class Scheduling:
             held = occurrences_of(decode_image(found.get("Item")), key_identity(record), occurrence.keys, self.config)
         except PermanentError:
             return None
-        current = held.get(RECURRING)
-        if current is None or current.recurrence != occurrence.recurrence:
-            return None
-        return current
+        return held.get(RECURRING)
 
     def _cancel_recurring(self, occurrence: Occurrence) -> None:
         # No ledger: each firing is Scheduler's own, none was ever recorded here.
@@ -512,6 +600,14 @@ class Scheduling:
     def _cancel(self, record: DynamoDBStreamRecord, step: Step) -> None:
         occurrence = step.occurrence
         if occurrence.recurrence is not None:
+            if self._held_recurring(record, occurrence) is not None:
+                # The item holds a rule again (re-created, or given one back): a later record made its schedule,
+                # which has the same name (one per item). This record is an old one handled again (its batch
+                # delivered again after a newer one's, a redrive): deleting would silence the item until its next
+                # write. One consistent read per recurring cancel.
+                self._count("stale")
+                log.debug("recurring-cancel-stale", schedule=occurrence.name)
+                return
             self._cancel_recurring(occurrence)
             return
         if self._may_have_started(occurrence.due, self.now()):
@@ -534,44 +630,45 @@ class Scheduling:
         self._count("cancelled")
         log.debug("cancelled", schedule=occurrence.name, dueAt=format_due(occurrence.due))
 
-    def _deliver(self, occurrence: Occurrence, take_over: bool = False) -> None:
-        """Deliver a come-due occurrence now, once: unless a schedule (`take_over`: unless a delivery) owns it."""
-        if not self.ledger.claim(occurrence.name, take_over_scheduled=take_over):
+    def _deliver(self, occurrence: Occurrence, take_over: bool = False, fired: datetime | None = None) -> None:
+        """Deliver a come-due occurrence now, once: unless a schedule (`take_over`: unless a delivery) owns it.
+        `fired`: one firing of a recurring occurrence, under the id Scheduler gives that firing."""
+        due = occurrence.due if fired is None else fired
+        name = occurrence.name if fired is None else recurring_firing_id(occurrence.name, format_due(fired))
+        if not self.ledger.claim(name, take_over_scheduled=take_over):
             self._count("duplicates")
-            log.debug("duplicate", schedule=occurrence.name, dueAt=format_due(occurrence.due))
+            log.debug("duplicate", schedule=name, dueAt=format_due(due))
             return
         try:
-            payload = target_input(self.config["target"], self._event(occurrence))
-            send_now(
-                self.config["target"],
-                payload,
-                occurrence=occurrence.name,
-                clients=self.clients,
-            )
+            payload = target_input(self.config["target"], self._event(occurrence, fired))
+            send_now(self.config["target"], payload, occurrence=name, clients=self.clients)
         except Exception:
-            persist(lambda: self.ledger.release(occurrence.name))
+            persist(lambda: self.ledger.release(name))
             raise
-        persist(lambda: self.ledger.complete(occurrence.name))
-        late = (self.now() - occurrence.due).total_seconds()
+        persist(lambda: self.ledger.complete(name))
+        late = (self.now() - due).total_seconds()
         self._count("delivered")
-        log.debug("dispatched-now", schedule=occurrence.name, dueAt=format_due(occurrence.due), lateSeconds=late)
+        log.debug("dispatched-now", schedule=name, dueAt=format_due(due), lateSeconds=late)
 
     def _still_holds(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> bool:
         from st_core import release
 
         return release.item_holds(self.clients, self.config, dict(record["dynamodb"]["Keys"]), occurrence.item_due)
 
-    def _event(self, occurrence: Occurrence) -> Any:
+    def _event(self, occurrence: Occurrence, fired: datetime | None = None) -> Any:
+        """The due event; a recurring occurrence's is the template Scheduler completes with each firing's scheduled
+        time, or, for a firing the handler delivers itself (`fired`), completed here the same way."""
         if occurrence.recurrence is not None:
+            scheduled = SCHEDULED_TIME if fired is None else format_due(fired)
             event = due_event(
                 mode=MODE,
                 table=self.config["table"],
                 keys=occurrence.keys,
                 due=_EPOCH,
                 item=occurrence.item,
-                occurrence=f"{occurrence.name}@{SCHEDULED_TIME}",  # naming.recurring_occurrence_id, completed
+                occurrence=recurring_firing_id(occurrence.name, scheduled),
             )
-            event["dueAt"] = SCHEDULED_TIME  # Scheduler writes in each firing's scheduled time
+            event["dueAt"] = scheduled
             event["recurrence"] = occurrence.recurrence.expression
             event["timeZone"] = occurrence.recurrence.zone
             return event
@@ -586,14 +683,29 @@ class Scheduling:
         )
 
 
+def _rule_marker(occurrence: Occurrence, version: str) -> str:
+    """The ledger id under which the first time a schedule existed for one version of an item's rule (the rule one
+    stream record, `version`, gave the item) is kept."""
+    return recurring_firing_id(occurrence.name, f"rule-{version}")
+
+
+def _covered(before: Recurrence | None, spec: Recurrence, fired: datetime) -> bool:
+    """True when the item's previous rule had the schedule fire at `fired` already: the same expression and zone
+    (only its start or end changed), and `fired` within its bounds."""
+    if before is None or (before.expression, before.zone) != (spec.expression, spec.zone):
+        return False
+    return (before.start is None or before.start <= fired) and (before.end is None or fired <= before.end)
+
+
 def handle_batch(
     event: DynamoDBStreamEvent | object,
     config: HandlerConfig,
     *,
     clients: Clients = CLIENTS,
     now: Clock = lambda: datetime.now(UTC),
+    sleep: Sleep = time.sleep,
 ) -> BatchResponse:
-    scheduling = Scheduling(config, clients, now)
+    scheduling = Scheduling(config, clients, now, sleep)
     return handle_stream_batch(
         event,
         config,

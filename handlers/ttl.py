@@ -52,8 +52,9 @@ if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see 
     from st_core.config import HandlerConfig
 
 # The AWS actions this module's own calls need (checked by tests/iam): put the next occurrence of a repeating item
-# back; with `precise`, delete an item whose schedule fired (on the table).
-AWS_ACTIONS = ("dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
+# back; with `precise`, fire an item already due, delete or re-arm one that fired, and read an item's due time
+# before its schedule is made or deleted (on the table).
+AWS_ACTIONS = ("dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
 
 MODE = "ttl"
 TTL_SERVICE = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
@@ -225,9 +226,7 @@ class Executor:
         decision = decide(record, self.config, changed)
         precise = self.config["ttl"]["precise"]
         if precise and decision.step in (Step.EXECUTE, Step.CANCELLED, Step.UNSCHEDULE):
-            from st_core import schedules  # precise mode only: plain ttl never compiles it
-
-            schedules.delete(self.clients, self.config["scheduler"]["group"], decision.name)
+            self._unschedule(record, decision.name)
         if decision.step in (Step.EXECUTE, Step.FIRED) and decision.due is not None:
             self._execute(record, decision.name, decision.due, fired=decision.step is Step.FIRED)
         elif decision.step is Step.SCHEDULE and decision.due is not None:
@@ -337,6 +336,56 @@ class Executor:
             return
         log.debug("repeated", nextDueAt=following[self.config["timeAttribute"]]["N"])
 
+    def _held_due(self, record: DynamoDBStreamRecord) -> Any:
+        """The item's due time now (a consistent read of that one attribute): a number, or None when the item is
+        gone or holds none (or holds one TTL cannot read)."""
+        attribute = self.config["timeAttribute"]
+        found = self.clients.get("dynamodb").get_item(
+            TableName=self.config["table"],
+            Key=to_request(record["dynamodb"]["Keys"]),
+            ConsistentRead=True,
+            ProjectionExpression="#due",
+            ExpressionAttributeNames={"#due": attribute},
+        )
+        value = (decode_image(found.get("Item")) or {}).get(attribute)
+        return value if isinstance(value, int | float | Decimal) and not isinstance(value, bool) else None
+
+    def _unschedule(self, record: DynamoDBStreamRecord, name: str) -> None:
+        """Delete the item's schedule (one per item, whatever its due time), unless the item holds a due time again:
+        then a record after this one gave it that time and made the schedule for it, and this is an old record
+        handled again (an out-of-order replay, a redrive) whose delete would leave that time to TTL's delay."""
+        from st_core import schedules  # precise mode only: plain ttl never compiles it
+
+        if self._held_due(record) is not None:
+            self._stale(name, "unschedule")
+            return
+        schedules.delete(self.clients, self.config["scheduler"]["group"], name)
+        self._warn_if_firing(record, name)
+
+    def _warn_if_firing(self, record: DynamoDBStreamRecord, name: str) -> None:
+        """The item left a due time (a move, a delete, TTL's own deletion) when that time's schedule may already have
+        been running: a delete or update of a schedule cannot stop a firing under way. Its UpdateItem then fails
+        its condition (the item no longer holds that time), Scheduler does not retry a failed condition, and the
+        firing lands in the target DLQ, raising the DLQ alarm. Nothing is lost or sent twice by it (the item's
+        current state is handled by its own records); this line names the dead letter for the operator."""
+        from st_core import schedules
+
+        old = (decode_image(record["dynamodb"].get("OldImage")) or {}).get(self.config["timeAttribute"])
+        try:
+            due = expiry({"due": old}, "due")
+        except PermanentError:
+            return
+        if schedules.may_be_firing(due, self.now()):
+            log.warning(
+                "stale-firing-possible",
+                schedule=name,
+                dueAt=format_due(due),
+                note="a ConditionalCheckFailedException of this schedule in the target DLQ is this firing: no action",
+            )
+
+    def _stale(self, name: str, call: str) -> None:
+        log.debug("schedule-stale", schedule=name, skipped=call)
+
     def _schedule(self, record: DynamoDBStreamRecord, name: str, due: datetime) -> None:
         data = record["dynamodb"]
         attribute = self.config["timeAttribute"]
@@ -347,6 +396,16 @@ class Executor:
                 return
         from st_core import schedules  # precise mode only
 
+        if self._held_due(record) != (decode_image(data["NewImage"]) or {}).get(attribute):
+            # The item has left this due time since this record (or is gone): the record that moved or deleted it
+            # comes after this one and sets the schedule itself. Only an old record handled again (Lambda replaying
+            # a batch after a newer one, a redrive) gets here; making the schedule for its time would undo the move:
+            # the old time would fire, fail its condition and land in the target DLQ, and the new time would wait
+            # for TTL. One consistent read per schedule made.
+            self._stale(name, "schedule")
+            return
+        if record["eventName"] == "MODIFY":
+            self._warn_if_firing(record, name)  # a move: the old time's firing may be under way
         scheduler = self.config["scheduler"]
         # Scheduler's universal target takes DynamoDB JSON as Lambda delivers it (binary as base64 text).
         request = fire_request(self.config["table"], data["Keys"], attribute, data["NewImage"][attribute])

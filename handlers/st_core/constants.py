@@ -42,6 +42,8 @@ SCHEDULER_INPUT_BYTES = 256 * KIB
 EVENTBRIDGE_ENTRY_BYTES = 256 * KIB
 # SQS FIFO: MessageGroupId and MessageDeduplicationId are 1-128 alphanumeric or punctuation characters.
 SQS_FIFO_ID_CHARS = 128
+# Step Functions: an execution name is 1-80 characters.
+STEP_FUNCTIONS_NAME_CHARS = 80
 # Room left for SQS message attributes and the envelope of our own documents.
 ENVELOPE_BYTES = 2 * KIB
 TRANSACTION_ITEMS = 100

@@ -207,7 +207,22 @@ def _send_step_functions(clients: Clients, arn: str, payload: str, occurrence: s
     sfn = clients.get("stepfunctions")
     # A standard workflow refuses a second execution of the same name: a duplicate delivery starts nothing.
     with contextlib.suppress(sfn.exceptions.ExecutionAlreadyExists):
-        sfn.start_execution(stateMachineArn=arn, name=occurrence, input=payload)
+        sfn.start_execution(stateMachineArn=arn, name=execution_name(occurrence), input=payload)
+
+
+# What Step Functions refuses in an execution name, besides whitespace and control characters.
+_EXECUTION_NAME_REFUSES = frozenset('<>{}[]?*"#%\\^|~`$&,;:/')
+
+
+def execution_name(occurrence: str) -> str:
+    """The occurrence as a Step Functions execution name: itself when Step Functions takes it (1-80 characters,
+    none of its refused ones: `naming.occurrence_id` always fits), otherwise its SHA-256 in hex. A recurring
+    firing's id (`name@2026-03-30T08:00:00Z`) holds colons and can be 85 characters."""
+    if 0 < len(occurrence) <= constants.STEP_FUNCTIONS_NAME_CHARS and all(
+        "!" <= c <= "~" and c not in _EXECUTION_NAME_REFUSES for c in occurrence
+    ):
+        return occurrence
+    return hashlib.sha256(occurrence.encode("utf-8")).hexdigest()
 
 
 def _send_sns(clients: Clients, arn: str, payload: str, occurrence: str) -> None:

@@ -10,6 +10,8 @@ never trigger anything), one item per occurrence:
 - schedule (eventbridge): status SCHEDULED, written once a schedule owns the occurrence (a batch's markers in one
   BatchWriteItem per 25); a later claim of that
   occurrence returns False (the schedule delivers it), and a cancelled occurrence's marker is removed again.
+- first_scheduled (eventbridge, recurring items): when a recurring schedule first existed for one version of an
+  item's rule, so a redelivered batch leaves the firings after it to Scheduler.
 - items expire through the ledger's TTL after `windowSeconds`, longer than any redelivery.
 
 Cost: two write request units per action (claim and complete), about $1.25 per million actions at on-demand
@@ -168,6 +170,33 @@ class Ledger:
             else:
                 raise TransientError(f"{len(pending)} schedule marker(s) left unprocessed by BatchWriteItem")
 
+    def first_scheduled(self, marker: str, at: float) -> float:
+        """Record that a schedule exists since `at` under `marker`, unless an earlier call recorded a time there;
+        returns the time recorded (the first). One conditional write; a refusal returns the item that refused it."""
+        try:
+            self.clients.get("dynamodb").put_item(
+                TableName=self.table,
+                Item={
+                    "id": {"S": marker},
+                    "status": {"S": SCHEDULED},
+                    "at": {"N": repr(at)},
+                    "expiresAt": {"N": str(int(at) + self.window_seconds)},
+                },
+                ConditionExpression="attribute_not_exists(id)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except Exception as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            refused_by = (getattr(exc, "response", None) or {}).get("Item") or self._item(marker)
+            return float(refused_by.get("at", {}).get("N", at))
+        return at
+
+    def first_scheduled_at(self, marker: str) -> float | None:
+        """The time `first_scheduled` recorded under `marker`, if any (a consistent read)."""
+        at = self._item(marker).get("at", {}).get("N")
+        return None if at is None else float(at)
+
     def unschedule(self, occurrence: str) -> None:
         """Forget a cancelled occurrence's schedule marker (never a DONE one: that action was taken)."""
         try:
@@ -190,7 +219,10 @@ class Ledger:
         self.clients.get("dynamodb").delete_item(TableName=self.table, Key={"id": {"S": occurrence}})
 
     def _status(self, occurrence: str) -> str | None:
+        return self._item(occurrence).get("status", {}).get("S")
+
+    def _item(self, occurrence: str) -> dict[str, Any]:
         found: dict[str, Any] = self.clients.get("dynamodb").get_item(
             TableName=self.table, Key={"id": {"S": occurrence}}, ConsistentRead=True
         )
-        return found.get("Item", {}).get("status", {}).get("S")
+        return dict(found.get("Item", {}))

@@ -56,4 +56,11 @@ def recurring_occurrence_id(identity: str, keys: Mapping[str, Any]) -> str:
     the firing's scheduled time (written in by Scheduler). Scheduler computes no hash, so the id is composed rather
     than hashed; it is stable per firing (a retried or twice-invoked firing has the same scheduled time) and at
     most 64 + 1 + 20 characters of printable ASCII, which SQS takes as a FIFO deduplication id."""
-    return f"{recurring_name(identity, keys)}@{SCHEDULED_TIME}"
+    return recurring_firing_id(recurring_name(identity, keys))
+
+
+def recurring_firing_id(schedule: str, scheduled: str = SCHEDULED_TIME) -> str:
+    """One firing of the recurring schedule `schedule`: its name, `@`, and the firing's scheduled time as Scheduler
+    writes it (`2026-03-30T08:00:00Z`, `format_due`'s form), or the placeholder Scheduler completes. A firing the
+    handler delivers itself (its schedule was made too late for it) gets the id Scheduler would have given it."""
+    return f"{schedule}@{scheduled}"

@@ -68,6 +68,21 @@ class Cron:
             day += timedelta(days=1)
         return None
 
+    def last_at_or_before(self, moment: datetime, zone: tzinfo, floor: datetime) -> datetime | None:
+        """The last firing at or before `moment` and after `floor` (both aware), as an aware UTC datetime; None if
+        there is none. The mirror of `next_after`, bounded below so a short window costs a day or two of search."""
+        day = moment.astimezone(zone).date()
+        first_day = max(floor.astimezone(zone).date(), day - timedelta(days=HORIZON_DAYS))
+        while day >= first_day:
+            if (self.years is None or day.year in self.years) and day.month in self.months and self._day_matches(day):
+                for hour in sorted(self.hours, reverse=True):
+                    for minute in sorted(self.minutes, reverse=True):
+                        fired = _existing(datetime(day.year, day.month, day.day, hour, minute, tzinfo=zone))
+                        if fired is not None and floor < fired <= moment:
+                            return fired.astimezone(UTC)
+            day -= timedelta(days=1)
+        return None
+
     def _day_matches(self, day: date) -> bool:
         if self.day_of_month != "?":
             return any(_dom_term(term, day) for term in self.day_of_month.split(","))
@@ -75,6 +90,38 @@ class Cron:
 
 
 Expression = Rate | Cron
+# A rate without a start counts from here (so `rate(1 hour)` runs on the hour); see handlers/eventbridge.py.
+RATE_ORIGIN = datetime.fromtimestamp(0, UTC)
+
+
+def latest_firing(
+    expression: Expression,
+    zone: tzinfo,
+    *,
+    after: datetime,
+    until: datetime,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> datetime | None:
+    """The last time in (`after`, `until`] a schedule of `expression` in `zone`, bounded by `start` and `end` as
+    Scheduler bounds it (StartDate and EndDate, both inclusive), would fire; None if it would not fire in that window.
+
+    What a recurring item missed when its schedule was made late: `after` is when the item was given the rule,
+    `until` when its schedule existed. A rate counts from its start (or `RATE_ORIGIN`), as the handler sets it."""
+    if end is not None:
+        until = min(until, end)
+    floor = after if start is None else max(after, start - timedelta(microseconds=1))
+    if until <= floor:
+        return None
+    if isinstance(expression, Rate):
+        origin = start or RATE_ORIGIN
+        steps = int((until - origin).total_seconds() // expression.seconds)
+        fired: datetime | None = origin + timedelta(seconds=steps * expression.seconds)
+    else:
+        fired = expression.last_at_or_before(until, zone, floor)
+    if fired is None or fired <= floor:
+        return None
+    return fired
 
 
 def _existing(wall: datetime) -> datetime | None:

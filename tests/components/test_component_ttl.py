@@ -137,7 +137,9 @@ def test_precise_executor_may_manage_its_schedules_fire_and_delete_due_items(bui
     built = ttl(build, precise=True)
     found = built.statements("rem-executor-policy")
     table_arn = built.one("rem-table").outputs["arn"]
-    actions = ["dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+    # GetItem: the item's due time, read before its schedule is made or deleted (a replayed old record must not undo
+    # a newer one's schedule).
+    actions = ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
     assert {"Effect": "Allow", "Action": actions, "Resource": [table_arn]} in found
     assert any("scheduler:CreateSchedule" in s["Action"] for s in found)
 

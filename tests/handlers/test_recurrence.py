@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from st_core.errors import PermanentError
-from st_core.recurrence import Cron, Rate, parse, zone
+from st_core.recurrence import Cron, Rate, latest_firing, parse, zone
 
 from tests.handlers.conftest import Env
 
@@ -92,6 +92,55 @@ def test_rates_count_fixed_durations() -> None:
     start = utc(2026, 3, 28, 9, 0)
     assert day.next_after(start, start) == utc(2026, 3, 29, 9, 0)  # 24 hours, whatever the clocks do
     assert day.next_after(utc(2026, 3, 1), start) == start
+
+
+@pytest.mark.parametrize(
+    ("expression", "where"),
+    [
+        ("cron(0 9 ? * MON *)", "Europe/London"),
+        ("cron(30 1 * * ? *)", "Europe/London"),  # skipped in spring, once in autumn
+        ("cron(15 8 L * ? *)", "America/New_York"),
+        ("cron(0/20 22-2 ? * FRI-MON *)", "Asia/Kolkata"),
+        ("cron(0 12 ? * 6L *)", "UTC"),
+        ("cron(0 0 15W * ? *)", "Australia/Lord_Howe"),  # a half-hour DST shift
+    ],
+)
+def test_the_latest_firing_in_a_window_mirrors_the_next_one(expression: str, where: str) -> None:
+    # Every firing of 2026's two DST changes and a month around each, found going backwards as going forwards.
+    for begin in (utc(2026, 3, 1), utc(2026, 10, 1)):
+        times = fires(expression, begin, 40, where=where)
+        parsed = parse(expression)
+        for before, fired in itertools.pairwise([begin, *times]):
+            window = {"after": begin - timedelta(days=1), "start": None, "end": None}
+            assert latest_firing(parsed, zone(where), until=fired, **window) == fired  # type: ignore[arg-type]
+            second = timedelta(seconds=1)
+            previous = latest_firing(parsed, zone(where), until=fired - second, **window)  # type: ignore[arg-type]
+            assert previous == (before if before != begin else previous)
+            # A window that opens at a firing excludes it: only what came after the item's write counts.
+            assert latest_firing(parsed, zone(where), after=fired, until=fired + second) is None
+
+
+def test_the_latest_firing_respects_the_window_and_the_bounds() -> None:
+    weekly, london = parse("cron(0 9 ? * MON *)"), zone("Europe/London")
+    monday = utc(2026, 11, 30, 9, 0)  # 09:00 GMT
+    second, early = timedelta(seconds=1), utc(2026, 11, 1)
+    assert latest_firing(weekly, london, after=monday - timedelta(minutes=2), until=monday) == monday
+    assert latest_firing(weekly, london, after=monday - timedelta(minutes=2), until=monday - second) is None
+    # Three weeks missed: only the latest.
+    assert latest_firing(weekly, london, after=early, until=monday + timedelta(hours=1)) == monday
+    last_week = monday - timedelta(days=7)
+    assert latest_firing(weekly, london, after=early, until=monday, end=monday - timedelta(days=1)) == last_week
+    assert latest_firing(weekly, london, after=early, until=monday, start=monday) == monday
+    assert latest_firing(weekly, london, after=early, until=monday, start=monday + second) is None
+    hourly = parse("rate(1 hour)")
+    five = timedelta(minutes=5)
+    assert latest_firing(hourly, UTC, after=monday - five, until=monday + five) == monday
+    # A rate counts from its start, not from the hour.
+    start = utc(2026, 11, 30, 8, 20)
+    window = {"after": monday - timedelta(minutes=50), "until": monday + timedelta(minutes=30)}
+    assert latest_firing(hourly, UTC, start=start, **window) == utc(2026, 11, 30, 9, 20)
+    assert latest_firing(hourly, UTC, after=monday, until=monday + timedelta(minutes=10), start=start) is None
+    assert latest_firing(hourly, UTC, after=start - timedelta(hours=5), until=start - second, start=start) is None
 
 
 @pytest.mark.parametrize(

@@ -486,7 +486,8 @@ def precise_passes(record: dict[str, Any]) -> bool:
 
 def test_precise_cost_per_item_is_measured(ttl_env: Env) -> None:
     """What one item costs in precise mode, counted on the calls made (the README's cost paragraph quotes this):
-    writes to the table (Scheduler's fire, the executor's delete), ledger writes (claim, complete), stream records
+    the insert's read and schedule, writes to the table (Scheduler's fire, the executor's delete), ledger writes
+    (claim, complete), stream records
     (insert, fire, delete) and the ones the mapping passes (insert, fire: the delete is filtered out). The original
     design made one table write (Scheduler's delete) and two records, both passed, plus a DeleteSchedule call."""
     env = precise(ttl_env)
@@ -503,6 +504,9 @@ def test_precise_cost_per_item_is_measured(ttl_env: Env) -> None:
     passed = [r for r in records if precise_passes(r)]
     assert ttl.handle_batch({"Records": passed}, env.config) == {"batchItemFailures": []}
     [schedule] = env.schedules()
+    # The insert: one consistent read of the item's due time (an old record handled again must not undo a newer
+    # one's schedule), then the schedule.
+    assert [c for c in calls if c not in ("ListSchedules", "GetSchedule")] == ["GetItem", "CreateSchedule"], calls
     calls.clear()
     clock = SchedulerClock(env)
     ran = clock.instant(schedule)
@@ -519,3 +523,99 @@ def test_precise_cost_per_item_is_measured(ttl_env: Env) -> None:
     # The executor on the fire: claim (PutItem on the ledger), send, complete (UpdateItem), delete; no
     # DeleteSchedule (Scheduler deletes a fired schedule itself). GetQueueUrl is cached by a warm function.
     assert [c for c in calls if c != "GetQueueUrl"] == ["PutItem", "SendMessage", "UpdateItem", "DeleteItem"], calls
+
+
+# -- precise: an old record handled again must not undo a newer one's schedule (issue 28) ---------------------------
+
+
+def _fire_value(schedule: dict[str, Any]) -> Any:
+    return json.loads(schedule["Target"]["Input"])["ExpressionAttributeValues"][":due"]
+
+
+def _move(env: Env, pk: str, due: datetime) -> None:
+    env.put({"PK": pk, "SK": "S", "dueAt": epoch(due)})
+
+
+def test_precise_insert_replayed_after_a_move_keeps_the_new_times_schedule(ttl_env: Env) -> None:
+    env = precise(ttl_env)
+    first, moved = (NOW + timedelta(days=1)).replace(second=30), (NOW + timedelta(days=1, minutes=1)).replace(second=5)
+    _scheduled(env, "offer#10", first)
+    create = {"Records": env.stream.since(0)[-1:]}  # the INSERT, as Lambda delivered it
+    _move(env, "offer#10", moved)
+    assert ttl.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    # WHEN the INSERT's batch is handled again after the move's (a retry of an old batch, a redrive)
+    assert ttl.handle_batch(copy.deepcopy(create), env.config) == {"batchItemFailures": []}
+    # THEN the schedule still fires the moved time: the old one would fail its condition into the target DLQ (the
+    # soak's two dead letters) and leave the moved time to TTL's delay
+    [schedule] = env.schedules()
+    assert _fire_value(schedule) == {"N": str(epoch(moved))}
+    clock = SchedulerClock(env)
+    ran = clock.instant(schedule)
+    clock.run(schedule)
+    assert _item(env, "offer#10").get("stFiredAt") == {"N": str(epoch(moved))}  # the condition held
+    assert ttl.handle_batch(env.event(at=ran), env.config, now=lambda: ran) == {"batchItemFailures": []}
+    [message] = env.messages(env.due_queue_url)
+    assert message["dueAt"] == format_due(moved)
+
+
+def test_precise_insert_replayed_after_the_delete_makes_no_schedule(ttl_env: Env) -> None:
+    env = precise(ttl_env)
+    due = NOW + timedelta(days=1)
+    _scheduled(env, "offer#11", due)
+    create = {"Records": env.stream.since(0)[-1:]}
+    env.delete("offer#11", "S")
+    assert ttl.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(copy.deepcopy(create), env.config) == {"batchItemFailures": []}
+    assert env.schedules() == []  # a schedule here could only fail its condition, into the target DLQ
+
+
+def test_precise_past_due_insert_replayed_after_a_move_leaves_the_new_schedule(ttl_env: Env) -> None:
+    env = precise(ttl_env)
+    past = NOW - timedelta(seconds=30)
+    env.put({"PK": "offer#12", "SK": "S", "dueAt": epoch(past)})
+    create = env.event()
+    # The item moves to tomorrow before its past-due insert is handled; the move is handled first (a replay order).
+    moved = NOW + timedelta(days=1)
+    _move(env, "offer#12", moved)
+    assert ttl.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert ttl.handle_batch(create, env.config) == {"batchItemFailures": []}
+    [schedule] = env.schedules()
+    assert _fire_value(schedule) == {"N": str(epoch(moved))}
+    assert _item(env, "offer#12")["dueAt"] == {"N": str(epoch(moved))}  # not fired for the old time either
+
+
+def test_precise_cancel_replayed_after_a_reinsert_keeps_the_new_schedule(ttl_env: Env) -> None:
+    env = precise(ttl_env)
+    _scheduled(env, "offer#13", NOW + timedelta(days=1))
+    env.delete("offer#13", "S")
+    cancel = env.event()
+    assert ttl.handle_batch(cancel, env.config) == {"batchItemFailures": []}
+    again = NOW + timedelta(days=2)
+    _scheduled(env, "offer#13", again)
+    # WHEN the cancel is handled again after the re-insert (an out-of-order replay or a redrive of its record)
+    assert ttl.handle_batch(copy.deepcopy(cancel), env.config) == {"batchItemFailures": []}
+    # THEN the re-inserted item's schedule stays (deleting it would leave the item to TTL's delay)
+    [schedule] = env.schedules()
+    assert _fire_value(schedule) == {"N": str(epoch(again))}
+
+
+def test_precise_move_handled_while_the_old_time_may_be_firing_names_the_expected_dead_letter(
+    ttl_env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The residual race (docs/modes/ttl.md): an update or delete of a schedule cannot stop a firing under way. The
+    stale firing fails its condition into the target DLQ; the executor says so, naming the schedule."""
+    env = precise(ttl_env)
+    due = (NOW + timedelta(days=1)).replace(second=50)
+    schedule = _scheduled(env, "offer#14", due)
+    _move(env, "offer#14", due + timedelta(minutes=5))
+    firing = minute_at_or_after(due) + timedelta(seconds=2)
+    with caplog.at_level("WARNING", logger="scheduled_table"):
+        assert ttl.handle_batch(env.event(at=due), env.config, now=lambda: firing) == {"batchItemFailures": []}
+    [line] = [json.loads(r.getMessage()) for r in caplog.records if "stale-firing-possible" in r.getMessage()]
+    assert line["schedule"] == schedule["Name"] and line["dueAt"] == format_due(due)
+    caplog.clear()
+    # A move handled well before the old time's minute changes the schedule in time: no such line.
+    _move(env, "offer#14", due + timedelta(minutes=9))
+    with caplog.at_level("WARNING", logger="scheduled_table"):
+        assert ttl.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert not [r for r in caplog.records if "stale-firing-possible" in r.getMessage()]
