@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 import pytest
@@ -43,6 +45,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.xdist_group(marker))
         if item.path.name.startswith("test_model_"):  # hypothesis state machines, 30 sequences per mode
             item.add_marker("model")
+
+
+# AWS runs Scheduler, Lambda and DynamoDB on machines of their own; the local cloud shares two cores with the other
+# test workers, which are busy computing while it waits for Scheduler's minute. Its timing is what the e2e tests
+# judge, so the worker that runs them (and the ministack and functions it starts, which inherit the priority) goes
+# ahead of the computing workers where the machine allows it (root may raise a priority; others keep the default).
+E2E_PRIORITY = -5
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("e2e") is None or os.getpriority(os.PRIO_PROCESS, 0) <= E2E_PRIORITY:
+        return
+    with contextlib.suppress(PermissionError):
+        os.setpriority(os.PRIO_PROCESS, 0, E2E_PRIORITY)
 
 
 def pytest_terminal_summary(terminalreporter: object) -> None:
