@@ -40,6 +40,7 @@ from collections.abc import Iterator
 
 from . import faults, ttl
 from .component import constants
+from .endpoints import UNIVERSAL_SCHEDULES_PATH, Response, first, json_answer, serve
 from .window import MinuteWindow, seed
 
 REDELIVER_VARIABLE = "LOCALCLOUD_REDELIVER"
@@ -56,10 +57,13 @@ def patch_ministack(window: MinuteWindow) -> None:
     from ministack.services import scheduler
 
     named_epoch = scheduler._at_time_epoch
+    drawn: dict[str, float | None] = {}  # ministack's sweep asks for every schedule every second: drawn once each
 
     def drawn_epoch(expression: str) -> float | None:
-        named = named_epoch(expression)
-        return None if named is None else window.instant(expression, named)
+        if expression not in drawn:
+            named = named_epoch(expression)
+            drawn[expression] = None if named is None else window.instant(expression, named)
+        return drawn[expression]
 
     scheduler._at_time_epoch = drawn_epoch
     scheduler._SCHEDULE_TICK_INTERVAL = TICK_SECONDS
@@ -245,7 +249,6 @@ def page_schedule_lists() -> None:
     looks smaller than it is (reconcile's sweep reads every schedule of the group). Answer in pages, as AWS does:
     at most `MaxResults`, up to 100, with a `NextToken` while any are left. Only the page's schedules are summarised,
     so reading a group costs what it holds, not its square (ministack summarises all of them for each page)."""
-    import json
 
     from ministack.services import scheduler
 
@@ -279,6 +282,26 @@ def _listed(schedule: dict, query: dict) -> bool:
     )
 
 
+def serve_universal_schedules() -> None:
+    """`GET /_localcloud/universal-schedules?region=R`: the schedules of region R whose target is universal (group,
+    name, last modification), which the emulators run (localcloud/emulators.py). Read from ministack's store in one
+    request a second, rather than through every page of every group's ListSchedules: at 10,000 schedules that
+    listing alone kept ministack busy."""
+    from ministack.services import scheduler
+
+    def answer(query: dict) -> Response:
+        region = first(query.get("region"))
+        found = [
+            {k: schedule[k] for k in ("GroupName", "Name", "LastModificationDate")}
+            for (_, where, _), schedule in list(scheduler._schedules._data.items())
+            if where == region
+            and str((schedule.get("Target") or {}).get("Arn", "")).startswith(constants.UNIVERSAL_TARGET_PREFIX)
+        ]
+        return json_answer({"Schedules": found})
+
+    serve(UNIVERSAL_SCHEDULES_PATH, answer)
+
+
 def enforce_iam() -> None:
     from . import iam
 
@@ -295,6 +318,7 @@ def main() -> None:
     ttl.install()  # switched on by the emulators, with their delays
     enforce_limits()
     page_schedule_lists()
+    serve_universal_schedules()
     enforce_iam()  # AUTH=true (set by server.Ministack): ministack's IAM, with what it gets wrong put right
     fraction = float(os.environ.get(REDELIVER_VARIABLE, "0") or 0)
     if fraction > 0:

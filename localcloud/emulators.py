@@ -4,8 +4,8 @@
   runs in ministack's own process (localcloud/ttl.py), so that each deletion is one REMOVE record in the table's
   stream (`userIdentity` = the DynamoDB service), delivered by the mappings in their ordinary batches, as on AWS.
 - `UniversalTargets`: Scheduler's universal targets (`arn:aws:scheduler:::aws-sdk:<service>:<action>`), which
-  ministack drops. Definitions are captured as soon as they appear (ministack deletes such a schedule at its due
-  time as though it had fired it), the API is called with the schedule's `Input` when due, failures go to the
+  ministack drops. The local cloud's ministack lists them (one request a second); each definition is read when it
+  appears or changes, the API is called with the schedule's `Input` when due, failures go to the
   schedule's dead-letter queue, and `ActionAfterCompletion` is honoured.
 
 IAM: what AWS does on the component's behalf is done here with the credentials of the role AWS would use
@@ -40,9 +40,10 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from .component import constants, error_code
+from .endpoints import UNIVERSAL_SCHEDULES_PATH, ask
 from .iam import DENIED, DENIED_CODES, SCHEDULER_PRINCIPAL, SERVICE_SESSION_PATH
 from .provision import NOT_FOUND, clients, name_from_arn
-from .ttl import ttl_request
+from .ttl import TTL_PATH
 from .window import MinuteWindow, seed
 
 log = logging.getLogger("localcloud")
@@ -55,16 +56,6 @@ Client = Callable[[str], Any]
 def gone(error: BaseException) -> bool:
     """The resource a call named does not exist (any more)."""
     return isinstance(error, ClientError) and error_code(error) in NOT_FOUND
-
-
-def _pages(call: Callable[..., dict[str, Any]], key: str, token: str = "NextToken", **kwargs: Any) -> list[Any]:
-    found: list[Any] = []
-    while True:
-        page = call(**kwargs)
-        found.extend(page.get(key, []))
-        if not page.get(token):
-            return found
-        kwargs[token] = page[token]
 
 
 # -- roles -------------------------------------------------------------------------------------------------------
@@ -142,19 +133,19 @@ class TtlService:
 
     def start(self) -> None:
         try:
-            ttl_request(self.endpoint, start="1", delay=str(self.delay), delays=json.dumps(self.delays))
+            ask(self.endpoint, TTL_PATH, start="1", delay=str(self.delay), delays=json.dumps(self.delays))
         except (OSError, ValueError) as error:  # a ministack the local cloud did not start has no TTL process
             log.warning("TTL not emulated: %s has no local TTL process (%s)", self.endpoint, error)
 
     def stop(self) -> None:
         with contextlib.suppress(OSError, ValueError):
-            ttl_request(self.endpoint, stop="1")
+            ask(self.endpoint, TTL_PATH, stop="1")
 
     @property
     def deleted(self) -> Counter[str]:
         """Items deleted so far, per table."""
         try:
-            return Counter(ttl_request(self.endpoint).get("deleted") or {})
+            return Counter(ask(self.endpoint, TTL_PATH).get("deleted") or {})
         except (OSError, ValueError):
             return Counter()
 
@@ -207,6 +198,8 @@ class UniversalTargets:
     """`roles`: the schedules' roles, which every call is made with (None: the admin `client`, no IAM)."""
 
     client: Client
+    endpoint: str
+    region: str
     window: MinuteWindow = field(default_factory=lambda: MinuteWindow(seed()))
     roles: RoleSessions | None = None
     fired: int = 0
@@ -216,25 +209,15 @@ class UniversalTargets:
 
     def tick(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
-        scheduler = self.client("scheduler")
         listed: set[tuple[str, str]] = set()
-        for group in _pages(scheduler.list_schedule_groups, "ScheduleGroups"):
-            try:
-                summaries = _pages(scheduler.list_schedules, "Schedules", GroupName=group["Name"])
-            except ClientError as error:
-                if gone(error):
-                    continue  # deleted since it was listed
-                raise
-            for summary in summaries:
-                key = (group["Name"], summary["Name"])
-                listed.add(key)
-                modified = str(summary.get("LastModificationDate", ""))
-                universal = str((summary.get("Target") or {}).get("Arn", "")).startswith(
-                    constants.UNIVERSAL_TARGET_PREFIX
-                )
-                if universal and self._inspected.get(key) != modified:
-                    self._inspected[key] = modified
-                    self._capture(key, modified)
+        for summary in ask(self.endpoint, UNIVERSAL_SCHEDULES_PATH, region=self.region)["Schedules"]:
+            key = (summary["GroupName"], summary["Name"])
+            listed.add(key)
+            modified = str(summary.get("LastModificationDate", ""))
+            if self._inspected.get(key) != modified:
+                self._inspected[key] = modified
+                self._capture(key, modified)
+        self._inspected = {key: self._inspected[key] for key in listed if key in self._inspected}
         for key, captured in list(self._captured.items()):
             if captured.due <= now:
                 del self._captured[key]
@@ -362,7 +345,7 @@ class Emulators:
     ) -> None:
         client = clients(endpoint, region)
         self.ttl = TtlService(endpoint, delay=ttl_delay, delays=dict(ttl_delays or {}))
-        self.universal = UniversalTargets(client, roles=RoleSessions(endpoint, region))
+        self.universal = UniversalTargets(client, endpoint, region, roles=RoleSessions(endpoint, region))
         self.interval = interval
         self.errors = 0
         self._stop = threading.Event()

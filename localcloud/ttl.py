@@ -19,6 +19,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from .endpoints import Response, first, json_answer, serve
+
 TTL_PATH = "/_localcloud/ttl"
 TTL_PRINCIPAL = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 SWEEP_SECONDS = 1.0
@@ -36,11 +38,11 @@ class TtlProcess:
 
     def configure(self, query: dict[str, Any]) -> None:
         """From the endpoint's query: `start=1` with `delay` and `delays` (JSON), or `stop=1`; neither only reads."""
-        if _first(query.get("stop")):
+        if first(query.get("stop")):
             self.enabled = False
-        elif _first(query.get("start")):
-            self.delay = float(_first(query.get("delay")) or 0)
-            self.delays = {str(k): float(v) for k, v in json.loads(_first(query.get("delays")) or "{}").items()}
+        elif first(query.get("start")):
+            self.delay = float(first(query.get("delay")) or 0)
+            self.delays = {str(k): float(v) for k, v in json.loads(first(query.get("delays")) or "{}").items()}
             self.enabled = True
 
     def expires(self, table: str, ttl: float) -> float:
@@ -109,16 +111,8 @@ class TtlProcess:
                 log.exception("TTL sweep failed")
 
 
-def _first(value: Any) -> str:
-    """A query parameter as ministack hands it over (a list of values, or one)."""
-    if isinstance(value, list):
-        return str(value[0]) if value else ""
-    return "" if value is None else str(value)
-
-
 def install() -> TtlProcess:
     """Start the TTL process in ministack's process and serve `TTL_PATH`."""
-    from ministack import app
     from ministack.services import dynamodb
 
     process = TtlProcess()
@@ -128,25 +122,11 @@ def install() -> TtlProcess:
         return process.mark(build(*args, **kwargs))
 
     dynamodb._build_change_record = build_record
-    handle = app._handle_sqs_messages_request
 
-    async def with_ttl(method: str, path: str, headers: dict, query_params: dict) -> Any:
-        if path != TTL_PATH or method != "GET":
-            return await handle(method, path, headers, query_params)
-        process.configure(query_params)
-        return 200, {"Content-Type": "application/json"}, json.dumps({"deleted": dict(process.deleted)}).encode()
+    def answer(query: dict[str, Any]) -> Response:
+        process.configure(query)
+        return json_answer({"deleted": dict(process.deleted)})
 
-    app._handle_sqs_messages_request = with_ttl
+    serve(TTL_PATH, answer)
     threading.Thread(target=process.run, name="localcloud-ttl", daemon=True).start()
     return process
-
-
-def ttl_request(endpoint: str, **query: str) -> dict[str, Any]:
-    """Ask the TTL process of the ministack at `endpoint` (see the module's docstring); its answer."""
-    import urllib.parse
-    import urllib.request
-
-    url = f"{endpoint}{TTL_PATH}?{urllib.parse.urlencode(query)}"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        answer: dict[str, Any] = json.loads(response.read() or b"{}")
-    return answer
