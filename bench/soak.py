@@ -422,29 +422,41 @@ class Driver:
     # the writer
 
     def write(self, ops: list[Op]) -> None:
-        """Every op at its time (batched per table, 25 at a time, one write per key in a batch), then the
-        consumers' write-backs."""
+        """Every op at its time (batched per table, 25 at a time, one write per key in a batch; the tables at once, as
+        an application's writers would, so a busy local cloud slows each table's writes, not all of them in turn),
+        then the consumers' write-backs."""
+        from concurrent.futures import ThreadPoolExecutor
+
         from boto3.dynamodb.types import TypeSerializer
 
         serializer = TypeSerializer()
         pending = list(ops)
         heapq.heapify(pending)
         ddb = self.client("dynamodb")
-        while pending or not self.stop.is_set():
-            self.ops_left = len(pending)
-            now = time.time()
-            due: dict[str, list[Op]] = {}
-            while pending and pending[0].at <= now:
-                op = heapq.heappop(pending)
-                due.setdefault(op.table, []).append(op)
-            for table, batch in due.items():
-                self._write_table(ddb, self.outputs[table]["table_name"], batch, serializer)
-            with self.lock:
-                backs, self.write_backs = self.write_backs, []
-            for table, keys in backs:
-                self._write_back(ddb, self.outputs[table]["table_name"], keys, serializer)
-            if not due and not backs:
-                time.sleep(0.05)
+        with ThreadPoolExecutor(max_workers=len(MODES)) as writers:
+            while pending or not self.stop.is_set():
+                due: dict[str, list[Op]] = {}
+                while pending and pending[0].at <= time.time():
+                    op = heapq.heappop(pending)
+                    due.setdefault(op.table, []).append(op)
+                self.ops_left = len(pending) + sum(len(batch) for batch in due.values())
+                writing = [
+                    writers.submit(self._write_table, ddb, self.outputs[table]["table_name"], batch, serializer)
+                    for table, batch in due.items()
+                ]
+                for done in writing:
+                    done.result()
+                self.ops_left = len(pending)
+                self._write_backs(ddb, serializer, quiet=not due)
+
+    def _write_backs(self, ddb: Any, serializer: Any, quiet: bool) -> None:
+        """The consumers' write-backs asked for so far; a pause when there was nothing to write at all."""
+        with self.lock:
+            backs, self.write_backs = self.write_backs, []
+        for table, keys in backs:
+            self._write_back(ddb, self.outputs[table]["table_name"], keys, serializer)
+        if quiet and not backs:
+            time.sleep(0.05)
 
     def _write_table(self, ddb: Any, name: str, batch: list[Op], serializer: Any) -> None:
         while batch:
@@ -465,7 +477,8 @@ class Driver:
             while requests:
                 left = ddb.batch_write_item(RequestItems={name: requests}).get("UnprocessedItems", {})
                 requests = list(left.get(name, []))
-            self.written += len(chunk)
+            with self.lock:
+                self.written += len(chunk)
             done = time.time()
             for op in chunk:
                 op.written_at = done
