@@ -283,16 +283,16 @@ def _listed(schedule: dict, query: dict) -> bool:
 
 
 def serve_universal_schedules() -> None:
-    """`GET /_localcloud/universal-schedules?region=R`: the schedules of region R whose target is universal (group,
-    name, last modification), which the emulators run (localcloud/emulators.py). Read from ministack's store in one
-    request a second, rather than through every page of every group's ListSchedules: at 10,000 schedules that
-    listing alone kept ministack busy."""
+    """`GET /_localcloud/universal-schedules?region=R`: the schedules of region R whose target is universal, each as
+    GetSchedule answers, which the emulators run (localcloud/emulators.py). Read from ministack's store in one
+    request a second, rather than through every page of every group's ListSchedules and a GetSchedule for each new
+    one: with thousands of schedules, a busy ministack took minutes to answer them all, and schedules fired late."""
     from ministack.services import scheduler
 
     def answer(query: dict) -> Response:
         region = first(query.get("region"))
         found = [
-            {k: schedule[k] for k in ("GroupName", "Name", "LastModificationDate")}
+            {k: v for k, v in schedule.items() if v is not None}  # as GetSchedule answers
             for (_, where, _), schedule in list(scheduler._schedules._data.items())
             if where == region
             and str((schedule.get("Target") or {}).get("Arn", "")).startswith(constants.UNIVERSAL_TARGET_PREFIX)

@@ -29,6 +29,7 @@ import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -49,6 +50,7 @@ from .window import MinuteWindow, seed
 log = logging.getLogger("localcloud")
 
 TTL_DELAY_SECONDS = 5.0
+FIRING_THREADS = 16  # universal targets called at once (AWS's Scheduler runs thousands)
 
 Client = Callable[[str], Any]
 
@@ -206,40 +208,39 @@ class UniversalTargets:
     failed: int = 0
     _captured: dict[tuple[str, str], _Captured] = field(default_factory=dict)
     _inspected: dict[tuple[str, str], str] = field(default_factory=dict)
+    _firing: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=FIRING_THREADS, thread_name_prefix="localcloud-fire")
+    )
+    _counting: threading.Lock = field(default_factory=threading.Lock)
+
+    def close(self) -> None:
+        """Let the firings under way finish; no more start."""
+        self._firing.shutdown(wait=True, cancel_futures=True)
 
     def tick(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
         listed: set[tuple[str, str]] = set()
-        for summary in ask(self.endpoint, UNIVERSAL_SCHEDULES_PATH, region=self.region)["Schedules"]:
-            key = (summary["GroupName"], summary["Name"])
+        for schedule in ask(self.endpoint, UNIVERSAL_SCHEDULES_PATH, region=self.region)["Schedules"]:
+            key = (schedule["GroupName"], schedule["Name"])
             listed.add(key)
-            modified = str(summary.get("LastModificationDate", ""))
+            modified = str(schedule.get("LastModificationDate", ""))
             if self._inspected.get(key) != modified:
                 self._inspected[key] = modified
-                self._capture(key, modified)
+                self._capture(key, schedule, modified)
         self._inspected = {key: self._inspected[key] for key in listed if key in self._inspected}
         for key, captured in list(self._captured.items()):
             if captured.due <= now:
                 del self._captured[key]
-                self._fire(captured)
+                self._firing.submit(self._fire_logged, captured)  # as Scheduler: many at once, none waits
             elif key not in listed:
                 del self._captured[key]  # deleted before it was due: it never fires
 
-    def _capture(self, key: tuple[str, str], modified: str) -> None:
-        try:
-            schedule = self.client("scheduler").get_schedule(GroupName=key[0], Name=key[1])
-        except ClientError as error:
-            if error_code(error) == "ResourceNotFoundException":
-                return
-            raise
+    def _capture(self, key: tuple[str, str], schedule: dict[str, Any], modified: str) -> None:
         target = schedule.get("Target") or {}
         named = at_epoch(schedule.get("ScheduleExpression", ""), schedule.get("ScheduleExpressionTimezone"))
         # As AWS: anywhere in the named minute, possibly before the named second.
         due = None if named is None else self.window.instant(schedule.get("ScheduleExpression", ""), named)
-        if (
-            not str(target.get("Arn", "")).startswith(constants.UNIVERSAL_TARGET_PREFIX)
-            or schedule.get("State") == "DISABLED"
-        ):
+        if schedule.get("State") == "DISABLED":
             self._captured.pop(key, None)
             return
         if due is None:
@@ -262,14 +263,26 @@ class UniversalTargets:
         role = str(captured.target.get("RoleArn", ""))
         return self.roles.client(role, service, SCHEDULER_PRINCIPAL, captured.arn)
 
+    def _fire_logged(self, captured: _Captured) -> None:
+        """`_fire` in a firing thread, what it raises logged there (a schedule or queue removed under it: one line)."""
+        try:
+            self._fire(captured)
+        except Exception as error:
+            if gone(error):
+                log.warning("schedule %s/%s: %s", captured.group, captured.name, error)
+            else:
+                log.exception("schedule %s/%s failed to fire", captured.group, captured.name)
+
     def _fire(self, captured: _Captured) -> None:
         service, method = universal_call(captured.target["Arn"])
         request = json.loads(captured.target.get("Input") or "{}")
         try:
             getattr(self._as_role(captured, service), method)(**request)
-            self.fired += 1
+            with self._counting:
+                self.fired += 1
         except Exception as error:  # any failure of the call is what Scheduler would dead-letter
-            self.failed += 1
+            with self._counting:
+                self.failed += 1
             log.warning("schedule %s/%s: %s.%s failed: %s", captured.group, captured.name, service, method, error)
             dead_letter = (captured.target.get("DeadLetterConfig") or {}).get("Arn")
             if dead_letter:
@@ -374,6 +387,7 @@ class Emulators:
         self.ttl.stop()
         if self._thread.is_alive():
             self._thread.join(timeout=10)
+        self.universal.close()
 
     def __enter__(self) -> Emulators:
         return self.start()
