@@ -341,6 +341,7 @@ def _plan_score(
 
 Client = Callable[[str], Any]
 WRITE_BACK_MODES = {m for m, *_ in MODES if m.startswith("eventbridge")} | {"polling"}
+WRITE_BACK_THREADS = 4
 TICK_EVERY = 2.0  # the polling rule, fired this often (as make demo does) instead of once a minute
 SETTLE_SECONDS = 30.0
 QUIET_SECONDS = 120.0
@@ -423,8 +424,7 @@ class Driver:
 
     def write(self, ops: list[Op]) -> None:
         """Every op at its time (batched per table, 25 at a time, one write per key in a batch; the tables at once, as
-        an application's writers would, so a busy local cloud slows each table's writes, not all of them in turn),
-        then the consumers' write-backs."""
+        an application's writers would, so a busy local cloud slows each table's writes, not all of them in turn)."""
         from concurrent.futures import ThreadPoolExecutor
 
         from boto3.dynamodb.types import TypeSerializer
@@ -434,7 +434,7 @@ class Driver:
         heapq.heapify(pending)
         ddb = self.client("dynamodb")
         with ThreadPoolExecutor(max_workers=len(MODES)) as writers:
-            while pending or not self.stop.is_set():
+            while pending:
                 due: dict[str, list[Op]] = {}
                 while pending and pending[0].at <= time.time():
                     op = heapq.heappop(pending)
@@ -447,16 +447,31 @@ class Driver:
                 for done in writing:
                     done.result()
                 self.ops_left = len(pending)
-                self._write_backs(ddb, serializer, quiet=not due)
+                if not due:
+                    time.sleep(0.05)
 
-    def _write_backs(self, ddb: Any, serializer: Any, quiet: bool) -> None:
-        """The consumers' write-backs asked for so far; a pause when there was nothing to write at all."""
-        with self.lock:
-            backs, self.write_backs = self.write_backs, []
-        for table, keys in backs:
-            self._write_back(ddb, self.outputs[table]["table_name"], keys, serializer)
-        if quiet and not backs:
-            time.sleep(0.05)
+    def write_back(self) -> None:
+        """The consumers' write-backs, as they ask for them, beside the application's writes (a consumer does not
+        wait for the application, nor the application for it)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from boto3.dynamodb.types import TypeSerializer
+
+        serializer = TypeSerializer()
+        ddb = self.client("dynamodb")
+        with ThreadPoolExecutor(max_workers=WRITE_BACK_THREADS) as consumers:
+            while not self.stop.is_set():
+                with self.lock:
+                    backs, self.write_backs = self.write_backs, []
+                done = [
+                    consumers.submit(self._write_back, ddb, self.outputs[table]["table_name"], keys, serializer)
+                    for table, keys in backs
+                ]
+                for each in done:
+                    with contextlib.suppress(Exception):  # a consumer's failed write-back: the item keeps its state
+                        each.result()
+                if not backs:
+                    time.sleep(0.05)
 
     def _write_table(self, ddb: Any, name: str, batch: list[Op], serializer: Any) -> None:
         while batch:
@@ -599,6 +614,7 @@ def soak(items: int, rate: float, fault_rate: float, redeliver: float, timeout: 
             tables = sorted({t for mode, t, *_ in MODES if mode != "aggregate"})
             threads = [threading.Thread(target=driver.drain, args=(t,), daemon=True) for t in tables]
             threads.append(threading.Thread(target=driver.tick, daemon=True))
+            threads.append(threading.Thread(target=driver.write_back, daemon=True))
             writer = threading.Thread(target=driver.write, args=(work.ops,), daemon=True)
             for thread in [*threads, writer]:
                 thread.start()
