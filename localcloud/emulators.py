@@ -133,6 +133,7 @@ class TtlService:
     endpoint: str
     delay: float = 0.0
     delays: dict[str, float] = field(default_factory=dict)
+    _watched: set[str] = field(default_factory=set)
 
     def start(self) -> None:
         try:
@@ -143,6 +144,17 @@ class TtlService:
     def stop(self) -> None:
         with contextlib.suppress(OSError, ValueError):
             ask(self.endpoint, TTL_PATH, stop="1")
+
+    def watch(self) -> None:
+        """Say once when tables it watched were deleted (`down` while `up --stay` runs)."""
+        try:
+            tables = set(ask(self.endpoint, TTL_PATH).get("tables") or [])
+        except (OSError, ValueError):
+            return
+        deleted = sorted(self._watched - tables)
+        if deleted:
+            log.info("TTL no longer emulated for deleted table(s): %s", ", ".join(deleted))
+        self._watched = tables
 
     @property
     def deleted(self) -> Counter[str]:
@@ -368,6 +380,7 @@ class Emulators:
     def _run(self) -> None:
         service = self.universal
         while not self._stop.is_set():
+            self.ttl.watch()
             try:
                 service.tick()
             except Exception as error:  # keep emulating; the error is logged and counted

@@ -7,7 +7,8 @@ ministack's own reaper deletes expired items silently (no stream record) about o
 on (the emulators do, as they start: `GET /_localcloud/ttl?start=1&delay=5&delays={"offers-table": 200}`; `stop=1`
 switches it off). Each item is deleted `delay` seconds after the time its TTL attribute names (AWS: minutes to
 days; the local cloud's few seconds keep a demo short), a table named in `delays` after its own delay. The same
-endpoint answers how many items it deleted per table (`{"deleted": {...}}`). Local only, like `/_ministack/reset`.
+endpoint answers how many items it deleted per table and which tables it watches (`{"deleted": {...}, "tables":
+[...]}`). Local only, like `/_ministack/reset`.
 """
 
 from __future__ import annotations
@@ -91,6 +92,16 @@ class TtlProcess:
                         self._emitting.ttl = False
                 self.deleted[name] += 1
 
+    def tables(self) -> list[str]:
+        """The tables whose TTL is enabled, of every account and region."""
+        from ministack.services import dynamodb
+
+        return sorted(
+            name
+            for (account, region, name), setting in list(dynamodb._ttl_settings.all_items())
+            if setting.get("TimeToLiveStatus") == "ENABLED" and dynamodb._tables.get_scoped(account, region, name)
+        )
+
     def mark(self, record: dict[str, Any]) -> dict[str, Any]:
         """A stream record built while this process deletes: the service's deletion, as AWS writes it."""
         if getattr(self._emitting, "ttl", False):
@@ -125,7 +136,7 @@ def install() -> TtlProcess:
 
     def answer(query: dict[str, Any]) -> Response:
         process.configure(query)
-        return json_answer({"deleted": dict(process.deleted)})
+        return json_answer({"deleted": dict(process.deleted), "tables": process.tables()})
 
     serve(TTL_PATH, answer)
     threading.Thread(target=process.run, name="localcloud-ttl", daemon=True).start()
