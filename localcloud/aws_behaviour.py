@@ -19,6 +19,9 @@
 - Faults (`LOCALCLOUD_FAULTS=<fraction>`, `make soak` only): throttling and 5xx answers, targets refusing
   Scheduler's firings and functions timing out mid-batch, at a stated rate: see localcloud/faults.py.
 - Lists in pages: ministack's ListSchedules answers only its first 100 schedules; here it pages with `NextToken`.
+- Pollers as AWS runs them: one per stream mapping (ministack runs one thread for every mapping, each batch's
+  function before the next mapping's read), and queues polled as soon as a message is visible.
+- DynamoDB's TTL process, with AWS's REMOVE record in the stream: see localcloud/ttl.py.
 
 - IAM, enforced as on AWS: ministack's `AUTH=true`, with its Scheduler resource map, `iam:PassRole` and Scheduler's
   role for each firing put right (localcloud/iam.py).
@@ -32,9 +35,12 @@ import contextlib
 import os
 import random
 import threading
+import time
+from collections.abc import Iterator
 
-from . import faults
+from . import faults, ttl
 from .component import constants
+from .endpoints import UNIVERSAL_SCHEDULES_PATH, Response, first, json_answer, serve
 from .window import MinuteWindow, seed
 
 REDELIVER_VARIABLE = "LOCALCLOUD_REDELIVER"
@@ -51,10 +57,13 @@ def patch_ministack(window: MinuteWindow) -> None:
     from ministack.services import scheduler
 
     named_epoch = scheduler._at_time_epoch
+    drawn: dict[str, float | None] = {}  # ministack's sweep asks for every schedule every second: drawn once each
 
     def drawn_epoch(expression: str) -> float | None:
-        named = named_epoch(expression)
-        return None if named is None else window.instant(expression, named)
+        if expression not in drawn:
+            named = named_epoch(expression)
+            drawn[expression] = None if named is None else window.instant(expression, named)
+        return drawn[expression]
 
     scheduler._at_time_epoch = drawn_epoch
     scheduler._SCHEDULE_TICK_INTERVAL = TICK_SECONDS
@@ -106,6 +115,62 @@ def patch_stream_delivery(fraction: float, rng: random.Random, log_path: str | N
         return result
 
     lambda_svc._execute_function = with_redelivery
+
+
+STREAM_POLL_SECONDS = 0.25  # AWS reads each shard about four times a second
+QUEUE_POLL_SECONDS = 0.1  # AWS long-polls a mapping's queue: a message is taken about as soon as it is visible
+MAPPINGS_REFRESH_SECONDS = 1.0
+
+
+def poll_each_mapping() -> None:
+    """ministack polls every event source mapping from one thread, and runs a stream batch's function before it reads
+    the next mapping: one slow function holds every other table's records back, and a queue's message (a delayed one
+    coming due) waits up to a second for the loop. AWS polls each shard of each mapping on its own and long-polls
+    queues. Here each DynamoDB stream mapping gets a poller thread of its own (the same poll, with the redelivery and
+    the faults put into it), and the loop that is left (queues, Kinesis) runs every `QUEUE_POLL_SECONDS`."""
+    from ministack.services import lambda_svc
+
+    poll = lambda_svc._poll_dynamodb_streams
+    every_mapping = lambda_svc._iter_all_esms
+    own = threading.local()
+
+    def mappings() -> Iterator[tuple[str, str, dict]]:
+        """Within a mapping's poller, that mapping alone; elsewhere all of them."""
+        uuid = getattr(own, "uuid", None)
+        if uuid is None:
+            return every_mapping()
+        return (entry for entry in every_mapping() if entry[2].get("UUID") == uuid)
+
+    def streams_of_this_poller() -> bool:
+        return bool(getattr(own, "uuid", None)) and bool(poll())
+
+    def poller(uuid: str) -> None:
+        own.uuid = uuid
+        while any(True for _ in mappings()):
+            try:
+                busy = streams_of_this_poller()
+            except Exception:  # as ministack's loop: log it, poll again
+                lambda_svc.logger.exception("stream poller of mapping %s failed", uuid)
+                busy = False
+            if not busy:
+                time.sleep(STREAM_POLL_SECONDS)
+        started.discard(uuid)
+
+    started: set[str] = set()
+
+    def supervise() -> None:
+        while True:
+            for _account, _region, mapping in every_mapping():
+                uuid = str(mapping.get("UUID", ""))
+                if ":dynamodb:" in str(mapping.get("EventSourceArn", "")) and uuid and uuid not in started:
+                    started.add(uuid)
+                    threading.Thread(target=poller, args=(uuid,), name=f"stream-poller-{uuid}", daemon=True).start()
+            lambda_svc._esm_wake.set()  # the loop left to ministack: queues at AWS's pace, not once a second
+            time.sleep(QUEUE_POLL_SECONDS)
+
+    lambda_svc._iter_all_esms = mappings
+    lambda_svc._poll_dynamodb_streams = streams_of_this_poller
+    threading.Thread(target=supervise, name="stream-pollers", daemon=True).start()
 
 
 EVENT_AGE_SECONDS = (60, 21600)
@@ -165,8 +230,8 @@ def enforce_limits() -> None:
 def silence_ttl_reaper() -> None:
     """ministack's own TTL reaper deletes expired items silently (no stream record) within a minute of expiry:
     faster than AWS's TTL, and ahead of precise delete schedules that run in the minute after the due time. The local
-    cloud's `TtlService` is the TTL process (with a stated delay and AWS's REMOVE record), so the reaper's thread is
-    given a clock at the epoch, under which nothing has expired. Other threads keep the real clock."""
+    cloud's TTL process (localcloud/ttl.py: a stated delay, AWS's REMOVE record) does the deleting, so the reaper's
+    thread is given a clock at the epoch, under which nothing has expired. Other threads keep the real clock."""
     import time as real_time
     from types import SimpleNamespace
 
@@ -182,27 +247,59 @@ def silence_ttl_reaper() -> None:
 def page_schedule_lists() -> None:
     """ministack's ListSchedules answers the first `MaxResults` (100) schedules and no `NextToken`, so a group of more
     looks smaller than it is (reconcile's sweep reads every schedule of the group). Answer in pages, as AWS does:
-    at most `MaxResults`, up to 100, with a `NextToken` while any are left."""
-    import json
+    at most `MaxResults`, up to 100, with a `NextToken` while any are left. Only the page's schedules are summarised,
+    so reading a group costs what it holds, not its square (ministack summarises all of them for each page)."""
 
     from ministack.services import scheduler
-
-    listed = scheduler._list_schedules
 
     def paged(query: dict) -> tuple:
         size = min(int(query.get("MaxResults") or PAGE_SCHEDULES), PAGE_SCHEDULES)
         start = int(query.get("NextToken") or 0)
-        everything = {k: v for k, v in query.items() if k != "NextToken"} | {"MaxResults": str(2**31)}
-        status, headers, body = listed(everything)
-        if status != 200:
-            return status, headers, body
-        schedules = json.loads(body)["Schedules"]
-        page: dict = {"Schedules": schedules[start : start + size]}
-        if start + size < len(schedules):
+        everything = {k: v for k, v in query.items() if k not in ("NextToken", "MaxResults")}
+        scheduler._ensure_default_group()  # as ministack's ListSchedules does first
+        found = [schedule for _, schedule in scheduler._schedules.items() if _listed(schedule, everything)]
+        page: dict = {"Schedules": [_summary(schedule) for schedule in found[start : start + size]]}
+        if start + size < len(found):
             page["NextToken"] = str(start + size)
-        return status, headers, json.dumps(page).encode()
+        return scheduler._json_resp(200, page)
 
     scheduler._list_schedules = paged
+
+
+def _summary(schedule: dict) -> dict:
+    """A schedule as ListSchedules lists it (ministack's fields)."""
+    fields = ("Arn", "Name", "GroupName", "State", "CreationDate", "LastModificationDate")
+    return {name: schedule[name] for name in fields} | {"Target": {"Arn": schedule["Target"].get("Arn", "")}}
+
+
+def _listed(schedule: dict, query: dict) -> bool:
+    """ListSchedules' filters (group, name prefix, state), as ministack applies them."""
+    group, prefix, state = query.get("ScheduleGroup"), query.get("NamePrefix", ""), query.get("State")
+    return (
+        (not group or schedule["GroupName"] == group)
+        and (not prefix or schedule["Name"].startswith(prefix))
+        and (not state or schedule["State"] == state)
+    )
+
+
+def serve_universal_schedules() -> None:
+    """`GET /_localcloud/universal-schedules?region=R`: the schedules of region R whose target is universal, each as
+    GetSchedule answers, which the emulators run (localcloud/emulators.py). Read from ministack's store in one
+    request a second, rather than through every page of every group's ListSchedules and a GetSchedule for each new
+    one: with thousands of schedules, a busy ministack took minutes to answer them all, and schedules fired late."""
+    from ministack.services import scheduler
+
+    def answer(query: dict) -> Response:
+        region = first(query.get("region"))
+        found = [
+            {k: v for k, v in schedule.items() if v is not None}  # as GetSchedule answers
+            for (_, where, _), schedule in list(scheduler._schedules._data.items())
+            if where == region
+            and str((schedule.get("Target") or {}).get("Arn", "")).startswith(constants.UNIVERSAL_TARGET_PREFIX)
+        ]
+        return json_answer({"Schedules": found})
+
+    serve(UNIVERSAL_SCHEDULES_PATH, answer)
 
 
 def enforce_iam() -> None:
@@ -218,8 +315,10 @@ def main() -> None:
     patch_ministack(window)
     fire_recurring_schedules(window.instant)
     silence_ttl_reaper()
+    ttl.install()  # switched on by the emulators, with their delays
     enforce_limits()
     page_schedule_lists()
+    serve_universal_schedules()
     enforce_iam()  # AUTH=true (set by server.Ministack): ministack's IAM, with what it gets wrong put right
     fraction = float(os.environ.get(REDELIVER_VARIABLE, "0") or 0)
     if fraction > 0:
@@ -228,6 +327,7 @@ def main() -> None:
     fault_rate = float(os.environ.get(faults.FAULTS_VARIABLE, "0") or 0)
     if fault_rate > 0:  # `make soak`: throttling, 5xx and timeouts at a stated rate (localcloud/faults.py)
         faults.install(fault_rate, seed(), os.environ.get(faults.FAULT_LOG_VARIABLE))
+    poll_each_mapping()  # last: each mapping's poller runs the poll as patched above
     from ministack.app import main as ministack_main
 
     ministack_main()

@@ -32,6 +32,8 @@ import time
 from typing import Any
 from urllib.parse import unquote
 
+from .endpoints import Response, first, json_answer, serve
+
 log = logging.getLogger("localcloud.iam")
 
 AUTH_VARIABLE = "AUTH"
@@ -55,12 +57,6 @@ TEMPLATED_ACTIONS = {
 }
 
 
-def _first(value: Any) -> str:
-    if isinstance(value, list | tuple):
-        return str(value[0]) if value else ""
-    return "" if value is None else str(value)
-
-
 def schedule_resource_arn(
     method: str, path: str, body: bytes, query_params: dict[str, Any], region: str, account: str
 ) -> str | None:
@@ -78,7 +74,7 @@ def schedule_resource_arn(
             document = {}
         group = str(document.get("GroupName") or "") if isinstance(document, dict) else ""
     else:
-        group = _first(query_params.get("groupName"))
+        group = first(query_params.get("groupName"))
     return f"arn:aws:scheduler:{region}:{account}:schedule/{group or 'default'}/{unquote(parts[1])}"
 
 
@@ -349,21 +345,16 @@ def serve_service_sessions() -> None:
     """`GET /_localcloud/service-session?role=ARN&service=scheduler.amazonaws.com[&source=ARN]`: a role's session
     for the local cloud's emulators (JSON `Credentials`), or 403 with the reason. Local only, like
     `/_ministack/reset`: it stands for AWS's own services, which need no credentials to assume a role."""
-    from ministack import app
 
-    handle = app._handle_sqs_messages_request
-
-    async def with_sessions(method: str, path: str, headers: dict, query_params: dict) -> Any:
-        if path != SERVICE_SESSION_PATH or method != "GET":
-            return await handle(method, path, headers, query_params)
+    def answer(query_params: dict[str, Any]) -> Response:
         try:
-            role, service = _first(query_params.get("role")), _first(query_params.get("service"))
-            session = service_session(role, service, _first(query_params.get("source")))
+            role, service = first(query_params.get("role")), first(query_params.get("service"))
+            session = service_session(role, service, first(query_params.get("source")))
         except Refused as refusal:
             return _denied_json(str(refusal))
-        return 200, {"Content-Type": "application/json"}, json.dumps({"Credentials": session}).encode()
+        return json_answer({"Credentials": session})
 
-    app._handle_sqs_messages_request = with_sessions
+    serve(SERVICE_SESSION_PATH, answer)
 
 
 def _local_endpoint() -> str:

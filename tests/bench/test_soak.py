@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from bench.report import SOAK_BEGIN, SOAK_END, replace_soak_section, soak_section
-from bench.soak import MODES, Arrival, account, account_totals, occurrence_key, plan
+from bench.soak import MODES, Arrival, Op, account, account_totals, held_in_time, occurrence_key, plan
 from localcloud.faults import batch_failed, fault_response
 from localcloud.scenarios import MINUTE_SCHEDULE
 
@@ -43,6 +43,19 @@ def test_a_moved_item_counts_its_new_time_only() -> None:
     assert result.ok and result.delivered == 1
     late_old = account("m", 1, [("A", moved)], [("A", DUE)], [arrival("A", DUE + 1, "0"), arrival("A", moved, "1")])
     assert late_old.cancelled_delivered == [occurrence_key("A", DUE)]
+
+
+def test_a_cancel_made_too_late_to_hold_lets_the_old_occurrence_arrive() -> None:
+    minute = DUE // 60 * 60
+    in_time = Op(0.0, "t", {}, written_at=minute - 30)
+    too_late = Op(0.0, "t", {}, written_at=minute - 5)
+    never = Op(0.0, "t", {})
+    held, raced = held_in_time([(("A", DUE), in_time), (("B", DUE), too_late), (("C", DUE), never)])
+    assert (held, raced) == ([("A", DUE)], [("B", DUE), ("C", DUE)])
+    arrivals = [arrival("A", DUE + 1, "1"), arrival("B", DUE + 1, "2")]
+    result = account("m", 3, [], held, arrivals, raced=raced)
+    assert result.cancelled_delivered == [occurrence_key("A", DUE)]
+    assert result.raced_delivered == 1 and result.unexpected == []
 
 
 def test_duplicates_are_split_into_allowed_and_undocumented() -> None:

@@ -1,13 +1,12 @@
-"""The emulators' pure parts: schedule times, universal target calls, TTL records and filter matching."""
+"""The emulators' pure parts: schedule times, universal target calls, and the TTL process's delays and records."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
 
-from localcloud.emulators import _TtlTable, at_epoch, expired_record, filters_match, universal_call
-
-TABLE = _TtlTable("t", "expiresAt", ["PK"], "arn:aws:dynamodb:eu-west-1:0:table/t/stream/x", "NEW_AND_OLD_IMAGES")
+from localcloud.emulators import at_epoch, universal_call
+from localcloud.ttl import TtlProcess
 
 
 def test_at_expressions_honour_their_time_zone() -> None:
@@ -22,20 +21,25 @@ def test_universal_target_arns_name_the_boto3_method() -> None:
     assert universal_call("arn:aws:scheduler:::aws-sdk:dynamodb:deleteItem") == ("dynamodb", "delete_item")
 
 
-def test_a_ttl_record_is_a_service_remove_with_the_old_image() -> None:
-    keys, image = {"PK": {"S": "a"}}, {"PK": {"S": "a"}, "expiresAt": {"N": "1"}}
-    record = expired_record(TABLE, keys, image, "eu-west-1")
-    assert record["eventName"] == "REMOVE" and record["eventSourceARN"] == TABLE.stream_arn
-    assert record["userIdentity"] == {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
-    assert record["dynamodb"]["Keys"] == keys and record["dynamodb"]["OldImage"] == image
+def test_the_ttl_process_marks_only_its_own_deletions_as_the_service_s() -> None:
+    process = TtlProcess()
+    user_delete = {"eventName": "REMOVE", "dynamodb": {"Keys": {"PK": {"S": "a"}}}}
+    assert "userIdentity" not in process.mark(dict(user_delete))
+    process._emitting.ttl = True
+    assert process.mark(dict(user_delete))["userIdentity"] == {
+        "type": "Service",
+        "principalId": "dynamodb.amazonaws.com",
+    }
 
 
-def test_filters_match_like_lambda_event_filtering() -> None:
-    record = expired_record(TABLE, {"PK": {"S": "a"}}, {"PK": {"S": "a"}}, "eu-west-1")
-    ttl_only = {"userIdentity": {"principalId": ["dynamodb.amazonaws.com"]}, "eventName": ["REMOVE"]}
-    inserts = {"eventName": ["INSERT"]}
-    assert filters_match({}, record)
-    assert filters_match({"FilterCriteria": {"Filters": [{"Pattern": json.dumps(ttl_only)}]}}, record)
-    assert not filters_match({"FilterCriteria": {"Filters": [{"Pattern": json.dumps(inserts)}]}}, record)
-    user_delete = {**record, "userIdentity": None}
-    assert not filters_match({"FilterCriteria": {"Filters": [{"Pattern": json.dumps(ttl_only)}]}}, user_delete)
+def test_the_ttl_process_deletes_after_its_delay_once_switched_on() -> None:
+    process = TtlProcess()
+    assert not process.enabled
+    process.configure({"start": ["1"], "delay": ["5"], "delays": [json.dumps({"offers-table": 200})]})
+    assert process.enabled
+    assert process.expires("sessions-table", 1000.0) == 1005.0
+    assert process.expires("offers-table", 1000.0) == 1200.0
+    process.configure({})  # a read changes nothing
+    assert process.enabled
+    process.configure({"stop": ["1"]})
+    assert not process.enabled
