@@ -5,7 +5,19 @@ from __future__ import annotations
 import random
 
 from bench.report import SOAK_BEGIN, SOAK_END, replace_soak_section, soak_section
-from bench.soak import MODES, Arrival, Op, account, account_totals, held_in_time, occurrence_key, plan
+from bench.soak import (
+    MODES,
+    Account,
+    Arrival,
+    Op,
+    Run,
+    account,
+    account_totals,
+    held_in_time,
+    occurrence_key,
+    plan,
+    verdict_line,
+)
 from localcloud.faults import batch_failed, fault_response
 from localcloud.scenarios import MINUTE_SCHEDULE
 
@@ -84,6 +96,19 @@ def test_the_bound_judges_the_maximum_or_the_p99() -> None:
     assert not by_max.within_bound()
     by_p99 = account("m", 200, expected, [], arrivals, MINUTE_SCHEDULE, p99_bound=True)
     assert by_p99.within_bound()
+
+
+def test_the_verdict_names_the_modes_over_their_bound_even_when_nothing_was_lost() -> None:
+    on_time = account("on time", 1, [("A", DUE)], [], [arrival("A", DUE + 5, "1")], MINUTE_SCHEDULE)
+    late = account("late", 1, [("B", DUE)], [], [arrival("B", DUE + 500, "2")], MINUTE_SCHEDULE)
+    lost = account("lost", 1, [("C", DUE)], [], [], MINUTE_SCHEDULE)
+
+    def run(*accounts: Account) -> Run:
+        return Run(list(accounts), 3, 3, 0, 1.0, 1.0, 0.0, 0.3, {}, {}, {}, {}, (0.0, 0.0, 0.0), 0.0, 1, "d", 1.0)
+
+    assert verdict_line(run(on_time)) == "**All modes OK, every lateness within its documented bound.**"
+    assert "over its documented bound in 1 of 2 modes** (late)" in verdict_line(run(on_time, late))
+    assert verdict_line(run(on_time, late, lost)).startswith("**FAILED**")
 
 
 def test_totals_short_is_lost_and_over_is_an_undocumented_duplicate() -> None:
