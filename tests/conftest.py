@@ -40,11 +40,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for marker, folders in KINDS.items():
             if parts[0] in folders:
                 item.add_marker(marker)
-                # `make test` runs pytest on both cores (pytest-xdist, --dist loadgroup): a group runs on one worker,
-                # so the tests that share a local cloud share one ministack, and the wheel is built once.
-                item.add_marker(pytest.mark.xdist_group(marker))
         if item.path.name.startswith("test_model_"):  # hypothesis state machines, 30 sequences per mode
             item.add_marker("model")
+
+
+def kind_of(nodeid: str) -> str | None:
+    """The group a test id belongs to (`KINDS`), from the folder under tests/ it lives in."""
+    parts = nodeid.split("/")
+    if len(parts) > 2 and parts[0] == "tests":
+        return next((kind for kind, folders in KINDS.items() if parts[1] in folders), None)
+    return None
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`make test` runs pytest on both cores (`-n 2 --dist loadgroup`): each kind in `KINDS` runs on one worker, so
+    the tests that share a local cloud share one ministack and the wheel is built once; the rest are shared. The
+    groups come from the test ids: xdist 3.8 under pytest 9 no longer carries an `xdist_group` marker into the ids it
+    schedules by, so marked groups were spread over the workers (each then started ministacks of its own). The
+    largest groups go first (xdist's default order by size)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByKind(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return kind_of(nodeid) or nodeid
+
+    return ByKind(config, log)
 
 
 # AWS runs Scheduler, Lambda and DynamoDB on machines of their own; the local cloud shares two cores with the other

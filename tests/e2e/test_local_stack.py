@@ -186,7 +186,7 @@ def test_items_that_predate_the_stream_act_once_at_their_time_after_backfill_and
     # counts as it goes: nothing acted before backfill; backfill fed the 3 past-due and 5 future items and set every
     # total; 3 schedules deleted by hand, found by a dry run that changed nothing, re-made by reconcile; 2 totals
     # corrupted, found and replaced; backfill again found all 8 already scheduled and acted on none. A wrong count,
-    # a past-due item not sent within 30 s of backfill, or a total unequal to its orders is in `unexpected`/`missing`.
+    # a past-due item not sent within 30 s of backfill's end, or a total unequal to its orders is in `unexpected`/`missing`.
     backlog = outcomes["backlog"]
     assert (backlog.written, backlog.expected) == (20, 8)
     assert_exactly_once(backlog)
