@@ -185,8 +185,8 @@ def test_items_that_predate_the_stream_act_once_at_their_time_after_backfill_and
     # (localcloud/backlog.py) runs the operator's commands in the stack's backfill functions and checks each step's
     # counts as it goes: nothing acted before backfill; backfill fed the 3 past-due and 5 future items and set every
     # total; 3 schedules deleted by hand, found by a dry run that changed nothing, re-made by reconcile; 2 totals
-    # corrupted, found and replaced; backfill again found all 8 already scheduled and acted on none. A wrong count,
-    # a past-due item not sent within 30 s of backfill's end, or a total unequal to its orders is in `unexpected`/`missing`.
+    # corrupted, found and replaced; backfill again found all 8 already scheduled and acted on none. A wrong count, a
+    # past-due item not sent within 30 s of backfill's end, or a total unequal to its orders: `unexpected`/`missing`.
     backlog = outcomes["backlog"]
     assert (backlog.written, backlog.expected) == (20, 8)
     assert_exactly_once(backlog)
