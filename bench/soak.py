@@ -742,8 +742,7 @@ def section(run: Run, plots: list[Path], report_dir: Path) -> str:
         f"{delivered:,} of {expected:,} expected deliveries arrived, the last {run.deliver_seconds:.0f} s after the "
         f"first write: {per_second:.1f} deliveries/s end to end; the writes were at most {run.write_lag:.0f} s behind "
         f"their plan, and {sum(a.raced_delivered for a in run.accounts):,} occurrences whose cancel was made too late "
-        "to hold (under 10 s before their minute) arrived anyway, as allowed. "
-        + verdict_line(run),
+        "to hold (under 10 s before their minute) arrived anyway, as allowed. " + verdict_line(run),
         "",
         "| mode | items | expected | delivered | lost | early | dupes allowed | dupes undocumented | "
         "cancelled but delivered | unexpected | late p50 | late p99 | late max | bound | verdict |",
