@@ -306,7 +306,6 @@ class ExpiringSessions(_Base):
     never_expired: int = 0
     repeat: bool = True
     _repeat: tuple[str, str, float] | None = None
-    skipped: list[str] = field(default_factory=list)
 
     def start(self, now: float) -> None:
         table = self.outputs["table_name"]
@@ -362,7 +361,6 @@ class ExpiringSessions(_Base):
             self.expected.pop(second, None)
         else:  # expected again if it arrives after all (the write-back came before the first's delivery was seen)
             self.expected[second] = second_due
-        self.skipped = [second] if skipped else []
 
     def outcome(self) -> Outcome:
         result = super().outcome()

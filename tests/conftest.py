@@ -34,22 +34,18 @@ KINDS = {
 }
 
 
+def kind_of(folder: str) -> str | None:
+    """The kind (`KINDS`) of the tests in this folder directly under tests/, if any."""
+    return next((kind for kind, folders in KINDS.items() if folder in folders), None)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        parts = Path(str(item.path)).resolve().relative_to(TESTS).parts
-        for marker, folders in KINDS.items():
-            if parts[0] in folders:
-                item.add_marker(marker)
+        kind = kind_of(Path(str(item.path)).resolve().relative_to(TESTS).parts[0])
+        if kind:
+            item.add_marker(kind)
         if item.path.name.startswith("test_model_"):  # hypothesis state machines, 30 sequences per mode
             item.add_marker("model")
-
-
-def kind_of(nodeid: str) -> str | None:
-    """The group a test id belongs to (`KINDS`), from the folder under tests/ it lives in."""
-    parts = nodeid.split("/")
-    if len(parts) > 2 and parts[0] == "tests":
-        return next((kind for kind, folders in KINDS.items() if parts[1] in folders), None)
-    return None
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
@@ -64,7 +60,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     class ByKind(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return kind_of(nodeid) or nodeid
+            parts = nodeid.split("/")  # tests/<folder>/..., relative to the repository
+            return (len(parts) > 2 and parts[0] == "tests" and kind_of(parts[1])) or nodeid
 
     return ByKind(config, log)
 
