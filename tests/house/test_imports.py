@@ -9,6 +9,7 @@ type; they are not edges."""
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,9 +49,15 @@ def _canonical(name: str) -> str:
     return name
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's tree, parsed once a run (the cycle and the private-name checks walk the same files)."""
+    return ast.parse(path.read_text())
+
+
 def imports(module: Module, known: dict[str, Module]) -> Iterator[tuple[str, ast.stmt, list[str]]]:
     """(imported module, node, names taken from it) for each import of a known module."""
-    tree = ast.parse(module.path.read_text())
+    tree = _tree(module.path)
     package = module.name if module.is_package else module.name.rpartition(".")[0]
     type_only = {
         id(inner)
@@ -158,7 +165,7 @@ def private_uses() -> list[str]:
             for name in names:
                 if name.startswith("_") and not name.startswith("__"):
                     problems.append(f"{module.path.relative_to(ROOT)}:{statement.lineno}: imports {target}.{name}")
-        tree = ast.parse(module.path.read_text())
+        tree = _tree(module.path)
         outside = _third_party_names(tree, known) | {"self", "cls"}
         for node in ast.walk(tree):
             if (

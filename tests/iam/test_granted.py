@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import importlib
 import itertools
 from collections.abc import Callable
@@ -121,11 +122,17 @@ def _operations(service: str) -> dict[str, str]:
     return {xform_name(op): op for op in _SESSION.get_service_model(service).operation_names}
 
 
+@functools.cache
+def _parsed(path: Path) -> ast.Module:
+    """A handler file's tree, parsed once a run (read, never changed, by every check)."""
+    return ast.parse(path.read_text())
+
+
 def client_operations(path: Path) -> set[tuple[str, str]]:
     """(service, operation) of every boto3 call the module's code makes: on `clients.get("svc")` itself, on a
     variable assigned from it, or on any other name (a parameter the client is passed as) when the method is an
     operation of a service whose client the module gets."""
-    tree = ast.parse(path.read_text())
+    tree = _parsed(path)
     aliases: dict[str, str] = {}
     services: set[str] = set()
     for node in ast.walk(tree):
@@ -187,8 +194,10 @@ def test_the_scan_finds_the_calls_it_is_checked_on() -> None:
 # -- 2. and 3. granted, and nothing more -----------------------------------------------------------------------------
 
 
-def imported(module: str) -> set[str]:
-    """The handler modules `module` runs: itself and what it imports from handlers/, transitively."""
+@functools.cache
+def imported(module: str) -> frozenset[str]:
+    """The handler modules `module` runs: itself and what it imports from handlers/, transitively. Cached: the files
+    do not change during a run, and every role and option asks again."""
     files = _module_files()
     seen: set[str] = set()
     todo = [module]
@@ -206,7 +215,7 @@ def imported(module: str) -> set[str]:
                 todo += [f"{base}.{alias.name}" for alias in node.names]
             elif isinstance(node, ast.Import):
                 todo += [alias.name for alias in node.names]
-    return seen
+    return frozenset(seen)
 
 
 def expected_actions(role: str, options: Options) -> set[str]:
