@@ -7,12 +7,14 @@ STAMP := $(VENV)/.installed
 .PHONY: test demo bench soak lint typecheck unit pytest docs install clean
 
 # uv installs the same requirements as pip in seconds where pip takes minutes on a clean clone (it compiles every
-# installed module to bytecode; pulumi-aws alone is thousands); pip itself stays in the venv (the packaging tests use
-# it) and installs everything if uv cannot be had.
+# installed module to bytecode; pulumi-aws alone is thousands). The venv starts without pip (ensurepip alone takes
+# seconds): the system's pip puts uv in it and uv installs pip beside the rest (the packaging tests use it). If uv
+# cannot be had, the venv gets its own pip and pip installs everything.
 $(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	( $(PY) -m pip install -q --disable-pip-version-check uv && $(VENV)/bin/uv pip install -q --python $(PY) -e ".[dev]" ) \
-		|| $(PY) -m pip install -q --disable-pip-version-check -e ".[dev]"
+	test -x $(PY) || $(PYTHON) -m venv --without-pip $(VENV)
+	( $(PYTHON) -m pip --python $(PY) install -q --disable-pip-version-check uv \
+		&& $(VENV)/bin/uv pip install -q --python $(PY) pip -e ".[dev]" ) \
+		|| ( $(PY) -m ensurepip -q && $(PY) -m pip install -q --disable-pip-version-check -e ".[dev]" )
 	touch $(STAMP)
 
 install: $(STAMP)
