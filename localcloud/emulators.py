@@ -40,7 +40,7 @@ import botocore
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from .component import constants, error_code
+from .component import constants, error_code, runtime_module
 from .endpoints import UNIVERSAL_SCHEDULES_PATH, ask
 from .iam import DENIED, DENIED_CODES, SCHEDULER_PRINCIPAL, SERVICE_SESSION_PATH
 from .provision import NOT_FOUND, clients, name_from_arn
@@ -51,8 +51,24 @@ log = logging.getLogger("localcloud")
 
 TTL_DELAY_SECONDS = 5.0
 FIRING_THREADS = 16  # universal targets called at once (AWS's Scheduler runs thousands)
+# Scheduler retries a target call that failed for a reason that may pass (throttling, a 5xx) as the schedule's
+# RetryPolicy allows (attempts and event age; AWS's defaults when it has none), with a growing wait; it dead-letters
+# what fails for good at once. The local waits are seconds, not AWS's minutes, so a soak is not held up by them.
+RETRY_FIRST_WAIT_SECONDS = 1.0
+RETRY_MAX_WAIT_SECONDS = 30.0
+DEFAULT_RETRY_ATTEMPTS = 185
+DEFAULT_EVENT_AGE_SECONDS = 86400
 
 Client = Callable[[str], Any]
+
+
+def retryable(error: BaseException) -> bool:
+    """A target call's failure that Scheduler retries: throttling or the service's own trouble (5xx), by the
+    handlers' own list of such codes."""
+    if not isinstance(error, ClientError):
+        return isinstance(error, botocore.exceptions.BotoCoreError | ConnectionError | TimeoutError)
+    status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    return error_code(error) in runtime_module("errors").TRANSIENT_CODES or status >= 500 or status == 429
 
 
 def gone(error: BaseException) -> bool:
@@ -225,6 +241,8 @@ class UniversalTargets:
         default_factory=lambda: ThreadPoolExecutor(max_workers=FIRING_THREADS, thread_name_prefix="localcloud-fire")
     )
     _counting: threading.Lock = field(default_factory=threading.Lock)
+    sleep: Callable[[float], None] = time.sleep  # the waits between retries (a test's clock)
+    retried: int = 0
 
     def close(self) -> None:
         """Let the firings under way finish; no more start."""
@@ -289,40 +307,58 @@ class UniversalTargets:
     def _fire(self, captured: _Captured) -> None:
         service, method = universal_call(captured.target["Arn"])
         request = json.loads(captured.target.get("Input") or "{}")
-        try:
-            getattr(self._as_role(captured, service), method)(**request)
-            with self._counting:
-                self.fired += 1
-        except Exception as error:  # any failure of the call is what Scheduler would dead-letter
-            with self._counting:
-                self.failed += 1
-            log.warning("schedule %s/%s: %s.%s failed: %s", captured.group, captured.name, service, method, error)
-            dead_letter = (captured.target.get("DeadLetterConfig") or {}).get("Arn")
-            if dead_letter:
-                code = error_code(error)
-                attributes = {
-                    "ERROR_CODE": code or "Error",
-                    "ERROR_MESSAGE": str(error)[:1000],
-                    "EXHAUSTED_RETRY_CONDITION": "MaximumRetryAttempts",
-                    "RETRY_ATTEMPTS": "0",
-                    "SCHEDULE_ARN": captured.arn,
-                    "TARGET_ARN": captured.target["Arn"],
-                }
-                try:
-                    sender = self._as_role(captured, "sqs")
-                    _send_to_queue(self.client, dead_letter, captured.target.get("Input") or "{}", attributes, sender)
-                except ClientError as queue_error:
-                    if error_code(queue_error) in DENIED_CODES:  # the role may not send it either: lost, as on AWS
-                        log.warning("schedule %s: dead letter refused: %s", captured.name, queue_error)
-                    elif gone(queue_error):
-                        log.warning("schedule %s/%s: its dead-letter queue is gone", captured.group, captured.name)
-                    else:
-                        raise
+        policy = captured.target.get("RetryPolicy") or {}
+        attempts = int(policy.get("MaximumRetryAttempts", DEFAULT_RETRY_ATTEMPTS))
+        deadline = captured.due + float(policy.get("MaximumEventAgeInSeconds", DEFAULT_EVENT_AGE_SECONDS))
+        retries, wait = 0, RETRY_FIRST_WAIT_SECONDS
+        while True:
+            try:
+                getattr(self._as_role(captured, service), method)(**request)
+                with self._counting:
+                    self.fired += 1
+                break
+            except Exception as error:
+                if retryable(error) and retries < attempts and time.time() + wait <= deadline:
+                    retries += 1
+                    with self._counting:
+                        self.retried += 1
+                    self.sleep(wait)
+                    wait = min(wait * 2, RETRY_MAX_WAIT_SECONDS)
+                    continue
+                self._dead_letter(captured, service, method, error, retries)
+                break
         if captured.after == "DELETE":
             try:
                 self.client("scheduler").delete_schedule(GroupName=captured.group, Name=captured.name)
             except ClientError as error:
                 if error_code(error) != "ResourceNotFoundException":
+                    raise
+
+    def _dead_letter(self, captured: _Captured, service: str, method: str, error: Exception, retries: int) -> None:
+        """A call that failed for good (or ran out of retries) goes to the schedule's dead-letter queue, if any."""
+        with self._counting:
+            self.failed += 1
+        log.warning("schedule %s/%s: %s.%s failed: %s", captured.group, captured.name, service, method, error)
+        dead_letter = (captured.target.get("DeadLetterConfig") or {}).get("Arn")
+        if dead_letter:
+            code = error_code(error)
+            attributes = {
+                "ERROR_CODE": code or "Error",
+                "ERROR_MESSAGE": str(error)[:1000],
+                "EXHAUSTED_RETRY_CONDITION": "MaximumRetryAttempts",
+                "RETRY_ATTEMPTS": str(retries),
+                "SCHEDULE_ARN": captured.arn,
+                "TARGET_ARN": captured.target["Arn"],
+            }
+            try:
+                sender = self._as_role(captured, "sqs")
+                _send_to_queue(self.client, dead_letter, captured.target.get("Input") or "{}", attributes, sender)
+            except ClientError as queue_error:
+                if error_code(queue_error) in DENIED_CODES:  # the role may not send it either: lost, as on AWS
+                    log.warning("schedule %s: dead letter refused: %s", captured.name, queue_error)
+                elif gone(queue_error):
+                    log.warning("schedule %s/%s: its dead-letter queue is gone", captured.group, captured.name)
+                else:
                     raise
 
 

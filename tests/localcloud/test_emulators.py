@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
+from typing import Any
 
-from localcloud.emulators import at_epoch, universal_call
+from botocore.exceptions import ClientError
+
+from localcloud.emulators import UniversalTargets, _Captured, at_epoch, universal_call
 from localcloud.ttl import TtlProcess
 
 
@@ -43,3 +47,70 @@ def test_the_ttl_process_deletes_after_its_delay_once_switched_on() -> None:
     assert process.enabled
     process.configure({"stop": ["1"]})
     assert not process.enabled
+
+
+class _Target:
+    """A universal target's service (throttles first, then answers), the DLQ's SQS and Scheduler, as one client."""
+
+    def __init__(self, failures: list[str]) -> None:
+        self.failures = failures
+        self.calls = 0
+        self.dead_letters: list[dict[str, Any]] = []
+
+    def update_item(self, **_: Any) -> dict[str, Any]:
+        self.calls += 1
+        if self.failures:
+            code = self.failures.pop(0)
+            status = 400 if code != "InternalServerError" else 500
+            raise ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "UpdateItem")
+        return {}
+
+    def get_queue_url(self, QueueName: str) -> dict[str, str]:
+        return {"QueueUrl": f"https://sqs.local/{QueueName}"}
+
+    def send_message(self, **message: Any) -> None:
+        self.dead_letters.append(message)
+
+    def delete_schedule(self, **_: Any) -> None:
+        pass
+
+
+def _fire(failures: list[str], retry: dict[str, int] | None = None) -> tuple[_Target, list[float]]:
+    target = _Target(failures)
+    waits: list[float] = []
+    targets = UniversalTargets(client=lambda service: target, endpoint="-", region="eu-west-1", sleep=waits.append)
+    definition: dict[str, Any] = {
+        "Arn": "arn:aws:scheduler:::aws-sdk:dynamodb:updateItem",
+        "Input": json.dumps({"TableName": "offers"}),
+        "DeadLetterConfig": {"Arn": "arn:aws:sqs:eu-west-1:000000000000:offers-target-dlq"},
+    }
+    if retry is not None:
+        definition["RetryPolicy"] = retry
+    captured = _Captured(
+        "g", "s", "arn:aws:scheduler:eu-west-1:000000000000:schedule/g/s", time.time(), definition, "", ""
+    )
+    targets._fire(captured)
+    targets.close()
+    return target, waits
+
+
+def test_a_throttled_universal_target_is_retried_as_scheduler_retries_it_and_not_dead_lettered() -> None:
+    target, waits = _fire(["ThrottlingException", "InternalServerError"])
+    assert target.calls == 3 and target.dead_letters == []
+    assert waits == [1.0, 2.0]  # a growing wait between attempts
+
+
+def test_a_failure_that_cannot_pass_is_dead_lettered_at_once() -> None:
+    target, waits = _fire(["ConditionalCheckFailedException"])
+    assert target.calls == 1 and waits == []
+    [letter] = target.dead_letters
+    assert letter["MessageAttributes"]["ERROR_CODE"]["StringValue"] == "ConditionalCheckFailedException"
+    assert letter["MessageAttributes"]["RETRY_ATTEMPTS"]["StringValue"] == "0"
+
+
+def test_retries_stop_at_the_schedules_retry_policy_and_the_event_is_dead_lettered() -> None:
+    target, waits = _fire(["ThrottlingException"] * 5, {"MaximumRetryAttempts": 2, "MaximumEventAgeInSeconds": 3600})
+    assert target.calls == 3 and len(waits) == 2
+    [letter] = target.dead_letters
+    assert letter["MessageAttributes"]["ERROR_CODE"]["StringValue"] == "ThrottlingException"
+    assert letter["MessageAttributes"]["RETRY_ATTEMPTS"]["StringValue"] == "2"
