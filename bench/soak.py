@@ -1,6 +1,6 @@
 """`make soak`: every mode end to end at volume, under faults, in the local cloud; per-item accounting at the end.
 
-    python -m bench.soak [--items 20000] [--rate 100] [--faults 0.02] [--redeliver 0.3] [--out bench/latest.md]
+    python -m bench.soak [--items 20000] [--rate 10] [--faults 0.02] [--redeliver 0.3] [--out bench/latest.md]
 
 The same stack `make demo` deploys (`Pulumi.local.yaml`, IAM enforced) in ministack, with the local cloud's AWS
 behaviours (Scheduler's minute, stream batches delivered again) and faults at a stated rate (localcloud/faults.py:
@@ -812,7 +812,7 @@ def draw(run: Run, directory: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=20000, help="items in all, over the eight modes")
-    parser.add_argument("--rate", type=float, default=100.0, help="items written per second")
+    parser.add_argument("--rate", type=float, default=10.0, help="items written a second (2 cores keep up with 10)")
     parser.add_argument("--faults", type=float, default=0.02, help="the rate of every injected fault")
     parser.add_argument("--redeliver", type=float, default=0.3, help="the share of stream batches delivered again")
     parser.add_argument("--timeout", type=float, default=3600.0, help="give up waiting after this many seconds")
