@@ -64,11 +64,13 @@ Client = Callable[[str], Any]
 
 def retryable(error: BaseException) -> bool:
     """A target call's failure that Scheduler retries: throttling or the service's own trouble (5xx), by the
-    handlers' own list of such codes."""
+    handlers' own list of such codes; connection trouble as the handlers judge it. Unlike the handlers, never a
+    refusal (they retry one while a deploy's IAM change propagates; Scheduler dead-letters it)."""
+    errors = runtime_module("errors")
     if not isinstance(error, ClientError):
-        return isinstance(error, botocore.exceptions.BotoCoreError | ConnectionError | TimeoutError)
+        return bool(errors.is_transient(error))
     status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-    return error_code(error) in runtime_module("errors").TRANSIENT_CODES or status >= 500 or status == 429
+    return error_code(error) in errors.TRANSIENT_CODES or status >= 500 or status == 429
 
 
 def gone(error: BaseException) -> bool:
@@ -242,7 +244,6 @@ class UniversalTargets:
     )
     _counting: threading.Lock = field(default_factory=threading.Lock)
     sleep: Callable[[float], None] = time.sleep  # the waits between retries (a test's clock)
-    retried: int = 0
 
     def close(self) -> None:
         """Let the firings under way finish; no more start."""
@@ -320,8 +321,6 @@ class UniversalTargets:
             except Exception as error:
                 if retryable(error) and retries < attempts and time.time() + wait <= deadline:
                     retries += 1
-                    with self._counting:
-                        self.retried += 1
                     self.sleep(wait)
                     wait = min(wait * 2, RETRY_MAX_WAIT_SECONDS)
                     continue

@@ -7,9 +7,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, EndpointConnectionError
 
-from localcloud.emulators import UniversalTargets, _Captured, at_epoch, universal_call
+from localcloud.emulators import UniversalTargets, _Captured, at_epoch, retryable, universal_call
 from localcloud.ttl import TtlProcess
 
 
@@ -114,3 +114,9 @@ def test_retries_stop_at_the_schedules_retry_policy_and_the_event_is_dead_letter
     [letter] = target.dead_letters
     assert letter["MessageAttributes"]["ERROR_CODE"]["StringValue"] == "ThrottlingException"
     assert letter["MessageAttributes"]["RETRY_ATTEMPTS"]["StringValue"] == "2"
+
+
+def test_a_dropped_connection_is_retried_and_a_refusal_is_not() -> None:
+    assert retryable(EndpointConnectionError(endpoint_url="http://127.0.0.1:1"))
+    denied = ClientError({"Error": {"Code": "AccessDeniedException"}, "ResponseMetadata": {"HTTPStatusCode": 400}}, "X")
+    assert not retryable(denied)
