@@ -374,7 +374,7 @@ def before_after(old: Path, new: Path) -> tuple[str, dict[str, float]]:
     figures: dict[str, float] = {}
     for case, (olds, news) in compare(AB_ROUNDS, old, new).items():
         before, after, change = summary(olds, news)
-        label = "polling.assign (polling + polling_assign)" if case == "polling_assign" else case
+        label = "polling_assign (the assigner)" if case == "polling_assign" else case
         rows.append([label, before, after, change, f"{change / before * 100:+.0f}%"])
         figures[f"coldstart_import_alone_before_ms_{case}"] = before
         figures[f"coldstart_import_alone_change_ms_{case}"] = change
@@ -416,7 +416,7 @@ def run() -> tuple[str, dict[str, float]]:
     figures["archive_kib_ours"] = shipped_size / 1024
     figures["archive_kib_ours_source"] = size / 1024
     for module, service in HANDLERS.items():
-        label = "polling.assign (polling + polling_assign)" if module == "polling_assign" else module
+        label = "polling_assign (the assigner)" if module == "polling_assign" else module
         case = samples[module]
         rows.append(
             result_row(f"ours: {label} + {service} client, shipped bytecode", case, shipped_size / 1024, "shipped")

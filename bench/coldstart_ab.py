@@ -21,15 +21,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-# What each case imports: a handler module, or (`polling.assign`, polling's stream consumer) the entry point's
-# module and the one it imports when it first runs.
+# What each case imports: its handler module (`polling_assign` is polling's stream consumer, `polling_assign.handler`).
 IMPORTS = {
     "eventbridge": "eventbridge",
     "ttl": "ttl",
     "polling": "polling",
     "aggregate": "aggregate",
     "release": "release",
-    "polling_assign": "polling,polling_assign",
+    "polling_assign": "polling_assign",
 }
 PROBE = """
 import gc, os, sys, time

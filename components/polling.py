@@ -79,7 +79,7 @@ def build(ctx: BuildContext) -> ModeResult:
     assigner = build_stream_consumer(
         ctx,
         role="assigner",
-        handler="polling.assign",
+        handler="polling_assign.handler",
         filters=polling_filters(),
         extra_statements=pulumi.Output.all(
             ctx.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),

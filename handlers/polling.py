@@ -638,7 +638,10 @@ def handler(event: dict[str, Any], context: LambdaContext | None = None) -> dict
     }
 
 
-# -- the assigner (its code is in polling_assign.py: the tick never compiles it) ----------------------------------
+# -- the assigner's former entry point -------------------------------------------------------------------------
+# The assigner is `polling_assign.handler` (its own module: neither function's cold start compiles the other's
+# code). These two stay for functions deployed with `polling.assign` by an earlier version of the component, which
+# keep working while a deploy moves them to the new entry point (Lambda updates code and configuration in two steps).
 
 
 def handle_assign_batch(
@@ -655,5 +658,5 @@ def handle_assign_batch(
 
 
 def assign(event: DynamoDBStreamEvent, context: object = None) -> BatchResponse:
-    """Lambda entry point for the stream (`polling.assign`)."""
+    """The assigner's entry point before `polling_assign.handler` (see above)."""
     return handle_assign_batch(event, load_config())

@@ -1,8 +1,9 @@
-"""`polling` mode's assigner (`polling.assign`, the stream consumer): puts newly written items in the due index.
+"""`polling` mode's assigner (`polling_assign.handler`, the stream consumer): puts newly written items in the due index.
 
-Its own module so that the tick (`polling.handler`, which runs every interval and is the mode's cold start that
-matters) compiles none of it, nor the stream batch machinery only the assigner uses; `polling.assign` imports it
-on its first invocation. Exactly-once indexing under redelivery is described on `assign_record`.
+Its own module and its own entry point, so that neither cold start compiles the other's code: the tick
+(`polling.handler`, which runs every interval) never loads the stream batch machinery only the assigner uses, and
+the assigner never loads the tick's shard scanning. Exactly-once indexing under redelivery is described on
+`assign_record`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from st_core import log
 from st_core.batch import handle_stream_batch
 from st_core.clients import CLIENTS, Clients
+from st_core.config import load_config
 from st_core.errors import PermanentError, error_code
 from st_core.idempotency import marker_put
 from st_core.pending import ATTEMPTS, CLAIM, DUE, ERROR, SHARD, STATUS, Status, pending_attributes
@@ -180,3 +182,8 @@ def handle_assign_batch(
     return handle_stream_batch(
         event, config, mode=MODE, handle=lambda record: assign_record(record, config, clients, now()), clients=clients
     )
+
+
+def handler(event: DynamoDBStreamEvent, context: object = None) -> BatchResponse:
+    """Lambda entry point for the stream (`polling_assign.handler`)."""
+    return handle_assign_batch(event, load_config())

@@ -120,4 +120,4 @@ def test_the_before_after_change_is_the_median_of_paired_differences() -> None:
 
 def test_the_before_after_cases_cover_every_entry_point() -> None:
     assert set(coldstart_ab.IMPORTS) == set(bench_coldstart.HANDLERS)
-    assert coldstart_ab.IMPORTS["polling_assign"] == "polling,polling_assign"
+    assert coldstart_ab.IMPORTS["polling_assign"] == "polling_assign"

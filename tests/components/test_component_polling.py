@@ -84,7 +84,7 @@ def test_the_processor_has_no_stream_mapping_and_the_assigner_does(build: Build)
     [mapping] = built.of_type(":EventSourceMapping")
     assert mapping.inputs["functionName"] == built.one("rem-assigner").outputs["arn"]
     assert built.one("rem-processor").inputs["handler"] == "polling.handler"
-    assert built.one("rem-assigner").inputs["handler"] == "polling.assign"
+    assert built.one("rem-assigner").inputs["handler"] == "polling_assign.handler"
 
 
 def test_the_assigner_sees_only_users_writes(build: Build) -> None:

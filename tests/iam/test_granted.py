@@ -35,7 +35,7 @@ ENTRY = {
     "releaser": "release",
     "executor": "ttl",
     "processor": "polling",
-    "assigner": "polling_assign",  # polling.assign hands over to it at once (the tick never compiles it)
+    "assigner": "polling_assign",
     "aggregator": "aggregate",
 }
 KINDS = ("sqs", "sqs.fifo", "lambda", "stepfunctions", "sns", "events", "email")
