@@ -31,6 +31,8 @@ import heapq
 import json
 import os
 import random
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -89,6 +91,8 @@ class Account:
     early: list[str] = field(default_factory=list)
     allowed_duplicates: int = 0
     undocumented_duplicates: list[str] = field(default_factory=list)
+    # Each undocumented duplicate's deliveries, as the report shows them: occurrenceId, message id, when sent.
+    duplicate_details: dict[str, list[tuple[str, str, float]]] = field(default_factory=dict)
     cancelled_delivered: list[str] = field(default_factory=list)
     raced_delivered: int = 0  # delivered though cancelled, the cancel made too late to hold (the driver fell behind)
     unexpected: list[str] = field(default_factory=list)
@@ -150,6 +154,7 @@ def account(
                 seen_messages.add(again.message)
             else:
                 result.undocumented_duplicates.append(key)
+                result.duplicate_details[key] = [(a.occurrence, a.message, a.at) for a in received]
                 seen_messages.add(again.message)
         if key in wanted:
             result.delivered += 1
@@ -668,6 +673,9 @@ def soak(items: int, rate: float, fault_rate: float, redeliver: float, timeout: 
             totals = read_totals(client, deployment.outputs["scores"]["table_name"], work.sums)
             dead = dead_letter_reasons(client, deployment.outputs)
             faults, redelivered = cloud.injected(), cloud.redelivered()
+        if dump is not None:  # the local cloud's log (the functions' lines among it) goes with the run's data
+            with contextlib.suppress(OSError):
+                shutil.copyfile(cloud.log_path, dump.with_suffix(".log"))
     if dump is not None:
         arrived = {m: [vars(a) for a in found] for m, found in driver.arrivals.items()}
         document = {"expected": work.expected, "cancelled": work.cancelled, "arrivals": arrived, "totals": totals}
@@ -725,6 +733,25 @@ def _few(keys: list[str]) -> str:
     return f"{len(keys)} ({', '.join(keys[:3])}{', ...' if len(keys) > 3 else ''})" if keys else "0"
 
 
+def duplicate_lines(run: Run) -> list[str]:
+    """Each undocumented duplicate's deliveries (at most five per mode), so a reader can tell an occurrence sent
+    twice (one occurrenceId, two messages: the send retried or repeated) from two occurrences made of one."""
+    lines = []
+    for a in run.accounts:
+        for key, deliveries in list(a.duplicate_details.items())[:5]:
+            same = len({occurrence for occurrence, _, _ in deliveries}) == 1
+            shown = "; ".join(
+                f"message {message[:8]} sent {datetime.fromtimestamp(at, UTC):%H:%M:%S.%f}"[:-3]
+                for _, message, at in deliveries
+            )
+            lines.append(
+                f"- {a.mode}, {key}: {len(deliveries)} deliveries, "
+                + ("one occurrenceId" if same else "different occurrenceIds")
+                + f" ({deliveries[0][0]}): {shown}."
+            )
+    return ["Duplicates beyond the documented cases:", "", *lines, ""] if lines else []
+
+
 def section(run: Run, plots: list[Path], report_dir: Path) -> str:
     """The Markdown section for bench/latest.md."""
     delivered = sum(a.delivered for a in run.accounts if a.bound is not None)
@@ -768,6 +795,7 @@ def section(run: Run, plots: list[Path], report_dir: Path) -> str:
         + ". Stream batches delivered again: "
         + f"{sum(run.redelivered.values()):,}.",
         "",
+        *duplicate_lines(run),
         "Left in a dead-letter or poison queue: "
         + (
             "; ".join(f"{queue}: {len(r)} ({', '.join(sorted(set(r)))})" for queue, r in run.dead_letters.items())
@@ -817,7 +845,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redeliver", type=float, default=0.3, help="the share of stream batches delivered again")
     parser.add_argument("--timeout", type=float, default=3600.0, help="give up waiting after this many seconds")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "latest.md")
-    parser.add_argument("--dump", type=Path, help="also write every expectation and arrival here (JSON)")
+    parser.add_argument(
+        "--dump",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "scheduled-table-soak.json",
+        help="every expectation and arrival (JSON), the local cloud's log beside it (.log)",
+    )
     args = parser.parse_args(argv)
     from .report import replace_soak_section
 
@@ -833,7 +866,7 @@ def main(argv: list[str] | None = None) -> int:
     # bench/latest.md is each machine's own (not in git); the soak's last report is kept in bench/soak.md.
     kept = args.out.with_name("soak.md")
     kept.write_text(f"# Soak report\n\nWritten by `make soak` (`python -m bench.soak`).\n\n{text.rstrip()}\n")
-    print(f"report written: {args.out} (its Soak section) and {kept}")
+    print(f"report written: {args.out} (its Soak section) and {kept}; the run's data: {args.dump} and its .log")
     return 0 if run.ok else 1
 
 

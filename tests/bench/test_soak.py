@@ -156,3 +156,25 @@ def test_injected_faults_parse_as_the_errors_aws_answers() -> None:
     assert batch_failed({"body": {"batchItemFailures": [{"itemIdentifier": "1"}]}})
     assert batch_failed({"body": '{"batchItemFailures": [{"itemIdentifier": "1"}]}'})
     assert not batch_failed({"body": {"batchItemFailures": []}})
+
+
+def test_an_undocumented_duplicate_is_shown_with_its_occurrence_ids_and_messages() -> None:
+    """A reader of the report can tell one occurrence sent twice from two occurrences made of one item."""
+    from bench.soak import duplicate_lines
+
+    resent = account(
+        "ttl precise", 1, [("A", DUE)], [], [arrival("A", DUE + 1, "m1", "o"), arrival("A", DUE + 2, "m2", "o")]
+    )
+    split = account(
+        "polling", 1, [("B", DUE)], [], [arrival("B", DUE + 1, "m3", "p"), arrival("B", DUE + 2, "m4", "q")]
+    )
+    run = Run([resent, split], 2, 2, 0, 1.0, 1.0, 0.0, 0.3, {}, {}, {}, {}, (0.0, 0.0, 0.0), 0.0, 1, "d", 1.0)
+    lines = duplicate_lines(run)
+    assert lines[0] == "Duplicates beyond the documented cases:"
+    assert any(
+        "ttl precise" in line and "one occurrenceId (o)" in line and "m1" in line and "m2" in line for line in lines
+    )
+    assert any("polling" in line and "different occurrenceIds" in line for line in lines)
+    assert (
+        duplicate_lines(Run([], 0, 0, 0, 1.0, 1.0, 0.0, 0.3, {}, {}, {}, {}, (0.0, 0.0, 0.0), 0.0, 1, "d", 1.0)) == []
+    )
