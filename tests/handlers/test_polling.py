@@ -236,6 +236,31 @@ def test_the_assigner_indexes_every_time_format(polling_env: Env, written: dict[
     assert 0 <= int(indexed["stShard"]["N"]) < 8
 
 
+@pytest.mark.parametrize("entry", ["polling_assign.handler", "polling.assign"])
+def test_both_assigner_entry_points_index_with_the_deployed_configuration(
+    polling_env: Env, monkeypatch: pytest.MonkeyPatch, entry: str
+) -> None:
+    """`polling_assign.handler` is what the component deploys; `polling.assign` is what earlier versions deployed,
+    kept so a function whose configuration still names it works while a deploy moves it (code and configuration
+    are two Lambda updates). Both read the configuration from the environment, as in Lambda, and run as the
+    assigner's role (tests/iam/enforce.py)."""
+    import importlib
+
+    from st_core.config import load_config
+    from st_core.constants import CONFIG_VARIABLE
+
+    module, name = entry.split(".")
+    monkeypatch.setenv(CONFIG_VARIABLE, json.dumps(polling_env.config))
+    polling_env.put({"PK": "a", "SK": "T", "dueAt": "2030-01-01T10:00:00Z"})
+    load_config.cache_clear()  # parsed once per container: this test's container is new
+    try:
+        assert getattr(importlib.import_module(module), name)(polling_env.event(), None) == {"batchItemFailures": []}
+    finally:
+        load_config.cache_clear()
+    indexed = item(polling_env, "a")
+    assert indexed["stDue"]["N"] == "1893492000" and indexed["stStatus"]["S"] == "PENDING"
+
+
 def test_a_delay_attribute_counts_from_when_the_item_was_written(polling_env: Env) -> None:
     before = int(time.time())
     polling_env.put({"PK": "a", "SK": "T", "delaySeconds": 300})

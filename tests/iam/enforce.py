@@ -4,7 +4,7 @@ Who is calling: a call is the handler's when the innermost code of this reposito
 is under handlers/ (the handlers' clients, whatever registry made them: CLIENTS, a test's fault-injecting or
 counting registry); a call the test's own code makes (setup, reading results, emulating Scheduler) is the test's and
 is not checked here. The handler's call is made as the role of the function that is running: the entry points
-(`eventbridge.handle_batch`, `ttl.handle_batch`, `polling.process`, `polling.handle_assign_batch`,
+(`eventbridge.handle_batch`, `ttl.handle_batch`, `polling.process`, `polling_assign.handle_assign_batch`,
 `aggregate.handle_batch`, `st_core.release.handle_messages`) are wrapped to run "as" that function's role for their
 configuration (`acting`), a plain global so the handlers' worker threads act as it too. A handler call with no
 function acting fails the test: no handler path escapes enforcement unnoticed.
@@ -49,7 +49,8 @@ ENTRY_POINTS: tuple[tuple[str, str, str, str], ...] = (
     ("eventbridge", "handle_batch", "scheduler", "stream"),
     ("ttl", "handle_batch", "executor", "stream"),
     ("aggregate", "handle_batch", "aggregator", "stream"),
-    ("polling", "handle_assign_batch", "assigner", "stream"),
+    ("polling", "handle_assign_batch", "assigner", "stream"),  # the entry point earlier versions deployed
+    ("polling_assign", "handle_assign_batch", "assigner", "stream"),  # what `polling_assign.handler` runs
     ("polling", "process", "processor", "rule"),
     ("st_core.release", "handle_messages", "releaser", "queue"),
 )
