@@ -9,7 +9,9 @@
   the caller's retry (botocore's, then Lambda's) is what must save it.
 - Targets: a fraction of Scheduler's firings of a templated target (an SQS queue, say) is refused by the target
   (throttled); Scheduler retries it, as its retry policy says, a few seconds later (each retry may be refused
-  again).
+  again). How long each firing was held so is kept per occurrence (`HELD_FILE`, beside the fault log): that wait
+  is Scheduler's delay, which every Scheduler-delivered mode's lateness bound adds, so a report can judge a
+  firing's lateness less what its retries added.
 - A function timeout mid-batch: a fraction of the stream batches Lambda's poller hands a function is cut short, as
   a timeout would: the function runs on the first records only (possibly none), then the invocation counts as
   timed out and the poller delivers the whole batch again.
@@ -27,10 +29,14 @@ import contextvars
 import json
 import random
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from .component import constants
 
 FAULTS_VARIABLE = "LOCALCLOUD_FAULTS"
 FAULT_LOG_VARIABLE = "LOCALCLOUD_FAULT_LOG"
@@ -38,6 +44,8 @@ FAULT_LOG_VARIABLE = "LOCALCLOUD_FAULT_LOG"
 ADMIN_KEY = "test"
 TARGET_RETRY_SECONDS = (1.0, 5.0)
 TARGET_MAX_ATTEMPTS = 10
+# Beside the fault log: per occurrence held by Scheduler's retries, [first attempt, let through] (epoch seconds).
+HELD_FILE = "held.json"
 TIMEOUT_MESSAGE = "Task timed out (injected: the function's time ran out part-way through the batch)"
 
 # (status, code) pairs per service module, as AWS answers a call it did not perform.
@@ -83,6 +91,7 @@ class Faults:
     rng: random.Random
     log_path: str | None = None
     counts: Counter[str] = field(default_factory=Counter)
+    held: dict[str, list[float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def hit(self) -> bool:
@@ -99,6 +108,29 @@ class Faults:
             if self.log_path:
                 with open(self.log_path, "w") as out:
                     json.dump(dict(self.counts), out)
+
+    def hold(self, occurrence: str, first: float, through: float) -> None:
+        """A retried firing of `occurrence` (first attempted at `first`) let through to its target at `through`."""
+        if not occurrence:
+            return
+        with self._lock:
+            self.held[occurrence] = [first, through]
+            if self.log_path:
+                with open(Path(self.log_path).with_name(HELD_FILE), "w") as out:
+                    json.dump(self.held, out)
+
+
+def firing_occurrence(target: dict) -> str:
+    """The occurrence a Scheduler firing carries: its due event's `occurrenceId`, or, for a release envelope
+    (`precision="second"`), that of the due event inside it; "" for any other input."""
+    try:
+        document = json.loads(str(target.get("Input") or ""))
+        if isinstance(document, dict) and isinstance(document.get(constants.RELEASE_ENVELOPE), dict):
+            document = json.loads(str(document.get("payload") or ""))
+    except ValueError:
+        return ""
+    occurrence = document.get("occurrenceId") if isinstance(document, dict) else None
+    return occurrence if isinstance(occurrence, str) else ""
 
 
 def patch_services(faults: Faults) -> None:
@@ -135,23 +167,25 @@ def patch_targets(faults: Faults) -> None:
 
     invoke = eventbridge._invoke_target
 
-    def attempt(target: dict, event: dict, rule: dict, view: Any, number: int) -> Any:
+    def attempt(target: dict, event: dict, rule: dict, view: Any, number: int, first: float) -> Any:
         if number < TARGET_MAX_ATTEMPTS and faults.hit():
             faults.count("target throttled (Scheduler retried)")
             delay = faults.rng.uniform(*TARGET_RETRY_SECONDS)
             # In the firing's context (ministack keeps the request's account and region in context variables).
             context = contextvars.copy_context()
-            timer = threading.Timer(delay, context.run, (attempt, target, event, rule, view, number + 1))
+            timer = threading.Timer(delay, context.run, (attempt, target, event, rule, view, number + 1, first))
             timer.daemon = True
             timer.start()
             return None
+        if number > 1:
+            faults.hold(firing_occurrence(target), first, time.time())
         return invoke(target, event, rule, view)
 
     def with_target_faults(target: dict, event: dict, rule: dict, view: Any = None) -> Any:
         from_scheduler = isinstance(event, dict) and event.get("Source") == "aws.scheduler"
         if not from_scheduler:
             return invoke(target, event, rule, view)
-        return attempt(target, event, rule, view, 1)
+        return attempt(target, event, rule, view, 1, time.time())
 
     eventbridge._invoke_target = with_target_faults
 

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any, NoReturn
 
 from .aws_behaviour import REDELIVER_VARIABLE, REDELIVERY_LOG_VARIABLE
-from .faults import FAULT_LOG_VARIABLE, FAULTS_VARIABLE
+from .faults import FAULT_LOG_VARIABLE, FAULTS_VARIABLE, HELD_FILE
 from .iam import AUTH_VARIABLE
 from .interrupts import deferred
 from .window import seed
@@ -139,6 +139,15 @@ class Ministack:
     def injected(self) -> dict[str, int]:
         """Faults injected so far, per kind (none unless started with `faults`)."""
         return counts_in(self.fault_log)
+
+    def held(self) -> dict[str, tuple[float, float]]:
+        """Occurrences whose firing Scheduler retried after an injected target fault: when it was first attempted
+        and when it was let through (epoch seconds)."""
+        try:
+            document = json.loads(self.fault_log.with_name(HELD_FILE).read_text())
+        except (OSError, ValueError):
+            return {}
+        return {str(k): (float(v[0]), float(v[1])) for k, v in document.items()}
 
     def healthy(self) -> bool:
         try:

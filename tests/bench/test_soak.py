@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
+from typing import Any
 
 from bench.report import SOAK_BEGIN, SOAK_END, replace_soak_section, soak_section
 from bench.soak import (
@@ -178,3 +181,73 @@ def test_an_undocumented_duplicate_is_shown_with_its_occurrence_ids_and_messages
     assert (
         duplicate_lines(Run([], 0, 0, 0, 1.0, 1.0, 0.0, 0.3, {}, {}, {}, {}, (0.0, 0.0, 0.0), 0.0, 1, "d", 1.0)) == []
     )
+
+
+def test_the_bound_judges_lateness_less_what_schedulers_retries_added() -> None:
+    """A recurring firing refused by its target and retried 4 s later is 4 s later than its minute allows: within
+    its bound (which adds Scheduler's delay), but only by the retry; a firing never retried is judged as it is, and a
+    release firing retried before its due time adds only what ran past it."""
+    from bench.soak import RECURRING, retry_wait
+
+    expected = [("A", DUE), ("B", DUE)]
+    arrivals = [arrival("A", DUE + 64.0, "1", "occ-A"), arrival("B", DUE + 30.0, "2", "occ-B")]
+    plain = account("eventbridge recurring", 2, expected, [], arrivals, RECURRING, at_least_once=True)
+    assert not plain.within_bound() and plain.retried == 0
+    held = {"occ-A": (DUE + 59.5, DUE + 63.5)}
+    judged = account("eventbridge recurring", 2, expected, [], arrivals, RECURRING, True, held=held)
+    assert judged.within_bound() and judged.retried == 1
+    assert judged.judged_lateness() == 60.0 and judged.late(1.0) == 64.0  # the raw lateness is kept and shown
+    # Retried more than its lateness beyond the bound explains: still over.
+    short = account("eventbridge recurring", 2, expected, [], arrivals, RECURRING, True, held={"occ-A": (DUE, DUE + 1)})
+    assert not short.within_bound()
+    # A release firing (second precision) retried in the minute before its due second: only what ran past it counts.
+    assert retry_wait((DUE - 30.0, DUE - 26.0), DUE) == 0.0
+    assert retry_wait((DUE - 2.0, DUE + 3.0), DUE) == 3.0
+    assert retry_wait((DUE + 10.0, DUE + 14.0), DUE) == 4.0
+    assert retry_wait(None, DUE) == 0.0
+
+
+def test_a_retried_firing_is_known_by_the_occurrence_it_carries(tmp_path: Path) -> None:
+    """The injector keeps, per occurrenceId, when a firing it made the target refuse was first tried and when it was
+    let through: a due event's own id, or the one inside a release envelope; nothing for any other input."""
+    from localcloud.faults import HELD_FILE, Faults, firing_occurrence
+
+    due_event = {"occurrenceId": "tasks-1", "dueAt": "2026-11-27T00:00:00Z"}
+    released = {"scheduledTableRelease": {"name": "flash-1"}, "payload": json.dumps({"occurrenceId": "flash-1"})}
+    assert firing_occurrence({"Input": json.dumps(due_event)}) == "tasks-1"
+    assert firing_occurrence({"Input": json.dumps(released)}) == "flash-1"
+    assert firing_occurrence({"Input": "not json"}) == firing_occurrence({}) == ""
+    faults = Faults(0.5, random.Random(1), str(tmp_path / "faults.json"))
+    faults.hold("tasks-1", 10.0, 14.5)
+    faults.hold("", 1.0, 2.0)  # a firing with no occurrence: nothing to attribute
+    assert json.loads((tmp_path / HELD_FILE).read_text()) == {"tasks-1": [10.0, 14.5]}
+
+
+def test_a_firing_the_target_refused_is_retried_and_its_hold_kept(tmp_path: Path, monkeypatch: Any) -> None:
+    """Scheduler's firing refused once (an injected throttle) reaches its target on the retry, and the injector
+    records the hold under the firing's occurrenceId; a firing let through at once records nothing."""
+    import threading
+
+    from ministack.services import eventbridge
+
+    from localcloud import faults as injector
+
+    delivered = threading.Event()
+    monkeypatch.setattr(eventbridge, "_invoke_target", lambda *args: delivered.set())
+    monkeypatch.setattr(injector, "TARGET_RETRY_SECONDS", (0.01, 0.02))
+
+    answers = [True, False, False]
+
+    class Scripted(injector.Faults):
+        def hit(self) -> bool:
+            return answers.pop(0)
+
+    faults = Scripted(1.0, random.Random(1), str(tmp_path / "faults.json"))
+    injector.patch_targets(faults)
+    event = {"Source": "aws.scheduler"}
+    eventbridge._invoke_target({"Input": json.dumps({"occurrenceId": "o-1"})}, event, {})
+    assert delivered.wait(5)
+    assert list(faults.held) == ["o-1"] and faults.held["o-1"][1] > faults.held["o-1"][0]
+    assert faults.counts == {"target throttled (Scheduler retried)": 1}
+    eventbridge._invoke_target({"Input": json.dumps({"occurrenceId": "o-2"})}, event, {})
+    assert list(faults.held) == ["o-1"]
