@@ -23,6 +23,9 @@ LOG_LEVEL_VARIABLE = "LOG_LEVEL"
 UNIVERSAL_TARGET_PREFIX = "arn:aws:scheduler:::aws-sdk:"
 # SES has no target ARN of its own: Scheduler (and the component's EmailTarget) send mail through this one.
 SES_UNIVERSAL_TARGET = UNIVERSAL_TARGET_PREFIX + "sesv2:sendEmail"
+# The key of a release queue message (`precision="second"`), naming its envelope: the releaser, backfill and
+# redrive recognise release messages by it, the local cloud a release schedule's input.
+RELEASE_ENVELOPE = "scheduledTableRelease"
 
 # -- limits ---------------------------------------------------------------------------------------------------------
 
