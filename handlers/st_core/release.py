@@ -263,17 +263,16 @@ class Releaser:
         self.latest = 0.0  # the latest delivery after its second in this batch, seconds
         self._lock = Lock()
 
-    def message(self, record: dict[str, Any]) -> str:
-        outcome = self._outcome(record)
+    def message(self, parsed: Parsed) -> str:
+        outcome = self._outcome(parsed)
         with self._lock:
             self.counts[outcome] += 1
         return outcome
 
-    def _outcome(self, record: dict[str, Any]) -> str:
-        try:
-            release = parse(record.get("body"))
-        except PermanentError as exc:
-            return self._park_malformed(record, str(exc))
+    def _outcome(self, parsed: Parsed) -> str:
+        record, release = parsed
+        if isinstance(release, str):
+            return self._park_malformed(record, release)
         try:
             return self._release(release)
         except Exception as exc:
@@ -369,6 +368,23 @@ def sqs_records(event: object) -> tuple[list[dict[str, Any]], list[tuple[object,
     return good, bad
 
 
+# A release queue record and its release, or the reason it is not a release message.
+Parsed = tuple[dict[str, Any], Release | str]
+
+
+def parsed_record(record: dict[str, Any]) -> Parsed:
+    try:
+        return record, parse(record.get("body"))
+    except PermanentError as exc:
+        return record, str(exc)
+
+
+def _due_order(parsed: Parsed) -> float:
+    """Malformed messages first (parked at once), then by due second."""
+    release = parsed[1]
+    return float("-inf") if isinstance(release, str) else release.due.timestamp()
+
+
 def handle_messages(
     event: object,
     config: HandlerConfig,
@@ -387,15 +403,18 @@ def handle_messages(
         # Nothing to retry by: if parking fails the invocation fails, and SQS delivers the batch again.
         releaser.poison.send(thing, reason, "MalformedRecord")
         log.warning("poisoned", error="MalformedRecord", reason=reason)
-    workers = max(1, min(config["maxWorkers"], len(records)))
+    # Earliest second first: a message that comes early waits in the function for its second, so with fewer
+    # workers than messages one due later would otherwise hold back one due sooner.
+    parsed = sorted((parsed_record(record) for record in records), key=_due_order)
+    workers = max(1, min(config["maxWorkers"], len(parsed)))
     if workers == 1:
-        outcomes = [releaser.message(record) for record in records]
+        outcomes = [releaser.message(item) for item in parsed]
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            outcomes = list(pool.map(releaser.message, records))
+            outcomes = list(pool.map(releaser.message, parsed))
     failures: list[SqsBatchItemFailure] = [
         {"itemIdentifier": record["messageId"]}
-        for record, outcome in zip(records, outcomes, strict=True)
+        for (record, _), outcome in zip(parsed, outcomes, strict=True)
         if outcome == Outcome.RETRY
     ]
     summary: dict[str, Any] = dict(releaser.counts)
