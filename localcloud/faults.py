@@ -44,7 +44,8 @@ FAULT_LOG_VARIABLE = "LOCALCLOUD_FAULT_LOG"
 ADMIN_KEY = "test"
 TARGET_RETRY_SECONDS = (1.0, 5.0)
 TARGET_MAX_ATTEMPTS = 10
-# Beside the fault log: per occurrence held by Scheduler's retries, [first attempt, let through] (epoch seconds).
+# Beside the fault log: per `<table>/<occurrenceId>` held by Scheduler's retries, [first attempt, let through] (epoch
+# seconds).
 HELD_FILE = "held.json"
 TIMEOUT_MESSAGE = "Task timed out (injected: the function's time ran out part-way through the batch)"
 
@@ -121,16 +122,21 @@ class Faults:
 
 
 def firing_occurrence(target: dict) -> str:
-    """The occurrence a Scheduler firing carries: its due event's `occurrenceId`, or, for a release envelope
-    (`precision="second"`), that of the due event inside it; "" for any other input."""
+    """The occurrence a Scheduler firing carries, as `<table>/<occurrenceId>` of its due event (occurrenceIds are
+    per table: two tables' items with the same keys and due time share one), or, for a release envelope
+    (`precision="second"`), of the due event inside it; "" for any other input."""
     try:
         document = json.loads(str(target.get("Input") or ""))
         if isinstance(document, dict) and isinstance(document.get(constants.RELEASE_ENVELOPE), dict):
-            document = json.loads(str(document.get("payload") or ""))
+            document = document.get("payload")
+            if isinstance(document, str):
+                document = json.loads(document)
     except ValueError:
         return ""
-    occurrence = document.get("occurrenceId") if isinstance(document, dict) else None
-    return occurrence if isinstance(occurrence, str) else ""
+    if not isinstance(document, dict):
+        return ""
+    occurrence, table = document.get("occurrenceId"), document.get("table")
+    return f"{table}/{occurrence}" if isinstance(occurrence, str) and isinstance(table, str) else ""
 
 
 def patch_services(faults: Faults) -> None:

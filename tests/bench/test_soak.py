@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -194,12 +195,19 @@ def test_the_bound_judges_lateness_less_what_schedulers_retries_added() -> None:
     plain = account("eventbridge recurring", 2, expected, [], arrivals, RECURRING, at_least_once=True)
     assert not plain.within_bound() and plain.retried == 0
     held = {"occ-A": (DUE + 59.5, DUE + 63.5)}
-    judged = account("eventbridge recurring", 2, expected, [], arrivals, RECURRING, True, held=held)
+    judged = account("eventbridge recurring", 2, expected, [], arrivals, RECURRING, True, retried=held)
     assert judged.within_bound() and judged.retried == 1
     assert judged.judged_lateness() == 60.0 and judged.late(1.0) == 64.0  # the raw lateness is kept and shown
     # Retried more than its lateness beyond the bound explains: still over.
-    short = account("eventbridge recurring", 2, expected, [], arrivals, RECURRING, True, held={"occ-A": (DUE, DUE + 1)})
+    short = account(
+        "eventbridge recurring", 2, expected, [], arrivals, RECURRING, True, retried={"occ-A": (DUE, DUE + 1)}
+    )
     assert not short.within_bound()
+    # A copy that arrived before the retried firing got through (sent by another path) was not held by it.
+    before = account(
+        "eventbridge recurring", 2, expected, [], arrivals, RECURRING, True, retried={"occ-A": (DUE + 59, DUE + 65)}
+    )
+    assert not before.within_bound() and before.retried == 0
     # A release firing (second precision) retried in the minute before its due second: only what ran past it counts.
     assert retry_wait((DUE - 30.0, DUE - 26.0), DUE) == 0.0
     assert retry_wait((DUE - 2.0, DUE + 3.0), DUE) == 3.0
@@ -207,20 +215,31 @@ def test_the_bound_judges_lateness_less_what_schedulers_retries_added() -> None:
     assert retry_wait(None, DUE) == 0.0
 
 
-def test_a_retried_firing_is_known_by_the_occurrence_it_carries(tmp_path: Path) -> None:
-    """The injector keeps, per occurrenceId, when a firing it made the target refuse was first tried and when it was
-    let through: a due event's own id, or the one inside a release envelope; nothing for any other input."""
+def test_a_retried_firing_is_known_by_its_table_and_the_occurrence_it_carries(tmp_path: Path) -> None:
+    """The injector keeps, per table and occurrenceId, when a firing it made the target refuse was first tried and
+    when it was let through: a due event's own, or that of the due event inside a release envelope as the stream
+    handler makes it; nothing for any other input. Two tables' items with the same keys and due time have the same
+    occurrenceId, so each mode's account sees only its own table's."""
+    from st_core import release
+
+    from bench.soak import retried_in
     from localcloud.faults import HELD_FILE, Faults, firing_occurrence
 
-    due_event = {"occurrenceId": "tasks-1", "dueAt": "2026-11-27T00:00:00Z"}
-    released = {"scheduledTableRelease": {"name": "flash-1"}, "payload": json.dumps({"occurrenceId": "flash-1"})}
-    assert firing_occurrence({"Input": json.dumps(due_event)}) == "tasks-1"
-    assert firing_occurrence({"Input": json.dumps(released)}) == "flash-1"
+    due_event = {"occurrenceId": "o-1", "table": "tasks-table", "dueAt": "2026-11-27T00:00:00Z"}
+    moment = datetime(2026, 11, 27, tzinfo=UTC)
+    payload = json.dumps({"occurrenceId": "o-1", "table": "flash-table", "dueAt": "2026-11-27T00:00:00Z"})
+    envelope = release.envelope(release.Release("o-1", moment, moment, {"PK": {"S": "A"}}, payload))
+    assert firing_occurrence({"Input": json.dumps(due_event)}) == "tasks-table/o-1"
+    assert firing_occurrence({"Input": envelope}) == "flash-table/o-1"
     assert firing_occurrence({"Input": "not json"}) == firing_occurrence({}) == ""
+    assert firing_occurrence({"Input": json.dumps({"occurrenceId": "o-1"})}) == ""  # no table: not ours
     faults = Faults(0.5, random.Random(1), str(tmp_path / "faults.json"))
-    faults.hold("tasks-1", 10.0, 14.5)
+    faults.hold("tasks-table/o-1", 10.0, 14.5)
     faults.hold("", 1.0, 2.0)  # a firing with no occurrence: nothing to attribute
-    assert json.loads((tmp_path / HELD_FILE).read_text()) == {"tasks-1": [10.0, 14.5]}
+    assert json.loads((tmp_path / HELD_FILE).read_text()) == {"tasks-table/o-1": [10.0, 14.5]}
+    held = {"tasks-table/o-1": (10.0, 14.5), "flash-table/o-2": (1.0, 2.0)}
+    assert retried_in("tasks-table", held) == {"o-1": (10.0, 14.5)}
+    assert retried_in("tasks", held) == {}
 
 
 def test_a_firing_the_target_refused_is_retried_and_its_hold_kept(tmp_path: Path, monkeypatch: Any) -> None:
@@ -245,9 +264,9 @@ def test_a_firing_the_target_refused_is_retried_and_its_hold_kept(tmp_path: Path
     faults = Scripted(1.0, random.Random(1), str(tmp_path / "faults.json"))
     injector.patch_targets(faults)
     event = {"Source": "aws.scheduler"}
-    eventbridge._invoke_target({"Input": json.dumps({"occurrenceId": "o-1"})}, event, {})
+    eventbridge._invoke_target({"Input": json.dumps({"occurrenceId": "o-1", "table": "t"})}, event, {})
     assert delivered.wait(5)
-    assert list(faults.held) == ["o-1"] and faults.held["o-1"][1] > faults.held["o-1"][0]
+    assert list(faults.held) == ["t/o-1"] and faults.held["t/o-1"][1] > faults.held["t/o-1"][0]
     assert faults.counts == {"target throttled (Scheduler retried)": 1}
-    eventbridge._invoke_target({"Input": json.dumps({"occurrenceId": "o-2"})}, event, {})
-    assert list(faults.held) == ["o-1"]
+    eventbridge._invoke_target({"Input": json.dumps({"occurrenceId": "o-2", "table": "t"})}, event, {})
+    assert list(faults.held) == ["t/o-1"]
