@@ -12,18 +12,17 @@ after each write, so the whole run takes minutes. Everything that reaches a targ
 each item says should have happened (`account`).
 
 Definitions (docs/guarantees.md): *early* is a delivery sent before its due time (the instant the item names, or for
-a recurring schedule its firing's scheduled minute): every mode promises "never early". *lateness* is from that
-time to when the target received the message (SQS `SentTimestamp`), judged against the mode's documented bound
-(p99 for second precision, whose bound is stated at p99; the maximum for the others) less what Scheduler's retries
-of the firing added when an injected fault made the target refuse it (each bound of a Scheduler-delivered mode adds
-Scheduler's delay, and a retry under the schedule's retry policy is part of it; the raw lateness is reported too).
-A *duplicate* is a delivery
-beyond the first of one occurrence (item + due time); it is *allowed* when the same queue message is received again
-(SQS is at least once) or, in the modes documented as at least once (recurring schedules: Scheduler's targets), when
-the same occurrence (same `occurrenceId`) is sent again; any other is *undocumented*. *cancelled but delivered*: an
-occurrence a cancel, a move or a delete removed (made at least 10 s before its minute) that still arrived. The
-driver may fall behind its plan on a loaded machine: a cancel it made later than that does not count as one (the
-old occurrence may arrive or not), and the report says how far behind the writes were.
+a recurring schedule its firing's scheduled minute): every mode promises "never early". *lateness* is from that time
+to when the target received the message (SQS `SentTimestamp`), judged against the mode's documented bound (p99 for
+second precision, whose bound is stated at p99; the maximum for the others) less what Scheduler's retries of the
+firing added when an injected fault made the target refuse it (each bound of a Scheduler-delivered mode adds
+Scheduler's delay, and a retry under the schedule's retry policy is part of it; the raw lateness is reported too). A
+*duplicate* is a delivery beyond the first of one occurrence (item + due time); it is *allowed* when the same queue
+message is received again (SQS is at least once) or, in the modes documented as at least once (recurring schedules:
+Scheduler's targets), when the same occurrence (same `occurrenceId`) is sent again; any other is *undocumented*.
+*cancelled but delivered*: an occurrence a cancel, a move or a delete removed (made at least 10 s before its minute)
+that still arrived. The driver may fall behind its plan on a loaded machine: a cancel it made later than that does
+not count as one (the old occurrence may arrive or not), and the report says how far behind the writes were.
 """
 
 from __future__ import annotations

@@ -12,9 +12,8 @@ Scheduler runs an `at()` schedule anywhere within its minute, so no schedule can
 - The release consumer (`handle_messages`, an SQS event source mapping with no batching window) takes a message
   that arrived before its second (always, from a schedule) and sends it back with the seconds left as its delay
   (`DelaySeconds` <= 130 here, never near SQS's 900); a remainder of a second or less (the rounding, clock skew) it
-  sleeps. Once the second
-  has come it checks the item still holds that due time (one consistent GetItem), claims the occurrence in the
-  ledger, sends the due event to the target (`dispatch.send_now`) and completes the claim.
+  sleeps. Once the second has come it checks the item still holds that due time (one consistent GetItem), claims
+  the occurrence in the ledger, sends the due event to the target (`dispatch.send_now`) and completes the claim.
 
 Once per occurrence under AWS's at-least-once everything (Scheduler's rare second invocation, SQS redelivery, a
 message sent twice after a crash, a redelivered stream batch delivering a past occurrence directly): every path
