@@ -67,6 +67,7 @@ def test_the_emulator_window_encloses_an_in_process_emulator() -> None:
     assert cpu.calls == 1
 
 
+@pytest.mark.slow  # starts interpreters of its own: `make test` runs it, `make unit` does not
 def test_coldstart_children_compile_from_source(tmp_path: Path) -> None:
     env = bench_coldstart.child_env()
     assert env["PYTHONDONTWRITEBYTECODE"] == "1"
@@ -89,6 +90,7 @@ def test_coldstart_children_compile_from_source(tmp_path: Path) -> None:
     assert set(bench_coldstart.compile_times(tmp_path)) == {"mod"}
 
 
+@pytest.mark.slow  # starts interpreters of its own: `make test` runs it, `make unit` does not
 def test_coldstart_probes_check_that_the_shipped_archive_is_timed_from_its_bytecode(tmp_path: Path) -> None:
     """The two archives the benchmark sets side by side: each probe checks where every module it timed came from,
     so a "shipped bytecode" figure cannot silently be a compiled-from-source one."""

@@ -57,6 +57,7 @@ def module_name(member: str) -> str:
     return member.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
 
 
+@pytest.mark.slow  # starts interpreters of its own: `make test` runs it, `make unit` does not
 def test_a_function_on_the_deploying_pythons_runtime_loads_every_module_from_the_shipped_bytecode(
     tmp_path: Path,
 ) -> None:
@@ -131,6 +132,7 @@ print(digest.hexdigest())
 """
 
 
+@pytest.mark.slow  # starts interpreters of its own: `make test` runs it, `make unit` does not
 def test_the_bytecode_is_the_same_bytes_from_any_checkout_and_process(tmp_path: Path) -> None:
     # GIVEN the shipped handlers, plus a module with a set constant, in two checkouts (two team members' folders)
     roots = [tmp_path / "ada" / "handlers", tmp_path / "grace" / "src" / "handlers"]

@@ -49,6 +49,7 @@ def loaded(modules: str) -> set[str]:
         ("release", {"st_core.recurrence", "st_core.schedules", "st_core.templates", "st_core.shapes"}),
     ],
 )
+@pytest.mark.slow  # starts interpreters of its own: `make test` runs it, `make unit` does not
 def test_a_cold_start_compiles_only_what_the_entry_point_needs(entry: str, never: set[str]) -> None:
     found = loaded(entry)
     assert entry in found
@@ -71,6 +72,7 @@ print(json.dumps(sorted(
 """
 
 
+@pytest.mark.slow  # starts interpreters of its own: `make test` runs it, `make unit` does not
 @pytest.mark.parametrize("entry", ["eventbridge", "ttl", "polling", "polling_assign", "aggregate", "release"])
 def test_a_cold_start_builds_no_dataclass(entry: str) -> None:
     """A dataclass generates the source of its methods and compiles it when its module is imported (0.5-0.9 ms a

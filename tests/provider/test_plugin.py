@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 
 import grpc
+import pytest
 import yaml
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
@@ -39,6 +40,7 @@ def test_the_plugin_folder_is_not_the_stack_program() -> None:
     assert (ROOT / "Pulumi.yaml").is_file() and not (PLUGIN / "Pulumi.yaml").exists()
 
 
+@pytest.mark.slow  # starts interpreters of its own: `make test` runs it, `make unit` does not
 def test_the_plugin_process_serves_the_schema(tmp_path: Path) -> None:
     # Pulumi's Python host runs `python <plugin folder> <engine address>`, working directory the user's project.
     process = subprocess.Popen(

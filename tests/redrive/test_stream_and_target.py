@@ -287,6 +287,7 @@ def test_a_target_still_refusing_keeps_the_dead_letter(env: Env) -> None:
     assert len(bodies(env, dlq)) == 1
 
 
+@pytest.mark.slow  # starts interpreters of its own: `make test` runs it, `make unit` does not
 @pytest.mark.parametrize("source", ["poison", "stream", "target"])
 def test_without_boto3_the_command_says_what_to_install(source: str) -> None:
     import subprocess
