@@ -322,6 +322,10 @@ def _recurrence(args: ScheduledTableArgs) -> None:
 
 
 PRECISIONS = ("minute", "second")
+# The release function holds a due event up to a second, then claims, checks and sends it, each call with the SDK's
+# retries. A run that times out leaves its whole batch invisible for the release queue's visibility timeout
+# (lambda_timeout_seconds + 30 s): every event in it half a minute late, which second precision exists to prevent.
+RELEASE_MIN_TIMEOUT_SECONDS = 10
 
 
 def _precision(args: ScheduledTableArgs) -> None:
@@ -329,6 +333,14 @@ def _precision(args: ScheduledTableArgs) -> None:
         return
     if args.precision not in PRECISIONS:
         _fail("precision", f"{args.precision!r} is not a precision", "use 'minute' (the default) or 'second'")
+    timeout = args.lambda_timeout_seconds
+    if args.precision == "second" and timeout < RELEASE_MIN_TIMEOUT_SECONDS:
+        _fail(
+            "lambda_timeout_seconds",
+            f"{timeout} s is too short for precision='second' (the release function holds each due event up to 1 s "
+            f"before its calls; a run that times out delivers its batch {timeout + 30} s late)",
+            f"use at least {RELEASE_MIN_TIMEOUT_SECONDS} (the default is 60), or precision='minute'",
+        )
 
 
 def _ttl(args: ScheduledTableArgs) -> None:
@@ -554,7 +566,7 @@ OPTION_DOCS: dict[str, str] = {
         "128-10240; CPU comes with memory (1,024 MB is about 0.58 vCPU), and CPU-bound work costs the same per "
         "record at any size, so the default runs about 4x faster than 256 MB at the same cost"
     ),
-    "lambda_timeout_seconds": "1-900",
+    "lambda_timeout_seconds": f"1-900; at least {RELEASE_MIN_TIMEOUT_SECONDS} with `precision='second'`",
     "lambda_architecture": "or `x86_64`",
     "lambda_runtime": (
         ", ".join(f"`{runtime}`" for runtime in sorted(LAMBDA_RUNTIMES))

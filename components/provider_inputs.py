@@ -237,7 +237,7 @@ class ScheduledTableInputs(TypedDict, total=False):
         "at any size, so the default runs about 4x faster than 256 MB at the same cost. Default: `1024`."
     )
     lambda_timeout_seconds: int
-    """1-900. Default: `60`."""
+    """1-900; at least 10 with `precision='second'`. Default: `60`."""
     lambda_architecture: LambdaArchitecture
     """Or `x86_64`. Default: `"arm64"`."""
     lambda_runtime: LambdaRuntime

@@ -40,6 +40,12 @@ def url(built: Built, name: str) -> str:
             {"mode": "polling", "precision": "second"},
             "precision: only applies to mode='eventbridge' (mode is 'polling')",
         ),
+        (
+            {"precision": "second", "lambda_timeout_seconds": 9},
+            "lambda_timeout_seconds: 9 s is too short for precision='second' (the release function holds each due "
+            "event up to 1 s before its calls; a run that times out delivers its batch 39 s late); use at least 10 "
+            "(the default is 60), or precision='minute'",
+        ),
     ],
 )
 def test_a_bad_precision_is_refused_with_the_fix(kwargs: dict[str, Any], message: str) -> None:
@@ -51,6 +57,9 @@ def test_a_bad_precision_is_refused_with_the_fix(kwargs: dict[str, Any], message
 def test_minute_is_the_default_and_second_comes_from_a_stack_file() -> None:
     assert ScheduledTableArgs(mode="eventbridge").precision == "minute"
     assert ScheduledTableArgs(mode="ttl", precision="minute").precision == "minute"  # the default is no conflict
+    # The release function's shortest timeout, and any timeout in minute precision (no release function).
+    assert ScheduledTableArgs(mode="eventbridge", precision="second", lambda_timeout_seconds=10).precision == "second"
+    assert ScheduledTableArgs(mode="eventbridge", lambda_timeout_seconds=1).lambda_timeout_seconds == 1
     config = DictConfig({"mode": "eventbridge", "precision": "second"}, FakeConfig({}))
     assert args_from_config(config).precision == "second"
 
