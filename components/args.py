@@ -323,8 +323,9 @@ def _recurrence(args: ScheduledTableArgs) -> None:
 
 PRECISIONS = ("minute", "second")
 # The release function holds a due event up to a second, then claims, checks and sends it, each call with the SDK's
-# retries. A run that times out leaves its whole batch invisible for the release queue's visibility timeout
-# (lambda_timeout_seconds + 30 s): every event in it half a minute late, which second precision exists to prevent.
+# retries. A run that times out leaves its whole batch invisible for the release queue's visibility timeout (the
+# ledger's lease, `runtime_config.lease_seconds`): every event in it half a minute late, which second precision exists
+# to prevent.
 RELEASE_MIN_TIMEOUT_SECONDS = 10
 
 
@@ -335,10 +336,12 @@ def _precision(args: ScheduledTableArgs) -> None:
         _fail("precision", f"{args.precision!r} is not a precision", "use 'minute' (the default) or 'second'")
     timeout = args.lambda_timeout_seconds
     if args.precision == "second" and timeout < RELEASE_MIN_TIMEOUT_SECONDS:
+        from .runtime_config import lease_seconds
+
         _fail(
             "lambda_timeout_seconds",
             f"{timeout} s is too short for precision='second' (the release function holds each due event up to 1 s "
-            f"before its calls; a run that times out delivers its batch {timeout + 30} s late)",
+            f"before its calls; a run that times out delivers its batch {lease_seconds(args)} s late)",
             f"use at least {RELEASE_MIN_TIMEOUT_SECONDS} (the default is 60), or precision='minute'",
         )
 

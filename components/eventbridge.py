@@ -24,7 +24,7 @@ from .builders import (
 from .filters import eventbridge_filters
 from .packaging import constants
 from .parts import BuildContext, Consumer, ModeResult, flatten
-from .runtime_config import Value
+from .runtime_config import Value, lease_seconds
 
 # A release message that failed this many receives (a target failing for a while, a consumer crashing) goes to the
 # target DLQ, where Scheduler also parks what it could not deliver.
@@ -100,7 +100,7 @@ def _release_queue(ctx: BuildContext, target_dlq: aws.sqs.Queue) -> aws.sqs.Queu
         sqs_managed_sse_enabled=True,
         max_message_size=constants.OWNED_QUEUE_MESSAGE_BYTES,
         message_retention_seconds=RELEASE_RETENTION_SECONDS,
-        visibility_timeout_seconds=a.lambda_timeout_seconds + 30,
+        visibility_timeout_seconds=lease_seconds(a),
         redrive_policy=target_dlq.arn.apply(
             lambda arn: json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": RELEASE_MAX_RECEIVES})
         ),

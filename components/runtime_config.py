@@ -115,15 +115,16 @@ def target_kind(args: ScheduledTableArgs) -> str:
     return "sqs" if args.target is None else args.target.kind
 
 
-def _lease_seconds(args: ScheduledTableArgs) -> int:
-    # A claim outlives the invocation that made it, so a crashed run is retried, a live one not.
+def lease_seconds(args: ScheduledTableArgs) -> int:
+    """How long a ledger claim lasts: it outlives the invocation that made it, so a crashed run is retried, a live
+    one not. Also the release queue's visibility timeout (a message comes back when its claim has expired)."""
     return args.lambda_timeout_seconds + 30
 
 
 def _ledger(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, Any]:
     return {
         "ledgerTable": values[Value.LEDGER_TABLE],
-        "leaseSeconds": _lease_seconds(args),
+        "leaseSeconds": lease_seconds(args),
         "windowSeconds": args.idempotency_window_seconds,
     }
 
@@ -168,7 +169,7 @@ def _sections(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, 
     if a.mode is Mode.POLLING:
         polling = {
             "shards": a.shards,
-            "leaseSeconds": _lease_seconds(a),
+            "leaseSeconds": lease_seconds(a),
             "maxAttempts": a.max_attempts,
             "backoffSeconds": a.retry_backoff_seconds,
             "onDone": a.on_done,
