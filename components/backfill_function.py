@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .parts import Consumer
 
 HANDLER = "backfill.handler"
-# Each invocation runs one slice of a segment until its last 30 s (handlers/backfill.MARGIN_SECONDS): the longest
+# Each invocation runs one slice of a segment until its last 30 s (handlers/backfill_scan.MARGIN_SECONDS): the longest
 # Lambda allows, so a chain needs the fewest invocations.
 TIMEOUT_SECONDS = 900
 STREAM_ACTIONS = frozenset(
