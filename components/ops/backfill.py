@@ -51,6 +51,8 @@ class Plan:
     page_items: int = 100
     in_lambda: str | None = None  # the backfill function's name
     fresh: bool = False  # a first attach: existing schedules are not looked up (see handlers/backfill_feed.Options)
+    # Deliver past occurrences the ledger no longer remembers delivering (a backfill's first run does it anyway).
+    deliver_past_due: bool = False
 
 
 def consumer_feed(client: Client, function: str) -> Callable[[list[dict[str, Any]]], list[tuple[Any, str]]]:
@@ -80,9 +82,14 @@ def run(
     core = engine()
     config = stack.config
     checkpoint = Checkpoint.load(plan.checkpoint, config["table"], plan.command, plan.segments, now())
-    options = core.Options(plan.dry_run, plan.command == "reconcile", checkpoint.started, plan.fresh)
     reads = core.Throttle(plan.read_units_per_second, clock, sleep)
     calls = core.Throttle(plan.scheduler_calls_per_second, clock, sleep)
+    if feed is None:
+        feed = consumer_feed(client, stack.function)
+    ledger = core.Engine(config, feed, clients=Clients(client), now=now)
+    first = plan.command == "backfill" and not ledger.backfilled()
+    past_due = plan.deliver_past_due or first
+    options = core.Options(plan.dry_run, plan.command == "reconcile", checkpoint.started, plan.fresh, past_due)
     total = None
     try:
         total = int(client("dynamodb").describe_table(TableName=config["table"])["Table"].get("ItemCount") or 0) or None
@@ -99,8 +106,6 @@ def run(
     remote = core.Tally()  # what the backfill function's invocations reported
     lock = threading.Lock()
     aggregate = config["mode"] == "aggregate"
-    if feed is None:
-        feed = consumer_feed(client, stack.function)
     engines: list[Any] = []
 
     def snapshot(local: Any) -> Any:
@@ -120,7 +125,7 @@ def run(
             return True
         if plan.in_lambda:
             try:
-                return in_lambda(client, plan, checkpoint, index, remote, current, lock, shown, stop)
+                return in_lambda(client, plan, options, checkpoint, index, remote, current, lock, shown, stop)
             except Exception as error:  # the function failed, or could not be invoked: resume from the checkpoint
                 progress(f"segment {index} stopped: {error_code(error)}: {str(error)[:300]}")
                 return False
@@ -168,6 +173,8 @@ def run(
             totals.absorb(state.get("partial"))
         totals.settle_totals(sleep)
         engines.append(totals)
+    if finished and first and not plan.dry_run:
+        ledger.mark_backfilled()  # later runs deliver what the ledger has forgotten only when asked
     overall = current()
     shown.show(overall, force=True)
     return overall, finished
