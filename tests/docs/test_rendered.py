@@ -124,6 +124,6 @@ def test_the_configuration_references_names_and_defaults_each_stay_on_one_line(b
     (built / "measure-configuration.html").write_text(MEASURE)
     document = dump_dom(base + "measure-configuration.html")
     (measured,) = [e for e in document.iter("pre") if e.attrs.get("id") == "measured"]
-    lines = dict(json.loads(measured.text()))
-    assert {f.name for f in dataclasses.fields(ScheduledTableArgs)} <= set(lines)
-    assert {text: count for text, count in lines.items() if count != 1} == {}
+    lines: list[tuple[str, int]] = [tuple(pair) for pair in json.loads(measured.text())]
+    assert {f.name for f in dataclasses.fields(ScheduledTableArgs)} <= {text for text, _ in lines}
+    assert [(text, count) for text, count in lines if count != 1] == []
