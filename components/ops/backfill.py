@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from ..packaging import error_code
-from .aws import Client, Clients, Emit
+from .aws import Client, Clients, Emit, RedriveError
 from .checkpoint import Checkpoint
 from .engine import engine
 from .fanout import in_lambda
-from .redrive.discovery import RedriveError, Stack, check_backfill_function
+from .redrive.discovery import Stack, check_backfill_function
 from .redrive.replay import replay
 from .scan_report import Progress
 

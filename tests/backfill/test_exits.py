@@ -30,7 +30,7 @@ class BackfillFunction(Function):
     def get_function_configuration(self, FunctionName: str) -> dict[str, Any]:
         return {**super().get_function_configuration(FunctionName), "Handler": "backfill.handler"}
 
-    def list_event_source_mappings(self, FunctionName: str) -> dict[str, Any]:
+    def list_event_source_mappings(self, FunctionName: str | None = None, EventSourceArn: str | None = None) -> Any:
         return {"EventSourceMappings": []}
 
 
