@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench soak lint typecheck unit pytest docs install clean
+.PHONY: test demo bench soak lint typecheck unit pytest docs install clean dist
 
 # uv installs the same requirements as pip in seconds where pip takes minutes on a clean clone (it compiles every
 # installed module to bytecode; pulumi-aws alone is thousands). The venv starts without pip (ensurepip alone takes
@@ -63,6 +63,15 @@ RATE ?= 10
 FAULTS ?= 0.02
 soak: $(STAMP)
 	$(PY) -m bench.soak --items $(N) --rate $(RATE) --faults $(FAULTS)
+
+# The release's files in dist/: the sdist, then the wheel built from it (so the sdist is known to hold everything the
+# wheel needs: the component, the handlers, the local cloud), both checked as PyPI will render and accept them.
+# No build isolation: setuptools and wheel come with the dev extra, so this works without reaching an index.
+DIST ?= dist
+dist: $(STAMP)
+	rm -rf $(DIST)
+	$(PY) -m build --no-isolation --outdir $(DIST) .
+	$(PY) -m twine check --strict $(DIST)/*
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

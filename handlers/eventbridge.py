@@ -56,6 +56,7 @@ from st_core.stream import (
     DynamoDBStreamRecord,
     changed_at,
     decode_image,
+    due_type_problem,
     key_identity,
     sequence_number,
     to_request,
@@ -209,6 +210,9 @@ def plan(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime)
     news: dict[int | str, Occurrence] = {}
     if name != "REMOVE":
         try:
+            problem = due_type_problem(data.get("NewImage"), config["timeAttribute"])
+            if problem:  # binary, boolean, null, a set, a map, a list: no time (null is not "no due time" either)
+                raise PermanentError(problem)
             news = occurrences_of(decode_image(data.get("NewImage")), identity, keys, config)
         except PermanentError as exc:
             poison = str(exc)
@@ -521,7 +525,6 @@ class Scheduling:
             log.debug("recurring-stale", schedule=step.occurrence.name, expression=spec.expression)
             return
         spec = occurrence.recurrence
-        start = spec.start
         parsed = recurrence.parse(spec.expression)
         marker = None if step.since is None else _rule_marker(occurrence, step.version)
         known = None if marker is None else self.ledger.first_scheduled_at(marker)
@@ -534,15 +537,12 @@ class Scheduling:
             self._count("unchanged")
             self._catch_up(step, occurrence, spec, parsed, datetime.fromtimestamp(known, UTC), recorded=True)
             return
-        if isinstance(parsed, recurrence.Rate):
-            if start is None or start <= now + MIN_LEAD:
-                start = parsed.next_after(now + MIN_LEAD, start or _EPOCH)
-        elif start is not None and start <= now + MIN_LEAD:
-            start = None
-        if spec.end is not None and (spec.end <= now + MIN_LEAD or (start is not None and start > spec.end)):
+        window = recurring_window(spec, parsed, now)
+        if window is None:
             self._cancel_recurring(occurrence)  # nothing is left to fire
             self._catch_up(step, occurrence, spec, parsed, self.now())
             return
+        start = window[0]
         payload = target_input(self.config["target"], self._event(occurrence), via_scheduler=True)
         request = schedules.recurring_request(
             group=self.group,
@@ -731,6 +731,25 @@ class Scheduling:
             occurrence=occurrence.name,
             offset=occurrence.offset if offsets_of(self.config) != [0] else None,
         )
+
+
+def recurring_window(
+    spec: Recurrence, parsed: Expression, now: datetime
+) -> tuple[datetime | None, datetime | None] | None:
+    """The StartDate and EndDate of the item's recurring schedule as made at `now` (see `Scheduling._recur`): a rate
+    starts on its own grid (the item's start, or the epoch), at its next firing; a cron expression drops a past start.
+    None when nothing is left to fire (the end has passed, or comes before the start)."""
+    from st_core import recurrence
+
+    start = spec.start
+    if isinstance(parsed, recurrence.Rate):
+        if start is None or start <= now + MIN_LEAD:
+            start = parsed.next_after(now + MIN_LEAD, start or _EPOCH)
+    elif start is not None and start <= now + MIN_LEAD:
+        start = None
+    if spec.end is not None and (spec.end <= now + MIN_LEAD or (start is not None and start > spec.end)):
+        return None
+    return start, spec.end
 
 
 def _rule_marker(occurrence: Occurrence, version: str) -> str:

@@ -132,6 +132,14 @@ def _scan_commands(commands: Any) -> None:
                 "of two); safe either way, an existing schedule is updated in place",
             )
         command.add_argument(
+            "--deliver-past-due",
+            action="store_true",
+            help="eventbridge: also deliver past occurrences whose delivery the ledger no longer remembers (due more "
+            "than the idempotency window, 48 h by default, ago); they may have been delivered long ago, so each may "
+            "arrive a second time. Without it they are reported, never delivered again (a backfill's first run "
+            "delivers them)",
+        )
+        command.add_argument(
             "--in-lambda",
             metavar="BACKFILL_FUNCTION",
             help="fan the segments out over the stack's backfill function (backfill_function=True; its output "
@@ -142,7 +150,7 @@ def _scan_commands(commands: Any) -> None:
 def scan_main(args: argparse.Namespace, client: Client | None, emit: Emit) -> int:
     from pathlib import Path
 
-    from . import backfill
+    from . import backfill, scan_report
 
     if args.segments < 1 or args.page_items < 1 or args.read_units <= 0 or args.scheduler_calls <= 0:
         problem = "--segments, --page-items, --read-units and --scheduler-calls must be positive"
@@ -158,6 +166,7 @@ def scan_main(args: argparse.Namespace, client: Client | None, emit: Emit) -> in
         in_lambda=args.in_lambda,
         page_items=args.page_items,
         fresh=bool(getattr(args, "fresh", False)),
+        deliver_past_due=args.deliver_past_due,
     )
     try:
         aws = client or clients(args.endpoint_url, args.region)
@@ -169,7 +178,7 @@ def scan_main(args: argparse.Namespace, client: Client | None, emit: Emit) -> in
     except KeyboardInterrupt:
         print("scheduled-table: interrupted; run again with the same --checkpoint to resume", file=sys.stderr)
         return backfill.INTERRUPTED
-    for line in backfill.summary(args.command, tally, finished, args.dry_run):
+    for line in scan_report.summary(args.command, tally, finished, args.dry_run):
         emit(line)
     if not finished:
         return backfill.INTERRUPTED
