@@ -66,3 +66,8 @@ def test_an_edited_page_makes_the_readme_stale(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setattr(readme, "DOCS", tmp_path)
     text = readme.README.read_text()
     assert readme.readme(text) != text
+
+
+def test_the_readme_stays_short() -> None:
+    """The README is the front page; the rest belongs on the docs site."""
+    assert len(readme.README.read_text().splitlines()) <= 300
