@@ -80,3 +80,8 @@ def test_the_operator_policies_in_the_docs_are_the_generated_ones() -> None:
     assert permissions.page(text) == text, (
         "docs/operations.md's policies are stale: run `.venv/bin/python -m components.ops.permissions` and commit it"
     )
+
+
+def test_the_readme_stays_short() -> None:
+    """The README is the front page; the rest belongs on the docs site."""
+    assert len(readme.README.read_text().splitlines()) <= 300
