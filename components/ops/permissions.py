@@ -162,7 +162,7 @@ FANOUT = (
     *DISCOVER,
     Need(("dynamodb:DescribeTable",), TABLE),
     Need(("dynamodb:GetItem", "dynamodb:UpdateItem"), _aggregate_table),
-    Need(("lambda:InvokeFunction",), BACKFILL_FUNCTION),
+    Need(("lambda:GetFunctionConfiguration", "lambda:InvokeFunction"), BACKFILL_FUNCTION),  # checked, then invoked
 )
 TARGET = "target"  # the target's own send (dispatch.send_now), built as the functions' (direct_dispatch_statements)
 
@@ -172,6 +172,7 @@ COMMANDS: dict[str, tuple[Need | str, ...]] = {
         Need(("sqs:GetQueueAttributes", "sqs:ReceiveMessage"), PARKED),
         Need(("sqs:GetQueueAttributes",), RELEASE),
         Need(("scheduler:ListSchedules",), ANY_IF_GROUP),
+        Need(("scheduler:GetSchedule",), SCHEDULES),  # when each sampled schedule fires
         Need(("dynamodb:Scan",), DUE_INDEX),
         Need(("dynamodb:Scan",), _filtered_by_type),
     ),

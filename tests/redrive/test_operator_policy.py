@@ -225,6 +225,14 @@ def test_backfill_in_lambda_runs_under_its_policy_which_invokes_only_the_backfil
         def __getattr__(self, name: str) -> Any:
             return getattr(function, name)
 
+        def get_function_configuration(self, FunctionName: str) -> dict[str, Any]:
+            if FunctionName != "items-backfill":
+                return function.get_function_configuration(FunctionName)
+            return {
+                "FunctionArn": f"arn:aws:lambda:eu-west-1:123456789012:function:{FunctionName}",
+                "Handler": "backfill.handler",
+            }
+
         def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:
             invoked.append(FunctionName)
             answer: dict[str, Any] = {"done": True, "startKey": None, "tally": {}}
