@@ -198,7 +198,7 @@ def change(config: HandlerConfig, old: Record | None, new: Record | None, now: f
     new state, so feeding the same state twice is one record to the handlers that key on it."""
     image = new if new is not None else old
     assert image is not None
-    names = [config["partitionKey"]] + ([config["sortKey"]] if config.get("sortKey") else [])
+    names = _key_names(config)
     keys = {name: image[name] for name in names if name in image}
     data: dict[str, Any] = {
         "Keys": keys,
@@ -223,6 +223,12 @@ def change(config: HandlerConfig, old: Record | None, new: Record | None, now: f
     }
 
 
+def _key_names(config: HandlerConfig) -> tuple[str, ...]:
+    from st_core.naming import key_names
+
+    return key_names(config)
+
+
 def _stream(record: Record) -> DynamoDBStreamRecord:
     """A synthetic record as the handlers' typed view of a stream record (it has every field Lambda's has)."""
     return cast("DynamoDBStreamRecord", record)
@@ -231,14 +237,14 @@ def _stream(record: Record) -> DynamoDBStreamRecord:
 def identity(config: HandlerConfig, image: Record) -> str:
     from st_core.stream import identity_of
 
-    names = [config["partitionKey"]] + ([config["sortKey"]] if config.get("sortKey") else [])
+    names = _key_names(config)
     return str(identity_of({n: image[n] for n in names if n in image}))
 
 
 def describe(config: HandlerConfig, image: Record) -> str:
     from st_core.stream import decode_image
 
-    names = [config["partitionKey"]] + ([config["sortKey"]] if config.get("sortKey") else [])
+    names = _key_names(config)
     plain = decode_image({n: image[n] for n in names if n in image}) or {}
     return json.dumps(plain, default=str, sort_keys=True)
 
@@ -382,10 +388,10 @@ class Engine:
             for step in planned.steps:
                 occurrence = step.occurrence
                 if occurrence.recurrence is None and occurrence.due <= now:
-                    if self._ledger().taken(occurrence.name):
+                    if self._ledger().taken(occurrence.name, aliases=occurrence.aliases):
                         continue  # delivered already (by an earlier run, or the live function)
                     return "deliver (past due)"
-                if self.options.fresh or self._schedule(occurrence.name) is None:
+                if self.options.fresh or self._found(occurrence.name, *occurrence.aliases) is None:
                     return "schedule"
             return ""
         import ttl
@@ -399,7 +405,7 @@ class Engine:
             return "delete now (past due)"
         if self.options.fresh:
             return "schedule"
-        found = self._schedule(decision.name)
+        found = self._found(*ttl.schedule_names(_stream(record), self.config))
         if found is None:
             return "schedule"
         held = record["dynamodb"]["NewImage"][self.config["timeAttribute"]]
@@ -416,6 +422,14 @@ class Engine:
         from st_core.idempotency import Ledger
 
         return Ledger.of(self.config["eventbridge"], self.clients)
+
+    def _found(self, *names: str) -> Record | None:
+        """The first of these schedules that exists (an occurrence's name, then older names of it), if any."""
+        for name in names:
+            found = self._schedule(name)
+            if found is not None:
+                return found
+        return None
 
     def _schedule(self, name: str) -> Record | None:
         self.calls.take(1)
@@ -544,11 +558,20 @@ class Engine:
             return
         where = f"{name} ({describe(self.config, keys)})"
         item = self._read([keys]).get(identity(self.config, keys))
-        if name in self._wanted(item):
+        own = self._wanted(item).get(name)
+        if own == name:
             self._note("skipped", "schedule matches its item")
             return
+        why = "item gone or holds another time"
+        if own is not None:
+            # The occurrence's schedule under the name an earlier version gave it: it is the occurrence's one
+            # schedule, unless one under its own name exists too (then this copy would deliver it a second time).
+            if self._schedule(own) is None:
+                self._note("skipped", "schedule matches its item (under an earlier version's name)")
+                return
+            why = f"a second copy of {own}, under an earlier version's name"
         if self.options.dry_run:
-            self._note("acted", "would delete schedule (item gone or holds another time)", where)
+            self._note("acted", f"would delete schedule ({why})", where)
             return
         from st_core import schedules
 
@@ -558,26 +581,30 @@ class Engine:
             from st_core.errors import persist
 
             persist(lambda: self._ledger().unschedule(name))  # as the handler's cancel: the marker goes with it
-        self._note("acted", "deleted schedule (item gone or holds another time)", where)
+        self._note("acted", f"deleted schedule ({why})", where)
         # A live write may have given the item that time again between the read and the delete: follow it.
         now = self._read([keys]).get(identity(self.config, keys))
-        if now is not None and name in self._wanted(now):
+        if now is not None and self._wanted(now).get(name) == name:
             self._feed_settled([change(self.config, None, now, self.now())])
 
-    def _wanted(self, image: Record | None) -> set[str]:
-        """The schedule names a fresh write of the item would make (none for an absent item)."""
+    def _wanted(self, image: Record | None) -> dict[str, str]:
+        """The schedule names a fresh write of the item would make (none for an absent item), and the names earlier
+        versions gave the same schedules, each mapped to the schedule's own name."""
         if image is None:
-            return set()
+            return {}
         record = change(self.config, None, image, self.now())
         moment = datetime.fromtimestamp(self.now(), UTC)
         if self.kind == "eventbridge":
             import eventbridge
 
-            return {step.occurrence.name for step in eventbridge.plan(_stream(record), self.config, moment).steps}
-        import ttl
+            steps = eventbridge.plan(_stream(record), self.config, moment).steps
+            names = [(step.occurrence.name, *step.occurrence.aliases) for step in steps]
+        else:
+            import ttl
 
-        decision = ttl.decide(_stream(record), self.config, moment)
-        return {decision.name} if decision.step is ttl.Step.SCHEDULE else set()
+            decision = ttl.decide(_stream(record), self.config, moment)
+            names = [ttl.schedule_names(_stream(record), self.config)] if decision.step is ttl.Step.SCHEDULE else []
+        return {alias: each[0] for each in names for alias in each}
 
     def _keys_of(self, schedule: Record) -> Record | None:
         """The item's keys (Lambda-shaped) from a schedule's input: the release envelope's (second precision), the

@@ -35,10 +35,9 @@ def existing(env: Env, count: int, *, ahead: timedelta = timedelta(days=2), pref
 
 
 def expected_name(env: Env, pk: str, due: datetime) -> str:
-    keys = {"PK": {"S": pk}, "SK": {"S": "A"}}
-    from st_core.stream import identity_of
+    from st_core.naming import item_keys, occurrence_id
 
-    return eventbridge.occurrence_name(identity_of(keys), {"PK": pk, "SK": "A"}, due)
+    return occurrence_id(item_keys({"SK": {"S": "A"}, "PK": {"S": pk}}, env.config), due)
 
 
 def delivered(env: Env) -> list[dict[str, Any]]:
@@ -381,10 +380,10 @@ def test_offsets_and_recurring_items_get_every_schedule_a_fresh_write_makes(env:
     tally, finished, _ = run(env, function)
     assert finished and tally.failed == 0
     made = {s["Name"]: s for s in env.schedules()}
-    from st_core.stream import identity_of
+    from st_core.naming import item_keys, occurrence_id
 
-    identity = identity_of({"PK": {"S": "offsets"}, "SK": {"S": "A"}})
-    assert {eventbridge.occurrence_name(identity, {"PK": "offsets", "SK": "A"}, due, o) for o in OFFSETS} <= set(made)
+    keys = item_keys({"SK": {"S": "A"}, "PK": {"S": "offsets"}}, env.config)
+    assert {occurrence_id(keys, due, o) for o in OFFSETS} <= set(made)
     recurring = [s for s in made.values() if s["ScheduleExpression"] == WEEKLY]
     assert len(recurring) == 1 and recurring[0]["ScheduleExpressionTimezone"] == "Europe/London"
     assert len(made) == len(OFFSETS) + 1
