@@ -556,7 +556,10 @@ OPTION_DOCS: dict[str, str] = {
         "`kms:GenerateDataKey` on it only; the key's ARN (plain or an Output, checked when it resolves; not an alias "
         "or a key id: IAM grants `kms:` actions on the key's ARN only)"
     ),
-    "deletion_protection": "turn off before `pulumi destroy`",
+    "deletion_protection": (
+        "of the table and the ledger (with `existing_table`: the ledger's only, the one table the component then "
+        "makes); turn off before `pulumi destroy`"
+    ),
     "tags": "applied to every taggable resource, plus `scheduled-table:component`",
     "target": (
         "what receives the due event: `QueueTarget`, `FunctionTarget`, `StateMachineTarget`, `TopicTarget`, "

@@ -302,9 +302,9 @@ def target_statements(ctx: BuildContext, build: Callable[..., list[policies.Stat
     with the email sender and the target's own KMS key where there are."""
     email = ctx.args.target if isinstance(ctx.args.target, EmailTarget) else None
     target_key = getattr(ctx.args.target, "kms_key_arn", None)
-    return pulumi.Output.all(ctx.target_arn, ctx.table.arn, target_key).apply(
+    return pulumi.Output.all(ctx.target_arn, ctx.home_arn, target_key).apply(
         lambda v: build(
-            ctx.target_kind, v[0], table_arn=v[1], sender=email.sender if email else None, target_key_arn=v[2]
+            ctx.target_kind, v[0], home_arn=v[1], sender=email.sender if email else None, target_key_arn=v[2]
         )
     )
 
@@ -321,7 +321,8 @@ def build_scheduling(
     role = aws.iam.Role(
         f"{owner.name}-scheduler-exec-role",
         description=descriptions.scheduler_role(owner.name),
-        assume_role_policy=ctx.table.arn.apply(
+        # Scheduler assumes the role for the deploying account (the schedules are its), whoever's the table is.
+        assume_role_policy=ctx.home_arn.apply(
             lambda arn: policies.assume_role_policy("scheduler.amazonaws.com", policies.account_of(arn))
         ),
         tags=dict(owner.tags),

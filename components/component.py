@@ -113,6 +113,9 @@ class ScheduledTable(pulumi.ComponentResource):
             poison_queue=self.poison_queue,
             target_kind=self.target_kind,
             target_arn=self.target_arn,
+            # The deploying account's own, whoever's the table is: the poison queue's ARN (made in the deploying
+            # account and region, as every child is; no lookup of the caller identity needed).
+            home_arn=self.poison_queue.arn,
         )
         built = MODE_BUILDERS[Mode(args.mode)](ctx)
         self.schedule_group_name = built.schedule_group_name
@@ -127,6 +130,7 @@ class ScheduledTable(pulumi.ComponentResource):
                 name=name,
                 consumer=built.consumer,
                 table_arn=self.table.arn,
+                stream_dlq_arn=self.stream_dlq.arn,
                 tags=dict(owner.tags),
                 parent=self,
                 log_retention_days=args.log_retention_days,

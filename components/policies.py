@@ -38,16 +38,16 @@ def assume_role_policy(service: str, source_account: str | None = None) -> str:
 
 
 def target_statements(
-    kind: str, target_arn: str, *, table_arn: str, sender: str | None = None, target_key_arn: str | None = None
+    kind: str, target_arn: str, *, home_arn: str, sender: str | None = None, target_key_arn: str | None = None
 ) -> list[Statement]:
     """Exactly the target's action on exactly the target's resource (email: from the sender's address only; an event
     bus: PutEvents on that bus, for a Scheduler role and a handler alike), plus the use of the key that encrypts the
-    target, if it has one."""
+    target, if it has one. `home_arn`: any ARN of the deploying account and region (the SES identities are its)."""
     statement: Statement = {"Effect": "Allow", "Action": _TARGET_ACTIONS[kind]}
     if kind == "email":
         if not sender:
             raise ValueError("an email target needs its sender to scope ses:SendEmail")
-        statement["Resource"] = ses_identity_arns(table_arn, sender)
+        statement["Resource"] = ses_identity_arns(home_arn, sender)
         statement["Condition"] = {"StringEquals": {"ses:FromAddress": email_address(sender)}}
     elif kind == "lambda":
         statement["Resource"] = [target_arn, f"{target_arn}:*"]  # the function and its versions/aliases
@@ -130,10 +130,10 @@ def scheduling_statements(*, group_arn: str, scheduler_role_arn: str) -> list[St
 
 
 def direct_dispatch_statements(
-    kind: str, target_arn: str, *, table_arn: str, sender: str | None, target_key_arn: str | None = None
+    kind: str, target_arn: str, *, home_arn: str, sender: str | None, target_key_arn: str | None = None
 ) -> list[Statement]:
     """The handler delivers due-now items itself: the target's action, plus the queue URL lookup for SQS."""
-    statements = target_statements(kind, target_arn, table_arn=table_arn, sender=sender, target_key_arn=target_key_arn)
+    statements = target_statements(kind, target_arn, home_arn=home_arn, sender=sender, target_key_arn=target_key_arn)
     if kind == "sqs":
         statements.append({"Effect": "Allow", "Action": ["sqs:GetQueueUrl"], "Resource": [target_arn]})
     return statements
@@ -182,17 +182,18 @@ def ledger_statements(ledger_arn: str, *, batch_markers: bool = False) -> list[S
 
 
 def alarm_topic_key_policy(arn_in_account: str) -> str:
-    """Key policy of the key that encrypts the alarm topic (account and partition from any ARN of the account).
+    """Key policy of the key that encrypts the alarm topic (account and partition from any ARN of the deploying
+    account: the key, the topic and the alarms are all the stack's, whoever's the table is).
 
     The account root administers the key: the standard key-admin statement, and the one `kms:*` this project
     writes (in a key policy `Resource: "*"` is this key only); without it no IAM policy could grant anything on the
-    key. CloudWatch (publishing alarms to the topic) and SNS (storing and delivering them) may use the key, only on
-    behalf of this account. The AWS-managed alias/aws/sns key cannot say this, so alarms to a topic encrypted with
-    it are silently dropped.
+    key. CloudWatch, which publishes the alarms to the topic, may use the key, only on behalf of this account: it
+    needs kms:GenerateDataKey* and kms:Decrypt to publish to an encrypted topic (AWS re:Post "CloudWatch alarm with
+    an encrypted SNS topic"). SNS itself needs no statement: it stores and delivers the topic's messages with the
+    data keys the publisher's use of the key made. The AWS-managed alias/aws/sns key cannot allow CloudWatch, so
+    alarms to a topic encrypted with it are silently dropped.
     """
     partition, _, _, account, _ = arn_parts(arn_in_account)
-    use = ["kms:Decrypt", "kms:GenerateDataKey*"]
-    mine = {"StringEquals": {"aws:SourceAccount": account}}
     statements: list[Statement] = [
         {
             "Sid": "AccountAdministersTheKey",
@@ -205,17 +206,9 @@ def alarm_topic_key_policy(arn_in_account: str) -> str:
             "Sid": "CloudWatchPublishesAlarms",
             "Effect": "Allow",
             "Principal": {"Service": "cloudwatch.amazonaws.com"},
-            "Action": use,
+            "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
             "Resource": "*",
-            "Condition": mine,
-        },
-        {
-            "Sid": "SnsDeliversThem",
-            "Effect": "Allow",
-            "Principal": {"Service": "sns.amazonaws.com"},
-            "Action": use,
-            "Resource": "*",
-            "Condition": mine,
+            "Condition": {"StringEquals": {"aws:SourceAccount": account}},
         },
     ]
     return document(statements)

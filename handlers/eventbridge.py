@@ -60,6 +60,7 @@ from st_core.stream import (
     DynamoDBStreamRecord,
     changed_at,
     decode_image,
+    due_type_problem,
     sequence_number,
     to_request,
 )
@@ -205,6 +206,9 @@ def plan(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime)
     news: dict[int | str, Occurrence] = {}
     if name != "REMOVE":
         try:
+            problem = due_type_problem(data.get("NewImage"), config["timeAttribute"])
+            if problem:  # binary, boolean, null, a set, a map, a list: no time (null is not "no due time" either)
+                raise PermanentError(problem)
             news = occurrences_of(decode_image(data.get("NewImage")), keys, config)
         except PermanentError as exc:
             poison = str(exc)

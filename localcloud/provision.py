@@ -559,8 +559,29 @@ def _mapping_request(inputs: dict[str, Any]) -> dict[str, Any]:
     if on_failure:
         request["DestinationConfig"] = {"OnFailure": {"Destination": on_failure}}
     filters = (inputs.get("filterCriteria") or {}).get("filters") or []
-    request["FilterCriteria"] = {"Filters": [{"Pattern": for_ministack(f["pattern"])} for f in filters]}
+    patterns = [local for f in filters for local in without_or(f["pattern"])]
+    request["FilterCriteria"] = {"Filters": [{"Pattern": for_ministack(p)} for p in patterns]}
     return request
+
+
+def without_or(pattern: str) -> list[str]:
+    """ministack's filter engine has no `"$or"` (it would look for a field of that name and drop every record): the
+    pattern as the equivalent patterns without it, one per alternative (Lambda ORs a mapping's filters). ministack
+    takes any number of filters; the component's own stay within Lambda's five."""
+
+    def expand(node: Any) -> list[Any]:
+        if not isinstance(node, dict):
+            return [node]
+        options: list[dict[str, Any]] = [{}]
+        for key, value in node.items():
+            if key == "$or":
+                choices = [alternative for a in value for alternative in expand(a)]
+                options = [{**o, **c} for o in options for c in choices]
+            else:
+                options = [{**o, key: c} for o in options for c in expand(value)]
+        return options
+
+    return [json.dumps(p, separators=(",", ":"), sort_keys=True) for p in expand(json.loads(pattern))]
 
 
 def for_ministack(pattern: str) -> str:

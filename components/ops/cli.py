@@ -142,7 +142,7 @@ def _scan_commands(commands: Any) -> None:
 def scan_main(args: argparse.Namespace, client: Client | None, emit: Emit) -> int:
     from pathlib import Path
 
-    from . import backfill
+    from . import backfill, scan_report
 
     if args.segments < 1 or args.page_items < 1 or args.read_units <= 0 or args.scheduler_calls <= 0:
         problem = "--segments, --page-items, --read-units and --scheduler-calls must be positive"
@@ -169,7 +169,7 @@ def scan_main(args: argparse.Namespace, client: Client | None, emit: Emit) -> in
     except KeyboardInterrupt:
         print("scheduled-table: interrupted; run again with the same --checkpoint to resume", file=sys.stderr)
         return backfill.INTERRUPTED
-    for line in backfill.summary(args.command, tally, finished, args.dry_run):
+    for line in scan_report.summary(args.command, tally, finished, args.dry_run):
         emit(line)
     if not finished:
         return backfill.INTERRUPTED

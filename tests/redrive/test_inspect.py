@@ -119,3 +119,25 @@ def test_every_option_has_help() -> None:
         for action in command._actions:
             if action.dest != "help" and name != "local":
                 assert action.help, f"{name} {action.option_strings or action.dest}"
+
+
+def test_items_whose_due_attribute_is_a_map_or_a_list_are_reported(env: Env) -> None:
+    """No leaf filter matches a map or a list, so such an item never reaches the function and nothing is parked
+    for it: inspect finds them by a scan of the table, with their keys and the type."""
+    function = consumer(env)
+    env.ddb.put_item(
+        TableName=env.table, Item={"PK": {"S": "m"}, "SK": {"S": "A"}, "dueAt": {"M": {"at": {"S": FUTURE}}}}
+    )
+    env.ddb.put_item(TableName=env.table, Item={"PK": {"S": "l"}, "SK": {"S": "A"}, "dueAt": {"L": [{"S": FUTURE}]}})
+    env.put({"PK": "fine", "SK": "A", "dueAt": FUTURE})
+    env.put({"PK": "plain", "SK": "A"})
+
+    status, lines = inspect(function)
+
+    assert status == 0, lines
+    note = "never seen by the mapping's filter: write the due time as a string or a number"
+    start = lines.index(f"  items whose dueAt is a map or a list: 2 ({note})")
+    assert sorted(lines[start + 1 : start + 3]) == [
+        '    {"PK": "l", "SK": "A"}  dueAt is a DynamoDB L (list)',
+        '    {"PK": "m", "SK": "A"}  dueAt is a DynamoDB M (map)',
+    ], lines
