@@ -134,3 +134,39 @@ def test_an_occurrence_an_earlier_versions_schedule_delivered_is_not_delivered_a
     live(env, now=due + timedelta(minutes=5))
     assert env.messages(env.due_queue_url) == []
     assert len(env.schedules()) == 1
+
+
+def test_precise_ttl_an_earlier_versions_schedule_is_found_by_reconcile_moves_and_deletes(env: Env) -> None:
+    """Precise ttl's one schedule per item, named by an earlier version from an AWS record (sort key first):
+    reconcile keeps it as the item's, a move replaces it (one schedule, the new time), a delete removes it."""
+    import ttl
+
+    from tests.backfill.conftest import ttl_config
+
+    ttl_config(env, precise=True)
+    ahead = int((NOW + timedelta(days=1)).timestamp())
+    items = ("kept", "moved", "removed")
+    for pk in items:
+        env.put({"PK": pk, "SK": "A", "dueAt": ahead})
+    assert ttl.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    keep = ("ScheduleExpression", "ScheduleExpressionTimezone", "FlexibleTimeWindow", "ActionAfterCompletion", "Target")
+    old = {}
+    for schedule in env.schedules():
+        pk = json.loads(schedule["Target"]["Input"])["Key"]["PK"]["S"]
+        old[pk] = schedule_name(identity_of(typed(pk)), f"A-{pk}")  # an earlier version's name for the item
+        if schedule["Name"] != old[pk]:
+            env.scheduler.create_schedule(Name=old[pk], GroupName=env.group, **{k: schedule[k] for k in keep})
+            env.scheduler.delete_schedule(Name=schedule["Name"], GroupName=env.group)
+    assert names(env) == set(old.values())
+
+    status, lines = command(consumer(env), "reconcile")
+    assert status == 0, lines
+    assert names(env) == set(old.values()), lines  # found, not made again under another name
+
+    env.put({"PK": "moved", "SK": "A", "dueAt": ahead + 3600})
+    env.delete("removed", "A")
+    assert ttl.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    held = {json.loads(s["Target"]["Input"])["Key"]["PK"]["S"]: s for s in env.schedules()}
+    assert sorted(held) == ["kept", "moved"] and len(env.schedules()) == 2
+    assert held["kept"]["Name"] == old["kept"]
+    assert json.loads(held["moved"]["Target"]["Input"])["ExpressionAttributeValues"][":due"]["N"] == str(ahead + 3600)
