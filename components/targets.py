@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -85,7 +86,49 @@ def topic_arn_problem(field_name: str, value: str) -> str | None:
     )
 
 
+def resource_problem(field_name: str, value: object, attribute: str = "arn") -> str | None:
+    """Why `value` cannot be the text option `field_name` at all (None if it can: a string, or an Output or other
+    awaitable that resolves to one): a Pulumi resource given where one of its outputs belongs (`QueueTarget(queue)`
+    for `QueueTarget(queue.arn)`, which would otherwise fail deep inside Pulumi as `'Queue' object has no attribute
+    'startswith'`), or a value of another type."""
+    if value is None or isinstance(value, str | pulumi.Output) or inspect.isawaitable(value):
+        return None
+    if isinstance(value, pulumi.Resource):
+        kind = type(value).__name__
+        owner, _, option = field_name.rpartition(".")
+        example = f"{option}={kind.lower()}.{attribute}"
+        return (
+            f"{field_name}: got the {kind} resource itself, not its {attribute}; pass its `.{attribute}` output: "
+            + (f"{owner}({example}, ...)" if owner else example)
+        )
+    return f"{field_name}: {value!r} is not text; pass the {attribute} as a string or an Output"
+
+
+def region_problem(target: Target, arn: str, stack_region: str) -> str | None:
+    """Why the target cannot be reached from the stack (None if it can): it is in another region. EventBridge
+    Scheduler calls a templated target in the schedule's own region, and the handlers' AWS clients are in their
+    function's region (a queue of another region is not found there, a function or state machine ARN of another
+    region is refused), so every due event would be dead-lettered. `stack_region` is read from a resource the
+    component creates, so the check needs no lookup."""
+    region = _region(arn)
+    if isinstance(target, EmailTarget) or not region or region == stack_region:
+        return None
+    field_name, _, what, _, _ = _ARN_SHAPES[target.kind]
+    return (
+        f"{type(target).__name__}.{field_name}: {arn!r} is in {region}, and this stack deploys to {stack_region}: "
+        f"Scheduler and the handlers deliver only within the stack's region, so every due event would fail; use a "
+        f"{what} in {stack_region}, or deploy the ScheduledTable in {region} (to reach {region} from "
+        f"{stack_region}: an EventBusTarget on a bus in {stack_region} whose rule targets a bus in {region})"
+    )
+
+
 def _check(target: QueueTarget | FunctionTarget | StateMachineTarget | TopicTarget | EventBusTarget) -> None:
+    field_name = _ARN_SHAPES[target.kind][0]
+    given = resource_problem(f"{type(target).__name__}.{field_name}", target.arn) or resource_problem(
+        f"{type(target).__name__}.kms_key_arn", getattr(target, "kms_key_arn", None)
+    )
+    if given:
+        raise ValueError(given)
     key = getattr(target, "kms_key_arn", None)
     if isinstance(key, str):  # an Output: when it resolves (ScheduledTable._checked_keys)
         problem = kms_key_problem(f"{type(target).__name__}.kms_key_arn", key)
@@ -130,27 +173,42 @@ def scheduler_problem(target: Target | None, *, scheduler_delivers: bool) -> str
 
 
 def checked_arn(
-    target: Target, *, scheduler_delivers: bool = False, rename: Callable[[str], str] = str
+    target: Target,
+    *,
+    scheduler_delivers: bool = False,
+    rename: Callable[[str], str] = str,
+    stack_region_of: pulumi.Input[str] | None = None,
 ) -> pulumi.Input[str]:
     """The target's ARN; an Output is checked once it resolves, so a wrong one fails `pulumi up` with the same
     message a plain string gets at construction. `scheduler_delivers`: Scheduler delivers to it (eventbridge mode).
-    `rename`: how the message names the fields (the provider's camelCase inputs for a program in another language)."""
+    `rename`: how the message names the fields (the provider's camelCase inputs for a program in another language).
+    `stack_region_of`: the ARN of a resource the stack creates, whose region the target's must be (`region_problem`);
+    known only once it resolves, so a plain-string ARN is checked then too."""
     arn = target.arn
-    if isinstance(arn, str) or isinstance(target, EmailTarget):
+    if isinstance(target, EmailTarget) or (isinstance(arn, str) and stack_region_of is None):
         return arn
     owner, kind = type(target).__name__, target.kind
 
-    def check(value: str | None) -> str | None:
+    def check(values: list[str | None]) -> str | None:
+        value, ours = values
         problem = None
         if value is not None:  # None: mocks that echo inputs
             problem = arn_problem(kind, owner, value) or options_problem(target, value)
             resolved = dataclasses.replace(target, queue_arn=value) if isinstance(target, QueueTarget) else None
             problem = problem or scheduler_problem(resolved, scheduler_delivers=scheduler_delivers)
+            region = _region(ours)
+            problem = problem or (region_problem(target, value, region) if region else None)
         if problem:
             raise ValueError(rename(problem))
         return value
 
-    return pulumi.Output.from_input(arn).apply(check)  # type: ignore[arg-type]
+    return pulumi.Output.all(arn, stack_region_of).apply(check)  # type: ignore[arg-type]
+
+
+def _region(arn: str | None) -> str:
+    """The region an ARN names ('' for none: a global resource, or not an ARN)."""
+    found = _ARN.fullmatch(arn or "")
+    return found.group(3) if found else ""
 
 
 @keyword_hints

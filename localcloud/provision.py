@@ -42,6 +42,10 @@ NOT_FOUND = frozenset(
 STREAM = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
 
 
+class MissingTable(ValueError):
+    """The program acts on a table of its own (an `ExistingTable`) that the local cloud does not hold."""
+
+
 class UnsupportedResource(Exception):
     """The program registered a resource type the local cloud cannot create."""
 
@@ -90,7 +94,16 @@ class Provisioner:
         """`aws.dynamodb.getTable` answered from the local AWS, in the provider's wire shape (an existing table given
         by name only is looked up with it)."""
         ddb = self.client("dynamodb")
-        table = ddb.describe_table(TableName=args["name"])["Table"]
+        try:
+            table = ddb.describe_table(TableName=args["name"])["Table"]
+        except ClientError as error:
+            if error_code(error) != "ResourceNotFoundException":
+                raise
+            raise MissingTable(
+                f"existing_table: table {args['name']!r} is not in the local cloud, which starts with none of your "
+                f"tables; have `up` make it first: scheduled-table local up --existing-table {args['name']}:PK:SK "
+                "(NAME:PK:SK with your table's partition and sort key names; NAME:PK without a sort key)"
+            ) from None
         keys = {k["KeyType"]: k["AttributeName"] for k in table["KeySchema"]}
         stream = table.get("StreamSpecification") or {}
         ttl = ddb.describe_time_to_live(TableName=args["name"])["TimeToLiveDescription"]

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from ..packaging import error_code, runtime_module
 from .aws import Client, Emit
@@ -129,6 +130,8 @@ def pending(client: Client, stack: Stack, limit: int = SAMPLE) -> list[Pending]:
 
 
 def _schedules(client: Client, group: str, limit: int) -> Pending:
+    """The group's schedules: all counted, a sample of `limit` shown with the time each fires. ListSchedules names
+    no time, so each sampled one is read with GetSchedule (one call each); the sample is shown soonest first."""
     scheduler = client("scheduler")
     count, sample = 0, list[tuple[str, str]]()
     token: str | None = None
@@ -137,10 +140,28 @@ def _schedules(client: Client, group: str, limit: int) -> Pending:
         for schedule in page.get("Schedules", []):
             count += 1
             if len(sample) < limit:
-                sample.append((str(schedule.get("Name")), str(schedule.get("State", ""))))
+                name = str(schedule.get("Name"))
+                found = scheduler.get_schedule(GroupName=group, Name=name)
+                state = str(schedule.get("State", ""))
+                sample.append((name, fire_time(found) + ("" if state in ("", "ENABLED") else f" ({state})")))
         token = page.get("NextToken")
         if not token:
-            return Pending(f"schedule group {group}", count, sample)
+            note = "" if count <= len(sample) else f"{len(sample)} shown, as Scheduler lists them (by name)"
+            return Pending(f"schedule group {group}", count, sorted(sample, key=lambda s: s[1]), note)
+
+
+def fire_time(schedule: dict[str, Any]) -> str:
+    """When a schedule fires, from GetSchedule: a one-time `at()` time as UTC (`2026-03-30T09:00:00Z`; Scheduler
+    fires within that minute), a recurring expression as written with its time zone."""
+    expression = str(schedule.get("ScheduleExpression", ""))
+    zone = str(schedule.get("ScheduleExpressionTimezone") or "UTC")
+    if expression.startswith("at(") and expression.endswith(")"):
+        try:
+            local = datetime.fromisoformat(expression[3:-1]).replace(tzinfo=ZoneInfo(zone))
+        except (ValueError, KeyError):
+            return expression
+        return local.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{expression} {zone}" if expression else "-"
 
 
 def _due_index(client: Client, table: str, limit: int) -> Pending:
@@ -216,7 +237,7 @@ def report(client: Client, function: str, limit: int, emit: Emit) -> None:
     """Print what the stack holds."""
     stack = discover(client, function)
     config = stack.config
-    emit(f"table {config.get('table')} (mode {config.get('mode')}), consumer {function}")
+    emit(f"table {config.get('table')} (mode {config.get('mode')}), consumer {stack.function}")
     emit("pending:")
     for waiting in pending(client, stack, limit):
         figure = "-" if waiting.count < 0 else str(waiting.count)
@@ -256,6 +277,7 @@ __all__ = [
     "Parked",
     "Pending",
     "filters_by_type",
+    "fire_time",
     "inspect",
     "peek",
     "pending",
