@@ -185,14 +185,14 @@ def _second() -> tuple[list[list[Any]], dict[str, float]]:
     figures: dict[str, float] = {}
     ahead = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
 
-    def due(n: int) -> str:
+    def ahead_by(n: int) -> str:
         return (ahead + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    creates = _records(due)
+    creates = _records(ahead_by)
     with aws():
         clients = BenchClients()
         config = _setup(clients)
-        _hold(clients, due)
+        _hold(clients, ahead_by)
         sqs = clients.get("sqs")
         url = sqs.create_queue(QueueName=f"release-{uuid.uuid4().hex[:6]}")["QueueUrl"]
         name = url.rsplit("/", 1)[-1]

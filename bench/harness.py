@@ -336,6 +336,7 @@ def ministack() -> Iterator[str]:
         # The local cloud enforces IAM as AWS does: its own account's root credentials (what it deploys with), which
         # every call of the benchmark's setup and of the handlers it times may make.
         os.environ.pop("AWS_SESSION_TOKEN", None)
+        _forget_default_session()  # boto3's default session keeps the credentials it found first
         os.environ.update(
             AWS_ENDPOINT_URL=server.endpoint,
             AWS_DEFAULT_REGION=REGION,
@@ -350,6 +351,15 @@ def ministack() -> Iterator[str]:
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
+            _forget_default_session()
+
+
+def _forget_default_session() -> None:
+    """Make `boto3.client` build its default session again, from the environment as it is now: the session caches
+    the credentials it resolved first (a moto run's fake keys, which the local cloud refuses)."""
+    import boto3
+
+    boto3.DEFAULT_SESSION = None
 
 
 def stream_record(keys: dict[str, Any], image: dict[str, Any], sequence: int) -> dict[str, Any]:
