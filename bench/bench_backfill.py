@@ -69,17 +69,19 @@ def _fill(env: Any, mode: str, count: int) -> None:
 def _run(mode: str, segments: int) -> tuple[float, int, Counter[str]]:
     """One backfill of a fresh table: seconds, items, calls by operation."""
     import backfill
+    import backfill_feed
+    import backfill_scan
 
     with aws():
         env = _env(mode)
         count = SIZES[mode]
         _fill(env, mode, count)
         clients = BenchClients(LATENCY_SECONDS)
-        feed = backfill.in_process(env.config, clients) if mode != "aggregate" else backfill._no_feed  # type: ignore[arg-type]
+        feed = backfill_feed.in_process(env.config, clients) if mode != "aggregate" else backfill_feed.no_feed  # type: ignore[arg-type]
         engine = backfill.Engine(env.config, feed, clients=clients)  # type: ignore[arg-type]
 
         def segment(index: int) -> None:
-            backfill.run_slice(engine, index, segments, None)
+            backfill_scan.run_slice(engine, index, segments, None)
 
         def everything() -> None:
             threads = [threading.Thread(target=segment, args=(i,)) for i in range(segments)]
@@ -97,9 +99,9 @@ def _run(mode: str, segments: int) -> tuple[float, int, Counter[str]]:
 
 
 def run() -> tuple[str, dict[str, float]]:
-    import backfill
+    import backfill_totals
 
-    backfill.SETTLE_SECONDS = 0.0  # the settle wait is the operator's safety margin, not work
+    backfill_totals.SETTLE_SECONDS = 0.0  # the settle wait is the operator's safety margin, not work
     rows: list[list[Any]] = []
     model: list[list[Any]] = []
     figures: dict[str, float] = {}

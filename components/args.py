@@ -14,7 +14,7 @@ from . import target_types
 from .arns import kms_key_problem
 from .existing import TABLE_OPTIONS, ExistingTable, existing_table_problem
 from .suggest import keyword_hints
-from .targets import Target, is_target, scheduler_problem, topic_arn_problem
+from .targets import Target, is_target, resource_problem, scheduler_problem, topic_arn_problem
 from .types import KeyType, Mode, ModeName
 
 # CloudWatch Logs accepts only these retention periods (days).
@@ -198,7 +198,11 @@ def _existing(args: ScheduledTableArgs) -> None:
             "existing_table", f"{type(table).__name__} is not an ExistingTable", "pass ExistingTable(name, stream_arn)"
         )
     # Outputs are checked once they resolve, with the same message (ScheduledTable._given_table).
-    problem = existing_table_problem(table.name, table.stream_arn)
+    problem = (
+        resource_problem("existing_table.name", table.name, "name")
+        or resource_problem("existing_table.stream_arn", table.stream_arn, "stream_arn")
+        or existing_table_problem(table.name, table.stream_arn)
+    )
     if problem:
         raise ValueError(problem)
     for name in TABLE_OPTIONS:
@@ -225,7 +229,9 @@ def _encryption(args: ScheduledTableArgs) -> None:
     if args.kms_key_arn is not None and not args.server_side_encryption:
         _fail("kms_key_arn", "a KMS key needs server_side_encryption=True", "remove kms_key_arn or enable encryption")
     # An Output is checked when it resolves, with the same message (ScheduledTable._checked_keys).
-    problem = kms_key_problem("kms_key_arn", args.kms_key_arn) if isinstance(args.kms_key_arn, str) else None
+    problem = resource_problem("kms_key_arn", args.kms_key_arn)
+    if isinstance(args.kms_key_arn, str):
+        problem = kms_key_problem("kms_key_arn", args.kms_key_arn)
     if problem:
         raise ValueError(problem)
 
@@ -476,6 +482,7 @@ def _operations(args: ScheduledTableArgs) -> None:
     # An Output (a topic made in the same program) is checked when it resolves, with the same message.
     topic = args.alarm_topic_arn
     problem = topic_arn_problem("alarm_topic_arn", topic) if isinstance(topic, str) else None
+    problem = problem or resource_problem("alarm_topic_arn", topic)
     if problem:
         raise ValueError(problem)
     _between(args, "iterator_age_alarm_seconds", 60, 86400)
@@ -557,7 +564,10 @@ OPTION_DOCS: dict[str, str] = {
         "`kms:GenerateDataKey` on it only; the key's ARN (plain or an Output, checked when it resolves; not an alias "
         "or a key id: IAM grants `kms:` actions on the key's ARN only)"
     ),
-    "deletion_protection": "turn off before `pulumi destroy`",
+    "deletion_protection": (
+        "of the table and the ledger (with `existing_table`: the ledger's only, the one table the component then "
+        "makes); turn off before `pulumi destroy`"
+    ),
     "tags": "applied to every taggable resource, plus `scheduled-table:component`",
     "target": target_types.option_doc(),
     "lambda_memory_mb": (

@@ -35,9 +35,10 @@ def email_address(sender: str) -> str:
     return parseaddr(sender)[1]
 
 
-def ses_identity_arns(table_arn: str | None, sender: str) -> list[str]:
-    """The SES identities a sender may be verified as: the (bare) address itself and its domain."""
-    partition, _, region, account, _ = arn_parts(table_arn)
+def ses_identity_arns(home_arn: str | None, sender: str) -> list[str]:
+    """The SES identities a sender may be verified as: the (bare) address itself and its domain, in the deploying
+    account and region (`home_arn`: any ARN there)."""
+    partition, _, region, account, _ = arn_parts(home_arn)
     address = email_address(sender)
     domain = address.rsplit("@", 1)[-1]
     return [f"arn:{partition}:ses:{region}:{account}:identity/{name}" for name in (address, domain)]

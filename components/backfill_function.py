@@ -1,12 +1,12 @@
-"""The optional backfill function (`backfill_function=True`): `handlers/backfill.py` deployed beside the consumer,
-so `scheduled-table backfill --in-lambda` fans a scan's segments out over Lambda.
+"""The optional backfill function (`backfill_function=True`): `handlers/backfill.py` deployed beside the consumer, so
+`scheduled-table backfill --in-lambda` fans a scan's segments out over Lambda.
 
-It runs the mode's own handler in-process on synthetic stream records, so it needs what the consumer needs to act
-(its policy's statements, the same configuration document) but not the stream: the statement that reads the
-table's stream is dropped, and what a backfill adds is granted on this table and group only: Scan (and the
-consistent reads that follow live writes, DescribeTable for the key schema) on the table, GetSchedule on the
-schedules the consumer manages (what exists already), ListSchedules (reconcile's sweep; IAM has no resource for it:
-"*"). Nothing is created when the option is off.
+It runs the mode's own handler in-process on synthetic stream records, so it needs what the consumer needs to act (its
+policy's statements, the same configuration document) but not the stream: the statement that reads the table's stream,
+and the send to the stream DLQ (the consumer's mapping's, not its code's), are dropped, and what a backfill adds is
+granted on this table and group only: Scan (and the consistent reads that follow live writes, DescribeTable for the key
+schema) on the table, GetSchedule on the schedules the consumer manages (what exists already), ListSchedules
+(reconcile's sweep; IAM has no resource for it: "*"). Nothing is created when the option is off.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .parts import Consumer
 
 HANDLER = "backfill.handler"
-# Each invocation runs one slice of a segment until its last 30 s (handlers/backfill.MARGIN_SECONDS): the longest
+# Each invocation runs one slice of a segment until its last 30 s (handlers/backfill_scan.MARGIN_SECONDS): the longest
 # Lambda allows, so a chain needs the fewest invocations.
 TIMEOUT_SECONDS = 900
 STREAM_ACTIONS = frozenset(
@@ -31,10 +31,13 @@ STREAM_ACTIONS = frozenset(
 TABLE_ACTIONS = ["dynamodb:BatchGetItem", "dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:Scan"]
 
 
-def backfill_statements(consumer: list[Statement], *, table_arn: str) -> list[Statement]:
-    """The backfill function's statements from the consumer's: the same, without reading the stream, plus the
-    scan and reads on this table, and reading the schedules the consumer manages (the same resources)."""
-    kept = [s for s in consumer if not (set(_actions(s)) & STREAM_ACTIONS)]
+def backfill_statements(consumer: list[Statement], *, table_arn: str, stream_dlq_arn: str) -> list[Statement]:
+    """The backfill function's statements from the consumer's: the same, without reading the stream or sending to
+    the stream DLQ (the consumer's event source mapping sends there, with the consumer's role; a backfill has no
+    mapping), plus the scan and reads on this table, and reading the schedules the consumer manages (the same
+    resources)."""
+    kept = [_without_resource(s, "sqs:SendMessage", stream_dlq_arn) for s in consumer]
+    kept = [s for s in kept if s["Resource"] and not (set(_actions(s)) & STREAM_ACTIONS)]
     kept.append({"Effect": "Allow", "Action": list(TABLE_ACTIONS), "Resource": [table_arn]})
     managed = sorted({r for s in consumer if "scheduler:CreateSchedule" in _actions(s) for r in _resources(s)})
     if managed:
@@ -44,12 +47,19 @@ def backfill_statements(consumer: list[Statement], *, table_arn: str) -> list[St
     return kept
 
 
-def backfill_policy(consumer_document: str, *, table_arn: str) -> str:
+def backfill_policy(consumer_document: str, *, table_arn: str, stream_dlq_arn: str) -> str:
     """The policy document, from the consumer's (a JSON policy document, as its RolePolicy holds it)."""
     from .policies import document
 
     statements = json.loads(consumer_document)["Statement"]
-    return document(backfill_statements(statements, table_arn=table_arn))
+    return document(backfill_statements(statements, table_arn=table_arn, stream_dlq_arn=stream_dlq_arn))
+
+
+def _without_resource(statement: Statement, action: str, resource: str) -> Statement:
+    """`statement` without `resource`, when `action` is its only action (the consumer's send statement)."""
+    if _actions(statement) != [action]:
+        return statement
+    return {**statement, "Resource": [r for r in _resources(statement) if r != resource]}
 
 
 def _resources(statement: Statement) -> list[str]:
@@ -67,6 +77,7 @@ def build_backfill(
     name: str,
     consumer: Consumer,
     table_arn: Any,
+    stream_dlq_arn: Any,
     tags: dict[str, str],
     parent: Any,
     log_retention_days: int,
@@ -89,8 +100,8 @@ def build_backfill(
         tags=tags,
         opts=child,
     )
-    policy_document = pulumi.Output.all(consumer.policy.policy, table_arn, log_group.arn).apply(
-        lambda v: _with_own_logs(backfill_policy(v[0], table_arn=v[1]), v[2])
+    policy_document = pulumi.Output.all(consumer.policy.policy, table_arn, stream_dlq_arn, log_group.arn).apply(
+        lambda v: _with_own_logs(backfill_policy(v[0], table_arn=v[1], stream_dlq_arn=v[2]), v[3])
     )
     policy = aws.iam.RolePolicy(f"{name}-backfill-policy", role=role.id, policy=policy_document, opts=child)
     function = consumer.function

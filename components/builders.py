@@ -307,8 +307,8 @@ def target_statements(ctx: BuildContext, build: Callable[..., list[policies.Stat
         for name in ("sender", "configuration_set")
         if isinstance(target, EmailTarget) and getattr(target, name)
     }
-    return pulumi.Output.all(ctx.target_arn, ctx.table.arn, target_key).apply(
-        lambda v: build(ctx.target_kind, v[0], table_arn=v[1], target_key_arn=v[2], **email)
+    return pulumi.Output.all(ctx.target_arn, ctx.home_arn, target_key).apply(
+        lambda v: build(ctx.target_kind, v[0], home_arn=v[1], target_key_arn=v[2], **email)
     )
 
 
@@ -324,7 +324,8 @@ def build_scheduling(
     role = aws.iam.Role(
         f"{owner.name}-scheduler-exec-role",
         description=descriptions.scheduler_role(owner.name),
-        assume_role_policy=ctx.table.arn.apply(
+        # Scheduler assumes the role for the deploying account (the schedules are its), whoever's the table is.
+        assume_role_policy=ctx.home_arn.apply(
             lambda arn: policies.assume_role_policy("scheduler.amazonaws.com", policies.account_of(arn))
         ),
         tags=dict(owner.tags),

@@ -60,7 +60,7 @@ class ScheduledTable(pulumi.ComponentResource):
         args: a ScheduledTableArgs; `help(ScheduledTableArgs)` lists every option with its default. Invalid values
             and conflicting options raise ValueError here, before anything is created. Or the provider form (a
             ScheduledTableInputs dict, what other Pulumi languages send): the same validation, its messages naming
-            the camelCase inputs.
+            the camelCase inputs; a dict's keys may be written either way (`batch_size` or `batchSize`).
         opts: Pulumi resource options for the component (provider, protect, depends_on, ...).
 
         Outputs: table_name, table_arn, stream_arn, function_name, stream_dlq_url, poison_queue_url, and per mode
@@ -96,7 +96,13 @@ class ScheduledTable(pulumi.ComponentResource):
             self.due_queue_url, self.due_queue_arn = self.due_queue.url, self.due_queue.arn
             self.target_arn = self.due_queue.arn
         elif args.target is not None:
-            self.target_arn = checked_arn(args.target, scheduler_delivers=args.mode is Mode.EVENTBRIDGE, rename=rename)
+            # The poison queue is in the deploying region: the target must be too (targets.region_problem).
+            self.target_arn = checked_arn(
+                args.target,
+                scheduler_delivers=args.mode is Mode.EVENTBRIDGE,
+                rename=rename,
+                stack_region_of=self.poison_queue.arn,
+            )
 
         ctx = BuildContext(
             owner=owner,
@@ -106,6 +112,9 @@ class ScheduledTable(pulumi.ComponentResource):
             poison_queue=self.poison_queue,
             target_kind=self.target_kind,
             target_arn=self.target_arn,
+            # The deploying account's own, whoever's the table is: the poison queue's ARN (made in the deploying
+            # account and region, as every child is; no lookup of the caller identity needed).
+            home_arn=self.poison_queue.arn,
         )
         built = MODE_BUILDERS[Mode(args.mode)](ctx)
         self.schedule_group_name = built.schedule_group_name
@@ -120,6 +129,7 @@ class ScheduledTable(pulumi.ComponentResource):
                 name=name,
                 consumer=built.consumer,
                 table_arn=self.table.arn,
+                stream_dlq_arn=self.stream_dlq.arn,
                 tags=dict(owner.tags),
                 parent=self,
                 log_retention_days=args.log_retention_days,

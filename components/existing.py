@@ -13,7 +13,9 @@ What it cannot make, and each mode needs of the table:
 - `ttl`: TTL enabled on `time_attribute`;
 - `polling`: the due index (`stDueIndex`: partition key `stShard` N, sort key `stDue` N, projection ALL).
 Options that only shape a table the component creates (billing, capacities, point-in-time recovery, encryption,
-deletion protection, key types) are refused beside it: they would be silently ignored.
+key types) are refused beside it: they would be silently ignored. `deletion_protection` is not one of them: it is
+also the ledger's, the table the component makes beside an existing one (`{name}-ledger`), so
+`deletion_protection=False` lets `pulumi destroy` remove the ledger and never touches the existing table.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ TABLE_OPTIONS = (
     "write_capacity",
     "point_in_time_recovery",
     "server_side_encryption",
-    "deletion_protection",
     "partition_key_type",
     "sort_key_type",
 )

@@ -43,6 +43,7 @@ def _args(inputs: Mapping[str, Any]) -> ScheduledTableArgs:
     if not isinstance(inputs, Mapping):
         raise ValueError(f"args: {type(inputs).__name__} is not ScheduledTableArgs or a dict of its inputs")
     fields = dataclasses.fields(ScheduledTableArgs)
+    inputs = python_keys(inputs, [f.name for f in fields])
     check_keys(inputs, [f.name for f in fields])
     for f in fields:
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and inputs.get(f.name) is None:
@@ -87,6 +88,7 @@ def _target(value: Any) -> Target:
     cls = known[kind]
     arn_field = cls.arn_field
     own = {f.name: f for f in dataclasses.fields(cls)}
+    value = python_keys(value, target_fields(), where="target.")
     check_keys(value, ["kind", *target_fields()], where="target.")
     given: dict[str, Any] = {}
     for key, item in value.items():
@@ -108,11 +110,26 @@ def _existing(value: Any) -> ExistingTable:
     if not isinstance(value, Mapping):
         raise ValueError(f"existing_table: {value!r} is not an object; pass {{name: ..., stream_arn: ...}}")
     fields = dataclasses.fields(ExistingTable)
+    value = python_keys(value, [f.name for f in fields], where="existing_table.")
     check_keys(value, [f.name for f in fields], where="existing_table.")
     for f in fields:
         if f.default is dataclasses.MISSING and value.get(f.name) is None:
             raise ValueError(f"existing_table.{f.name}: missing; it is required")
     return ExistingTable(**{f.name: value[f.name] for f in fields if value.get(f.name) is not None})
+
+
+def python_keys(given: Mapping[str, Any], names: list[str], where: str = "") -> dict[str, Any]:
+    """`given` with each key written as its input name (`batchSize`, as the schema, a stack file and the messages
+    spell it) under its Python name (`batch_size`), so a dict a Python user writes either way reads the same; the
+    provider's own inputs arrive in Python names already. A key given both ways is refused."""
+    python = {input_name(name): name for name in names}
+    result: dict[str, Any] = {}
+    for key, value in given.items():
+        name = python.get(key, key)
+        if name in result:
+            raise ValueError(f"{where}{key}: given twice, in snake_case and in camelCase; keep one")
+        result[name] = value
+    return result
 
 
 def _target_field(cls: type, arn_field: str | None, key: str) -> bool:

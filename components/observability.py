@@ -67,9 +67,9 @@ def build_alarm_topic(ctx: BuildContext) -> aws.sns.Topic:
     owner = ctx.owner
     key = aws.kms.Key(
         f"{owner.name}-alarms-key",
-        description=f"Encrypts the alarm topic of scheduled table {owner.name}; CloudWatch and SNS may use it",
+        description=f"Encrypts the alarm topic of scheduled table {owner.name}; CloudWatch may use it",
         enable_key_rotation=True,
-        policy=ctx.table.arn.apply(policies.alarm_topic_key_policy),
+        policy=ctx.home_arn.apply(policies.alarm_topic_key_policy),
         tags=dict(owner.tags),
         opts=owner.child,
     )

@@ -51,7 +51,10 @@ class Owner:
 @dataclass(frozen=True)
 class BuildContext:
     """What every mode's builder needs: the validated args, the table, the queues every mode has, and the target
-    (its kind and ARN; an owned due queue's ARN when the user gave none; "" in aggregate mode)."""
+    (its kind and ARN; an owned due queue's ARN when the user gave none; "" in aggregate mode). `home_arn`: an ARN
+    in the deploying account and region (the stack's caller identity's), which the identities of the deploying
+    account are built from (Scheduler's trust condition, the SES identities, the alarm key's account): the table
+    itself may be another account's."""
 
     owner: Owner
     args: ScheduledTableArgs
@@ -60,6 +63,7 @@ class BuildContext:
     poison_queue: aws.sqs.Queue
     target_kind: str
     target_arn: pulumi.Input[str]
+    home_arn: pulumi.Output[str]
 
 
 @dataclass(frozen=True)

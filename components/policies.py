@@ -49,7 +49,7 @@ def target_statements(
     kind: str,
     target_arn: str,
     *,
-    table_arn: str,
+    home_arn: str,
     sender: str | None = None,
     configuration_set: str | None = None,
     target_key_arn: str | None = None,
@@ -57,7 +57,8 @@ def target_statements(
 ) -> list[Statement]:
     """What Scheduler's execution role needs to deliver to the target: exactly its kind's actions on exactly the
     target's resource (email: on the sender's identities and configuration set, from the sender's address only),
-    plus the use of the key that encrypts the target, if it has one. `direct`: what a function (or the releaser)
+    plus the use of the key that encrypts the target, if it has one. `home_arn`: any ARN of the deploying account and
+    region (the SES identities and configuration set are its). `direct`: what a function (or the releaser)
     sending itself needs instead: its kind's send actions, those Scheduler also performs in the first statement,
     the rest (SQS's queue URL lookup) on the target alone after the key's."""
     declared = target_type(kind)
@@ -66,7 +67,7 @@ def target_statements(
         declared,
         send if direct else list(declared.SCHEDULER_ACTIONS),
         target_arn,
-        table_arn=table_arn,
+        home_arn=home_arn,
         sender=sender,
         configuration_set=configuration_set,
         target_key_arn=target_key_arn,
@@ -82,7 +83,7 @@ def _send_statements(
     actions: list[str],
     target_arn: str,
     *,
-    table_arn: str,
+    home_arn: str,
     sender: str | None,
     configuration_set: str | None,
     target_key_arn: str | None,
@@ -92,9 +93,9 @@ def _send_statements(
     if declared.GRANT == registry.GRANT_SES_IDENTITY:
         if not sender:
             raise ValueError("an email target needs its sender to scope ses:SendEmail")
-        statement["Resource"] = ses_identity_arns(table_arn, sender)
+        statement["Resource"] = ses_identity_arns(home_arn, sender)
         if configuration_set:
-            statement["Resource"].append(ses_configuration_set_arn(table_arn, configuration_set))
+            statement["Resource"].append(ses_configuration_set_arn(home_arn, configuration_set))
         statement["Condition"] = {"StringEquals": {"ses:FromAddress": email_address(sender)}}
     elif declared.GRANT == registry.GRANT_QUALIFIED:
         statement["Resource"] = [target_arn, f"{target_arn}:*"]  # the function and its versions/aliases
@@ -225,17 +226,18 @@ def ledger_statements(ledger_arn: str, *, batch_markers: bool = False) -> list[S
 
 
 def alarm_topic_key_policy(arn_in_account: str) -> str:
-    """Key policy of the key that encrypts the alarm topic (account and partition from any ARN of the account).
+    """Key policy of the key that encrypts the alarm topic (account and partition from any ARN of the deploying
+    account: the key, the topic and the alarms are all the stack's, whoever's the table is).
 
     The account root administers the key: the standard key-admin statement, and the one `kms:*` this project
     writes (in a key policy `Resource: "*"` is this key only); without it no IAM policy could grant anything on the
-    key. CloudWatch (publishing alarms to the topic) and SNS (storing and delivering them) may use the key, only on
-    behalf of this account. The AWS-managed alias/aws/sns key cannot say this, so alarms to a topic encrypted with
-    it are silently dropped.
+    key. CloudWatch, which publishes the alarms to the topic, may use the key, only on behalf of this account: it
+    needs kms:GenerateDataKey* and kms:Decrypt to publish to an encrypted topic (AWS re:Post "CloudWatch alarm with
+    an encrypted SNS topic"). SNS itself needs no statement: it stores and delivers the topic's messages with the
+    data keys the publisher's use of the key made. The AWS-managed alias/aws/sns key cannot allow CloudWatch, so
+    alarms to a topic encrypted with it are silently dropped.
     """
     partition, _, _, account, _ = arn_parts(arn_in_account)
-    use = ["kms:Decrypt", "kms:GenerateDataKey*"]
-    mine = {"StringEquals": {"aws:SourceAccount": account}}
     statements: list[Statement] = [
         {
             "Sid": "AccountAdministersTheKey",
@@ -248,17 +250,9 @@ def alarm_topic_key_policy(arn_in_account: str) -> str:
             "Sid": "CloudWatchPublishesAlarms",
             "Effect": "Allow",
             "Principal": {"Service": "cloudwatch.amazonaws.com"},
-            "Action": use,
+            "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
             "Resource": "*",
-            "Condition": mine,
-        },
-        {
-            "Sid": "SnsDeliversThem",
-            "Effect": "Allow",
-            "Principal": {"Service": "sns.amazonaws.com"},
-            "Action": use,
-            "Resource": "*",
-            "Condition": mine,
+            "Condition": {"StringEquals": {"aws:SourceAccount": account}},
         },
     ]
     return document(statements)

@@ -6,7 +6,9 @@ it is stale, so an option cannot ship without its row."""
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,8 +48,22 @@ def _default(value: Any) -> str:
     return f"`{value!r}`"
 
 
+_CODE_SPAN = re.compile(r"`([^`]*)`")
+
+
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
+    """`text` as one table cell. A `|` outside code is escaped; one inside a code span cannot be (Python-Markdown,
+    which builds the site, would show the backslash; GitHub would end the cell), so such a span is written as HTML
+    with the pipe as a character reference, which both render as `|`."""
+    out = []
+    for i, part in enumerate(_CODE_SPAN.split(text)):  # odd parts: what a code span holds
+        if i % 2 == 0:
+            out.append(part.replace("|", "\\|"))
+        elif "|" in part:
+            out.append("<code>" + html.escape(part, quote=False).replace("|", "&#124;") + "</code>")
+        else:
+            out.append(f"`{part}`")
+    return "".join(out)
 
 
 def intro() -> str:

@@ -5,6 +5,7 @@ defaults a class overrides where its kind differs. A leaf for the target classes
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -46,6 +47,30 @@ def arn_problem(kind: str, field_name: str, arn: str) -> str | None:
     return None
 
 
+def resource_problem(field_name: str, value: object, attribute: str = "arn") -> str | None:
+    """Why `value` cannot be the text option `field_name` at all (None if it can: a string, or an Output or other
+    awaitable that resolves to one): a Pulumi resource given where one of its outputs belongs (`QueueTarget(queue)`
+    for `QueueTarget(queue.arn)`, which would otherwise fail deep inside Pulumi as `'Queue' object has no attribute
+    'startswith'`), or a value of another type."""
+    if value is None or isinstance(value, str | pulumi.Output) or inspect.isawaitable(value):
+        return None
+    if isinstance(value, pulumi.Resource):
+        kind = type(value).__name__
+        owner, _, option = field_name.rpartition(".")
+        example = f"{option}={kind.lower()}.{attribute}"
+        return (
+            f"{field_name}: got the {kind} resource itself, not its {attribute}; pass its `.{attribute}` output: "
+            + (f"{owner}({example}, ...)" if owner else example)
+        )
+    return f"{field_name}: {value!r} is not text; pass the {attribute} as a string or an Output"
+
+
+def region_of(arn: str | None) -> str:
+    """The region an ARN names ('' for none: a global resource, or not an ARN)."""
+    found = _ARN.fullmatch(arn or "")
+    return found.group(3) if found else ""
+
+
 class TargetBase:
     """The defaults of a target class (each is a frozen dataclass deriving from this). Its class attributes are its
     kind's facts the handlers do not need: its name in a stack file and the provider (`stack_type`), the field its
@@ -76,6 +101,13 @@ class TargetBase:
     def check(self) -> None:
         """The checks every target gets at construction: its KMS key's ARN and its own ARN, when they are plain
         strings (an Output is checked when it resolves: `targets.checked_arn`, `component.checked_outputs`)."""
+        owner = type(self).__name__
+        if self.arn_field is not None:
+            given = resource_problem(f"{owner}.{self.arn_field}", self.arn) or resource_problem(
+                f"{owner}.kms_key_arn", getattr(self, "kms_key_arn", None)
+            )
+            if given:
+                raise ValueError(given)
         key = getattr(self, "kms_key_arn", None)
         if isinstance(key, str):
             problem = kms_key_problem(f"{type(self).__name__}.kms_key_arn", key)

@@ -11,6 +11,10 @@ Once per occurrence, under AWS's real behaviour:
   before its schedule's minute; from then on the schedule may be running and is left to run, so an item that
   comes back to that time is delivered once whatever the timing). A write that keeps the due time never delivers
   again: a consumer that writes back on delivery cannot loop.
+- A record acts only for what its item still holds, read back once per batch (one consistent BatchGetItem per
+  100 items, `Scheduling.prepare`): a replayed INSERT never schedules or delivers a time the item has left, and a
+  schedule's payload is written only by the item's latest record (an old batch handled again never puts older
+  data back into a schedule).
 - The idempotency ledger records which occurrences a schedule owns and which were delivered directly, so a
   redelivered batch neither re-creates a fired schedule nor delivers a past occurrence twice.
 
@@ -44,6 +48,7 @@ from st_core.dispatch import due_event, scheduler_target, send_now, target_input
 from st_core.errors import PermanentError, error_code, is_transient, persist
 from st_core.idempotency import BATCH_WRITE_LIMIT, Ledger
 from st_core.naming import RECURRING, SCHEDULED_TIME, occurrence_id, recurring_firing_id, recurring_name
+from st_core.reads import Found, read_items
 from st_core.schedules import MIN_LEAD
 from st_core.stream import (
     BatchResponse,
@@ -51,6 +56,7 @@ from st_core.stream import (
     DynamoDBStreamRecord,
     changed_at,
     decode_image,
+    due_type_problem,
     key_identity,
     sequence_number,
     to_request,
@@ -61,8 +67,8 @@ if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see 
     from st_core.config import HandlerConfig
     from st_core.recurrence import Expression
 
-# The AWS actions this module's own calls need (checked by tests/iam); the rest go through st_core. A recurring
-# schedule is made only for the rule the item still holds: one consistent read of the item before each create.
+# The AWS actions this module's own calls need (checked by tests/iam); the rest go through st_core (the batch's
+# items are read back with st_core.reads' BatchGetItem). An item the batch read could not settle is read on its own.
 AWS_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem",)
 
 MODE = "eventbridge"
@@ -204,6 +210,9 @@ def plan(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime)
     news: dict[int | str, Occurrence] = {}
     if name != "REMOVE":
         try:
+            problem = due_type_problem(data.get("NewImage"), config["timeAttribute"])
+            if problem:  # binary, boolean, null, a set, a map, a list: no time (null is not "no due time" either)
+                raise PermanentError(problem)
             news = occurrences_of(decode_image(data.get("NewImage")), identity, keys, config)
         except PermanentError as exc:
             poison = str(exc)
@@ -288,6 +297,10 @@ class Scheduling:
         self.actions = {Action.SCHEDULE: self._schedule, Action.SETTLE: self._settle, Action.CANCEL: self._cancel}
         # Ledger markers of schedules made in this batch, written together at its end (`finish`).
         self._markers: list[tuple[str, float, str]] = []
+        # Each record's plan, made once (`prepare` plans the batch to know which items to read), by record object.
+        self._plans: dict[int, Plan] = {}
+        # The batch's items as they are now, by key identity (`prepare`); an item missing here is read on its own.
+        self._items: Found = {}
         self._counts: Counter[str] = Counter()
         self._lock = Lock()
 
@@ -318,6 +331,29 @@ class Scheduling:
                     raise
                 parked.append((entry.record, *outcome))
         return parked
+
+    def prepare(self, records: list[DynamoDBStreamRecord]) -> None:
+        """Plan every record and read back, in one consistent BatchGetItem per 100 keys, each item a step will
+        check against what the item holds now (`_current`): the item of any record that schedules, and of any that
+        cancels a recurring schedule. Read after the batch's records were written, each item is at least as new as
+        the batch's last record of it. A record this batch cannot plan is planned again, and fails, per item."""
+        keys = []
+        for record in records:
+            try:
+                step_plan = self._plan(record)
+            except Exception:
+                continue
+            if any(
+                s.action is Action.SCHEDULE or (s.action is Action.CANCEL and s.occurrence.recurrence is not None)
+                for s in step_plan.steps
+            ):
+                keys.append(record["dynamodb"]["Keys"])
+        if keys:
+            found = read_items(
+                self.clients, self.config["table"], keys, workers=self.config["maxWorkers"], sleep=self.sleep
+            )
+            with self._lock:
+                self._items.update(found)
 
     def finish(self) -> list[str]:
         """Write the batch's remaining schedule markers. Sequence numbers to retry from for those that could not be
@@ -351,9 +387,14 @@ class Scheduling:
             self._counts[action] += 1
 
     def _plan(self, record: DynamoDBStreamRecord) -> Plan:
+        known = self._plans.get(id(record))
+        if known is not None:
+            return known
         moment = changed_at(record)
         changed = datetime.fromtimestamp(moment, UTC) if moment is not None else self.now()
-        return plan(record, self.config, changed)
+        made = plan(record, self.config, changed)
+        self._plans[id(record)] = made
+        return made
 
     def _schedule(self, record: DynamoDBStreamRecord, step: Step) -> None:
         occurrence = step.occurrence
@@ -362,19 +403,30 @@ class Scheduling:
             self._recur(record, step, occurrence.recurrence, now)
             return
         past = occurrence.due <= now
-        if (past or not self.second) and not self._still_holds(record, occurrence):
+        held = self._held(record, occurrence)
+        if held is None or held.due != occurrence.due:
             # The item has left this due time since this record (or is gone): a later record of the stream cancels
             # or settles it, so nothing is made or sent here. A replay is the case: Lambda replays from a sequence
             # number with every record after it, but a bisected or cut-short retry may hand the INSERT over alone
             # and the REMOVE that cancelled it only in the next batch, once the minute began (too late to delete:
-            # see `_cancel`), so a schedule made here would deliver a cancelled item. One consistent read per
-            # schedule made. Second precision's releaser reads the item at the second instead.
+            # see `_cancel`), so a schedule made here would deliver a cancelled item. The item is read once per
+            # batch (`prepare`), after every record of the batch was written.
             self._count("stale")
             log.debug("schedule-stale", schedule=occurrence.name, dueAt=format_due(occurrence.due))
             return
         if past:
             # Scheduler cannot fire in the past: delivered now, unless a schedule or an earlier run owns it.
             self._deliver(occurrence)
+            return
+        if held.item != occurrence.item:
+            # The item still holds this due time but has changed since this record: a later record (handled
+            # already, when an old batch comes again, or still to come, in stream order) made or will make the
+            # schedule with the item as it is, since the time is still ahead. Writing this record's older image
+            # would put stale data back into the due event, so a schedule's payload is only written by the item's
+            # latest record. (A past occurrence is delivered above: a later write may have come after its time,
+            # when no schedule is made for it.)
+            self._count("stale")
+            log.debug("schedule-superseded", schedule=occurrence.name, dueAt=format_due(occurrence.due))
             return
         firing = self._may_be_firing(occurrence.due, now)
         if firing and self.ledger.taken(occurrence.name):
@@ -461,8 +513,7 @@ class Scheduling:
 
         Made only for the rule the item still holds, read consistently (`_as_held`), with the item as it is now:
         records of one item come in order, but an old batch may be handled again after a newer one (a redrive).
-        One GetItem per recurring create or update, which are rare (Scheduler's firings do not pass through here),
-        and for a new rule one ledger write (`_catch_up`)."""
+        The item comes from the batch's one read (`prepare`); for a new rule one ledger write (`_catch_up`)."""
         from st_core import recurrence
 
         occurrence = self._as_held(record, step.occurrence)
@@ -474,7 +525,6 @@ class Scheduling:
             log.debug("recurring-stale", schedule=step.occurrence.name, expression=spec.expression)
             return
         spec = occurrence.recurrence
-        start = spec.start
         parsed = recurrence.parse(spec.expression)
         marker = None if step.since is None else _rule_marker(occurrence, step.version)
         known = None if marker is None else self.ledger.first_scheduled_at(marker)
@@ -487,15 +537,12 @@ class Scheduling:
             self._count("unchanged")
             self._catch_up(step, occurrence, spec, parsed, datetime.fromtimestamp(known, UTC), recorded=True)
             return
-        if isinstance(parsed, recurrence.Rate):
-            if start is None or start <= now + MIN_LEAD:
-                start = parsed.next_after(now + MIN_LEAD, start or _EPOCH)
-        elif start is not None and start <= now + MIN_LEAD:
-            start = None
-        if spec.end is not None and (spec.end <= now + MIN_LEAD or (start is not None and start > spec.end)):
+        window = recurring_window(spec, parsed, now)
+        if window is None:
             self._cancel_recurring(occurrence)  # nothing is left to fire
             self._catch_up(step, occurrence, spec, parsed, self.now())
             return
+        start = window[0]
         payload = target_input(self.config["target"], self._event(occurrence), via_scheduler=True)
         request = schedules.recurring_request(
             group=self.group,
@@ -565,25 +612,33 @@ class Scheduling:
         self._deliver(occurrence, fired=fired)
 
     def _as_held(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> Occurrence | None:
-        """The item's recurring occurrence as the item holds it now (a consistent read), if that is the same rule
+        """The item's recurring occurrence as the item holds it now (`_current`), if that is the same rule
         as `occurrence`'s; None when the item is gone or holds another rule, a time, or nothing usable."""
-        current = self._held_recurring(record, occurrence)
+        current = self._held(record, occurrence)
         if current is None or current.recurrence != occurrence.recurrence:
             return None
         return current
 
-    def _held_recurring(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> Occurrence | None:
-        """The item's recurring occurrence now, whatever its rule (a consistent read); None when the item is gone or
-        holds a time, nothing, or a rule that cannot be used."""
-        keys = record["dynamodb"]["Keys"]
-        found = self.clients.get("dynamodb").get_item(
-            TableName=self.config["table"], Key=to_request(keys), ConsistentRead=True
-        )
+    def _held(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> Occurrence | None:
+        """The item's occurrence in `occurrence`'s place (its offset, or its recurring one) as the item holds it
+        now, whatever its time or rule; None when the item is gone or holds nothing usable there."""
         try:
-            held = occurrences_of(decode_image(found.get("Item")), key_identity(record), occurrence.keys, self.config)
+            held = occurrences_of(self._current(record), key_identity(record), occurrence.keys, self.config)
         except PermanentError:
             return None
-        return held.get(RECURRING)
+        return held.get(RECURRING if occurrence.recurrence is not None else occurrence.offset)
+
+    def _current(self, record: DynamoDBStreamRecord) -> dict[str, Any] | None:
+        """The record's item as it is now: from the batch read (`prepare`), or, for an item that read did not
+        settle, one consistent GetItem of its own."""
+        identity = key_identity(record)
+        with self._lock:
+            if identity in self._items:
+                return self._items[identity]
+        found = self.clients.get("dynamodb").get_item(
+            TableName=self.config["table"], Key=to_request(record["dynamodb"]["Keys"]), ConsistentRead=True
+        )
+        return decode_image(found.get("Item"))
 
     def _cancel_recurring(self, occurrence: Occurrence) -> None:
         # No ledger: each firing is Scheduler's own, none was ever recorded here.
@@ -600,11 +655,11 @@ class Scheduling:
     def _cancel(self, record: DynamoDBStreamRecord, step: Step) -> None:
         occurrence = step.occurrence
         if occurrence.recurrence is not None:
-            if self._held_recurring(record, occurrence) is not None:
+            if self._held(record, occurrence) is not None:
                 # The item holds a rule again (re-created, or given one back): a later record made its schedule,
                 # which has the same name (one per item). This record is an old one handled again (its batch
                 # delivered again after a newer one's, a redrive): deleting would silence the item until its next
-                # write. One consistent read per recurring cancel.
+                # write. The item comes from the batch's one read (`prepare`).
                 self._count("stale")
                 log.debug("recurring-cancel-stale", schedule=occurrence.name)
                 return
@@ -650,11 +705,6 @@ class Scheduling:
         self._count("delivered")
         log.debug("dispatched-now", schedule=name, dueAt=format_due(due), lateSeconds=late)
 
-    def _still_holds(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> bool:
-        from st_core import release
-
-        return release.item_holds(self.clients, self.config, dict(record["dynamodb"]["Keys"]), occurrence.item_due)
-
     def _event(self, occurrence: Occurrence, fired: datetime | None = None) -> Any:
         """The due event; a recurring occurrence's is the template Scheduler completes with each firing's scheduled
         time, or, for a firing the handler delivers itself (`fired`), completed here the same way."""
@@ -681,6 +731,25 @@ class Scheduling:
             occurrence=occurrence.name,
             offset=occurrence.offset if offsets_of(self.config) != [0] else None,
         )
+
+
+def recurring_window(
+    spec: Recurrence, parsed: Expression, now: datetime
+) -> tuple[datetime | None, datetime | None] | None:
+    """The StartDate and EndDate of the item's recurring schedule as made at `now` (see `Scheduling._recur`): a rate
+    starts on its own grid (the item's start, or the epoch), at its next firing; a cron expression drops a past start.
+    None when nothing is left to fire (the end has passed, or comes before the start)."""
+    from st_core import recurrence
+
+    start = spec.start
+    if isinstance(parsed, recurrence.Rate):
+        if start is None or start <= now + MIN_LEAD:
+            start = parsed.next_after(now + MIN_LEAD, start or _EPOCH)
+    elif start is not None and start <= now + MIN_LEAD:
+        start = None
+    if spec.end is not None and (spec.end <= now + MIN_LEAD or (start is not None and start > spec.end)):
+        return None
+    return start, spec.end
 
 
 def _rule_marker(occurrence: Occurrence, version: str) -> str:
@@ -713,6 +782,7 @@ def handle_batch(
         handle=scheduling,
         clients=clients,
         handle_group=scheduling.item,
+        prepare=scheduling.prepare,
         finish=scheduling.finish,
         counts=scheduling.counts,
     )

@@ -43,6 +43,7 @@ from st_core.stream import (
     DynamoDBStreamRecord,
     changed_at,
     decode_image,
+    due_type_problem,
     key_identity,
     to_request,
 )
@@ -149,6 +150,11 @@ def decide(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetim
         return Decision(Step.CANCELLED, name, due, reason="deleted before its due time")
     if not precise:
         return Decision(Step.IGNORE, name, reason=f"{record['eventName']} is not an expiry")
+    raw_due = (data.get("NewImage") or {}).get(attribute)
+    if not (isinstance(raw_due, dict) and "S" in raw_due):  # a string has its reason from `expiry`
+        problem = due_type_problem(data.get("NewImage"), attribute, ("N",))
+        if problem:  # binary, boolean, null, a set, a map, a list: TTL ignores it, and so would the schedule
+            return Decision(Step.UNSCHEDULE, name, reason=problem, poison=True)
     new = decode_image(data.get("NewImage")) or {}
     if new.get(attribute) is None:
         old = decode_image(data.get("OldImage")) or {}

@@ -9,46 +9,33 @@ threads, ceilings on read capacity and Scheduler calls per second, a checkpoint 
 LastEvaluatedKey, written after every page, so an interrupted run resumes where it stopped), progress on stderr,
 and `--in-lambda`: each segment a chain of invocations of the backfill function, each resuming from the last one's
 checkpoint.
+
+The parts: `checkpoint` (the file), `fanout` (`--in-lambda`), `scan_report` (progress and the summary), `engine`
+(loading the handlers' engine).
 """
 
 from __future__ import annotations
 
-import importlib
-import json
-import os
 import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from ..packaging import error_code
-from .aws import Client, Clients, Emit
-from .redrive.discovery import RedriveError, Stack
+from .aws import Client, Clients, Emit, RedriveError
+from .checkpoint import Checkpoint
+from .engine import engine
+from .fanout import in_lambda
+from .redrive.discovery import Stack, check_backfill_function
 from .redrive.replay import replay
+from .scan_report import Progress
 
 # Exit statuses (documented in the command's help).
 DONE, UNRESOLVED, CANNOT_START, INTERRUPTED = 0, 1, 2, 3
-
-
-def engine() -> ModuleType:
-    """`handlers/backfill.py`, the shipped engine (its `st_core` imports need the handlers folder on the path)."""
-    from ..packaging import handlers_dir
-
-    folder = handlers_dir()
-    if str(folder) not in sys.path:
-        sys.path.append(str(folder))
-    module = importlib.import_module("backfill")
-    if Path(str(module.__file__)).resolve() != (folder / "backfill.py").resolve():
-        raise RedriveError(
-            f"another module named backfill ({module.__file__}) shadows scheduled-table's: run the command from "
-            "another directory or environment"
-        )
-    return module
 
 
 @dataclass
@@ -63,82 +50,9 @@ class Plan:
     checkpoint: Path | None = None
     page_items: int = 100
     in_lambda: str | None = None  # the backfill function's name
-    fresh: bool = False  # a first attach: existing schedules are not looked up (see handlers/backfill.Options)
-
-
-@dataclass
-class Checkpoint:
-    """Per segment: the key to resume from, whether it is done, its tally, aggregate's partial sums."""
-
-    path: Path | None
-    table: str
-    command: str
-    segments: int
-    started: float
-    state: dict[int, dict[str, Any]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @classmethod
-    def load(cls, path: Path | None, table: str, command: str, segments: int, now: float) -> Checkpoint:
-        if path is not None and path.exists():
-            data = json.loads(path.read_text())
-            if (data.get("table"), data.get("command"), data.get("segments")) != (table, command, segments):
-                raise RedriveError(
-                    f"checkpoint {path} is for {data.get('command')} of {data.get('table')} with "
-                    f"{data.get('segments')} segments: use the same --segments, or another --checkpoint file"
-                )
-            state = {int(k): v for k, v in (data.get("state") or {}).items()}
-            return cls(path, table, command, segments, float(data["started"]), state)
-        return cls(path, table, command, segments, now)
-
-    def segment(self, index: int) -> dict[str, Any]:
-        return self.state.setdefault(index, {"key": None, "done": False, "tally": {}, "partial": None})
-
-    def save(self) -> None:
-        if self.path is None:
-            return
-        with self._lock:
-            text = json.dumps(
-                {
-                    "table": self.table,
-                    "command": self.command,
-                    "segments": self.segments,
-                    "started": self.started,
-                    "state": self.state,
-                },
-                default=str,
-            )
-            temporary = self.path.with_name(self.path.name + ".tmp")
-            temporary.write_text(text)
-            os.replace(temporary, self.path)  # atomic: a crash leaves the old checkpoint or the new one
-
-
-class Progress:
-    """Items scanned, acted on, skipped, failed; the rate and the ETA from the table's item count; to stderr at
-    most once a second (and once at the end)."""
-
-    def __init__(self, total: int | None, emit: Emit, clock: Callable[[], float] = time.monotonic) -> None:
-        self.total = total
-        self.emit = emit
-        self.clock = clock
-        self.began = clock()
-        self.last = 0.0
-
-    def show(self, tally: Any, force: bool = False) -> None:
-        now = self.clock()
-        if not force and now - self.last < 1.0:
-            return
-        self.last = now
-        spent = max(now - self.began, 1e-9)
-        rate = tally.scanned / spent
-        eta = ""
-        if self.total and rate > 0 and tally.scanned < self.total:
-            left = (self.total - tally.scanned) / rate
-            eta = f", ETA {int(left // 60)}m{int(left % 60):02d}s"
-        self.emit(
-            f"{tally.scanned} scanned, {tally.acted} acted on, {tally.skipped} skipped, {tally.failed} failed; "
-            f"{rate:.0f} items/s{eta}"
-        )
+    fresh: bool = False  # a first attach: existing schedules are not looked up (see handlers/backfill_feed.Options)
+    # Deliver past occurrences the ledger no longer remembers delivering (a backfill's first run does it anyway).
+    deliver_past_due: bool = False
 
 
 def consumer_feed(client: Client, function: str) -> Callable[[list[dict[str, Any]]], list[tuple[Any, str]]]:
@@ -148,6 +62,21 @@ def consumer_feed(client: Client, function: str) -> Callable[[list[dict[str, Any
         return list(replay(client, function, records).failed)
 
     return feed
+
+
+def item_count(client: Client, stack: Stack) -> int | None:
+    """The table's approximate item count (the ETA); None when it cannot be read. RedriveError when the table does
+    not exist: the run could never succeed, so it does not start."""
+    table = stack.config["table"]
+    try:
+        return int(client("dynamodb").describe_table(TableName=table)["Table"].get("ItemCount") or 0) or None
+    except Exception as error:  # the ETA is a nicety; a role without DescribeTable still runs
+        if error_code(error) == "ResourceNotFoundException":
+            raise RedriveError(
+                f"table {table!r}, which function {stack.function!r} names, does not exist here: check --region and "
+                "--endpoint-url, or deploy the stack again (pulumi up) if the table was deleted"
+            ) from error
+        return None
 
 
 def run(
@@ -164,18 +93,28 @@ def run(
 ) -> tuple[Any, bool]:
     """One backfill or reconcile of the stack's table. Returns the tally and whether every segment is done (False:
     stopped, resume with the same checkpoint). `feed` replaces the consumer (tests run the handler in-process);
-    `stop` is asked after every page (an interruption)."""
+    `stop` is asked after every page (an interruption). RedriveError when it cannot start (a table that does not
+    exist, a wrong --in-lambda function): running again would not help."""
     core = engine()
     config = stack.config
     checkpoint = Checkpoint.load(plan.checkpoint, config["table"], plan.command, plan.segments, now())
-    options = core.Options(plan.dry_run, plan.command == "reconcile", checkpoint.started, plan.fresh)
     reads = core.Throttle(plan.read_units_per_second, clock, sleep)
     calls = core.Throttle(plan.scheduler_calls_per_second, clock, sleep)
-    total = None
+    total = item_count(client, stack)
+    if plan.in_lambda:
+        check_backfill_function(client, plan.in_lambda)
+    if feed is None:
+        feed = consumer_feed(client, stack.function)
+    ledger = core.Engine(config, feed, clients=Clients(client), now=now)
     try:
-        total = int(client("dynamodb").describe_table(TableName=config["table"])["Table"].get("ItemCount") or 0) or None
-    except Exception:  # the ETA is a nicety; a role without DescribeTable still runs
-        total = None
+        first = plan.command == "backfill" and not ledger.backfilled()
+    except Exception as error:
+        raise RedriveError(
+            f"the ledger table {config.get('eventbridge', {}).get('ledgerTable')!r} could not be read "
+            f"({error_code(error)}: {str(error)[:200]}): backfill needs dynamodb:GetItem and PutItem on it"
+        ) from error
+    past_due = plan.deliver_past_due or first
+    options = core.Options(plan.dry_run, plan.command == "reconcile", checkpoint.started, plan.fresh, past_due)
     shown = Progress(total, progress, clock)
     for index in range(plan.segments):
         checkpoint.segment(index)  # every segment's state exists before the threads write into them
@@ -187,8 +126,6 @@ def run(
     remote = core.Tally()  # what the backfill function's invocations reported
     lock = threading.Lock()
     aggregate = config["mode"] == "aggregate"
-    if feed is None:
-        feed = consumer_feed(client, stack.function)
     engines: list[Any] = []
 
     def snapshot(local: Any) -> Any:
@@ -208,7 +145,7 @@ def run(
             return True
         if plan.in_lambda:
             try:
-                return _in_lambda(client, plan, checkpoint, index, remote, current, lock, shown, stop)
+                return in_lambda(client, plan, options, checkpoint, index, remote, current, lock, shown, stop)
             except Exception as error:  # the function failed, or could not be invoked: resume from the checkpoint
                 progress(f"segment {index} stopped: {error_code(error)}: {str(error)[:300]}")
                 return False
@@ -256,69 +193,8 @@ def run(
             totals.absorb(state.get("partial"))
         totals.settle_totals(sleep)
         engines.append(totals)
+    if finished and first and not plan.dry_run:
+        ledger.mark_backfilled()  # later runs deliver what the ledger has forgotten only when asked
     overall = current()
     shown.show(overall, force=True)
     return overall, finished
-
-
-def _in_lambda(
-    client: Client,
-    plan: Plan,
-    checkpoint: Checkpoint,
-    index: int,
-    remote: Any,
-    current: Callable[[], Any],
-    lock: threading.Lock,
-    shown: Progress,
-    stop: Callable[[], bool],
-) -> bool:
-    """One segment as a chain of invocations of the backfill function, each from the last one's checkpoint; the
-    ceilings are shared out evenly between the segments."""
-    core = engine()
-    state = checkpoint.segment(index)
-    share = max(plan.segments, 1)
-    while not state["done"] and not stop():
-        event = {
-            "segment": index,
-            "segments": plan.segments,
-            "startKey": state["key"],
-            "dryRun": plan.dry_run,
-            "reconcile": plan.command == "reconcile",
-            "readUnitsPerSecond": (plan.read_units_per_second or 0) / share,
-            "schedulerCallsPerSecond": (plan.scheduler_calls_per_second or 0) / share,
-            "started": checkpoint.started,
-            "partial": state.get("partial"),
-            "pageItems": plan.page_items,
-            "fresh": plan.fresh,
-        }
-        answer = client("lambda").invoke(
-            FunctionName=plan.in_lambda, InvocationType="RequestResponse", Payload=json.dumps(event).encode()
-        )
-        body = answer["Payload"].read()
-        if answer.get("FunctionError"):
-            raise RedriveError(f"the backfill function failed on segment {index}: {body[:300]!r}")
-        result = json.loads(body)
-        tally = core.Tally.from_json(result.get("tally"))
-        with lock:
-            remote.merge(tally)
-            previous = core.Tally.from_json(state.get("tally"))
-            previous.merge(tally)
-            state.update(key=result.get("startKey"), done=bool(result.get("done")), tally=previous.to_json())
-            if "partial" in result:
-                state["partial"] = result["partial"]
-            shown.show(current())
-            checkpoint.save()
-    return bool(state["done"])
-
-
-def summary(command: str, tally: Any, finished: bool, dry_run: bool) -> list[str]:
-    """The lines printed at the end: the counts, each kind with its count and examples."""
-    lines = [
-        ("dry run, nothing changed. " if dry_run else "")
-        + f"{command}: {tally.scanned} scanned, {tally.acted} acted on, {tally.skipped} skipped, {tally.failed} failed"
-        + ("" if finished else " (interrupted: run again with the same --checkpoint to resume)")
-    ]
-    for kind, count in sorted(tally.kinds.items()):
-        examples = tally.examples.get(kind) or []
-        lines.append(f"  {count:>8} {kind}" + (f"  e.g. {'; '.join(examples)}" if examples else ""))
-    return lines

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .aws import Client, Emit, clients
+from .aws import Client, Emit, clients, endpoint_url
 from .redrive import queues
 from .redrive.discovery import RedriveError, discover, replace_queue
 from .redrive.poison import poison
@@ -55,11 +55,13 @@ def parser() -> argparse.ArgumentParser:
     command.add_argument(
         "--function",
         required=True,
-        help="the consumer function (the stack's function_name output); its "
+        help="the consumer function (the stack's function_name output) or the table's name; its "
         "configuration and event source mapping name the queues",
     )
     command.add_argument("--queue-url", help="read this queue instead of the one the function's configuration names")
-    command.add_argument("--endpoint-url", help="another AWS endpoint, e.g. the local cloud's http://127.0.0.1:4566")
+    command.add_argument(
+        "--endpoint-url", type=endpoint_url, help="another AWS endpoint, e.g. the local cloud's http://127.0.0.1:4566"
+    )
     command.add_argument("--region", help="AWS region (default: your AWS configuration's)")
     command.add_argument("--max", type=int, dest="limit", metavar="N", help="redrive at most N messages")
     command.add_argument("--reason", help="only messages whose reason matches this regular expression")
@@ -72,8 +74,12 @@ def parser() -> argparse.ArgumentParser:
         "the target DLQ, with reasons; messages are read with VisibilityTimeout=0 and left in place. Exit status 0 "
         "when read, 2 when the function or a queue cannot be found.",
     )
-    look.add_argument("--function", required=True, help="the consumer function (the stack's function_name output)")
-    look.add_argument("--endpoint-url", help="another AWS endpoint, e.g. the local cloud's http://127.0.0.1:4566")
+    look.add_argument(
+        "--function", required=True, help="the consumer function (the stack's function_name output) or the table's name"
+    )
+    look.add_argument(
+        "--endpoint-url", type=endpoint_url, help="another AWS endpoint, e.g. the local cloud's http://127.0.0.1:4566"
+    )
     look.add_argument("--region", help="AWS region (default: your AWS configuration's)")
     look.add_argument(
         "--max", type=int, default=10, dest="limit", metavar="N", help="show up to N of each (default 10)"
@@ -107,8 +113,10 @@ def _scan_commands(commands: Any) -> None:
             description=long + " Exit status: 0 done; 1 something failed or a total was busy (parked in the poison "
             "queue or listed: run again); 2 could not start; 3 interrupted (run again with the same --checkpoint).",
         )
-        command.add_argument("--function", required=True, help="the consumer function (the stack's function_name)")
-        command.add_argument("--endpoint-url", help="another AWS endpoint, e.g. the local cloud's")
+        command.add_argument(
+            "--function", required=True, help="the consumer function (the stack's function_name) or the table's name"
+        )
+        command.add_argument("--endpoint-url", type=endpoint_url, help="another AWS endpoint, e.g. the local cloud's")
         command.add_argument("--region", help="AWS region (default: your AWS configuration's)")
         command.add_argument("--segments", type=int, default=4, help="parallel scan segments (default 4)")
         command.add_argument(
@@ -132,6 +140,14 @@ def _scan_commands(commands: Any) -> None:
                 "of two); safe either way, an existing schedule is updated in place",
             )
         command.add_argument(
+            "--deliver-past-due",
+            action="store_true",
+            help="eventbridge: also deliver past occurrences whose delivery the ledger no longer remembers (due more "
+            "than the idempotency window, 48 h by default, ago); they may have been delivered long ago, so each may "
+            "arrive a second time. Without it they are reported, never delivered again (a backfill's first run "
+            "delivers them)",
+        )
+        command.add_argument(
             "--in-lambda",
             metavar="BACKFILL_FUNCTION",
             help="fan the segments out over the stack's backfill function (backfill_function=True; its output "
@@ -142,7 +158,7 @@ def _scan_commands(commands: Any) -> None:
 def scan_main(args: argparse.Namespace, client: Client | None, emit: Emit) -> int:
     from pathlib import Path
 
-    from . import backfill
+    from . import backfill, scan_report
 
     if args.segments < 1 or args.page_items < 1 or args.read_units <= 0 or args.scheduler_calls <= 0:
         problem = "--segments, --page-items, --read-units and --scheduler-calls must be positive"
@@ -158,6 +174,7 @@ def scan_main(args: argparse.Namespace, client: Client | None, emit: Emit) -> in
         in_lambda=args.in_lambda,
         page_items=args.page_items,
         fresh=bool(getattr(args, "fresh", False)),
+        deliver_past_due=args.deliver_past_due,
     )
     try:
         aws = client or clients(args.endpoint_url, args.region)
@@ -169,7 +186,7 @@ def scan_main(args: argparse.Namespace, client: Client | None, emit: Emit) -> in
     except KeyboardInterrupt:
         print("scheduled-table: interrupted; run again with the same --checkpoint to resume", file=sys.stderr)
         return backfill.INTERRUPTED
-    for line in backfill.summary(args.command, tally, finished, args.dry_run):
+    for line in scan_report.summary(args.command, tally, finished, args.dry_run):
         emit(line)
     if not finished:
         return backfill.INTERRUPTED

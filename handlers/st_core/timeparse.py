@@ -34,13 +34,20 @@ def parse_due(value: object, zone: tzinfo = UTC) -> datetime:
 
 
 def format_due(moment: datetime) -> str:
-    """ISO-8601 UTC with a Z, the form every due event carries."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """ISO-8601 UTC with a Z, the form every due event carries: always a four-digit year (RFC 3339 and the due
+    event's schema), which `strftime("%Y")` does not write for years before 1000 on Linux ("999-01-01...")."""
+    return f"{_wall(moment)}Z"
 
 
 def at_expression(moment: datetime) -> str:
     """EventBridge Scheduler one-time expression, evaluated in UTC."""
-    return f"at({moment.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S')})"
+    return f"at({_wall(moment)})"
+
+
+def _wall(moment: datetime) -> str:
+    """`YYYY-MM-DDTHH:MM:SS` in UTC, the year zero-padded to four digits (Python's datetimes end at 9999)."""
+    m = moment.astimezone(UTC)
+    return f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}"
 
 
 def minute_at_or_after(moment: datetime) -> datetime:

@@ -152,9 +152,9 @@ def schedules(env: Env) -> dict[str, str]:
 @pytest.fixture(autouse=True)
 def _no_settle_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     """The aggregate settle wait goes through the injected sleep; keep it at zero unless a test sets it."""
-    import backfill as engine
+    import backfill_totals
 
-    monkeypatch.setattr(engine, "SETTLE_SECONDS", 0.0)
+    monkeypatch.setattr(backfill_totals, "SETTLE_SECONDS", 0.0)
 
 
 @pytest.fixture(autouse=True)

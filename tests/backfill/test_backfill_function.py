@@ -15,6 +15,8 @@ from components.testing import run_with_mocks
 
 TABLE = "arn:aws:dynamodb:eu-west-1:123456789012:table/items"
 GROUP = "arn:aws:scheduler:eu-west-1:123456789012:schedule-group/items"
+STREAM_DLQ = "arn:aws:sqs:eu-west-1:123456789012:items-stream-dlq"
+POISON = "arn:aws:sqs:eu-west-1:123456789012:items-poison"
 CONSUMER = [
     {
         "Effect": "Allow",
@@ -27,6 +29,7 @@ CONSUMER = [
         "Resource": [f"{TABLE}/stream/*"],
     },
     {"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"], "Resource": ["consumer-logs"]},
+    {"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": [POISON, STREAM_DLQ]},
     {
         "Effect": "Allow",
         "Action": ["scheduler:CreateSchedule"],
@@ -36,7 +39,7 @@ CONSUMER = [
 
 
 def test_the_policy_is_the_consumers_without_the_stream_plus_the_scan() -> None:
-    statements = backfill_statements(CONSUMER, table_arn=TABLE)
+    statements = backfill_statements(CONSUMER, table_arn=TABLE, stream_dlq_arn=STREAM_DLQ)
     actions = {a for s in statements for a in s["Action"]}
     assert not actions & STREAM_ACTIONS
     assert {"dynamodb:Scan", "dynamodb:BatchGetItem", "scheduler:CreateSchedule", "scheduler:GetSchedule"} <= actions
@@ -46,8 +49,16 @@ def test_the_policy_is_the_consumers_without_the_stream_plus_the_scan() -> None:
     assert scan["Resource"] == [TABLE]  # this table only: no index, no stream, no other table
 
 
+def test_the_backfill_role_sends_to_the_poison_queue_and_not_to_the_stream_dlq() -> None:
+    # Only the consumer's event source mapping sends to the stream DLQ (with the consumer's role); a backfill has no
+    # mapping, and its code parks in the poison queue only.
+    statements = backfill_statements(CONSUMER, table_arn=TABLE, stream_dlq_arn=STREAM_DLQ)
+    sends = [s for s in statements if "sqs:SendMessage" in s["Action"]]
+    assert sends == [{"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": [POISON]}]
+
+
 def test_a_consumer_without_schedules_gets_no_scheduler_permission() -> None:
-    statements = backfill_statements(CONSUMER[:2], table_arn=TABLE)
+    statements = backfill_statements(CONSUMER[:3], table_arn=TABLE, stream_dlq_arn=STREAM_DLQ)
     assert not any(a.startswith("scheduler:") for s in statements for a in s["Action"])
 
 
@@ -69,7 +80,7 @@ def test_build_backfill_deploys_the_entry_point_with_the_consumers_code_and_conf
         )
         consumer = Consumer(function=function, role=role, log_group=logs, policy=policy)
         made = build_backfill(
-            name="items", consumer=consumer, table_arn=TABLE, tags={}, parent=None,
+            name="items", consumer=consumer, table_arn=TABLE, stream_dlq_arn=STREAM_DLQ, tags={}, parent=None,
             log_retention_days=14,
         )  # fmt: skip
         return {"name": made.name}

@@ -68,6 +68,20 @@ def test_existing_items_get_their_schedules_and_past_due_ones_are_delivered_once
     assert records[0]["dynamodb"]["NewImage"]["n"] == {"N": records[0]["dynamodb"]["NewImage"]["n"]["N"]}
 
 
+def test_a_year_before_1000_is_delivered_with_a_four_digit_due_time(env: Env) -> None:
+    import jsonschema
+
+    from tests.handlers.conftest import SCHEMA
+
+    env.put({"PK": "old#1", "SK": "A", "dueAt": "0999-01-01T00:00:00Z"})
+    env.stream.read()
+    status, lines = command(consumer(env), "backfill", "--segments", "1")
+    assert status == 0, lines
+    (event,) = delivered(env)
+    jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(event)
+    assert event["dueAt"] == "0999-01-01T00:00:00Z"
+
+
 def test_a_second_run_changes_nothing(env: Env) -> None:
     existing(env, 4)
     env.put({"PK": "late#1", "SK": "A", "dueAt": iso(NOW - timedelta(hours=3))})
@@ -292,6 +306,8 @@ class _Either:
         self.backfill = backfill
 
     def get_function_configuration(self, FunctionName: str) -> Any:
+        if FunctionName == "items-backfill":
+            return {"FunctionName": FunctionName, "Handler": "backfill.handler"}
         return self.consumer.get_function_configuration(FunctionName)
 
     def list_event_source_mappings(self, FunctionName: str) -> Any:

@@ -64,7 +64,6 @@ def test_two_components_share_one_table_each_with_its_own_filter(build: Build) -
         ("read_capacity", 5),
         ("point_in_time_recovery", False),
         ("server_side_encryption", False),
-        ("deletion_protection", False),
         ("partition_key_type", "N"),
         ("sort_key_type", "B"),
     ],
@@ -332,3 +331,58 @@ def test_a_name_and_stream_arn_given_as_outputs_are_checked_as_plain_strings_are
     with pytest.raises(ValueError) as resolved:
         build(existing_table=ExistingTable(given_name, given_stream), invokes=given(), alarms=False)
     assert str(resolved.value).splitlines()[-1].endswith(str(plain.value)), str(resolved.value)
+
+
+# -- issue 37.3: another account's table; what is the deploying account's comes from it --------------------------
+
+
+def test_with_another_accounts_table_the_deploying_accounts_identities_are_the_deployers(build: Build) -> None:
+    # GIVEN a stack deploying in account 123456789012 onto a table of account 210987654321, with an email target and
+    # a created alarm topic
+    from components import EmailTarget
+
+    other = ExistingTable(name=TABLE, stream_arn=OTHER_ACCOUNT_STREAM)
+    built = build(
+        mode="eventbridge",
+        existing_table=other,
+        invokes={IDENTITY: identity()},
+        target=EmailTarget(sender="reminders@example.com"),
+        create_alarm_topic=True,
+    )
+    documents = {r.name: json.loads(r.inputs["policy"]) for r in built.of_type(":RolePolicy")}
+    # THEN Scheduler may assume its role on behalf of the deploying account (the schedules are that account's)
+    trust = json.loads(built.one("rem-scheduler-exec-role").inputs["assumeRolePolicy"])
+    assert trust["Statement"][0]["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
+    # AND SES is allowed on the deploying account's identities, by Scheduler and by the function alike
+    for role in ("rem-scheduler-exec-policy", "rem-scheduler-policy"):
+        (send,) = [s for s in documents[role]["Statement"] if s["Action"] == ["ses:SendEmail"]]
+        assert send["Resource"] == [
+            f"arn:aws:ses:eu-west-1:{ACCOUNT}:identity/reminders@example.com",
+            f"arn:aws:ses:eu-west-1:{ACCOUNT}:identity/example.com",
+        ]
+    # AND the alarm key is administered by, and used by CloudWatch for, the deploying account
+    (key,) = built.of_type(":Key")
+    admin, cloudwatch = json.loads(key.inputs["policy"])["Statement"]
+    assert admin["Principal"] == {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}
+    assert cloudwatch["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
+    # AND the table and its stream stay the other account's
+    assert built.outputs["table_arn"] == f"arn:aws:dynamodb:eu-west-1:210987654321:table/{TABLE}"
+    reads = [s for s in documents["rem-scheduler-policy"]["Statement"] if "dynamodb:GetRecords" in s["Action"]]
+    assert reads[0]["Resource"] == [f"arn:aws:dynamodb:eu-west-1:210987654321:table/{TABLE}/stream/*"]
+
+
+# -- issue 37.9: destroy with an existing table ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("protection", [True, False])
+def test_with_an_existing_table_the_ledger_follows_deletion_protection_and_the_table_is_not_the_stacks(
+    build: Build, protection: bool
+) -> None:
+    # GIVEN an existing table of the deploying account, and deletion_protection set either way
+    built = build(
+        mode="eventbridge", existing_table=GIVEN, invokes=given(), deletion_protection=protection, alarms=False
+    )
+    # THEN the one table the stack owns is the ledger, protected as asked: with False, `pulumi destroy` removes it
+    (ledger,) = built.of_type("aws:dynamodb/table:Table")
+    assert ledger.name == "rem-ledger"
+    assert ledger.inputs["deletionProtectionEnabled"] is protection

@@ -76,9 +76,9 @@ def test_no_key_without_a_created_topic(build: Build) -> None:
     assert build(alarm_topic_arn=TOPIC).of_type(":Key") == []
 
 
-def test_the_alarm_topic_key_lets_cloudwatch_and_sns_use_it_for_this_account_only() -> None:
+def test_the_alarm_topic_key_lets_cloudwatch_use_it_for_this_account_only() -> None:
     document = json.loads(policies.alarm_topic_key_policy("arn:aws:dynamodb:eu-west-1:123456789012:table/t"))
-    admin, cloudwatch, sns = document["Statement"]
+    admin, cloudwatch = document["Statement"]
     assert admin == {
         "Sid": "AccountAdministersTheKey",
         "Effect": "Allow",
@@ -86,10 +86,9 @@ def test_the_alarm_topic_key_lets_cloudwatch_and_sns_use_it_for_this_account_onl
         "Action": "kms:*",
         "Resource": "*",
     }
-    for statement, service in ((cloudwatch, "cloudwatch.amazonaws.com"), (sns, "sns.amazonaws.com")):
-        assert statement["Principal"] == {"Service": service}
-        assert statement["Action"] == ["kms:Decrypt", "kms:GenerateDataKey*"]
-        assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
+    assert cloudwatch["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert cloudwatch["Action"] == ["kms:Decrypt", "kms:GenerateDataKey*"]
+    assert cloudwatch["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
     china = json.loads(policies.alarm_topic_key_policy("arn:aws-cn:dynamodb:cn-north-1:123456789012:table/t"))
     assert china["Statement"][0]["Principal"] == {"AWS": "arn:aws-cn:iam::123456789012:root"}
 

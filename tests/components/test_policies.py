@@ -33,12 +33,12 @@ def test_trust_policy_without_and_with_source_account() -> None:
 
 def test_email_target_needs_a_sender() -> None:
     with pytest.raises(ValueError, match="needs its sender"):
-        policies.target_statements("email", "x", table_arn=TABLE)
+        policies.target_statements("email", "x", home_arn=TABLE)
 
 
 def test_direct_sqs_dispatch_may_look_up_the_queue_url() -> None:
     statements = policies.direct_dispatch_statements(
-        "sqs", "arn:aws:sqs:eu-west-1:123456789012:q", table_arn=TABLE, sender=None
+        "sqs", "arn:aws:sqs:eu-west-1:123456789012:q", home_arn=TABLE, sender=None
     )
     assert {
         "Effect": "Allow",
@@ -72,7 +72,7 @@ def test_a_display_name_sender_is_granted_by_its_bare_address_and_domain() -> No
         "arn:aws:ses:eu-west-1:123456789012:identity/r@example.com",
         "arn:aws:ses:eu-west-1:123456789012:identity/example.com",
     ]
-    [send] = policies.target_statements("email", "x", table_arn=TABLE, sender="Reminders <r@example.com>")
+    [send] = policies.target_statements("email", "x", home_arn=TABLE, sender="Reminders <r@example.com>")
     assert send["Condition"] == {"StringEquals": {"ses:FromAddress": "r@example.com"}}
 
 
@@ -83,7 +83,7 @@ def test_key_statements_name_one_key_and_nothing_without_one() -> None:
         {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [key]}
     ]
     statements = policies.target_statements(
-        "sns", "arn:aws:sns:eu-west-1:123456789012:t", table_arn=TABLE, target_key_arn=key
+        "sns", "arn:aws:sns:eu-west-1:123456789012:t", home_arn=TABLE, target_key_arn=key
     )
     assert statements[1] == {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [key]}
 

@@ -234,11 +234,10 @@ def test_the_local_stack_config_builds_its_tables() -> None:
         ("backlog-totals", "aggregate", "dueAt"),
         ("flash", "eventbridge", "dueAt"),
     ]
-    # The tables the stack creates inherit the top level's deletionProtection; the two on `clinic` and the two on
-    # `backlog`, tables the stack does not own, do not (it only shapes a table the component creates).
+    # Every entry inherits the top level's deletionProtection: the tables the stack creates, and the ledgers of the
+    # two on `clinic` and the two on `backlog` (tables the stack does not own), so the local stack destroys cleanly.
     owned = [args for _, args in built if args.existing_table is None]
-    assert len(owned) == 7 and all(args.deletion_protection is False for args in owned)
-    assert [a.deletion_protection for _, a in built if a.existing_table is not None] == [True] * 4
+    assert len(owned) == 7 and all(args.deletion_protection is False for _, args in built)
 
 
 # -- issue 24.1: a target without a `type`, or with keys nobody reads, is refused (it was dropped for the due queue)

@@ -75,8 +75,8 @@ def test_every_consumer_knows_every_kind(cls: type[Any], build: Callable[..., Bu
     assert f'= "{cls.stack_type}"' in provider.render_inputs()
     # The policies: the kind's actions, for Scheduler and for the functions.
     sender = SENDER if cls.arn_field is None else None
-    scheduler = policies.target_statements(cls.kind, arn, table_arn=TABLE, sender=sender)
-    direct = policies.direct_dispatch_statements(cls.kind, arn, table_arn=TABLE, sender=sender)
+    scheduler = policies.target_statements(cls.kind, arn, home_arn=TABLE, sender=sender)
+    direct = policies.direct_dispatch_statements(cls.kind, arn, home_arn=TABLE, sender=sender)
     assert scheduler[0]["Action"] == list(declared.SCHEDULER_ACTIONS)
     assert sorted(a for s in direct for a in s["Action"]) == sorted(declared.SEND_ACTIONS)
     # What the functions read, what Scheduler and the local cloud ask IAM for, what the tests expect granted.

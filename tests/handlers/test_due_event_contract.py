@@ -89,6 +89,16 @@ def test_eventbridge_direct_delivery_redelivered_has_one_id_the_ledgers(env: Env
     assert event["occurrenceId"] in ledger_ids(env, env.config["eventbridge"]["ledgerTable"])
 
 
+def test_a_year_before_1000_is_written_with_four_digits(env: Env) -> None:
+    """A due time in the year 999 (as ISO text, and as epoch seconds) is past: delivered at once, with the
+    four-digit `dueAt` the schema asks for (`strftime("%Y")` writes "999" on Linux)."""
+    env.put({"PK": "old#1", "SK": "iso", "dueAt": "0999-01-01T00:00:00Z"})
+    env.put({"PK": "old#2", "SK": "epoch", "dueAt": int(datetime(999, 1, 1, tzinfo=UTC).timestamp())})
+    run(env)
+    events = valid(env.messages(env.due_queue_url))
+    assert [e["dueAt"] for e in events] == ["0999-01-01T00:00:00Z"] * 2
+
+
 def test_offsets_each_occurrence_its_own_stable_id(env: Env) -> None:
     env.config["eventbridge"]["offsets"] = [-3600, 0, 600]
     env.put({"PK": "u", "SK": "appt", "dueAt": iso(FUTURE)})

@@ -1,7 +1,7 @@
 """The alarm topic's KMS key policy, as the component writes it (`policies.alarm_topic_key_policy`, the key made in
-`ScheduledTable._alarm_topic`): CloudWatch, publishing an alarm for this account, may use the key; SNS may deliver;
-another account's alarm may not. Evaluated with ministack's resource-policy evaluator, as KMS evaluates a key
-policy for a service principal (`aws:SourceAccount` is the account the service acts for)."""
+`ScheduledTable._alarm_topic`): CloudWatch, publishing an alarm for this account, may use the key; no other service
+(SNS needs no statement) and no other account's alarm may. Evaluated with ministack's resource-policy evaluator, as
+KMS evaluates a key policy for a service principal (`aws:SourceAccount` is the account the service acts for)."""
 
 from __future__ import annotations
 
@@ -43,10 +43,11 @@ def _decision(policy: str, service: str, action: str, source_account: str) -> st
 
 
 @pytest.mark.parametrize("action", ["kms:GenerateDataKey", "kms:Decrypt"])
-def test_cloudwatch_and_sns_may_use_the_alarm_key_for_this_account_only(action: str) -> None:
+def test_cloudwatch_may_use_the_alarm_key_for_this_account_only_and_no_other_service(action: str) -> None:
     policy = _key_policy()
     assert json.loads(policy)["Statement"]
-    for service in ("cloudwatch.amazonaws.com", "sns.amazonaws.com"):
-        assert _decision(policy, service, action, ACCOUNT) == "Allow"
-        assert _decision(policy, service, action, OTHER_ACCOUNT) == "ImplicitDeny"
-    assert _decision(policy, "events.amazonaws.com", action, ACCOUNT) == "ImplicitDeny"
+    assert _decision(policy, "cloudwatch.amazonaws.com", action, ACCOUNT) == "Allow"
+    assert _decision(policy, "cloudwatch.amazonaws.com", action, OTHER_ACCOUNT) == "ImplicitDeny"
+    # SNS needs no statement of its own (the publisher's use of the key is what encrypts): none is granted
+    for service in ("sns.amazonaws.com", "events.amazonaws.com"):
+        assert _decision(policy, service, action, ACCOUNT) == "ImplicitDeny"

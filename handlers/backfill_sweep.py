@@ -1,0 +1,139 @@
+"""Reconcile's second pass in `eventbridge` and precise `ttl`: schedules no item asks for.
+
+Every schedule of the group is checked against its item (consistent read): one whose item is gone, or holds
+another time (its occurrence is no longer the item's), is deleted. It runs after the item pass, which made what
+was missing. A schedule whose keys cannot be read from its input (an email target) is left alone and counted."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from backfill_feed import Run, feed_settled
+from backfill_records import Record, change, describe, identity, stream
+from backfill_timed import calls_for, ledger, schedule
+
+# The AWS actions this module's own calls need (checked by tests/iam): list the group's schedules, the table's key
+# schema (to type the keys a due event carries as plain values).
+AWS_ACTIONS = ("dynamodb:DescribeTable", "scheduler:ListSchedules")
+
+
+class Sweep:
+    """One pass over the group's schedules for one run."""
+
+    def __init__(self, run: Run, kind: str) -> None:
+        self.run = run
+        self.kind = kind
+        self.types: dict[str, str] | None = None
+
+    def all(self) -> None:
+        if self.kind not in ("eventbridge", "ttl-precise"):
+            return
+        scheduler = self.run.clients.get("scheduler")
+        token: str | None = None
+        while True:
+            self.run.calls.take(1)
+            request: dict[str, Any] = {"GroupName": self.run.config["scheduler"]["group"]}
+            if token:
+                request["NextToken"] = token
+            page = scheduler.list_schedules(**request)
+            for summary in page.get("Schedules", []):
+                self.one(str(summary["Name"]))
+            token = page.get("NextToken")
+            if not token:
+                return
+
+    def one(self, name: str) -> None:
+        run = self.run
+        found = schedule(run, name)
+        if found is None:
+            return  # fired (and deleted itself) since it was listed
+        keys = self.keys_of(found)
+        if keys is None:
+            run.note("skipped", "schedule not understood (left alone)", name)
+            return
+        where = f"{name} ({describe(run.config, keys)})"
+        item = run.read([keys]).get(identity(run.config, keys))
+        if name in self.wanted(item):
+            run.note("skipped", "schedule matches its item")
+            return
+        if run.options.dry_run:
+            run.note("acted", "would delete schedule (item gone or holds another time)", where)
+            return
+        from st_core import schedules
+
+        run.calls.take(1)
+        deleted = schedules.delete(run.clients, run.config["scheduler"]["group"], name)
+        if deleted and self.kind == "eventbridge" and not self.firing(found):
+            from st_core.errors import persist
+
+            persist(lambda: ledger(run).unschedule(name))  # as the handler's cancel: the marker goes with it
+        run.note("acted", "deleted schedule (item gone or holds another time)", where)
+        # A live write may have given the item that time again between the read and the delete: follow it.
+        now = run.read([keys]).get(identity(run.config, keys))
+        if now is not None and name in self.wanted(now):
+            feed_settled(run, [change(run.config, None, now, run.now())], calls_for(run, self.kind))
+
+    def wanted(self, image: Record | None) -> set[str]:
+        """The schedule names a fresh write of the item would make (none for an absent item)."""
+        if image is None:
+            return set()
+        run = self.run
+        record = change(run.config, None, image, run.now())
+        moment = datetime.fromtimestamp(run.now(), UTC)
+        if self.kind == "eventbridge":
+            import eventbridge
+
+            return {step.occurrence.name for step in eventbridge.plan(stream(record), run.config, moment).steps}
+        import ttl
+
+        decision = ttl.decide(stream(record), run.config, moment)
+        return {decision.name} if decision.step is ttl.Step.SCHEDULE else set()
+
+    def keys_of(self, found: Record) -> Record | None:
+        """The item's keys (Lambda-shaped) from a schedule's input: the release envelope's (second precision), the
+        conditional delete's (precise ttl), or the due event's (plain values, typed by the table's key schema)."""
+        text = str((found.get("Target") or {}).get("Input") or "")
+        try:
+            document = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(document, dict):
+            return None
+        from st_core import release
+
+        if release.ENVELOPE in document:
+            try:
+                return dict(release.parse(text).keys)
+            except Exception:
+                return None
+        if isinstance(document.get("Key"), dict):
+            return dict(document["Key"])
+        plain = document.get("keys")
+        if not isinstance(plain, dict):
+            return None
+        types = self.key_types()
+        typed: Record = {}
+        for name, value in plain.items():
+            tag = types.get(name)
+            if tag is None:
+                return None
+            typed[name] = {tag: str(value)}
+        return typed
+
+    def key_types(self) -> dict[str, str]:
+        if self.types is None:
+            table = self.run.clients.get("dynamodb").describe_table(TableName=self.run.config["table"])["Table"]
+            self.types = {d["AttributeName"]: d["AttributeType"] for d in table["AttributeDefinitions"]}
+        return self.types
+
+    def firing(self, found: Record) -> bool:
+        """Whether the schedule may be firing now (its marker then stays, as the handler's cancel keeps it)."""
+        from st_core import schedules
+
+        expression = str(found.get("ScheduleExpression") or "")
+        if not expression.startswith("at("):
+            return False
+        fire = datetime.fromisoformat(expression[3:-1]).replace(tzinfo=UTC)
+        return bool(schedules.may_be_firing(fire, datetime.fromtimestamp(self.run.now(), UTC)))
