@@ -306,6 +306,8 @@ class _Either:
         self.backfill = backfill
 
     def get_function_configuration(self, FunctionName: str) -> Any:
+        if FunctionName == "items-backfill":
+            return {"FunctionName": FunctionName, "Handler": "backfill.handler"}
         return self.consumer.get_function_configuration(FunctionName)
 
     def list_event_source_mappings(self, FunctionName: str) -> Any:

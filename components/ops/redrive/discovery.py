@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ...backfill_function import HANDLER as BACKFILL_HANDLER
 from ...packaging import constants, error_code
 from ..aws import Client, RedriveError
 
@@ -45,6 +46,11 @@ def discover(client: Client, function: str) -> Stack:
             return discover(client, consumers[0])
         hint = f"; {functions_hint(client, consumers)}" if code == "ResourceNotFoundException" else ""
         raise RedriveError(f"function {function!r}: {code}: {error}{hint}") from error
+    if configuration.get("Handler") == BACKFILL_HANDLER:
+        raise RedriveError(
+            f"function {function!r} is the stack's backfill function, not its consumer: pass the consumer as "
+            f"--function (the stack output function_name), and {function!r} as --in-lambda"
+        )
     config = _config(configuration)
     if config is None:
         raise RedriveError(
@@ -121,3 +127,20 @@ def replace_queue(stack: Stack, source: str, url: str) -> Stack:
     if source == "stream":
         return dataclasses.replace(stack, stream_dlq_url=url)
     return dataclasses.replace(stack, target_dlq_url=url)
+
+
+def check_backfill_function(client: Client, function: str) -> None:
+    """`--in-lambda`: the function exists and runs the backfill entry point (else RedriveError naming the fix)."""
+    try:
+        configuration = client("lambda").get_function_configuration(FunctionName=function)
+    except Exception as error:
+        raise RedriveError(
+            f"--in-lambda {function!r}: {error_code(error)}: {error}. Pass the stack's backfill function (the stack "
+            "output backfill_function_name; deployed with backfill_function=True)"
+        ) from error
+    handler = configuration.get("Handler")
+    if handler and handler != BACKFILL_HANDLER:
+        raise RedriveError(
+            f"--in-lambda {function!r} runs {handler}, not {BACKFILL_HANDLER}: pass the stack's backfill function (the "
+            "stack output backfill_function_name), not its consumer"
+        )
