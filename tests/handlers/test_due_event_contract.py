@@ -19,6 +19,7 @@ import polling
 import pytest
 import ttl
 from st_core import dispatch
+from st_core.fifo import deduplication_id
 from st_core.release import parse
 
 from localcloud.recurring import render_input
@@ -199,7 +200,7 @@ def test_the_id_is_a_function_of_keys_due_time_and_offset_only() -> None:
         occurrence_id(named(typed), FUTURE, 60),
     }
     assert base not in others and len(others) == 3
-    assert len(base) <= 64 and dispatch.deduplication_id(base) == base
+    assert len(base) <= 64 and deduplication_id(base) == base
 
 
 @pytest.mark.parametrize("kind", ["sqs", "lambda", "stepfunctions", "sns", "events"])
