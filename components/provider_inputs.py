@@ -129,7 +129,7 @@ class Target(TypedDict, total=False):
     kms_key_arn: pulumi.Input[str] | None
     (
         "The customer-managed KMS key encrypting the target, if any: whoever sends to it gets `kms:GenerateDataKey` "
-        "and `kms:Decrypt` on it. Only for `queue`, `function`, `stateMachine`, `topic`. Default: not set."
+        "and `kms:Decrypt` on it. Only for `queue`, `stateMachine`, `topic`. Default: not set."
     )
     message_group_attribute: str | None
     (
@@ -167,6 +167,11 @@ class Target(TypedDict, total=False):
     )
     body: str
     """The plain-text body, a template like `subject`. Only for `email`. Default: `"This is your reminder."`."""
+    configuration_set: str | None
+    (
+        "The SES configuration set to send with, by name (the sender's default one, if its identity has one): whoever "
+        "sends is also allowed `ses:SendEmail` on it. Only for `email`. Default: not set."
+    )
 
 
 class ExistingTable(TypedDict, total=False):
@@ -223,8 +228,10 @@ class ScheduledTableInputs(TypedDict, total=False):
         "`kms:` actions on the key's ARN only). Default: not set."
     )
     deletion_protection: bool
-    """Of the table and the ledger (with `existingTable`: the ledger's only, the one table the component then makes);
-    turn off before `pulumi destroy`. Default: `true`."""
+    (
+        "Of the table and the ledger (with `existingTable`: the ledger's only, the one table the component then "
+        "makes); turn off before `pulumi destroy`. Default: `true`."
+    )
     tags: dict[str, str]
     """Applied to every taggable resource, plus `scheduled-table:component`. Default: `{}`."""
     target: Target | None
