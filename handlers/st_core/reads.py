@@ -62,9 +62,7 @@ def read_items(
     return found
 
 
-def _read_chunk(
-    clients: Clients, table: str, chunk: list[tuple[str, Image]], sleep: Callable[[float], None]
-) -> Found:
+def _read_chunk(clients: Clients, table: str, chunk: list[tuple[str, Image]], sleep: Callable[[float], None]) -> Found:
     names = list(chunk[0][1])  # the table's key attributes (every key of one table has the same)
     found: Found = {}
     request: dict[str, Any] = {table: {"Keys": [to_request(k) for _, k in chunk], "ConsistentRead": True}}
