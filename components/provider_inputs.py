@@ -223,8 +223,10 @@ class ScheduledTableInputs(TypedDict, total=False):
         "`kms:` actions on the key's ARN only). Default: not set."
     )
     deletion_protection: bool
-    """Of the table and the ledger (with `existingTable`: the ledger's only, the one table the component then makes);
-    turn off before `pulumi destroy`. Default: `true`."""
+    (
+        "Of the table and the ledger (with `existingTable`: the ledger's only, the one table the component then "
+        "makes); turn off before `pulumi destroy`. Default: `true`."
+    )
     tags: dict[str, str]
     """Applied to every taggable resource, plus `scheduled-table:component`. Default: `{}`."""
     target: Target | None
@@ -372,6 +374,16 @@ class ScheduledTableInputs(TypedDict, total=False):
         "segments out over (the consumer's permissions without the stream, plus Scan on the table); exported as "
         "`backfill_function_name`. Off: nothing is created (the commands still run from one machine). Default: "
         "`false`."
+    )
+    reconcile_every: str | None
+    (
+        "Run `reconcile` by itself on this EventBridge schedule expression (`rate(1 day)`, `cron(0 3 * * ? *)`), "
+        "through `{name}-backfill` (made for it): one slice of up to 15 minutes per firing, the next firing going on "
+        "from a checkpoint in the ledger. Each finished pass publishes what it found as CloudWatch metrics (namespace "
+        "`ScheduledTable`, dimension `Table`: `ReconcileMissing`, `ReconcileStray`, `ReconcileWrongTotals`, "
+        "`ReconcileRepaired`, `ReconcileDrift`), with an alarm when a pass finds drift (with `alarms`). Past "
+        "occurrences the ledger no longer remembers are reported, never delivered. Off: nothing is created. Default: "
+        "not set."
     )
     source_prefix: str
     """`aggregate` mode: partition-key prefix of the items that count. Default: `"SCORE"`."""
