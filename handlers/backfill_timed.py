@@ -113,12 +113,12 @@ def needs_of(run: Run, kind: str, record: Record) -> Need:
                     # Delivered long ago or never, whatever the ledger says now: not delivered again, and no ledger
                     # read (a nightly reconcile of years of items would read one entry per old occurrence).
                     forgotten.append(occurrence.name)
-                elif not ledger(run).taken(occurrence.name):  # else delivered (an earlier run, the live function)
+                elif not ledger(run).taken(occurrence.name, aliases=occurrence.aliases):  # else delivered already
                     word = word or "deliver (past due)"
                 continue
             if word:
                 continue
-            found = None if run.options.fresh else schedule(run, occurrence.name)
+            found = None if run.options.fresh else schedule(run, occurrence.name, *occurrence.aliases)
             if occurrence.recurrence is not None and ended(occurrence.recurrence, now):
                 # Nothing is left to fire: a schedule that ends where the rule does goes by itself at its end.
                 if found is not None and _second(found.get("EndDate")) != _second(occurrence.recurrence.end):
@@ -128,7 +128,7 @@ def needs_of(run: Run, kind: str, record: Record) -> Need:
             elif occurrence.recurrence is not None and not rule_agrees(found, occurrence.recurrence, now):
                 word = "reschedule (the schedule holds another rule, zone, start or end)"
             else:
-                run.confirmed.add(occurrence.name)
+                run.confirmed.add(str(found.get("Name") or occurrence.name))  # its own name, or an earlier one
         return Need(word, tuple(forgotten))
     return Need(ttl_need(run, record, now))
 
@@ -146,7 +146,7 @@ def ttl_need(run: Run, record: Record, now: datetime) -> str:
         return "delete now (past due)"
     if run.options.fresh:
         return "schedule"
-    found = schedule(run, decision.name)
+    found = schedule(run, *ttl.schedule_names(stream(record), run.config))
     if found is None:
         return "schedule"
     held = record["dynamodb"]["NewImage"][run.config["timeAttribute"]]
@@ -157,7 +157,7 @@ def ttl_need(run: Run, record: Record, now: datetime) -> str:
         kept = None
     if kept != held:
         return "reschedule (the schedule holds another time)"
-    run.confirmed.add(decision.name)
+    run.confirmed.add(str(found.get("Name") or decision.name))
     return ""
 
 
@@ -228,18 +228,23 @@ def ledger(run: Run) -> Any:
     return Ledger.of(run.config["eventbridge"], run.clients)
 
 
-def schedule(run: Run, name: str) -> Record | None:
-    """The schedule of that name in the table's group (paced), None when there is none."""
-    run.calls.take(1)
-    try:
-        found: Record = run.clients.get("scheduler").get_schedule(Name=name, GroupName=run.config["scheduler"]["group"])
-    except Exception as exc:
-        from st_core.errors import error_code
+def schedule(run: Run, *names: str) -> Record | None:
+    """The first schedule of these names in the table's group (paced): an occurrence's name, then the names earlier
+    versions gave it; None when there is none."""
+    from st_core.errors import error_code
 
-        if error_code(exc) == "ResourceNotFoundException":
-            return None
-        raise
-    return found
+    for name in names:
+        run.calls.take(1)
+        try:
+            found: Record = run.clients.get("scheduler").get_schedule(
+                Name=name, GroupName=run.config["scheduler"]["group"]
+            )
+        except Exception as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                continue
+            raise
+        return found
+    return None
 
 
 def plain_ttl(run: Run, items: list[Record]) -> None:
