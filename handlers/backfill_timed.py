@@ -35,6 +35,9 @@ class Need(NamedTuple):
     forgotten: tuple[str, ...] = ()
 
 
+# No filter of the mapping matches a map or a list (filters test leaf values): a write of such an item never reached
+# the function, so nothing was parked for it either.
+UNMATCHABLE = "due attribute is a map or a list: never seen by the mapping's filter (write a string or a number)"
 FORGOTTEN = "past due longer ago than the ledger remembers: not delivered again (--deliver-past-due delivers it)"
 
 
@@ -46,9 +49,13 @@ def act(run: Run, kind: str, items: list[Record]) -> None:
     unusable: set[int] = set()
     for image in items:
         value = image.get(attribute)
-        if not isinstance(value, dict) or not ({"S", "N"} & set(value)):
+        if not isinstance(value, dict):
             run.note("skipped", "no due time")
             continue
+        if {"M", "L"} & set(value):
+            run.note("skipped", UNMATCHABLE, describe(run.config, image))
+            continue
+        # Another type (binary, boolean, null, a set) passes the mapping's filter and is parked: fed, it is too.
         timed.append(change(run.config, None, image, run.now()))
     # What exists already, asked with the consumer's concurrency (each a Scheduler or ledger read).
     with ThreadPoolExecutor(max_workers=max(1, int(run.config.get("maxWorkers") or 8))) as pool:
