@@ -223,8 +223,10 @@ class ScheduledTableInputs(TypedDict, total=False):
         "`kms:` actions on the key's ARN only). Default: not set."
     )
     deletion_protection: bool
-    """Of the table and the ledger (with `existingTable`: the ledger's only, the one table the component then makes);
-    turn off before `pulumi destroy`. Default: `true`."""
+    (
+        "Of the table and the ledger (with `existingTable`: the ledger's only, the one table the component then "
+        "makes); turn off before `pulumi destroy`. Default: `true`."
+    )
     tags: dict[str, str]
     """Applied to every taggable resource, plus `scheduled-table:component`. Default: `{}`."""
     target: Target | None
