@@ -10,10 +10,11 @@ from typing import Any, Literal, get_args
 
 import pulumi
 
+from . import target_types
 from .arns import kms_key_problem
 from .existing import TABLE_OPTIONS, ExistingTable, existing_table_problem
 from .suggest import keyword_hints
-from .targets import TARGET_TYPES, Target, resource_problem, scheduler_problem, topic_arn_problem
+from .targets import Target, is_target, resource_problem, scheduler_problem, topic_arn_problem
 from .types import KeyType, Mode, ModeName
 
 # CloudWatch Logs accepts only these retention periods (days).
@@ -236,8 +237,8 @@ def _encryption(args: ScheduledTableArgs) -> None:
 
 
 def _target(args: ScheduledTableArgs) -> None:
-    if args.target is not None and not isinstance(args.target, TARGET_TYPES):
-        names = ", ".join(t.__name__ for t in TARGET_TYPES)
+    if args.target is not None and not is_target(args.target):
+        names = ", ".join(t.__name__ for t in target_types.classes())
         _fail("target", f"{type(args.target).__name__} is not a target", f"pass one of {names}, or None")
     problem = scheduler_problem(args.target, scheduler_delivers=args.mode is Mode.EVENTBRIDGE)
     if problem:
@@ -568,13 +569,7 @@ OPTION_DOCS: dict[str, str] = {
         "makes); turn off before `pulumi destroy`"
     ),
     "tags": "applied to every taggable resource, plus `scheduled-table:component`",
-    "target": (
-        "what receives the due event: `QueueTarget`, `FunctionTarget`, `StateMachineTarget`, `TopicTarget`, "
-        "`EventBusTarget` or `EmailTarget` (their options below); `None`: a due queue the component owns (1 MiB "
-        "messages); stack: `{type: queue|function|stateMachine|topic|eventBus|email, arn: ...}` plus any target option "
-        "in camelCase (`maxMessageBytes`, `kmsKeyArn`, `messageGroupAttribute`, `messageGroupId`, "
-        "`contentBasedDeduplication`, `detailType`, `source`)"
-    ),
+    "target": target_types.option_doc(),
     "lambda_memory_mb": (
         "128-10240; CPU comes with memory (1,024 MB is about 0.58 vCPU), and CPU-bound work costs the same per "
         "record at any size, so the default runs about 4x faster than 256 MB at the same cost"

@@ -20,14 +20,7 @@ from .observability import build_operations
 from .parts import BuildContext, Made, ModeResult, Owner, TableRef
 from .provider_inputs import ScheduledTableInputs
 from .runtime_config import target_kind
-from .targets import (
-    FunctionTarget,
-    QueueTarget,
-    StateMachineTarget,
-    TopicTarget,
-    checked_arn,
-    topic_arn_problem,
-)
+from .targets import checked_arn, topic_arn_problem
 
 TYPE = "scheduled-table:index:ScheduledTable"
 __all__ = ["TYPE", "ScheduledTable", "TableRef"]
@@ -201,8 +194,8 @@ def checked_outputs(args: ScheduledTableArgs, rename: Callable[[str], str]) -> S
     if args.alarm_topic_arn is not None and not isinstance(args.alarm_topic_arn, str):
         changes["alarm_topic_arn"] = checked("alarm_topic_arn", args.alarm_topic_arn, topic_arn_problem)
     target = args.target
-    if isinstance(target, QueueTarget | FunctionTarget | StateMachineTarget | TopicTarget):
-        key = target.kms_key_arn
+    if target is not None:
+        key = getattr(target, "kms_key_arn", None)  # the kinds a customer key can encrypt have the option
         if key is not None and not isinstance(key, str):
             owner = type(target).__name__
             changes["target"] = dataclasses.replace(

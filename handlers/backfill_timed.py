@@ -109,7 +109,7 @@ def needs_of(run: Run, kind: str, record: Record) -> Need:
         for step in planned.steps:
             occurrence = step.occurrence
             if occurrence.recurrence is None and occurrence.due <= now:
-                if ledger(run).taken(occurrence.name):
+                if ledger(run).taken(occurrence.name, aliases=occurrence.aliases):
                     continue  # delivered already (by an earlier run, or the live function)
                 if run.options.deliver_past_due or remembered(run, occurrence.due, now):
                     word = word or "deliver (past due)"
@@ -118,7 +118,7 @@ def needs_of(run: Run, kind: str, record: Record) -> Need:
                 continue
             if word:
                 continue
-            found = None if run.options.fresh else schedule(run, occurrence.name)
+            found = None if run.options.fresh else schedule(run, occurrence.name, *occurrence.aliases)
             if found is None:
                 word = "schedule"
             elif occurrence.recurrence is not None and not rule_agrees(found, occurrence.recurrence, now):
@@ -140,7 +140,7 @@ def ttl_need(run: Run, record: Record, now: datetime) -> str:
         return "delete now (past due)"
     if run.options.fresh:
         return "schedule"
-    found = schedule(run, decision.name)
+    found = schedule(run, *ttl.schedule_names(stream(record), run.config))
     if found is None:
         return "schedule"
     held = record["dynamodb"]["NewImage"][run.config["timeAttribute"]]
@@ -213,18 +213,23 @@ def ledger(run: Run) -> Any:
     return Ledger.of(run.config["eventbridge"], run.clients)
 
 
-def schedule(run: Run, name: str) -> Record | None:
-    """The schedule of that name in the table's group (paced), None when there is none."""
-    run.calls.take(1)
-    try:
-        found: Record = run.clients.get("scheduler").get_schedule(Name=name, GroupName=run.config["scheduler"]["group"])
-    except Exception as exc:
-        from st_core.errors import error_code
+def schedule(run: Run, *names: str) -> Record | None:
+    """The first schedule of these names in the table's group (paced): an occurrence's name, then the names earlier
+    versions gave it; None when there is none."""
+    from st_core.errors import error_code
 
-        if error_code(exc) == "ResourceNotFoundException":
-            return None
-        raise
-    return found
+    for name in names:
+        run.calls.take(1)
+        try:
+            found: Record = run.clients.get("scheduler").get_schedule(
+                Name=name, GroupName=run.config["scheduler"]["group"]
+            )
+        except Exception as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                continue
+            raise
+        return found
+    return None
 
 
 def plain_ttl(run: Run, items: list[Record]) -> None:

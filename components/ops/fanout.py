@@ -8,10 +8,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .aws import Client
+from .aws import Client, RedriveError
 from .checkpoint import Checkpoint
 from .engine import engine
-from .redrive.discovery import RedriveError
 from .scan_report import Progress
 
 if TYPE_CHECKING:

@@ -135,17 +135,21 @@ def handle_stream_batch(
     handle: RecordHandler,
     clients: Clients,
     handle_group: GroupHandler | None = None,
+    prepare: Callable[[list[DynamoDBStreamRecord]], None] | None = None,
     finish: Callable[[], list[str]] | None = None,
     counts: Callable[[], dict[str, int]] | None = None,
 ) -> BatchResponse:
     """A mode's whole batch: every record through `handle` (or each item's records through `handle_group`), poison
-    (malformed records included) parked in the table's poison queue. `finish` runs once after every item (work
-    deferred to the end of the batch) and returns sequence numbers to retry from; `counts` adds the mode's action
-    counts to the batch's one summary line."""
+    (malformed records included) parked in the table's poison queue. `prepare` sees every well-formed record once
+    before any item is handled (work done for the whole batch at once: it must not raise); `finish` runs once after
+    every item (work deferred to the end of the batch) and returns sequence numbers to retry from; `counts` adds the
+    mode's action counts to the batch's one summary line."""
     started = time.perf_counter()
     poison = PoisonQueue(config["poisonQueueUrl"], mode=mode, table=config["table"], clients=clients)
     records, malformed = split_event(event)
     park_malformed(poison, malformed)
+    if prepare is not None:
+        prepare(records)
     response = process_batch(
         records, handle, poison=poison, max_workers=config["maxWorkers"], handle_group=handle_group
     )

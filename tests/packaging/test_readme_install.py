@@ -38,6 +38,13 @@ def install_blocks() -> tuple[list[str], list[str]]:
     return blocks[0], blocks[1]
 
 
+def test_the_install_section_has_no_placeholder_and_no_tag() -> None:
+    """What a user copies must work as written: no `<owner>`-style blank to fill, no git URL or release tag (the
+    repository has no public home and no tag yet)."""
+    section = (REPO / "README.md").read_text().split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    assert re.findall(r"<[A-Za-z_ -]+>|git\+|@v\d", section) == []
+
+
 def clean_clone(destination: Path) -> Path:
     """The repository's files as `git clone` of the working state would give them: tracked and untracked, not the
     ignored ones (.venv, build/, dist/, caches)."""

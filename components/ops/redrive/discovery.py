@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ...backfill_function import HANDLER as BACKFILL_HANDLER
 from ...packaging import constants, error_code
 from ..aws import Client, RedriveError
 
@@ -21,6 +22,10 @@ class Stack:
     stream_dlq_url: str | None
     target_dlq_url: str | None
     filters: list[dict[str, Any]]
+    # ARNs, for the operator's policy (ops/permissions.py): the function's, its mapping's stream and on-failure queue.
+    function_arn: str = ""
+    stream_arn: str | None = None
+    stream_dlq_arn: str | None = None
 
 
 def queue_url(client: Client, arn: str) -> str:
@@ -45,18 +50,24 @@ def discover(client: Client, function: str) -> Stack:
             return discover(client, consumers[0])
         hint = f"; {functions_hint(client, consumers)}" if code == "ResourceNotFoundException" else ""
         raise RedriveError(f"function {function!r}: {code}: {error}{hint}") from error
+    if configuration.get("Handler") == BACKFILL_HANDLER:
+        raise RedriveError(
+            f"function {function!r} is the stack's backfill function, not its consumer: pass the consumer as "
+            f"--function (the stack output function_name), and {function!r} as --in-lambda"
+        )
     config = _config(configuration)
     if config is None:
         raise RedriveError(
             f"function {function!r} has no {constants.CONFIG_VARIABLE}: name a ScheduledTable's function_name"
         )
     mappings = lam.list_event_source_mappings(FunctionName=function).get("EventSourceMappings", [])
-    stream_dlq_url = None
+    stream_dlq_url = stream_arn = stream_dlq_arn = None
     filters: list[dict[str, Any]] = []
     for mapping in mappings:
+        stream_arn = mapping.get("EventSourceArn") or stream_arn
         destination = ((mapping.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
         if destination:
-            stream_dlq_url = queue_url(client, destination)
+            stream_dlq_url, stream_dlq_arn = queue_url(client, destination), str(destination)
         for item in (mapping.get("FilterCriteria") or {}).get("Filters") or []:
             filters.append(json.loads(item["Pattern"]))
     target_dlq_url = None
@@ -64,7 +75,9 @@ def discover(client: Client, function: str) -> Stack:
         target_dlq_url = str(config["polling"]["deadLetterUrl"])
     elif config.get("scheduler", {}).get("deadLetterArn"):
         target_dlq_url = queue_url(client, config["scheduler"]["deadLetterArn"])
-    return Stack(function, config, str(config["poisonQueueUrl"]), stream_dlq_url, target_dlq_url, filters)
+    arn = str(configuration.get("FunctionArn") or "")
+    poison = str(config["poisonQueueUrl"])
+    return Stack(function, config, poison, stream_dlq_url, target_dlq_url, filters, arn, stream_arn, stream_dlq_arn)
 
 
 def _config(configuration: dict[str, Any]) -> dict[str, Any] | None:
@@ -121,3 +134,20 @@ def replace_queue(stack: Stack, source: str, url: str) -> Stack:
     if source == "stream":
         return dataclasses.replace(stack, stream_dlq_url=url)
     return dataclasses.replace(stack, target_dlq_url=url)
+
+
+def check_backfill_function(client: Client, function: str) -> None:
+    """`--in-lambda`: the function exists and runs the backfill entry point (else RedriveError naming the fix)."""
+    try:
+        configuration = client("lambda").get_function_configuration(FunctionName=function)
+    except Exception as error:
+        raise RedriveError(
+            f"--in-lambda {function!r}: {error_code(error)}: {error}. Pass the stack's backfill function (the stack "
+            "output backfill_function_name; deployed with backfill_function=True)"
+        ) from error
+    handler = configuration.get("Handler")
+    if handler and handler != BACKFILL_HANDLER:
+        raise RedriveError(
+            f"--in-lambda {function!r} runs {handler}, not {BACKFILL_HANDLER}: pass the stack's backfill function (the "
+            "stack output backfill_function_name), not its consumer"
+        )
