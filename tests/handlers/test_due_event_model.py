@@ -22,8 +22,7 @@ import pytest
 from aws_lambda_powertools.utilities.parser import envelopes, parse
 from pydantic import ValidationError
 from st_core.dispatch import due_event, target_input
-from st_core.naming import occurrence_id
-from st_core.stream import identity_of
+from st_core.naming import item_keys, occurrence_id
 
 from components.consumer import DueEventModel
 from tests.handlers.conftest import SCHEMA
@@ -34,8 +33,8 @@ VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
 
 def made(**extra: Any) -> dict[str, Any]:
     """A due event as the handlers make it (the text an SQS target receives, read back)."""
-    typed, keys = {"PK": {"S": "user#1"}, "SK": {"N": "7"}}, {"PK": "user#1", "SK": 7}
-    occurrence = occurrence_id(identity_of(typed), keys, DUE)
+    named = item_keys({"SK": {"N": "7"}, "PK": {"S": "user#1"}}, {"partitionKey": "PK", "sortKey": "SK"})
+    keys, occurrence = named.plain, occurrence_id(named, DUE)
     event = due_event(
         mode="eventbridge", table="reminders", keys=keys, due=DUE, item={**keys, "name": "Ada"}, occurrence=occurrence
     )
