@@ -65,7 +65,9 @@ def reason_of(body: str, attributes: dict[str, Any]) -> tuple[str, str]:
     code = (attributes.get("ERROR_CODE") or {}).get("StringValue")
     message = (attributes.get("ERROR_MESSAGE") or {}).get("StringValue")
     if code or message:
-        return ": ".join(str(part) for part in (code, message) if part), shown
+        # Scheduler could not deliver to the target: when KMS refused its role the target's key, say which option
+        refused = runtime_module("errors").key_refusal(str(code or ""), str(message or ""))
+        return refused or ": ".join(str(part) for part in (code, message) if part), shown
     return "-", shown
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import log
 from .clients import Clients
-from .errors import PermanentError, error_code, is_transient
+from .errors import PermanentError, error_code, is_transient, kms_reason
 from .poison import PoisonQueue
 from .stream import BatchResponse, DynamoDBStreamEvent, DynamoDBStreamRecord, key_identity, sequence_number, split_event
 
@@ -104,7 +104,7 @@ def permanent_outcome(exc: Exception, seq: str) -> tuple[str, str] | None:
         return None
     # A 4xx the API will always give for this input, or a defect: either way retrying cannot help.
     log.debug("poison-traceback", sequenceNumber=seq, traceback=traceback.format_exc())
-    return f"{error_code(exc)}: {exc}"[:1000], error_code(exc)
+    return kms_reason(exc) or f"{error_code(exc)}: {exc}"[:1000], error_code(exc)
 
 
 def park_malformed(poison: PoisonQueue, malformed: list[tuple[object, str]]) -> None:

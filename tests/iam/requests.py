@@ -13,6 +13,7 @@ An operation missing here raises: a handler calling something new must say how I
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import parseaddr
@@ -267,6 +268,128 @@ def denial_message(principal: str, request: Request, *, explicit: bool) -> str:
 def denied_response(service: str, message: str) -> dict[str, Any]:
     """The parsed error response botocore builds a ClientError from, as the service sends it."""
     status, code = _DENIED[service]
+    return {
+        "Error": {"Code": code, "Message": message},
+        "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": {}, "RetryAttempts": 0},
+    }
+
+
+# -- KMS: what a call does with the key that encrypts the resource it acts on ----------------------------------------
+#
+# Per the services' documentation: SQS SendMessage generates a data key and decrypts it (kms:GenerateDataKey,
+# kms:Decrypt), ReceiveMessage decrypts (kms:Decrypt), both with the caller's permissions (the SQS developer guide,
+# "Key management"); SNS Publish likewise (kms:GenerateDataKey, kms:Decrypt). DynamoDB uses the table's key (and so
+# its streams' and indexes') with the caller's permissions: a read decrypts (kms:Decrypt); a write is granted
+# kms:Decrypt, kms:Encrypt and kms:GenerateDataKey, as AWS's own grant for a table's writers gives (the CDK's
+# `grantWriteData`; the DynamoDB guide's key policy for table users), where AWS does not list one call's own use.
+# DescribeTable, DescribeStream and GetShardIterator read no data: no key. EventBridge encrypts a bus's events as
+# the service principal events.amazonaws.com, which only the key policy can allow (the EventBridge guide,
+# "Authorizing EventBridge to use a customer managed key"): the PutEvents caller needs no KMS permission.
+
+KMS_READ = ("kms:Decrypt",)
+KMS_WRITE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
+KMS_SEND = ("kms:GenerateDataKey", "kms:Decrypt")  # a send makes its data key first
+# IAM action -> what it does with the key of the resource it acts on (an action not here uses no key).
+KEY_ACTIONS: dict[str, tuple[str, ...]] = {
+    **{
+        f"dynamodb:{a}": KMS_READ
+        for a in ("GetItem", "BatchGetItem", "Query", "Scan", "ConditionCheckItem", "GetRecords")
+    },
+    **{f"dynamodb:{a}": KMS_WRITE for a in ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem")},
+    "sqs:SendMessage": KMS_SEND,
+    "sqs:ReceiveMessage": KMS_READ,
+    "sns:Publish": KMS_SEND,
+}
+# IAM action -> (the service principal that uses the key itself, what it does with it).
+SERVICE_KEY_ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "events:PutEvents": ("events.amazonaws.com", KMS_SEND),
+}
+
+
+@dataclass(frozen=True)
+class KeyUse:
+    """One use of a customer-managed key a call makes: `request` (a kms: action on the key's ARN), by the caller
+    (allowed only when the caller's policy and the key policy both allow it), or, with `service`, by that service
+    principal on the resource owner's behalf (the key policy alone decides)."""
+
+    request: Request
+    service: str | None = None
+
+
+@dataclass(frozen=True)
+class Encryption:
+    """Which resources a test encrypts with which customer-managed key (resource ARN -> key ARN: a table's covers
+    its indexes and streams), and each key's policy (key ARN -> the policy document, JSON)."""
+
+    keys: tuple[tuple[str, str], ...] = ()
+    policies: tuple[tuple[str, str], ...] = ()
+
+    def key_of(self, resource: str) -> str | None:
+        base = resource.split("/index/", 1)[0].split("/stream/", 1)[0]
+        return dict(self.keys).get(base)
+
+    def policy_of(self, key: str) -> str | None:
+        return dict(self.policies).get(key)
+
+
+NO_KEYS = Encryption()
+
+
+def key_uses(wanted: list[Request], encryption: Encryption) -> list[KeyUse]:
+    """The key uses the authorizations `wanted` (one call's) bring with them on encrypted resources."""
+    found: list[KeyUse] = []
+    for request in wanted:
+        key = encryption.key_of(request.resource)
+        if key is None:
+            continue
+        found += [KeyUse(Request(a, key)) for a in KEY_ACTIONS.get(request.action, ())]
+        if request.action in SERVICE_KEY_ACTIONS:
+            service, actions = SERVICE_KEY_ACTIONS[request.action]
+            found += [KeyUse(Request(a, key), service) for a in actions]
+    return list(dict.fromkeys(found))
+
+
+def default_key_policy(account: str) -> str:
+    """The default key policy AWS gives a key made without one: the account root may do anything with it, which
+    lets the account's IAM policies grant its use (and only them)."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "Enable IAM User Permissions",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": f"arn:{PARTITION}:iam::{account}:root"},
+                    "Action": "kms:*",
+                    "Resource": "*",
+                }
+            ],
+        }
+    )
+
+
+# How each service answers a call KMS refused: (HTTP status, error code). SQS reports its KmsAccessDenied error as
+# the query-compatible code KMS.AccessDeniedException; SNS KMSAccessDenied; DynamoDB AccessDeniedException, naming
+# the kms: action.
+_KMS_DENIED: dict[str, tuple[int, str]] = {
+    "sqs": (400, "KMS.AccessDeniedException"),
+    "sns": (400, "KMSAccessDenied"),
+    "dynamodb": (400, "AccessDeniedException"),
+    "dynamodbstreams": (400, "AccessDeniedException"),
+}
+
+
+def kms_denial_message(principal: str, request: Request, *, by_key_policy: bool) -> str:
+    """KMS's words for a refused use of a key: by the caller's own policies, or by the key policy."""
+    policy = "resource-based" if by_key_policy else "identity-based"
+    return (
+        f"User: {principal} is not authorized to perform: {request.action} on resource: {request.resource} because "
+        f"no {policy} policy allows the {request.action} action"
+    )
+
+
+def kms_denied_response(service: str, message: str) -> dict[str, Any]:
+    status, code = _KMS_DENIED[service]
     return {
         "Error": {"Code": code, "Message": message},
         "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": {}, "RetryAttempts": 0},
