@@ -430,7 +430,8 @@ def test_a_looked_up_table_with_a_customer_key_and_another_kms_key_arn_fails_nam
         str(caught.value)
         .splitlines()[-1]
         .endswith(
-            f"kms_key_arn: {other!r} is not the key of table 'appointments', {TABLE_KEY!r}; pass kms_key_arn={TABLE_KEY!r}"
+            f"kms_key_arn: {other!r} is not the key of table 'appointments', {TABLE_KEY!r}; "
+            f"pass kms_key_arn={TABLE_KEY!r}"
         )
     )
 
