@@ -12,6 +12,13 @@ out for the calls this project makes.
   sender's identity and address (the component's) never matched (`send_email_identity`, `patch_ses_send_email`).
 - `iam:PassRole`: AWS checks it on CreateSchedule/UpdateSchedule for the target's `RoleArn`, with
   `iam:PassedToService` = `scheduler.amazonaws.com`; ministack does not.
+- KMS: a call on a queue, topic or table encrypted with a customer-managed key also uses the key, with the caller's
+  permissions, and AWS refuses it unless the caller's policy and the key policy both allow that use (SQS
+  SendMessage: kms:GenerateDataKey and kms:Decrypt; ReceiveMessage: kms:Decrypt; SNS Publish as SQS's send;
+  DynamoDB: reads kms:Decrypt, writes also kms:Encrypt and kms:GenerateDataKey; the same table as the tests',
+  tests/iam/requests.py). ministack's SQS, SNS and DynamoDB never call KMS: `check_kms_keys` does, answering a
+  refusal as each service does (SQS KMS.AccessDeniedException, SNS KMSAccessDenied, DynamoDB
+  AccessDeniedException). AWS-managed keys (no key record here) need nothing.
 - Service sessions: what AWS does on the component's behalf it does as a role (Scheduler as the schedule's
   `RoleArn`). `service_session` hands out credentials of a role for a service principal its trust policy names
   (conditions such as `aws:SourceAccount` evaluated), the way the service would assume it. ministack's Scheduler uses
@@ -448,10 +455,135 @@ def authorize_scheduler_targets() -> None:
     eventbridge._invoke_target = invoke_as_role
 
 
+# What a call does with the key of the resource it acts on, by IAM action, per the services' documentation: SQS
+# SendMessage generates a data key and decrypts it, ReceiveMessage decrypts (the SQS developer guide, "Key
+# management"); SNS Publish as SQS's send; DynamoDB uses the table's key (its streams' and indexes' too) with the
+# caller's permissions: a read decrypts, a write is granted kms:Decrypt, kms:Encrypt and kms:GenerateDataKey, as
+# AWS's own grant for a table's writers gives (the CDK's `grantWriteData`), where AWS lists no one call's use.
+# DescribeTable, DescribeStream and GetShardIterator read no data. The handler tests' model uses this table too.
+_READ = ("kms:Decrypt",)
+_WRITE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
+_SEND = ("kms:GenerateDataKey", "kms:Decrypt")  # a send makes its data key first
+KEY_ACTIONS: dict[str, tuple[str, ...]] = {
+    **{
+        f"dynamodb:{a}": _READ for a in ("GetItem", "BatchGetItem", "Query", "Scan", "ConditionCheckItem", "GetRecords")
+    },
+    **{f"dynamodb:{a}": _WRITE for a in ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem")},
+    "sqs:SendMessage": _SEND,
+    "sqs:ReceiveMessage": _READ,
+    "sns:Publish": _SEND,
+}
+
+
+def kms_denied(service: str, message: str) -> tuple[int, dict[str, str], bytes]:
+    """A refused use of a key, as each service answers it."""
+    if service == "sns":
+        body = (
+            "<ErrorResponse><Error><Type>Sender</Type><Code>KMSAccessDenied</Code>"
+            f"<Message>{message}</Message></Error></ErrorResponse>"
+        )
+        return 400, {"Content-Type": "text/xml"}, body.encode()
+    if service == "sqs":
+        headers = {
+            "Content-Type": "application/x-amz-json-1.0",
+            "x-amzn-query-error": "KMS.AccessDeniedException;Sender",
+        }
+        document = {"__type": "com.amazonaws.sqs#KmsAccessDenied", "message": message}
+        return 400, headers, json.dumps(document).encode()
+    document = {"__type": f"com.amazonaws.dynamodb.v20120810#{DENIED}", "message": message}
+    return 400, {"Content-Type": "application/x-amz-json-1.0"}, json.dumps(document).encode()
+
+
+def resource_key(service: str, resource_arn: str) -> str | None:
+    """The ARN of the customer-managed key that encrypts the queue, topic or table (None: none, or AWS's own)."""
+    from ministack.services import dynamodb, kms, sns, sqs
+
+    key: str | None = None
+    if service == "sqs":
+        queue = sqs._queue_by_arn(resource_arn)
+        key = (queue or {}).get("attributes", {}).get("KmsMasterKeyId")
+    elif service == "sns":
+        topic = sns._topic_by_arn_any_scope(sns._normalize_arn(resource_arn))
+        key = (topic or {}).get("attributes", {}).get("KmsMasterKeyId")
+    elif service == "dynamodb" and ":table/" in resource_arn:
+        _, _, _, region, account, rest = resource_arn.split(":", 5)
+        table = dynamodb._tables.get_scoped(account, region, rest.split("/")[1]) or {}
+        sse = table.get("SSEDescription") or {}
+        key = sse.get("KMSMasterKeyArn") if sse.get("SSEType") == "KMS" else None
+    record = kms._resolve_key(key) if key else None
+    if not record or record.get("KeyManager", "CUSTOMER") != "CUSTOMER":
+        return None
+    return str(record["Arn"])
+
+
+def kms_refusal(
+    service: str, method: str, path: str, headers: dict, body: bytes, query_params: dict
+) -> tuple[int, dict[str, str], bytes] | None:
+    """The service's answer when the caller may not use the key of what it calls; None when it may."""
+    from ministack.core import iam_actions
+    from ministack.core.iam_evaluator import AuthError, enforce
+    from ministack.core.responses import get_account_id
+    from ministack.core.router import extract_access_key_id, extract_region
+
+    if service == "sns" and method == "POST" and body:  # the query protocol's parameters come in the form body
+        from urllib.parse import parse_qs
+
+        query_params = {**query_params, **parse_qs(body.decode("utf-8", errors="replace"))}
+    action = iam_actions.extract_iam_action(service, method, path, headers, body, query_params)
+    uses = KEY_ACTIONS.get(action or "", ())
+    if not uses:
+        return None
+    region = extract_region(headers, query_params)
+    resource = iam_actions.extract_resource_arn(
+        service, method, path, headers, body, query_params, region, get_account_id()
+    )
+    key = resource_key(service, resource) if resource and resource != "*" else None
+    if key is None:
+        return None
+    access_key = extract_access_key_id(headers, query_params)
+    for use in uses:
+        denied = enforce(access_key, use, "kms", region, resource_arn=key)
+        if denied is not None:
+            who = "" if isinstance(denied, AuthError) else denied.principal_arn
+            return kms_denied(service, f"User: {who} is not authorized to perform: {use} on resource: {key}")
+    return None
+
+
+def check_kms_keys() -> None:
+    """SQS, SNS and DynamoDB calls on resources encrypted with a customer-managed key use it as AWS does: refused
+    unless the caller's policy and the key policy allow each use (after ministack's own check of the call)."""
+    from ministack.services import dynamodb, sns, sqs
+
+    for service, module in (("sqs", sqs), ("sns", sns), ("dynamodb", dynamodb)):
+        handle = module.handle_request
+
+        def checked(
+            method: str,
+            path: str,
+            headers: dict,
+            body: bytes,
+            query_params: dict,
+            *,
+            _s: str = service,
+            _h: Any = handle,
+        ) -> Any:
+            async def run() -> Any:
+                if enabled():
+                    refused = kms_refusal(_s, method, path, headers, body, query_params)
+                    if refused is not None:
+                        return refused
+                return await _h(method, path, headers, body, query_params)
+
+            return run()
+
+        module.handle_request = checked
+
+
 def install() -> None:
     patch_scheduler_resources()
     patch_sqs_batch_actions()
     patch_ses_send_email()
     check_pass_role()
+    check_kms_keys()
     serve_service_sessions()
     authorize_scheduler_targets()

@@ -257,3 +257,70 @@ def test_a_universal_target_is_called_as_the_schedules_role(admin: Client, emula
     assert [i["PK"]["S"] for i in admin("dynamodb").scan(TableName="iam-offers")["Items"]] == ["kept"]
     assert [json.loads(m["Body"])["Key"]["PK"]["S"] for m in dead] == ["kept"]
     assert dead[0]["MessageAttributes"]["ERROR_CODE"]["StringValue"] == "AccessDeniedException"
+
+
+# -- issue 37.1: KMS as AWS enforces it on encrypted queues, topics and tables --------------------------------------
+
+
+def test_a_call_on_an_encrypted_resource_needs_its_key_from_the_role_and_the_key_policy(
+    admin: Client, roles: RoleSessions, account: str
+) -> None:
+    # GIVEN a queue, a topic and a table encrypted with one customer-managed key (AWS's default key policy: the
+    # account's IAM policies decide), and two roles allowed the calls: one also allowed the key, one not
+    key = admin("kms").create_key(Description="kms-test")["KeyMetadata"]["Arn"]
+    url, queue_arn = queue(admin, "kms-queue")
+    admin("sqs").set_queue_attributes(QueueUrl=url, Attributes={"KmsMasterKeyId": key})
+    topic = admin("sns").create_topic(Name="kms-topic", Attributes={"KmsMasterKeyId": key})["TopicArn"]
+    table = admin("dynamodb").create_table(
+        TableName="kms-items",
+        AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+        SSESpecification={"Enabled": True, "SSEType": "KMS", "KMSMasterKeyId": key},
+    )["TableDescription"]["TableArn"]
+    calls = [
+        {"Action": ["sqs:SendMessage", "sqs:ReceiveMessage"], "Resource": queue_arn},
+        {"Action": "sns:Publish", "Resource": topic},
+        {"Action": ["dynamodb:PutItem", "dynamodb:GetItem"], "Resource": table},
+    ]
+    uses = {"Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"], "Resource": key}
+    granted = role(admin, "kms-granted", LAMBDA_PRINCIPAL, *calls, uses)
+    refused = role(admin, "kms-refused", LAMBDA_PRINCIPAL, *calls)
+
+    def as_role(arn: str, service: str) -> Any:
+        return roles.client(arn, service, LAMBDA_PRINCIPAL)
+
+    def refusal(call: Callable[[], Any]) -> tuple[str, str]:
+        with pytest.raises(ClientError) as raised:
+            call()
+        return raised.value.response["Error"]["Code"], raised.value.response["Error"]["Message"]
+
+    # THEN the role allowed the key sends, publishes, writes and reads
+    as_role(granted, "sqs").send_message(QueueUrl=url, MessageBody="x")
+    as_role(granted, "sns").publish(TopicArn=topic, Message="x")
+    as_role(granted, "dynamodb").put_item(TableName="kms-items", Item={"PK": {"S": "a"}})
+    assert as_role(granted, "dynamodb").get_item(TableName="kms-items", Key={"PK": {"S": "a"}})["Item"]
+    # AND the other is refused each as its service refuses a key (naming the kms: action and the key), with no effect
+    code, message = refusal(lambda: as_role(refused, "sqs").send_message(QueueUrl=url, MessageBody="y"))
+    assert code == "KMS.AccessDeniedException" and f"kms:GenerateDataKey on resource: {key}" in message
+    code, message = refusal(lambda: as_role(refused, "sns").publish(TopicArn=topic, Message="y"))
+    assert code == "KMSAccessDenied" and "kms:GenerateDataKey" in message
+    code, message = refusal(
+        lambda: as_role(refused, "dynamodb").put_item(TableName="kms-items", Item={"PK": {"S": "b"}})
+    )
+    assert code == "AccessDeniedException" and f"kms:Decrypt on resource: {key}" in message
+    code, _ = refusal(lambda: as_role(refused, "sqs").receive_message(QueueUrl=url))
+    assert code == "KMS.AccessDeniedException"
+    assert [m["Body"] for m in received(admin, url, 1, timeout=5, settle=0.5)] == ["x"]
+    assert [i["PK"]["S"] for i in admin("dynamodb").scan(TableName="kms-items")["Items"]] == ["a"]
+    # AND a key policy without the account's statement refuses even the role its IAM policy allows
+    admin("kms").put_key_policy(
+        KeyId=key,
+        PolicyName="default",
+        Policy=json.dumps({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{account}:root"}, "Action": "kms:PutKeyPolicy",
+             "Resource": "*"}
+        ]}),
+    )  # fmt: skip
+    code, _ = refusal(lambda: as_role(granted, "sqs").send_message(QueueUrl=url, MessageBody="z"))
+    assert code == "KMS.AccessDeniedException"

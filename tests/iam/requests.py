@@ -20,6 +20,8 @@ from email.utils import parseaddr
 from typing import Any
 from urllib.parse import urlparse
 
+from localcloud.iam import KEY_ACTIONS as LOCAL_KEY_ACTIONS
+
 PARTITION = "aws"
 
 
@@ -276,30 +278,12 @@ def denied_response(service: str, message: str) -> dict[str, Any]:
 
 # -- KMS: what a call does with the key that encrypts the resource it acts on ----------------------------------------
 #
-# Per the services' documentation: SQS SendMessage generates a data key and decrypts it (kms:GenerateDataKey,
-# kms:Decrypt), ReceiveMessage decrypts (kms:Decrypt), both with the caller's permissions (the SQS developer guide,
-# "Key management"); SNS Publish likewise (kms:GenerateDataKey, kms:Decrypt). DynamoDB uses the table's key (and so
-# its streams' and indexes') with the caller's permissions: a read decrypts (kms:Decrypt); a write is granted
-# kms:Decrypt, kms:Encrypt and kms:GenerateDataKey, as AWS's own grant for a table's writers gives (the CDK's
-# `grantWriteData`; the DynamoDB guide's key policy for table users), where AWS does not list one call's own use.
-# DescribeTable, DescribeStream and GetShardIterator read no data: no key. EventBridge encrypts a bus's events as
-# the service principal events.amazonaws.com, which only the key policy can allow (the EventBridge guide,
-# "Authorizing EventBridge to use a customer managed key"): the PutEvents caller needs no KMS permission.
-
-KMS_READ = ("kms:Decrypt",)
-KMS_WRITE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
-KMS_SEND = ("kms:GenerateDataKey", "kms:Decrypt")  # a send makes its data key first
-# IAM action -> what it does with the key of the resource it acts on (an action not here uses no key).
-KEY_ACTIONS: dict[str, tuple[str, ...]] = {
-    **{
-        f"dynamodb:{a}": KMS_READ
-        for a in ("GetItem", "BatchGetItem", "Query", "Scan", "ConditionCheckItem", "GetRecords")
-    },
-    **{f"dynamodb:{a}": KMS_WRITE for a in ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem")},
-    "sqs:SendMessage": KMS_SEND,
-    "sqs:ReceiveMessage": KMS_READ,
-    "sns:Publish": KMS_SEND,
-}
+# What each call does with the key of the resource it acts on: the local cloud's table (localcloud/iam.py, with its
+# sources), one model for both. EventBridge encrypts a bus's events as the service principal events.amazonaws.com,
+# which only the key policy can allow (the EventBridge guide, "Authorizing EventBridge to use a customer managed
+# key"): the PutEvents caller needs no KMS permission.
+KEY_ACTIONS = LOCAL_KEY_ACTIONS
+KMS_SEND = KEY_ACTIONS["sqs:SendMessage"]
 # IAM action -> (the service principal that uses the key itself, what it does with it).
 SERVICE_KEY_ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "events:PutEvents": ("events.amazonaws.com", KMS_SEND),
