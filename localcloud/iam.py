@@ -19,6 +19,14 @@ out for the calls this project makes.
   tests/iam/requests.py). ministack's SQS, SNS and DynamoDB never call KMS: `check_kms_keys` does, answering a
   refusal as each service does (SQS KMS.AccessDeniedException, SNS KMSAccessDenied, DynamoDB
   AccessDeniedException). AWS-managed keys (no key record here) need nothing.
+- Event source mappings: Lambda reads a function's stream or queue, and sends a failed stream batch's record to its
+  on-failure destination, with the function's execution role (and the keys of what it reads or sends to);
+  ministack does it as itself. `check_mappings` evaluates each batch's reads, and each on-failure send, as the
+  function's role: a refused read delivers nothing, a refused send is lost (logged), as on AWS.
+- Scheduler's event bus targets: AWS puts the event with the target's `EventBridgeParameters` (Source,
+  DetailType) and the schedule's Input as its detail; ministack put it as `aws.scheduler`/`Scheduled Event`, which
+  no rule of the bus's matched. `authorize_scheduler_targets` gives it the target's, and checks PutEvents with them
+  (`events:source`, `events:detailType`).
 - Service sessions: what AWS does on the component's behalf it does as a role (Scheduler as the schedule's
   `RoleArn`). `service_session` hands out credentials of a role for a service principal its trust policy names
   (conditions such as `aws:SourceAccount` evaluated), the way the service would assume it. ministack's Scheduler uses
@@ -382,7 +390,8 @@ def role_client(session: dict[str, Any], service: str, region: str) -> Any:
 
 
 def scheduler_refusal(target: dict[str, Any], schedule: dict[str, Any], region: str) -> str:
-    """Why Scheduler, as the schedule's role, may not call its templated target, or "" if it may."""
+    """Why Scheduler, as the schedule's role, may not call its templated target (or use its key), or "" if it
+    may."""
     from ministack.core.iam_evaluator import AuthError, enforce
 
     wanted = templated_action(str(target.get("Arn", "")))
@@ -393,11 +402,31 @@ def scheduler_refusal(target: dict[str, Any], schedule: dict[str, Any], region: 
         session = service_session(str(target.get("RoleArn", "")), SCHEDULER_PRINCIPAL, str(schedule.get("Arn", "")))
     except Refused as refusal:
         return str(refusal)
-    denied = enforce(session["AccessKeyId"], action, service, region, resource_arn=str(target["Arn"]))
-    if denied is None:
-        return ""
-    who = "" if isinstance(denied, AuthError) else denied.principal_arn
-    return f"User: {who} is not authorized to perform: {action} on resource: {target['Arn']}"
+    parameters = target.get("EventBridgeParameters") or {}
+    context = (
+        {"events:source": str(parameters.get("Source", "")), "events:detailType": str(parameters.get("DetailType", ""))}
+        if service == "events"
+        else None
+    )
+    arn = str(target["Arn"])
+    denied = enforce(session["AccessKeyId"], action, service, region, resource_arn=arn, service_context=context)
+    if denied is not None:
+        who = "" if isinstance(denied, AuthError) else denied.principal_arn
+        return f"User: {who} is not authorized to perform: {action} on resource: {arn}"
+    return key_refusal(session["AccessKeyId"], action, service, arn, region)
+
+
+def key_refusal(access_key: str, action: str, service: str, resource: str, region: str) -> str:
+    """Why the caller may not use the key of `resource` for `action` (its own policy or the key policy), or ""."""
+    from ministack.core.iam_evaluator import AuthError, enforce
+
+    key = resource_key(service, resource)
+    for use in KEY_ACTIONS.get(action, ()) if key else ():
+        denied = enforce(access_key, use, "kms", region, resource_arn=key)
+        if denied is not None:
+            who = "" if isinstance(denied, AuthError) else denied.principal_arn
+            return f"User: {who} is not authorized to perform: {use} on resource: {key}"
+    return ""
 
 
 def dead_letter(target: dict[str, Any], schedule: dict[str, Any], payload: str, code: str, message: str) -> None:
@@ -443,6 +472,9 @@ def authorize_scheduler_targets() -> None:
 
     def invoke_as_role(target: dict, event: dict, rule: dict, view: Any = None) -> Any:
         from_scheduler = event.get("Source") == "aws.scheduler" and "ScheduleExpression" in (rule or {})
+        parameters = target.get("EventBridgeParameters") or {}
+        if from_scheduler and parameters:  # an event bus target: the event is the target's, as AWS puts it
+            event = {**event, "Source": parameters.get("Source"), "DetailType": parameters.get("DetailType")}
         if not from_scheduler or not enabled():
             return invoke(target, event, rule, view)
         refusal = scheduler_refusal(target, rule, get_region())
@@ -579,11 +611,106 @@ def check_kms_keys() -> None:
         module.handle_request = checked
 
 
+# What an event source mapping reads its batch with, by the records' eventSource: (IAM actions, their service).
+MAPPING_READS: dict[str, tuple[tuple[str, ...], str]] = {
+    "aws:dynamodb": (
+        ("dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords", "dynamodb:ListStreams"),
+        "dynamodb",
+    ),
+    "aws:sqs": (("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"), "sqs"),
+}
+LAMBDA_PRINCIPAL = "lambda.amazonaws.com"  # a function's execution role is assumed by Lambda
+
+
+def _as_function(func: dict) -> str:
+    """The access key of the function's execution role, as Lambda assumes it (Refused if it cannot)."""
+    role = str((func.get("config") or func).get("Role", ""))
+    return str(service_session(role, LAMBDA_PRINCIPAL)["AccessKeyId"])
+
+
+def mapping_refusal(func: dict, event: Any) -> str:
+    """Why the function's event source mapping may not read the batch `event` with the function's role (the
+    stream's or queue's actions, and the key of the table or queue), or ""."""
+    from ministack.core.iam_evaluator import AuthError, enforce
+    from ministack.core.responses import get_region
+
+    records = event.get("Records") if isinstance(event, dict) else None
+    sources = {
+        (str(r.get("eventSource")), str(r.get("eventSourceARN") or r.get("eventSourceArn") or ""))
+        for r in records or []
+        if isinstance(r, dict) and r.get("eventSource") in MAPPING_READS
+    }
+    if not sources:
+        return ""
+    try:
+        access_key = _as_function(func)
+    except Refused as refusal:
+        return str(refusal)
+    for source, arn in sorted(sources):
+        actions, service = MAPPING_READS[source]
+        for action in actions:
+            denied = enforce(access_key, action, service, get_region(), resource_arn=arn)
+            if denied is not None:
+                who = "" if isinstance(denied, AuthError) else denied.principal_arn
+                return f"User: {who} is not authorized to perform: {action} on resource: {arn}"
+        read = "dynamodb:GetRecords" if service == "dynamodb" else "sqs:ReceiveMessage"
+        encrypted = arn.split("/stream/", 1)[0]
+        refused = key_refusal(access_key, read, service, encrypted, get_region())
+        if refused:
+            return refused
+    return ""
+
+
+def check_mappings() -> None:
+    """Each batch a mapping hands a function is read with the function's role: refused, it is not delivered (the
+    function is not invoked; the mapping retries it). Each on-failure record is sent with the role: refused, it is
+    lost, as on AWS."""
+    from ministack.core.iam_evaluator import AuthError, enforce
+    from ministack.core.responses import get_region
+    from ministack.services import lambda_svc
+
+    execute = lambda_svc._execute_function
+    send_failure = lambda_svc._send_ddb_stream_failure_record
+
+    def execute_as_role(func: dict, event: Any) -> Any:
+        refusal = mapping_refusal(func, event) if enabled() else ""
+        if refusal:
+            log.warning("event source mapping of %s could not read its batch: %s", func.get("FunctionName"), refusal)
+            return {"error": True, "body": {"errorType": DENIED, "errorMessage": refusal}}
+        return execute(func, event)
+
+    def send_as_role(esm: dict, func_rec: dict, *args: Any) -> Any:
+        destination = str(((esm.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination") or "")
+        if enabled() and destination.startswith("arn:aws:sqs:"):
+            try:
+                access_key = _as_function(func_rec)
+                denied = enforce(access_key, "sqs:SendMessage", "sqs", get_region(), resource_arn=destination)
+                refusal = (
+                    ""
+                    if denied is None
+                    else (
+                        f"User: {'' if isinstance(denied, AuthError) else denied.principal_arn} is not authorized to "
+                        f"perform: sqs:SendMessage on resource: {destination}"
+                    )
+                )
+                refusal = refusal or key_refusal(access_key, "sqs:SendMessage", "sqs", destination, get_region())
+            except Refused as refused:
+                refusal = str(refused)
+            if refusal:
+                log.warning("on-failure record of a stream batch lost: %s", refusal)
+                return None
+        return send_failure(esm, func_rec, *args)
+
+    lambda_svc._execute_function = execute_as_role
+    lambda_svc._send_ddb_stream_failure_record = send_as_role
+
+
 def install() -> None:
     patch_scheduler_resources()
     patch_sqs_batch_actions()
     patch_ses_send_email()
     check_pass_role()
     check_kms_keys()
+    check_mappings()
     serve_service_sessions()
     authorize_scheduler_targets()

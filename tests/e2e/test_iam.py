@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from localcloud.emulators import LAMBDA_PRINCIPAL, Emulators, RoleSessions
-from localcloud.iam import SCHEDULER_PRINCIPAL
+from localcloud.emulators import Emulators, RoleSessions
+from localcloud.iam import LAMBDA_PRINCIPAL, SCHEDULER_PRINCIPAL
 from localcloud.provision import clients
 from localcloud.server import Ministack
 
@@ -324,3 +324,91 @@ def test_a_call_on_an_encrypted_resource_needs_its_key_from_the_role_and_the_key
     )  # fmt: skip
     code, _ = refusal(lambda: as_role(granted, "sqs").send_message(QueueUrl=url, MessageBody="z"))
     assert code == "KMS.AccessDeniedException"
+
+
+# -- issue 37.8: the mapping reads as the function's role; Scheduler's event bus target is put as AWS puts it --------
+
+COUNTER = """
+import os
+import boto3
+def handler(event, context):
+    boto3.client("sqs").send_message(QueueUrl=os.environ["SEEN"], MessageBody=str(len(event.get("Records", []))))
+    return {"batchItemFailures": []}
+"""
+
+
+def test_a_streams_mapping_reads_with_the_functions_role(admin: Client) -> None:
+    # GIVEN two tables with streams, each read by a function that reports each batch it gets to a queue; one role
+    # may read its stream, the other may not (no dynamodb:GetRecords)
+    seen_url, seen_arn = queue(admin, "iam-seen")
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as archive:
+        archive.writestr("counter.py", COUNTER)
+    for name, reads in (("reads", ["dynamodb:GetRecords"]), ("cannot", [])):
+        stream = admin("dynamodb").create_table(
+            TableName=f"iam-stream-{name}",
+            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )["TableDescription"]["LatestStreamArn"]
+        actions = ["dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:ListStreams", *reads]
+        arn = role(
+            admin,
+            f"iam-stream-{name}",
+            LAMBDA_PRINCIPAL,
+            {"Action": actions, "Resource": stream},
+            {"Action": "sqs:SendMessage", "Resource": seen_arn},
+        )
+        admin("lambda").create_function(
+            FunctionName=f"iam-stream-{name}",
+            Runtime="python3.12",
+            Role=arn,
+            Handler="counter.handler",
+            Code={"ZipFile": code.getvalue()},
+            Environment={"Variables": {"SEEN": seen_url}},
+        )
+        admin("lambda").create_event_source_mapping(
+            FunctionName=f"iam-stream-{name}", EventSourceArn=stream, StartingPosition="TRIM_HORIZON"
+        )
+        # WHEN an item is written to each table
+        admin("dynamodb").put_item(TableName=f"iam-stream-{name}", Item={"PK": {"S": name}})
+    # THEN only the function whose role may read its stream is handed the batch
+    assert [m["Body"] for m in received(admin, seen_url, want=1, settle=5.0)] == ["1"]
+
+
+def test_scheduler_puts_an_event_bus_targets_source_and_detail_type_as_its_role(admin: Client) -> None:
+    # GIVEN a bus whose rule copies events of source `scheduled-table` to a queue, and a schedule for that bus whose
+    # role may put events on it
+    admin("events").create_event_bus(Name="iam-bus")
+    bus = admin("events").describe_event_bus(Name="iam-bus")["Arn"]
+    url, arn = queue(admin, "iam-bus-seen")
+    admin("sqs").set_queue_attributes(
+        QueueUrl=url,
+        Attributes={"Policy": json.dumps({"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Principal": {"Service": "events.amazonaws.com"}, "Action": "sqs:SendMessage",
+            "Resource": arn}]})},
+    )  # fmt: skip
+    pattern = {"source": ["scheduled-table"], "detail-type": ["scheduled-table.due"]}
+    admin("events").put_rule(Name="copy", EventBusName="iam-bus", EventPattern=json.dumps(pattern))
+    admin("events").put_targets(Rule="copy", EventBusName="iam-bus", Targets=[{"Id": "seen", "Arn": arn}])
+    putter = role(admin, "iam-bus-put", SCHEDULER_PRINCIPAL, {"Action": "events:PutEvents", "Resource": bus})
+    admin("scheduler").create_schedule_group(Name="bus")
+    # WHEN the schedule fires
+    admin("scheduler").create_schedule(
+        GroupName="bus",
+        Name="due",
+        ScheduleExpression=a_minute_ago(),
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={
+            "Arn": bus,
+            "RoleArn": putter,
+            "Input": json.dumps({"keys": {"PK": "a"}}),
+            "EventBridgeParameters": {"Source": "scheduled-table", "DetailType": "scheduled-table.due"},
+        },
+    )
+    # THEN the bus's rule sees the target's source and detail type, with the Input as the detail
+    (message,) = received(admin, url, want=1)
+    event = json.loads(message["Body"])
+    assert (event["source"], event["detail-type"]) == ("scheduled-table", "scheduled-table.due")
+    assert event["detail"] == {"keys": {"PK": "a"}}
