@@ -10,10 +10,11 @@ from typing import Any, Literal, get_args
 
 import pulumi
 
+from . import target_types
 from .arns import kms_key_problem
 from .existing import TABLE_OPTIONS, ExistingTable, existing_table_problem
 from .suggest import keyword_hints
-from .targets import TARGET_TYPES, Target, scheduler_problem, topic_arn_problem
+from .targets import Target, is_target, resource_problem, scheduler_problem, topic_arn_problem
 from .types import KeyType, Mode, ModeName
 
 # CloudWatch Logs accepts only these retention periods (days).
@@ -197,7 +198,11 @@ def _existing(args: ScheduledTableArgs) -> None:
             "existing_table", f"{type(table).__name__} is not an ExistingTable", "pass ExistingTable(name, stream_arn)"
         )
     # Outputs are checked once they resolve, with the same message (ScheduledTable._given_table).
-    problem = existing_table_problem(table.name, table.stream_arn)
+    problem = (
+        resource_problem("existing_table.name", table.name, "name")
+        or resource_problem("existing_table.stream_arn", table.stream_arn, "stream_arn")
+        or existing_table_problem(table.name, table.stream_arn)
+    )
     if problem:
         raise ValueError(problem)
     for name in TABLE_OPTIONS:
@@ -224,14 +229,16 @@ def _encryption(args: ScheduledTableArgs) -> None:
     if args.kms_key_arn is not None and not args.server_side_encryption:
         _fail("kms_key_arn", "a KMS key needs server_side_encryption=True", "remove kms_key_arn or enable encryption")
     # An Output is checked when it resolves, with the same message (ScheduledTable._checked_keys).
-    problem = kms_key_problem("kms_key_arn", args.kms_key_arn) if isinstance(args.kms_key_arn, str) else None
+    problem = resource_problem("kms_key_arn", args.kms_key_arn)
+    if isinstance(args.kms_key_arn, str):
+        problem = kms_key_problem("kms_key_arn", args.kms_key_arn)
     if problem:
         raise ValueError(problem)
 
 
 def _target(args: ScheduledTableArgs) -> None:
-    if args.target is not None and not isinstance(args.target, TARGET_TYPES):
-        names = ", ".join(t.__name__ for t in TARGET_TYPES)
+    if args.target is not None and not is_target(args.target):
+        names = ", ".join(t.__name__ for t in target_types.classes())
         _fail("target", f"{type(args.target).__name__} is not a target", f"pass one of {names}, or None")
     problem = scheduler_problem(args.target, scheduler_delivers=args.mode is Mode.EVENTBRIDGE)
     if problem:
@@ -475,6 +482,7 @@ def _operations(args: ScheduledTableArgs) -> None:
     # An Output (a topic made in the same program) is checked when it resolves, with the same message.
     topic = args.alarm_topic_arn
     problem = topic_arn_problem("alarm_topic_arn", topic) if isinstance(topic, str) else None
+    problem = problem or resource_problem("alarm_topic_arn", topic)
     if problem:
         raise ValueError(problem)
     _between(args, "iterator_age_alarm_seconds", 60, 86400)
@@ -561,13 +569,7 @@ OPTION_DOCS: dict[str, str] = {
         "makes); turn off before `pulumi destroy`"
     ),
     "tags": "applied to every taggable resource, plus `scheduled-table:component`",
-    "target": (
-        "what receives the due event: `QueueTarget`, `FunctionTarget`, `StateMachineTarget`, `TopicTarget`, "
-        "`EventBusTarget` or `EmailTarget` (their options below); `None`: a due queue the component owns (1 MiB "
-        "messages); stack: `{type: queue|function|stateMachine|topic|eventBus|email, arn: ...}` plus any target option "
-        "in camelCase (`maxMessageBytes`, `kmsKeyArn`, `messageGroupAttribute`, `messageGroupId`, "
-        "`contentBasedDeduplication`, `detailType`, `source`)"
-    ),
+    "target": target_types.option_doc(),
     "lambda_memory_mb": (
         "128-10240; CPU comes with memory (1,024 MB is about 0.58 vCPU), and CPU-bound work costs the same per "
         "record at any size, so the default runs about 4x faster than 256 MB at the same cost"

@@ -20,14 +20,7 @@ from .observability import build_operations
 from .parts import BuildContext, Made, ModeResult, Owner, TableRef
 from .provider_inputs import ScheduledTableInputs
 from .runtime_config import target_kind
-from .targets import (
-    FunctionTarget,
-    QueueTarget,
-    StateMachineTarget,
-    TopicTarget,
-    checked_arn,
-    topic_arn_problem,
-)
+from .targets import checked_arn, topic_arn_problem
 
 TYPE = "scheduled-table:index:ScheduledTable"
 __all__ = ["TYPE", "ScheduledTable", "TableRef"]
@@ -67,7 +60,7 @@ class ScheduledTable(pulumi.ComponentResource):
         args: a ScheduledTableArgs; `help(ScheduledTableArgs)` lists every option with its default. Invalid values
             and conflicting options raise ValueError here, before anything is created. Or the provider form (a
             ScheduledTableInputs dict, what other Pulumi languages send): the same validation, its messages naming
-            the camelCase inputs.
+            the camelCase inputs; a dict's keys may be written either way (`batch_size` or `batchSize`).
         opts: Pulumi resource options for the component (provider, protect, depends_on, ...).
 
         Outputs: table_name, table_arn, stream_arn, function_name, stream_dlq_url, poison_queue_url, and per mode
@@ -103,7 +96,13 @@ class ScheduledTable(pulumi.ComponentResource):
             self.due_queue_url, self.due_queue_arn = self.due_queue.url, self.due_queue.arn
             self.target_arn = self.due_queue.arn
         elif args.target is not None:
-            self.target_arn = checked_arn(args.target, scheduler_delivers=args.mode is Mode.EVENTBRIDGE, rename=rename)
+            # The poison queue is in the deploying region: the target must be too (targets.region_problem).
+            self.target_arn = checked_arn(
+                args.target,
+                scheduler_delivers=args.mode is Mode.EVENTBRIDGE,
+                rename=rename,
+                stack_region_of=self.poison_queue.arn,
+            )
 
         ctx = BuildContext(
             owner=owner,
@@ -195,8 +194,8 @@ def checked_outputs(args: ScheduledTableArgs, rename: Callable[[str], str]) -> S
     if args.alarm_topic_arn is not None and not isinstance(args.alarm_topic_arn, str):
         changes["alarm_topic_arn"] = checked("alarm_topic_arn", args.alarm_topic_arn, topic_arn_problem)
     target = args.target
-    if isinstance(target, QueueTarget | FunctionTarget | StateMachineTarget | TopicTarget):
-        key = target.kms_key_arn
+    if target is not None:
+        key = getattr(target, "kms_key_arn", None)  # the kinds a customer key can encrypt have the option
         if key is not None and not isinstance(key, str):
             owner = type(target).__name__
             changes["target"] = dataclasses.replace(

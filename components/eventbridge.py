@@ -65,9 +65,11 @@ def build(ctx: BuildContext) -> ModeResult:
         ledger.arn.apply(policies.ledger_statements),
         ctx.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["GetItem"])),
     ]
-    # The scheduling function writes its batch's schedule markers with BatchWriteItem (the releaser does not).
+    # The scheduling function writes its batch's schedule markers with BatchWriteItem and reads its batch's items
+    # back with BatchGetItem (GetItem for one the batch read left unsettled); the releaser does neither.
     markers = ledger.arn.apply(lambda arn: policies.ledger_statements(arn, batch_markers=True))
-    statements = [scheduling.consumer_statements, markers, *delivery[:1], *delivery[2:]]
+    items = ctx.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["BatchGetItem", "GetItem"]))
+    statements = [scheduling.consumer_statements, markers, delivery[0], items]
     if release_queue is not None:
         # Occurrences too close for a schedule go straight into the release queue.
         statements.append(release_queue.arn.apply(policies.queue_send_statements))

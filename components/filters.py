@@ -8,15 +8,29 @@ from typing import Any
 # A time attribute is a string (ISO-8601) or a number (epoch seconds); `exists` only matches leaf values, so each
 # DynamoDB type tag needs its own pattern.
 _TIME_TYPES = ("S", "N")
+# The other types an `exists` filter can see (leaf values: binary, boolean, null, and sets, whose members are
+# leaves). A due attribute of one of them is no time the mode can use: the function must see it to park the
+# record with its reason. A map (M) or list (L) holds objects, which no leaf filter matches: `inspect` lists those.
+UNUSABLE_LEAF_TYPES = ("B", "BOOL", "NULL", "SS", "NS", "BS")
+
+
+def unusable_due_filter(time_attribute: str) -> dict[str, Any]:
+    """Inserts and updates whose due attribute is of a type no due time can be (UNUSABLE_LEAF_TYPES), in one filter:
+    `$or` over the type tags (EventBridge pattern syntax, which Lambda's event filtering uses), so that the mode
+    still fits Lambda's five filters per mapping. Writes without the attribute never match it."""
+    either = [{tag: [{"exists": True}]} for tag in UNUSABLE_LEAF_TYPES]
+    return {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": {time_attribute: {"$or": either}}}}
 
 
 def eventbridge_filters(time_attribute: str) -> list[dict[str, Any]]:
-    """INSERT/MODIFY of items that carry the time attribute; MODIFY/REMOVE of items that carried it."""
+    """INSERT/MODIFY of items that carry the time attribute (of any leaf type: an unusable one is parked with its
+    reason); MODIFY/REMOVE of items that carried a time (S or N: nothing was scheduled for another type). Five
+    filters, Lambda's default limit."""
     patterns: list[dict[str, Any]] = []
     for image, events in (("NewImage", ["INSERT", "MODIFY"]), ("OldImage", ["MODIFY", "REMOVE"])):
         for tag in _TIME_TYPES:
             patterns.append({"eventName": events, "dynamodb": {image: {time_attribute: {tag: [{"exists": True}]}}}})
-    return patterns
+    return [*patterns, unusable_due_filter(time_attribute)]
 
 
 TTL_SERVICE = {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]}
@@ -31,7 +45,8 @@ def ttl_filters(time_attribute: str, precise: bool) -> list[dict[str, Any]]:
     numeric due time, which covers users' deletes (a cancel, or due), TTL's deletions, a due time removed, and the
     schedule's fire (`SET stFiredAt = <due> REMOVE <due attribute>`, see handlers/ttl.py). Not passed: the
     executor's own delete of a fired item (it holds no due time), and removes or updates of items whose due time was
-    a string (never scheduled, nothing to undo). Three filters of Lambda's five."""
+    a string (never scheduled, nothing to undo). Inserts and updates whose due attribute is of another leaf type
+    (binary, boolean, null, a set) pass too, to be parked with their reason. Four filters of Lambda's five."""
     if precise:
         patterns: list[dict[str, Any]] = [
             {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": {time_attribute: {tag: [{"exists": True}]}}}}
@@ -40,7 +55,7 @@ def ttl_filters(time_attribute: str, precise: bool) -> list[dict[str, Any]]:
         patterns.append(
             {"eventName": ["MODIFY", "REMOVE"], "dynamodb": {"OldImage": {time_attribute: {"N": [{"exists": True}]}}}}
         )
-        return patterns
+        return [*patterns, unusable_due_filter(time_attribute)]
     return [{"eventName": ["REMOVE"], "userIdentity": TTL_SERVICE}]
 
 

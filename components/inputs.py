@@ -9,18 +9,16 @@ import dataclasses
 import enum
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from pulumi.provider.experimental.util import camel_case
 
+from . import target_types
 from .args import ScheduledTableArgs
 from .existing import ExistingTable
-from .stack_config import TARGETS, check_keys
-from .targets import EmailTarget, Target
+from .stack_config import check_keys
+from .targets import Target
 
-# Each target kind's name (the stack configuration's `type`, the provider's `kind`), class and the field its `arn`
-# fills: one table for both, so a kind added for stack files is a provider kind too.
-TARGET_KINDS: dict[str, tuple[type, str | None]] = {**TARGETS, "email": (EmailTarget, None)}
 # The stack configuration's spelling of "no sort key" (stack_config.args_from_config), also accepted here: a
 # provider input that is not set keeps its default ("SK"), so "none" is how a TypeScript or YAML user says None.
 NO_SORT_KEY = ("", "none", "None")
@@ -45,6 +43,7 @@ def _args(inputs: Mapping[str, Any]) -> ScheduledTableArgs:
     if not isinstance(inputs, Mapping):
         raise ValueError(f"args: {type(inputs).__name__} is not ScheduledTableArgs or a dict of its inputs")
     fields = dataclasses.fields(ScheduledTableArgs)
+    inputs = python_keys(inputs, [f.name for f in fields])
     check_keys(inputs, [f.name for f in fields])
     for f in fields:
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and inputs.get(f.name) is None:
@@ -82,11 +81,14 @@ def _target(value: Any) -> Target:
     if not isinstance(value, Mapping):
         raise ValueError(f"target: {value!r} is not an object; pass {{kind: ..., ...}} with the kind's fields")
     kind = _plain(value.get("kind"))
-    if kind not in TARGET_KINDS:
-        kinds = ", ".join(repr(k) for k in TARGET_KINDS)
+    known = target_types.by_stack_type()
+    if kind not in known:
+        kinds = ", ".join(repr(k) for k in known)
         raise ValueError(f"target.kind: {kind!r} is not a target kind; use one of {kinds}")
-    cls, arn_field = TARGET_KINDS[kind]
+    cls = known[kind]
+    arn_field = cls.arn_field
     own = {f.name: f for f in dataclasses.fields(cls)}
+    value = python_keys(value, target_fields(), where="target.")
     check_keys(value, ["kind", *target_fields()], where="target.")
     given: dict[str, Any] = {}
     for key, item in value.items():
@@ -94,13 +96,13 @@ def _target(value: Any) -> Target:
             continue
         field_name = arn_field if key == "arn" else key
         if field_name is None or field_name not in own or (key != "arn" and field_name == arn_field):
-            users = ", ".join(repr(k) for k, (c, a) in TARGET_KINDS.items() if _target_field(c, a, key))
+            users = ", ".join(repr(k) for k, c in known.items() if _target_field(c, c.arn_field, key))
             raise ValueError(f"target.{key}: does not apply to a {kind!r} target (only to {users}); remove it")
         given[field_name] = item if key == "arn" else _plain(item)
     for name, f in own.items():
         if f.default is dataclasses.MISSING and name not in given:
             raise ValueError(f"target.{'arn' if name == arn_field else name}: a {kind!r} target needs it; set it")
-    target: Target = cls(**given)
+    target = cast(Target, cls(**given))
     return target
 
 
@@ -108,11 +110,26 @@ def _existing(value: Any) -> ExistingTable:
     if not isinstance(value, Mapping):
         raise ValueError(f"existing_table: {value!r} is not an object; pass {{name: ..., stream_arn: ...}}")
     fields = dataclasses.fields(ExistingTable)
+    value = python_keys(value, [f.name for f in fields], where="existing_table.")
     check_keys(value, [f.name for f in fields], where="existing_table.")
     for f in fields:
         if f.default is dataclasses.MISSING and value.get(f.name) is None:
             raise ValueError(f"existing_table.{f.name}: missing; it is required")
     return ExistingTable(**{f.name: value[f.name] for f in fields if value.get(f.name) is not None})
+
+
+def python_keys(given: Mapping[str, Any], names: list[str], where: str = "") -> dict[str, Any]:
+    """`given` with each key written as its input name (`batchSize`, as the schema, a stack file and the messages
+    spell it) under its Python name (`batch_size`), so a dict a Python user writes either way reads the same; the
+    provider's own inputs arrive in Python names already. A key given both ways is refused."""
+    python = {input_name(name): name for name in names}
+    result: dict[str, Any] = {}
+    for key, value in given.items():
+        name = python.get(key, key)
+        if name in result:
+            raise ValueError(f"{where}{key}: given twice, in snake_case and in camelCase; keep one")
+        result[name] = value
+    return result
 
 
 def _target_field(cls: type, arn_field: str | None, key: str) -> bool:
@@ -125,17 +142,17 @@ def _target_field(cls: type, arn_field: str | None, key: str) -> bool:
 def target_fields() -> list[str]:
     """The target object's fields besides `kind`, in order: `arn`, then every target class's own fields."""
     names = ["arn"]
-    for cls, arn_field in TARGET_KINDS.values():
-        names += [f.name for f in dataclasses.fields(cls) if f.name != arn_field and f.name not in names]
+    for cls in target_types.classes():
+        names += [f.name for f in dataclasses.fields(cls) if f.name != cls.arn_field and f.name not in names]
     return names
 
 
 def _renames() -> list[tuple[str, str]]:
     """(Python name, provider name) for every name a validation message may use, most specific first."""
     pairs: list[tuple[str, str]] = []
-    for cls, arn_field in TARGET_KINDS.values():
+    for cls in target_types.classes():
         for f in dataclasses.fields(cls):
-            provider = "arn" if f.name == arn_field else input_name(f.name)
+            provider = "arn" if f.name == cls.arn_field else input_name(f.name)
             pairs += [(f"{cls.__name__}.{f.name}", f"target.{provider}"), (f.name, provider)]
     pairs += [(f.name, input_name(f.name)) for f in dataclasses.fields(ExistingTable)]
     pairs += [(f.name, input_name(f.name)) for f in dataclasses.fields(ScheduledTableArgs)]

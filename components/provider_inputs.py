@@ -129,7 +129,7 @@ class Target(TypedDict, total=False):
     kms_key_arn: pulumi.Input[str] | None
     (
         "The customer-managed KMS key encrypting the target, if any: whoever sends to it gets `kms:GenerateDataKey` "
-        "and `kms:Decrypt` on it. Only for `queue`, `function`, `stateMachine`, `topic`. Default: not set."
+        "and `kms:Decrypt` on it. Only for `queue`, `stateMachine`, `topic`. Default: not set."
     )
     message_group_attribute: str | None
     (
@@ -167,6 +167,11 @@ class Target(TypedDict, total=False):
     )
     body: str
     """The plain-text body, a template like `subject`. Only for `email`. Default: `"This is your reminder."`."""
+    configuration_set: str | None
+    (
+        "The SES configuration set to send with, by name (the sender's default one, if its identity has one): whoever "
+        "sends is also allowed `ses:SendEmail` on it. Only for `email`. Default: not set."
+    )
 
 
 class ExistingTable(TypedDict, total=False):

@@ -23,6 +23,7 @@ import json
 import os
 import runpy
 import sys
+import threading
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -39,6 +40,7 @@ __all__ = [
     "ACCOUNT",
     "REGION",
     "Backend",
+    "DuplicateUrnError",
     "FabricatedTable",
     "MockedStack",
     "RecordingMonitor",
@@ -46,6 +48,7 @@ __all__ = [
     "ScheduledTableMocks",
     "fabricate",
     "fabricated_table",
+    "first_cause",
     "run_with_mocks",
     "set_mocks",
 ]
@@ -495,14 +498,33 @@ class ScheduledTableMocks(pulumi.runtime.Mocks):
         return [r for r in self.by_name.values() if r.type != STACK_TYPE]
 
 
+class DuplicateUrnError(ValueError):
+    """Two resources of one program with the same URN, which Pulumi's engine refuses."""
+
+
 class RecordingMonitor(MockMonitor):
     """Also records each resource's parent URN, which the Mocks interface does not see."""
 
     def __init__(self, mocks: ScheduledTableMocks) -> None:
         super().__init__(mocks)
         self.recording = mocks
+        self._urns: set[str] = set()
+        self._registering = threading.Lock()
 
     def RegisterResource(self, request: Any) -> Any:  # the gRPC method's name
+        # Pulumi's engine refuses a second resource with the same URN (its type, its parent's type and its name):
+        # two `ScheduledTable("reminders")` in one program fail `pulumi up` with this message, so they fail here too
+        # instead of being merged into one.
+        urn = self.make_urn(request.parent, request.type, request.name)
+        with self._registering:  # the SDK registers from several threads: one check-and-claim at a time
+            taken = urn in self._urns
+            self._urns.add(urn)
+        if taken:
+            shown = urn.replace(f"::{STACK_TYPE}$", "::")  # the engine's URN of a top-level resource
+            raise DuplicateUrnError(
+                f"Duplicate resource URN '{shown}'; try giving it a unique name (the name {request.name!r} is "
+                f"given to two {request.type} resources)"
+            )
         entry = self.recording.by_name.setdefault(request.name, Registration(request.type, request.name, {}, ""))
         entry.parent = request.parent
         return super().RegisterResource(request)
@@ -596,7 +618,7 @@ def run_with_mocks(
     try:
         execute()
     except Exception as exc:
-        root = _first_cause(exc)
+        root = first_cause(exc)
         if root is exc:
             raise
         # A configuration error found inside an Output (a bad ARN given as an Output, say) reaches here wrapped
@@ -615,7 +637,7 @@ _REPORTED: set[str] = set()
 _WRAPPED = "While processing "  # how Pulumi's SDK wraps an error raised inside an input's Output
 
 
-def _first_cause(exc: BaseException) -> BaseException:
+def first_cause(exc: BaseException) -> BaseException:
     """The error Pulumi's wrappers (`While processing input/resource ...`) were raised from, or `exc` itself."""
     seen = {id(exc)}
     while exc.__cause__ is not None and id(exc.__cause__) not in seen and str(exc).startswith(_WRAPPED):
@@ -637,7 +659,7 @@ def _quiet_reported_failures() -> None:
 
     def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         error = context.get("exception")
-        if isinstance(error, BaseException) and str(_first_cause(error)) in _REPORTED:
+        if isinstance(error, BaseException) and str(first_cause(error)) in _REPORTED:
             return
         if previous is not None:
             previous(loop, context)

@@ -92,6 +92,14 @@ class Engine:
         """Reconcile, after the item pass: delete the schedules no item asks for (eventbridge, precise ttl)."""
         Sweep(self.run, self.kind).all()
 
+    def backfilled(self) -> bool:
+        """Whether a backfill of this table has finished before (its ledger marker; eventbridge only)."""
+        return self.kind != "eventbridge" or backfill_timed.backfilled(self.run)
+
+    def mark_backfilled(self) -> None:
+        if self.kind == "eventbridge":
+            backfill_timed.mark_backfilled(self.run)
+
     def partial(self) -> dict[str, Any]:
         """Aggregate's state to carry in a checkpoint: the sums so far and the totals seen."""
         return self.sums.partial()
@@ -107,9 +115,9 @@ class Engine:
 def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """Lambda entry point (`backfill.handler`) of the optional backfill function: one slice of one segment within
     the invocation's time budget. Event: {"segment", "segments", "startKey" (or null), "dryRun", "reconcile",
-    "readUnitsPerSecond", "schedulerCallsPerSecond", "started", "partial", "pageItems", "fresh"}. Answer: {"segment",
-    "startKey" (where to resume), "done", "tally", "partial" (aggregate's sums so far)}; the caller invokes again
-    until done."""
+    "readUnitsPerSecond", "schedulerCallsPerSecond", "started", "partial", "pageItems", "fresh", "deliverPastDue"}.
+    Answer: {"segment", "startKey" (where to resume), "done", "tally", "partial" (aggregate's sums so far)}; the
+    caller invokes again until done."""
     from st_core.config import load_config
 
     config = load_config()
@@ -118,6 +126,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         bool(event.get("reconcile")),
         float(event.get("started") or time.time()),
         bool(event.get("fresh")),
+        bool(event.get("deliverPastDue")),
     )
     reads = Throttle(rate(event.get("readUnitsPerSecond")))
     calls = Throttle(rate(event.get("schedulerCallsPerSecond")))

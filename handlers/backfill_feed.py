@@ -37,6 +37,9 @@ class Options:
     # A first attach: no item has its schedule yet, so none is looked up (one Scheduler call per occurrence instead
     # of two). Safe either way: the consumer updates a schedule that exists in place.
     fresh: bool = False
+    # Deliver past occurrences whose delivery the ledger no longer remembers (see backfill_timed.remembered): a first
+    # backfill, or the operator's `--deliver-past-due`. Otherwise they are reported, never delivered a second time.
+    deliver_past_due: bool = False
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from backfill_feed import Run
-from backfill_records import Record, change, describe, identity
+from backfill_records import Record, change, describe, identity, same
 
 # The AWS actions this module's own calls need (checked by tests/iam): none (reads and parks go through Run).
 AWS_ACTIONS: tuple[str, ...] = ()
@@ -58,8 +58,8 @@ def act(run: Run, items: list[Record]) -> None:
 
 
 def feed(run: Run, fresh: list[Record]) -> None:
-    """Through the assigner, then each item read back: one the assigner parked (no usable time) is still without a
-    status."""
+    """Through the assigner, then each item read back: one the assigner parked (no usable time) is still as fed,
+    without a status; one a live write replaced meanwhile is left to that write's record."""
     from st_core.pending import STATUS
 
     config = run.config
@@ -74,6 +74,10 @@ def feed(run: Run, fresh: list[Record]) -> None:
         now = current.get(identity(config, record["dynamodb"]["Keys"]))
         if now is None:
             run.note("skipped", "deleted meanwhile (nothing to index)", where)
+        elif STATUS not in now and not same(now, record["dynamodb"]["NewImage"]):
+            # A live write replaced the item after the scan: the assigner's condition on the item as fed refused
+            # it, and the live write's own record indexes it once the live function reaches it.
+            run.note("skipped", "replaced meanwhile (its own stream record indexes it)", where)
         elif STATUS not in now:
             run.note("failed", "not indexed (the assigner parked it: see the poison queue)", where)
         else:

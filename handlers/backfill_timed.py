@@ -8,13 +8,34 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from backfill_feed import Run, feed_settled
 from backfill_records import Record, change, describe, stream
+from st_core.schedules import MIN_LEAD
 
-# The AWS actions this module's own calls need (checked by tests/iam): look a schedule up.
-AWS_ACTIONS = ("scheduler:GetSchedule",)
+# The AWS actions this module's own calls need (checked by tests/iam): look a schedule up; read and write backfill's
+# own marker in the ledger (the first backfill has run).
+AWS_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "scheduler:GetSchedule")
+
+# How much earlier than `windowSeconds` after its due time reconcile stops trusting the ledger's silence about an
+# occurrence: the release schedule's lead (second precision: its marker counts from the release, up to a minute
+# early), clock differences and the ledger writes' own time, with room to spare.
+FORGET_MARGIN_SECONDS = 3600.0
+# The ledger's record that a backfill of the table has finished once (never expires): later backfills deliver past
+# occurrences the ledger has forgotten only when asked (`--deliver-past-due`), as reconcile does.
+BACKFILLED = "scheduled-table#backfilled"
+
+
+class Need(NamedTuple):
+    """What a fresh write of an item would do that is not done ("" when nothing), and its past occurrences whose
+    delivery the ledger no longer remembers (delivered long ago, or never: `deliver_past_due` decides)."""
+
+    word: str = ""
+    forgotten: tuple[str, ...] = ()
+
+
+FORGOTTEN = "past due, delivery not remembered: not delivered again (--deliver-past-due delivers it)"
 
 
 def act(run: Run, kind: str, items: list[Record]) -> None:
@@ -34,14 +55,21 @@ def act(run: Run, kind: str, items: list[Record]) -> None:
         needs = list(pool.map(lambda record: needs_of(run, kind, record), timed))
     for record, need in zip(timed, needs, strict=True):
         image = record["dynamodb"]["NewImage"]
-        if not need:
-            run.note("skipped", "already scheduled")
+        where = describe(run.config, image)
+        for name in need.forgotten:
+            run.note("skipped", FORGOTTEN, f"{name} ({where})")
+        if not need.word:
+            if not need.forgotten:
+                run.note("skipped", "already scheduled")
             continue
         if run.options.dry_run:
-            run.note("acted", f"would {need}", describe(run.config, image))
+            run.note("acted", f"would {need.word}", where)
+            continue
+        if need.forgotten and not hold_back(run, need.forgotten):
+            run.note("failed", "busy: a past occurrence is being delivered (run again)", where)
             continue
         due.append(record)
-        if need.startswith("park"):
+        if need.word.startswith("park"):
             unusable.add(id(record))
     if due:
         feed_settled(run, due, calls_for(run, kind), unusable)
@@ -54,25 +82,53 @@ def calls_for(run: Run, kind: str) -> int:
     return 1 if kind == "ttl-precise" else 0
 
 
-def needs_of(run: Run, kind: str, record: Record) -> str:
+def remembered(run: Run, due: datetime, now: datetime) -> bool:
+    """Whether the ledger would still hold a delivery of an occurrence due at `due`: every delivery's entry (the
+    schedule's marker, written before its time; a direct delivery's claim, made at or after it) lives at least
+    `windowSeconds` after the due time, less the release schedule's lead, before DynamoDB's TTL may delete it. So
+    within that time an occurrence the ledger does not hold was never delivered; after it, "delivered long ago" and
+    "never delivered" look the same."""
+    window = float(run.config["eventbridge"]["windowSeconds"])
+    return (now - due).total_seconds() < window - FORGET_MARGIN_SECONDS
+
+
+def needs_of(run: Run, kind: str, record: Record) -> Need:
     """What a fresh write of this item would do that is not done: "" when its schedules exist (as they should),
-    else a word for it. Past occurrences are always fed: the handler's ledger delivers each once."""
+    else a word for it. A past occurrence the ledger holds was delivered; one it does not hold is fed (the
+    handler's ledger delivers it once) while the ledger would remember its delivery, or when the run delivers
+    past-due occurrences (`deliver_past_due`: backfill's first run, or the operator's flag); else it is reported."""
     now = datetime.fromtimestamp(run.now(), UTC)
     if kind == "eventbridge":
         import eventbridge
 
         planned = eventbridge.plan(stream(record), run.config, now)
         if planned.poison_reason:
-            return "park (unusable due time)"
+            return Need("park (unusable due time)")
+        word = ""
+        forgotten: list[str] = []
         for step in planned.steps:
             occurrence = step.occurrence
             if occurrence.recurrence is None and occurrence.due <= now:
-                if ledger(run).taken(occurrence.name):
+                if ledger(run).taken(occurrence.name, aliases=occurrence.aliases):
                     continue  # delivered already (by an earlier run, or the live function)
-                return "deliver (past due)"
-            if run.options.fresh or schedule(run, occurrence.name) is None:
-                return "schedule"
-        return ""
+                if run.options.deliver_past_due or remembered(run, occurrence.due, now):
+                    word = word or "deliver (past due)"
+                else:
+                    forgotten.append(occurrence.name)
+                continue
+            if word:
+                continue
+            found = None if run.options.fresh else schedule(run, occurrence.name, *occurrence.aliases)
+            if found is None:
+                word = "schedule"
+            elif occurrence.recurrence is not None and not rule_agrees(found, occurrence.recurrence, now):
+                word = "reschedule (the schedule holds another rule, zone, start or end)"
+        return Need(word, tuple(forgotten))
+    return Need(ttl_need(run, record, now))
+
+
+def ttl_need(run: Run, record: Record, now: datetime) -> str:
+    """Precise ttl: the delete schedule of an item whose TTL is ahead, or the delete of one whose TTL passed."""
     import ttl
 
     decision = ttl.decide(stream(record), run.config, now)
@@ -84,7 +140,7 @@ def needs_of(run: Run, kind: str, record: Record) -> str:
         return "delete now (past due)"
     if run.options.fresh:
         return "schedule"
-    found = schedule(run, decision.name)
+    found = schedule(run, *ttl.schedule_names(stream(record), run.config))
     if found is None:
         return "schedule"
     held = record["dynamodb"]["NewImage"][run.config["timeAttribute"]]
@@ -98,24 +154,82 @@ def needs_of(run: Run, kind: str, record: Record) -> str:
     return ""
 
 
+def rule_agrees(found: Record, spec: Any, now: datetime) -> bool:
+    """Whether a recurring schedule holds the item's rule (`eventbridge.Recurrence`): its expression, zone and end,
+    and a start a schedule made for that rule could have (`eventbridge.recurring_window`): the item's start while
+    it is ahead; once it has passed, a rate's start on the rule's grid and no later than its next firing, a cron
+    expression's start gone or passed. A rule whose end has passed agrees with no schedule."""
+    import eventbridge
+    from st_core import recurrence
+
+    parsed = recurrence.parse(spec.expression)
+    window = eventbridge.recurring_window(spec, parsed, now)
+    if window is None:
+        return False
+    if found.get("ScheduleExpression") != spec.expression:
+        return False
+    if (found.get("ScheduleExpressionTimezone") or "UTC") != spec.zone:
+        return False
+    if _second(found.get("EndDate")) != _second(spec.end):
+        return False
+    start = _second(found.get("StartDate"))
+    expected = _second(window[0])
+    if spec.start is not None and spec.start > now + MIN_LEAD:
+        return start == _second(spec.start)
+    if isinstance(parsed, recurrence.Rate):
+        origin = _second(spec.start or datetime.fromtimestamp(0, UTC))
+        assert origin is not None and expected is not None
+        return start is not None and origin <= start <= expected and (start - origin) % parsed.seconds == 0
+    return start is None or start <= _second(now + MIN_LEAD)  # type: ignore[operator]
+
+
+def _second(moment: object) -> int | None:
+    """A schedule's or a rule's moment (a datetime, naive meaning UTC) as whole epoch seconds."""
+    if not isinstance(moment, datetime):
+        return None
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return int(aware.timestamp())
+
+
+def hold_back(run: Run, names: tuple[str, ...]) -> bool:
+    """Mark past occurrences the ledger has forgotten as delivered before their item is fed for another of its
+    occurrences, so the handler does not deliver them again (it delivers every past occurrence the ledger does not
+    hold). False when one is being delivered right now (the item is left for the next run)."""
+    from st_core.errors import TransientError
+
+    book = ledger(run)
+    try:
+        for name in names:
+            if book.claim(name):
+                book.complete(name)
+    except TransientError:
+        return False
+    return True
+
+
 def ledger(run: Run) -> Any:
     from st_core.idempotency import Ledger
 
     return Ledger.of(run.config["eventbridge"], run.clients)
 
 
-def schedule(run: Run, name: str) -> Record | None:
-    """The schedule of that name in the table's group (paced), None when there is none."""
-    run.calls.take(1)
-    try:
-        found: Record = run.clients.get("scheduler").get_schedule(Name=name, GroupName=run.config["scheduler"]["group"])
-    except Exception as exc:
-        from st_core.errors import error_code
+def schedule(run: Run, *names: str) -> Record | None:
+    """The first schedule of these names in the table's group (paced): an occurrence's name, then the names earlier
+    versions gave it; None when there is none."""
+    from st_core.errors import error_code
 
-        if error_code(exc) == "ResourceNotFoundException":
-            return None
-        raise
-    return found
+    for name in names:
+        run.calls.take(1)
+        try:
+            found: Record = run.clients.get("scheduler").get_schedule(
+                Name=name, GroupName=run.config["scheduler"]["group"]
+            )
+        except Exception as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                continue
+            raise
+        return found
+    return None
 
 
 def plain_ttl(run: Run, items: list[Record]) -> None:
@@ -132,3 +246,25 @@ def plain_ttl(run: Run, items: list[Record]) -> None:
             run.note("skipped", "past its TTL, not deleted yet", describe(run.config, image))
         else:
             run.note("skipped", "TTL ahead (TTL deletes it)")
+
+
+def backfilled(run: Run) -> bool:
+    """Whether a backfill of this table has finished before (eventbridge; its marker in the ledger)."""
+    section = run.config.get("eventbridge")
+    if not section:
+        return True
+    found = run.clients.get("dynamodb").get_item(
+        TableName=section["ledgerTable"], Key={"id": {"S": BACKFILLED}}, ConsistentRead=True
+    )
+    return "Item" in found
+
+
+def mark_backfilled(run: Run) -> None:
+    """Record that a backfill finished (no expiry: the ledger's TTL never deletes it)."""
+    section = run.config.get("eventbridge")
+    if not section:
+        return
+    run.clients.get("dynamodb").put_item(
+        TableName=section["ledgerTable"],
+        Item={"id": {"S": BACKFILLED}, "status": {"S": "DONE"}, "at": {"N": str(int(run.now()))}},
+    )

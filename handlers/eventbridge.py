@@ -11,6 +11,10 @@ Once per occurrence, under AWS's real behaviour:
   before its schedule's minute; from then on the schedule may be running and is left to run, so an item that
   comes back to that time is delivered once whatever the timing). A write that keeps the due time never delivers
   again: a consumer that writes back on delivery cannot loop.
+- A record acts only for what its item still holds, read back once per batch (one consistent BatchGetItem per
+  100 items, `Scheduling.prepare`): a replayed INSERT never schedules or delivers a time the item has left, and a
+  schedule's payload is written only by the item's latest record (an old batch handled again never puts older
+  data back into a schedule).
 - The idempotency ledger records which occurrences a schedule owns and which were delivered directly, so a
   redelivered batch neither re-creates a fired schedule nor delivers a past occurrence twice.
 
@@ -33,6 +37,7 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import partial
 from threading import Lock
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -43,7 +48,16 @@ from st_core.config import load_config
 from st_core.dispatch import due_event, scheduler_target, send_now, target_input
 from st_core.errors import PermanentError, error_code, is_transient, persist
 from st_core.idempotency import BATCH_WRITE_LIMIT, Ledger
-from st_core.naming import RECURRING, SCHEDULED_TIME, occurrence_id, recurring_firing_id, recurring_name
+from st_core.naming import (
+    RECURRING,
+    SCHEDULED_TIME,
+    ItemKeys,
+    item_keys,
+    occurrence_names,
+    recurring_firing_id,
+    recurring_names,
+)
+from st_core.reads import Found, read_items
 from st_core.schedules import MIN_LEAD
 from st_core.stream import (
     BatchResponse,
@@ -51,6 +65,7 @@ from st_core.stream import (
     DynamoDBStreamRecord,
     changed_at,
     decode_image,
+    due_type_problem,
     key_identity,
     sequence_number,
     to_request,
@@ -61,8 +76,8 @@ if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see 
     from st_core.config import HandlerConfig
     from st_core.recurrence import Expression
 
-# The AWS actions this module's own calls need (checked by tests/iam); the rest go through st_core. A recurring
-# schedule is made only for the rule the item still holds: one consistent read of the item before each create.
+# The AWS actions this module's own calls need (checked by tests/iam); the rest go through st_core (the batch's
+# items are read back with st_core.reads' BatchGetItem). An item the batch read could not settle is read on its own.
 AWS_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem",)
 
 MODE = "eventbridge"
@@ -100,6 +115,7 @@ class Occurrence(NamedTuple):
     item: dict[str, Any]
     offset: int = 0  # seconds from the item's due time (`offsets`: a reminder a day before is -86400)
     recurrence: Recurrence | None = None  # set on an item's recurring occurrence
+    aliases: tuple[str, ...] = ()  # names earlier versions may have given it (`naming.occurrence_names`)
 
     @property
     def item_due(self) -> datetime:
@@ -122,12 +138,6 @@ class Plan(NamedTuple):
     poison_reason: str | None = None
 
 
-def occurrence_name(identity: str, keys: dict[str, Any], due: datetime, offset: int = 0) -> str:
-    """One schedule per (item, due time, offset): its name is the occurrence's id (`naming.occurrence_id`), which
-    the ledger, the due event's `occurrenceId` and the target's deduplication use too."""
-    return occurrence_id(identity, keys, due, offset)
-
-
 def offsets_of(config: HandlerConfig) -> list[int]:
     return list(config.get("eventbridge", {}).get("offsets") or [0])
 
@@ -147,9 +157,7 @@ def item_zone(image: dict[str, Any], config: HandlerConfig) -> tuple[str, Any]:
     return name, zone(name)
 
 
-def recurring_occurrence(
-    image: dict[str, Any], identity: str, keys: dict[str, Any], config: HandlerConfig
-) -> Occurrence:
+def recurring_occurrence(image: dict[str, Any], keys: ItemKeys, config: HandlerConfig) -> Occurrence:
     """An item's one recurring occurrence, checked as Scheduler would check it (PermanentError with the reason)."""
     section: dict[str, Any] = dict(config.get("eventbridge", {}))
     from st_core import recurrence  # only recurring items compile the expression parser
@@ -168,43 +176,46 @@ def recurring_occurrence(
     start, end = bounds
     if start is not None and end is not None and end <= start:
         raise PermanentError(f"recurrence ends ({format_due(end)}) before it starts ({format_due(start)})")
-    name = recurring_name(identity, keys)
-    return Occurrence(name, start or _EPOCH, keys, image, recurrence=Recurrence(expression, zone_name, start, end))
+    name, *aliases = recurring_names(keys)
+    spec = Recurrence(expression, zone_name, start, end)
+    return Occurrence(name, start or _EPOCH, keys.plain, image, recurrence=spec, aliases=tuple(aliases))
 
 
-def occurrences_of(
-    image: dict[str, Any] | None, identity: str, keys: dict[str, Any], config: HandlerConfig
-) -> dict[int | str, Occurrence]:
+def occurrences_of(image: dict[str, Any] | None, keys: ItemKeys, config: HandlerConfig) -> dict[int | str, Occurrence]:
     """The item's occurrences, by offset (or RECURRING): none when the image carries no due time; PermanentError
-    when it carries one that cannot be used."""
+    when it carries one that cannot be used. Each named by `naming.occurrence_names`: one schedule per (item, due
+    time, offset), whose name is the occurrence's id."""
     if image is None or image.get(config["timeAttribute"]) is None:
         return {}
     if is_recurrence(image[config["timeAttribute"]]):
-        return {RECURRING: recurring_occurrence(image, identity, keys, config)}
+        return {RECURRING: recurring_occurrence(image, keys, config)}
     due = parse_due(image[config["timeAttribute"]], item_zone(image, config)[1])
-    return {
-        offset: Occurrence(
-            occurrence_name(identity, keys, due, offset), due + timedelta(seconds=offset), keys, image, offset
+    found: dict[int | str, Occurrence] = {}
+    for offset in offsets_of(config):
+        name, *aliases = occurrence_names(keys, due, offset)
+        found[offset] = Occurrence(
+            name, due + timedelta(seconds=offset), keys.plain, image, offset, aliases=tuple(aliases)
         )
-        for offset in offsets_of(config)
-    }
+    return found
 
 
 def plan(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime) -> Plan:
     """What one record means for the item's occurrences, given when its change happened (no AWS calls)."""
     data = record["dynamodb"]
-    identity = key_identity(record)
-    keys = decode_image(data["Keys"]) or {}
+    keys = item_keys(data["Keys"], config)
     name = record["eventName"]
     try:
-        olds = occurrences_of(decode_image(data.get("OldImage")), identity, keys, config)
+        olds = occurrences_of(decode_image(data.get("OldImage")), keys, config)
     except PermanentError:
         olds = {}  # it never had a usable time, so nothing was scheduled for it
     poison: str | None = None
     news: dict[int | str, Occurrence] = {}
     if name != "REMOVE":
         try:
-            news = occurrences_of(decode_image(data.get("NewImage")), identity, keys, config)
+            problem = due_type_problem(data.get("NewImage"), config["timeAttribute"])
+            if problem:  # binary, boolean, null, a set, a map, a list: no time (null is not "no due time" either)
+                raise PermanentError(problem)
+            news = occurrences_of(decode_image(data.get("NewImage")), keys, config)
         except PermanentError as exc:
             poison = str(exc)
     steps: list[Step] = []
@@ -288,6 +299,10 @@ class Scheduling:
         self.actions = {Action.SCHEDULE: self._schedule, Action.SETTLE: self._settle, Action.CANCEL: self._cancel}
         # Ledger markers of schedules made in this batch, written together at its end (`finish`).
         self._markers: list[tuple[str, float, str]] = []
+        # Each record's plan, made once (`prepare` plans the batch to know which items to read), by record object.
+        self._plans: dict[int, Plan] = {}
+        # The batch's items as they are now, by key identity (`prepare`); an item missing here is read on its own.
+        self._items: Found = {}
         self._counts: Counter[str] = Counter()
         self._lock = Lock()
 
@@ -318,6 +333,29 @@ class Scheduling:
                     raise
                 parked.append((entry.record, *outcome))
         return parked
+
+    def prepare(self, records: list[DynamoDBStreamRecord]) -> None:
+        """Plan every record and read back, in one consistent BatchGetItem per 100 keys, each item a step will
+        check against what the item holds now (`_current`): the item of any record that schedules, and of any that
+        cancels a recurring schedule. Read after the batch's records were written, each item is at least as new as
+        the batch's last record of it. A record this batch cannot plan is planned again, and fails, per item."""
+        keys = []
+        for record in records:
+            try:
+                step_plan = self._plan(record)
+            except Exception:
+                continue
+            if any(
+                s.action is Action.SCHEDULE or (s.action is Action.CANCEL and s.occurrence.recurrence is not None)
+                for s in step_plan.steps
+            ):
+                keys.append(record["dynamodb"]["Keys"])
+        if keys:
+            found = read_items(
+                self.clients, self.config["table"], keys, workers=self.config["maxWorkers"], sleep=self.sleep
+            )
+            with self._lock:
+                self._items.update(found)
 
     def finish(self) -> list[str]:
         """Write the batch's remaining schedule markers. Sequence numbers to retry from for those that could not be
@@ -351,9 +389,14 @@ class Scheduling:
             self._counts[action] += 1
 
     def _plan(self, record: DynamoDBStreamRecord) -> Plan:
+        known = self._plans.get(id(record))
+        if known is not None:
+            return known
         moment = changed_at(record)
         changed = datetime.fromtimestamp(moment, UTC) if moment is not None else self.now()
-        return plan(record, self.config, changed)
+        made = plan(record, self.config, changed)
+        self._plans[id(record)] = made
+        return made
 
     def _schedule(self, record: DynamoDBStreamRecord, step: Step) -> None:
         occurrence = step.occurrence
@@ -362,13 +405,14 @@ class Scheduling:
             self._recur(record, step, occurrence.recurrence, now)
             return
         past = occurrence.due <= now
-        if (past or not self.second) and not self._still_holds(record, occurrence):
+        held = self._held(record, occurrence)
+        if held is None or held.due != occurrence.due:
             # The item has left this due time since this record (or is gone): a later record of the stream cancels
             # or settles it, so nothing is made or sent here. A replay is the case: Lambda replays from a sequence
             # number with every record after it, but a bisected or cut-short retry may hand the INSERT over alone
             # and the REMOVE that cancelled it only in the next batch, once the minute began (too late to delete:
-            # see `_cancel`), so a schedule made here would deliver a cancelled item. One consistent read per
-            # schedule made. Second precision's releaser reads the item at the second instead.
+            # see `_cancel`), so a schedule made here would deliver a cancelled item. The item is read once per
+            # batch (`prepare`), after every record of the batch was written.
             self._count("stale")
             log.debug("schedule-stale", schedule=occurrence.name, dueAt=format_due(occurrence.due))
             return
@@ -376,10 +420,24 @@ class Scheduling:
             # Scheduler cannot fire in the past: delivered now, unless a schedule or an earlier run owns it.
             self._deliver(occurrence)
             return
+        if held.item != occurrence.item:
+            # The item still holds this due time but has changed since this record: a later record (handled
+            # already, when an old batch comes again, or still to come, in stream order) made or will make the
+            # schedule with the item as it is, since the time is still ahead. Writing this record's older image
+            # would put stale data back into the due event, so a schedule's payload is only written by the item's
+            # latest record. (A past occurrence is delivered above: a later write may have come after its time,
+            # when no schedule is made for it.)
+            self._count("stale")
+            log.debug("schedule-superseded", schedule=occurrence.name, dueAt=format_due(occurrence.due))
+            return
         firing = self._may_be_firing(occurrence.due, now)
-        if firing and self.ledger.taken(occurrence.name):
+        if firing and self.ledger.taken(occurrence.name, aliases=occurrence.aliases):
             log.debug("firing-left-alone", schedule=occurrence.name)
             return
+        if not step.fresh:
+            # The item kept this due time: its schedule may be one an earlier version made under an older name,
+            # which is replaced rather than doubled (a new due time has no schedule of an earlier version).
+            self._drop_aliases(occurrence)
         payload = target_input(self.config["target"], self._event(occurrence), via_scheduler=True)
         if self.second:
             fire = self._release(record, step, payload, now, firing)
@@ -461,8 +519,7 @@ class Scheduling:
 
         Made only for the rule the item still holds, read consistently (`_as_held`), with the item as it is now:
         records of one item come in order, but an old batch may be handled again after a newer one (a redrive).
-        One GetItem per recurring create or update, which are rare (Scheduler's firings do not pass through here),
-        and for a new rule one ledger write (`_catch_up`)."""
+        The item comes from the batch's one read (`prepare`); for a new rule one ledger write (`_catch_up`)."""
         from st_core import recurrence
 
         occurrence = self._as_held(record, step.occurrence)
@@ -474,7 +531,6 @@ class Scheduling:
             log.debug("recurring-stale", schedule=step.occurrence.name, expression=spec.expression)
             return
         spec = occurrence.recurrence
-        start = spec.start
         parsed = recurrence.parse(spec.expression)
         marker = None if step.since is None else _rule_marker(occurrence, step.version)
         known = None if marker is None else self.ledger.first_scheduled_at(marker)
@@ -487,15 +543,12 @@ class Scheduling:
             self._count("unchanged")
             self._catch_up(step, occurrence, spec, parsed, datetime.fromtimestamp(known, UTC), recorded=True)
             return
-        if isinstance(parsed, recurrence.Rate):
-            if start is None or start <= now + MIN_LEAD:
-                start = parsed.next_after(now + MIN_LEAD, start or _EPOCH)
-        elif start is not None and start <= now + MIN_LEAD:
-            start = None
-        if spec.end is not None and (spec.end <= now + MIN_LEAD or (start is not None and start > spec.end)):
+        window = recurring_window(spec, parsed, now)
+        if window is None:
             self._cancel_recurring(occurrence)  # nothing is left to fire
             self._catch_up(step, occurrence, spec, parsed, self.now())
             return
+        start = window[0]
         payload = target_input(self.config["target"], self._event(occurrence), via_scheduler=True)
         request = schedules.recurring_request(
             group=self.group,
@@ -507,6 +560,7 @@ class Scheduling:
             target=scheduler_target(self.config["target"], self.config["scheduler"], payload),
             description=f"scheduled-table {MODE} {self.config['table']} recurring",
         )
+        self._drop_aliases(occurrence)  # an older name of it would go on firing beside it, for ever
         try:
             schedules.upsert(self.clients, request, create_first=step.fresh)
         except Exception as exc:
@@ -565,29 +619,39 @@ class Scheduling:
         self._deliver(occurrence, fired=fired)
 
     def _as_held(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> Occurrence | None:
-        """The item's recurring occurrence as the item holds it now (a consistent read), if that is the same rule
+        """The item's recurring occurrence as the item holds it now (`_current`), if that is the same rule
         as `occurrence`'s; None when the item is gone or holds another rule, a time, or nothing usable."""
-        current = self._held_recurring(record, occurrence)
+        current = self._held(record, occurrence)
         if current is None or current.recurrence != occurrence.recurrence:
             return None
         return current
 
-    def _held_recurring(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> Occurrence | None:
-        """The item's recurring occurrence now, whatever its rule (a consistent read); None when the item is gone or
-        holds a time, nothing, or a rule that cannot be used."""
-        keys = record["dynamodb"]["Keys"]
-        found = self.clients.get("dynamodb").get_item(
-            TableName=self.config["table"], Key=to_request(keys), ConsistentRead=True
-        )
+    def _held(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> Occurrence | None:
+        """The item's occurrence in `occurrence`'s place (its offset, or its recurring one) as the item holds it
+        now, whatever its time or rule; None when the item is gone or holds nothing usable there."""
         try:
-            held = occurrences_of(decode_image(found.get("Item")), key_identity(record), occurrence.keys, self.config)
+            keys = item_keys(record["dynamodb"]["Keys"], self.config)
+            held = occurrences_of(self._current(record), keys, self.config)
         except PermanentError:
             return None
-        return held.get(RECURRING)
+        return held.get(RECURRING if occurrence.recurrence is not None else occurrence.offset)
+
+    def _current(self, record: DynamoDBStreamRecord) -> dict[str, Any] | None:
+        """The record's item as it is now: from the batch read (`prepare`), or, for an item that read did not
+        settle, one consistent GetItem of its own."""
+        identity = key_identity(record)
+        with self._lock:
+            if identity in self._items:
+                return self._items[identity]
+        found = self.clients.get("dynamodb").get_item(
+            TableName=self.config["table"], Key=to_request(record["dynamodb"]["Keys"]), ConsistentRead=True
+        )
+        return decode_image(found.get("Item"))
 
     def _cancel_recurring(self, occurrence: Occurrence) -> None:
         # No ledger: each firing is Scheduler's own, none was ever recorded here.
-        schedules.delete(self.clients, self.group, occurrence.name)
+        for name in (occurrence.name, *occurrence.aliases):
+            schedules.delete(self.clients, self.group, name)
         self._count("cancelled")
         log.debug("cancelled", schedule=occurrence.name)
 
@@ -600,11 +664,11 @@ class Scheduling:
     def _cancel(self, record: DynamoDBStreamRecord, step: Step) -> None:
         occurrence = step.occurrence
         if occurrence.recurrence is not None:
-            if self._held_recurring(record, occurrence) is not None:
+            if self._held(record, occurrence) is not None:
                 # The item holds a rule again (re-created, or given one back): a later record made its schedule,
                 # which has the same name (one per item). This record is an old one handled again (its batch
                 # delivered again after a newer one's, a redrive): deleting would silence the item until its next
-                # write. One consistent read per recurring cancel.
+                # write. The item comes from the batch's one read (`prepare`).
                 self._count("stale")
                 log.debug("recurring-cancel-stale", schedule=occurrence.name)
                 return
@@ -620,22 +684,37 @@ class Scheduling:
             self._count("tooLateToCancel")
             log.debug("cancel-too-late", schedule=occurrence.name, dueAt=format_due(occurrence.due))
             return
-        schedules.delete(self.clients, self.group, occurrence.name)
+        names = (occurrence.name, *occurrence.aliases)  # and any schedule an earlier version made of it
+        for name in names:
+            schedules.delete(self.clients, self.group, name)
         # Deleted, or found gone, before its minute began: no schedule of this occurrence has run or will, so none
         # owns it and its marker is forgotten (a return to this due time is then scheduled or delivered afresh).
-        # Judged by the clock once the delete has answered: one that answered later may have raced a firing, and
+        # Judged by the clock once the deletes have answered: one that answered later may have raced a firing, and
         # keeps the marker.
         if not self._may_have_started(occurrence.due, self.now()):
-            persist(lambda: self.ledger.unschedule(occurrence.name))
+            for name in names:
+                persist(partial(self.ledger.unschedule, name))
         self._count("cancelled")
         log.debug("cancelled", schedule=occurrence.name, dueAt=format_due(occurrence.due))
 
+    def _drop_aliases(self, occurrence: Occurrence) -> None:
+        """Delete the schedules an earlier version made of this occurrence under an older name (`aliases`), with
+        their markers: the occurrence's schedule is about to be made under its own name."""
+        for alias in occurrence.aliases:
+            schedules.delete(self.clients, self.group, alias)
+            if occurrence.recurrence is None:  # a recurring schedule has no marker
+                persist(partial(self.ledger.unschedule, alias))
+
     def _deliver(self, occurrence: Occurrence, take_over: bool = False, fired: datetime | None = None) -> None:
-        """Deliver a come-due occurrence now, once: unless a schedule (`take_over`: unless a delivery) owns it.
-        `fired`: one firing of a recurring occurrence, under the id Scheduler gives that firing."""
+        """Deliver a come-due occurrence now, once: unless a schedule (`take_over`: unless a delivery) owns it,
+        under its id or one an earlier version gave it. `fired`: one firing of a recurring occurrence, under the id
+        Scheduler gives that firing."""
         due = occurrence.due if fired is None else fired
-        name = occurrence.name if fired is None else recurring_firing_id(occurrence.name, format_due(fired))
-        if not self.ledger.claim(name, take_over_scheduled=take_over):
+        names = (occurrence.name, *occurrence.aliases)
+        if fired is not None:
+            names = tuple(recurring_firing_id(n, format_due(fired)) for n in names)
+        name = names[0]
+        if not self.ledger.claim(name, take_over_scheduled=take_over, aliases=names[1:]):
             self._count("duplicates")
             log.debug("duplicate", schedule=name, dueAt=format_due(due))
             return
@@ -649,11 +728,6 @@ class Scheduling:
         late = (self.now() - due).total_seconds()
         self._count("delivered")
         log.debug("dispatched-now", schedule=name, dueAt=format_due(due), lateSeconds=late)
-
-    def _still_holds(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> bool:
-        from st_core import release
-
-        return release.item_holds(self.clients, self.config, dict(record["dynamodb"]["Keys"]), occurrence.item_due)
 
     def _event(self, occurrence: Occurrence, fired: datetime | None = None) -> Any:
         """The due event; a recurring occurrence's is the template Scheduler completes with each firing's scheduled
@@ -681,6 +755,25 @@ class Scheduling:
             occurrence=occurrence.name,
             offset=occurrence.offset if offsets_of(self.config) != [0] else None,
         )
+
+
+def recurring_window(
+    spec: Recurrence, parsed: Expression, now: datetime
+) -> tuple[datetime | None, datetime | None] | None:
+    """The StartDate and EndDate of the item's recurring schedule as made at `now` (see `Scheduling._recur`): a rate
+    starts on its own grid (the item's start, or the epoch), at its next firing; a cron expression drops a past start.
+    None when nothing is left to fire (the end has passed, or comes before the start)."""
+    from st_core import recurrence
+
+    start = spec.start
+    if isinstance(parsed, recurrence.Rate):
+        if start is None or start <= now + MIN_LEAD:
+            start = parsed.next_after(now + MIN_LEAD, start or _EPOCH)
+    elif start is not None and start <= now + MIN_LEAD:
+        start = None
+    if spec.end is not None and (spec.end <= now + MIN_LEAD or (start is not None and start > spec.end)):
+        return None
+    return start, spec.end
 
 
 def _rule_marker(occurrence: Occurrence, version: str) -> str:
@@ -713,6 +806,7 @@ def handle_batch(
         handle=scheduling,
         clients=clients,
         handle_group=scheduling.item,
+        prepare=scheduling.prepare,
         finish=scheduling.finish,
         counts=scheduling.counts,
     )

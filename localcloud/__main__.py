@@ -14,6 +14,7 @@ from pathlib import Path
 
 from botocore.exceptions import ClientError, EndpointConnectionError
 
+from .component import endpoint_url
 from .demo import demo
 from .deploy import LOCAL_STACK, TableKeys, down, up
 from .emulators import Emulators, fire_rule
@@ -162,7 +163,7 @@ def parser(prog: str = "python -m localcloud", default_program: Path = REPO) -> 
         "demo", help="start ministack, deploy this repo's stack, run every scenario (a checkout only: make demo)"
     )
     deploy = commands.add_parser("up", help="deploy the program into ministack (started for you unless --endpoint-url)")
-    deploy.add_argument("--endpoint-url", dest="endpoint", metavar="URL", help=ENDPOINT_HELP)
+    deploy.add_argument("--endpoint-url", dest="endpoint", type=endpoint_url, metavar="URL", help=ENDPOINT_HELP)
     deploy.add_argument("--stay", action="store_true", help="keep the cloud and its emulators running until Ctrl-C")
     deploy.add_argument(
         "--existing-table",
@@ -175,13 +176,19 @@ def parser(prog: str = "python -m localcloud", default_program: Path = REPO) -> 
         "exist on AWS; repeat for several",
     )
     destroy = commands.add_parser("down", help="delete every resource of the program from a running ministack")
-    destroy.add_argument("--endpoint-url", dest="endpoint", metavar="URL", required=True, help=ENDPOINT_HELP)
+    destroy.add_argument(
+        "--endpoint-url", dest="endpoint", type=endpoint_url, metavar="URL", required=True, help=ENDPOINT_HELP
+    )
     fire = commands.add_parser("fire", help="invoke a schedule rule's targets now instead of at its next rate() tick")
     fire.add_argument("--rule", required=True, help="the rule's name, e.g. jobs-tick (output tick_rule_name)")
-    fire.add_argument("--endpoint-url", dest="endpoint", metavar="URL", required=True, help=ENDPOINT_HELP)
+    fire.add_argument(
+        "--endpoint-url", dest="endpoint", type=endpoint_url, metavar="URL", required=True, help=ENDPOINT_HELP
+    )
     fire.add_argument("--region", default="eu-west-1", help="the stack's region (default: eu-west-1)")
     outbox = commands.add_parser("emails", help="print the emails the local SES sent (email targets)")
-    outbox.add_argument("--endpoint-url", dest="endpoint", metavar="URL", required=True, help=ENDPOINT_HELP)
+    outbox.add_argument(
+        "--endpoint-url", dest="endpoint", type=endpoint_url, metavar="URL", required=True, help=ENDPOINT_HELP
+    )
     for command in (show, run_demo, deploy, destroy):
         default = "dev" if command is show and default_program == REPO else LOCAL_STACK
         command.add_argument(

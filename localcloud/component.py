@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from components.arns import email_address
     from components.component import TYPE
     from components.ops import backfill as scan_commands
+    from components.ops.aws import endpoint_url
     from components.ops.redrive.discovery import discover
     from components.packaging import constants, error_code, runtime_module
     from components.stack_config import tables_from_config
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
         config_string,
         fabricate,
         fabricated_table,
+        first_cause,
         set_mocks,
     )
     from components.types import Mode
@@ -44,6 +46,7 @@ else:
         from components.arns import email_address
         from components.component import TYPE
         from components.ops import backfill as scan_commands
+        from components.ops.aws import endpoint_url
         from components.ops.redrive.discovery import discover
         from components.packaging import constants, error_code, runtime_module
         from components.stack_config import tables_from_config
@@ -59,6 +62,7 @@ else:
             config_string,
             fabricate,
             fabricated_table,
+            first_cause,
             set_mocks,
         )
         from components.types import Mode
@@ -66,6 +70,7 @@ else:
         from scheduled_table.arns import email_address
         from scheduled_table.component import TYPE
         from scheduled_table.ops import backfill as scan_commands
+        from scheduled_table.ops.aws import endpoint_url
         from scheduled_table.ops.redrive.discovery import discover
         from scheduled_table.packaging import constants, error_code, runtime_module
         from scheduled_table.stack_config import tables_from_config
@@ -81,6 +86,7 @@ else:
             config_string,
             fabricate,
             fabricated_table,
+            first_cause,
             set_mocks,
         )
         from scheduled_table.types import Mode
@@ -101,9 +107,11 @@ __all__ = [
     "constants",
     "discover",
     "email_address",
+    "endpoint_url",
     "error_code",
     "fabricate",
     "fabricated_table",
+    "first_cause",
     "runtime_module",
     "scan_commands",
     "set_mocks",

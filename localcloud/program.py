@@ -13,7 +13,7 @@ import pulumi
 import yaml
 from pulumi.runtime.settings import get_root_resource
 
-from .component import ScheduledTableArgs, config_string, fabricated_table, tables_from_config
+from .component import ScheduledTableArgs, config_string, fabricated_table, first_cause, tables_from_config
 from .interrupts import deferred
 from .mocks import Backend, Invoke, RecordingMocks, install
 
@@ -128,5 +128,15 @@ def run_program(
         return pulumi.Output.from_input(exported).apply(mocks.stack_outputs.update)
 
     with deferred("stopping once the program has run (a few seconds)"):
-        execute()
+        try:
+            execute()
+        except ConfigError:
+            raise
+        except Exception as error:
+            # A check made when a value resolves (a target ARN in another region) or by the engine (a duplicate
+            # URN) fails inside Pulumi's machinery: the same one line as a check made at construction.
+            root = first_cause(error)
+            if not isinstance(root, ValueError):
+                raise
+            raise ConfigError(f"{config_path(stack, project_dir, config_file)}: {root}") from None
     return mocks

@@ -42,6 +42,10 @@ NOT_FOUND = frozenset(
 STREAM = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
 
 
+class MissingTable(ValueError):
+    """The program acts on a table of its own (an `ExistingTable`) that the local cloud does not hold."""
+
+
 class UnsupportedResource(Exception):
     """The program registered a resource type the local cloud cannot create."""
 
@@ -90,7 +94,16 @@ class Provisioner:
         """`aws.dynamodb.getTable` answered from the local AWS, in the provider's wire shape (an existing table given
         by name only is looked up with it)."""
         ddb = self.client("dynamodb")
-        table = ddb.describe_table(TableName=args["name"])["Table"]
+        try:
+            table = ddb.describe_table(TableName=args["name"])["Table"]
+        except ClientError as error:
+            if error_code(error) != "ResourceNotFoundException":
+                raise
+            raise MissingTable(
+                f"existing_table: table {args['name']!r} is not in the local cloud, which starts with none of your "
+                f"tables; have `up` make it first: scheduled-table local up --existing-table {args['name']}:PK:SK "
+                "(NAME:PK:SK with your table's partition and sort key names; NAME:PK without a sort key)"
+            ) from None
         keys = {k["KeyType"]: k["AttributeName"] for k in table["KeySchema"]}
         stream = table.get("StreamSpecification") or {}
         ttl = ddb.describe_time_to_live(TableName=args["name"])["TimeToLiveDescription"]
@@ -564,8 +577,29 @@ def _mapping_request(inputs: dict[str, Any]) -> dict[str, Any]:
     if on_failure:
         request["DestinationConfig"] = {"OnFailure": {"Destination": on_failure}}
     filters = (inputs.get("filterCriteria") or {}).get("filters") or []
-    request["FilterCriteria"] = {"Filters": [{"Pattern": for_ministack(f["pattern"])} for f in filters]}
+    patterns = [local for f in filters for local in without_or(f["pattern"])]
+    request["FilterCriteria"] = {"Filters": [{"Pattern": for_ministack(p)} for p in patterns]}
     return request
+
+
+def without_or(pattern: str) -> list[str]:
+    """ministack's filter engine has no `"$or"` (it would look for a field of that name and drop every record): the
+    pattern as the equivalent patterns without it, one per alternative (Lambda ORs a mapping's filters). ministack
+    takes any number of filters; the component's own stay within Lambda's five."""
+
+    def expand(node: Any) -> list[Any]:
+        if not isinstance(node, dict):
+            return [node]
+        options: list[dict[str, Any]] = [{}]
+        for key, value in node.items():
+            if key == "$or":
+                choices = [alternative for a in value for alternative in expand(a)]
+                options = [{**o, **c} for o in options for c in choices]
+            else:
+                options = [{**o, key: c} for o in options for c in expand(value)]
+        return options
+
+    return [json.dumps(p, separators=(",", ":"), sort_keys=True) for p in expand(json.loads(pattern))]
 
 
 def for_ministack(pattern: str) -> str:

@@ -65,7 +65,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 # while `make test` runs everything. Registered in pyproject.toml (`--strict-markers` refuses any other).
 KINDS = {
     "e2e": ("e2e", "localcloud"),  # a local cloud (ministack) in a process of its own, the real stack deployed
-    "slow": ("packaging",),  # builds the wheel and installs it into fresh virtual environments
+    # builds the wheel and installs it into fresh virtual environments; builds the docs site and renders it in Chromium
+    "slow": ("packaging", "docs"),
 }
 
 

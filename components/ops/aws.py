@@ -10,6 +10,30 @@ from typing import Any
 Client = Callable[[str], Any]
 Emit = Callable[[str], None]
 
+REGION_HINT = (
+    "pass --region (the stack's region, e.g. --region eu-west-1), or set AWS_REGION, or `region` in ~/.aws/config "
+    "(aws configure)"
+)
+
+
+class RedriveError(Exception):
+    """What the operator must fix before a command can start (a wrong function name, a queue not found, no
+    region); the command prints it as one line and exits 2."""
+
+
+def endpoint_url(value: str) -> str:
+    """`--endpoint-url` as botocore takes it: a URL with its scheme. Checked as the command line is read (argparse
+    `type`), so `127.0.0.1:4566` is a usage error naming the fix instead of botocore's ValueError traceback."""
+    import argparse
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return value
+    raise argparse.ArgumentTypeError(
+        f"{value!r} is not a URL; write it with its scheme, e.g. http://{value.split('://')[-1] or '127.0.0.1:4566'}"
+    )
+
 
 class Clients:
     """The handlers' client registry (`get(service)`), answered by the command's clients, so the handler code a
@@ -37,6 +61,9 @@ def clients(endpoint_url: str | None, region: str | None) -> Client:
         session = boto3.session.Session(
             region_name=region or "us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
         )
+    if session.region_name is None:
+        # botocore would raise NoRegionError at the first call, deep inside the command, as a long traceback.
+        raise RedriveError(f"no AWS region configured; {REGION_HINT}")
     made: dict[str, Any] = {}
 
     from botocore.config import Config

@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from ..packaging import error_code
-from .aws import Client, Clients, Emit
+from .aws import Client, Clients, Emit, RedriveError
 from .checkpoint import Checkpoint
 from .engine import engine
 from .fanout import in_lambda
-from .redrive.discovery import Stack
+from .redrive.discovery import Stack, check_backfill_function
 from .redrive.replay import replay
 from .scan_report import Progress
 
@@ -51,6 +51,8 @@ class Plan:
     page_items: int = 100
     in_lambda: str | None = None  # the backfill function's name
     fresh: bool = False  # a first attach: existing schedules are not looked up (see handlers/backfill_feed.Options)
+    # Deliver past occurrences the ledger no longer remembers delivering (a backfill's first run does it anyway).
+    deliver_past_due: bool = False
 
 
 def consumer_feed(client: Client, function: str) -> Callable[[list[dict[str, Any]]], list[tuple[Any, str]]]:
@@ -60,6 +62,21 @@ def consumer_feed(client: Client, function: str) -> Callable[[list[dict[str, Any
         return list(replay(client, function, records).failed)
 
     return feed
+
+
+def item_count(client: Client, stack: Stack) -> int | None:
+    """The table's approximate item count (the ETA); None when it cannot be read. RedriveError when the table does
+    not exist: the run could never succeed, so it does not start."""
+    table = stack.config["table"]
+    try:
+        return int(client("dynamodb").describe_table(TableName=table)["Table"].get("ItemCount") or 0) or None
+    except Exception as error:  # the ETA is a nicety; a role without DescribeTable still runs
+        if error_code(error) == "ResourceNotFoundException":
+            raise RedriveError(
+                f"table {table!r}, which function {stack.function!r} names, does not exist here: check --region and "
+                "--endpoint-url, or deploy the stack again (pulumi up) if the table was deleted"
+            ) from error
+        return None
 
 
 def run(
@@ -76,18 +93,28 @@ def run(
 ) -> tuple[Any, bool]:
     """One backfill or reconcile of the stack's table. Returns the tally and whether every segment is done (False:
     stopped, resume with the same checkpoint). `feed` replaces the consumer (tests run the handler in-process);
-    `stop` is asked after every page (an interruption)."""
+    `stop` is asked after every page (an interruption). RedriveError when it cannot start (a table that does not
+    exist, a wrong --in-lambda function): running again would not help."""
     core = engine()
     config = stack.config
     checkpoint = Checkpoint.load(plan.checkpoint, config["table"], plan.command, plan.segments, now())
-    options = core.Options(plan.dry_run, plan.command == "reconcile", checkpoint.started, plan.fresh)
     reads = core.Throttle(plan.read_units_per_second, clock, sleep)
     calls = core.Throttle(plan.scheduler_calls_per_second, clock, sleep)
-    total = None
+    total = item_count(client, stack)
+    if plan.in_lambda:
+        check_backfill_function(client, plan.in_lambda)
+    if feed is None:
+        feed = consumer_feed(client, stack.function)
+    ledger = core.Engine(config, feed, clients=Clients(client), now=now)
     try:
-        total = int(client("dynamodb").describe_table(TableName=config["table"])["Table"].get("ItemCount") or 0) or None
-    except Exception:  # the ETA is a nicety; a role without DescribeTable still runs
-        total = None
+        first = plan.command == "backfill" and not ledger.backfilled()
+    except Exception as error:
+        raise RedriveError(
+            f"the ledger table {config.get('eventbridge', {}).get('ledgerTable')!r} could not be read "
+            f"({error_code(error)}: {str(error)[:200]}): backfill needs dynamodb:GetItem and PutItem on it"
+        ) from error
+    past_due = plan.deliver_past_due or first
+    options = core.Options(plan.dry_run, plan.command == "reconcile", checkpoint.started, plan.fresh, past_due)
     shown = Progress(total, progress, clock)
     for index in range(plan.segments):
         checkpoint.segment(index)  # every segment's state exists before the threads write into them
@@ -99,8 +126,6 @@ def run(
     remote = core.Tally()  # what the backfill function's invocations reported
     lock = threading.Lock()
     aggregate = config["mode"] == "aggregate"
-    if feed is None:
-        feed = consumer_feed(client, stack.function)
     engines: list[Any] = []
 
     def snapshot(local: Any) -> Any:
@@ -120,7 +145,7 @@ def run(
             return True
         if plan.in_lambda:
             try:
-                return in_lambda(client, plan, checkpoint, index, remote, current, lock, shown, stop)
+                return in_lambda(client, plan, options, checkpoint, index, remote, current, lock, shown, stop)
             except Exception as error:  # the function failed, or could not be invoked: resume from the checkpoint
                 progress(f"segment {index} stopped: {error_code(error)}: {str(error)[:300]}")
                 return False
@@ -168,6 +193,8 @@ def run(
             totals.absorb(state.get("partial"))
         totals.settle_totals(sleep)
         engines.append(totals)
+    if finished and first and not plan.dry_run:
+        ledger.mark_backfilled()  # later runs deliver what the ledger has forgotten only when asked
     overall = current()
     shown.show(overall, force=True)
     return overall, finished

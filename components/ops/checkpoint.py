@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .redrive.discovery import RedriveError
+from .aws import RedriveError
 
 
 @dataclass

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .aws import Client, Emit, clients
+from .aws import Client, Emit, clients, endpoint_url
 from .redrive import queues
 from .redrive.discovery import RedriveError, discover, replace_queue
 from .redrive.poison import poison
@@ -34,7 +34,8 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="scheduled-table",
         description="Operate a ScheduledTable's deployed stack.",
-        epilog="exit status: 0 done; 1 something could not be redriven; 2 nothing could start (a wrong function "
+        epilog="exit status: 0 done; 1 something could not be redriven (or a call was refused midway: what the run "
+        "hid is given back); 2 nothing could start (a wrong function "
         "name, a missing queue, a usage error). `scheduled-table local --help` for the local cloud.",
     )
     top.add_argument("--version", action="version", version=f"scheduled-table {__version__}")
@@ -55,11 +56,13 @@ def parser() -> argparse.ArgumentParser:
     command.add_argument(
         "--function",
         required=True,
-        help="the consumer function (the stack's function_name output); its "
+        help="the consumer function (the stack's function_name output) or the table's name; its "
         "configuration and event source mapping name the queues",
     )
     command.add_argument("--queue-url", help="read this queue instead of the one the function's configuration names")
-    command.add_argument("--endpoint-url", help="another AWS endpoint, e.g. the local cloud's http://127.0.0.1:4566")
+    command.add_argument(
+        "--endpoint-url", type=endpoint_url, help="another AWS endpoint, e.g. the local cloud's http://127.0.0.1:4566"
+    )
     command.add_argument("--region", help="AWS region (default: your AWS configuration's)")
     command.add_argument("--max", type=int, dest="limit", metavar="N", help="redrive at most N messages")
     command.add_argument("--reason", help="only messages whose reason matches this regular expression")
@@ -72,12 +75,19 @@ def parser() -> argparse.ArgumentParser:
         "the target DLQ, with reasons; messages are read with VisibilityTimeout=0 and left in place. Exit status 0 "
         "when read, 2 when the function or a queue cannot be found.",
     )
-    look.add_argument("--function", required=True, help="the consumer function (the stack's function_name output)")
-    look.add_argument("--endpoint-url", help="another AWS endpoint, e.g. the local cloud's http://127.0.0.1:4566")
+    look.add_argument(
+        "--function", required=True, help="the consumer function (the stack's function_name output) or the table's name"
+    )
+    look.add_argument(
+        "--endpoint-url", type=endpoint_url, help="another AWS endpoint, e.g. the local cloud's http://127.0.0.1:4566"
+    )
     look.add_argument("--region", help="AWS region (default: your AWS configuration's)")
     look.add_argument(
         "--max", type=int, default=10, dest="limit", metavar="N", help="show up to N of each (default 10)"
     )
+    from .permissions import add_parser as add_policy_parser
+
+    add_policy_parser(commands)
     # Parsed by scheduled_table.local (its own --help); listed here so `scheduled-table --help` shows it.
     commands.add_parser("local", help="run your Pulumi program in a local AWS: local preview|up|down (extra [local])")
     return top
@@ -107,8 +117,10 @@ def _scan_commands(commands: Any) -> None:
             description=long + " Exit status: 0 done; 1 something failed or a total was busy (parked in the poison "
             "queue or listed: run again); 2 could not start; 3 interrupted (run again with the same --checkpoint).",
         )
-        command.add_argument("--function", required=True, help="the consumer function (the stack's function_name)")
-        command.add_argument("--endpoint-url", help="another AWS endpoint, e.g. the local cloud's")
+        command.add_argument(
+            "--function", required=True, help="the consumer function (the stack's function_name) or the table's name"
+        )
+        command.add_argument("--endpoint-url", type=endpoint_url, help="another AWS endpoint, e.g. the local cloud's")
         command.add_argument("--region", help="AWS region (default: your AWS configuration's)")
         command.add_argument("--segments", type=int, default=4, help="parallel scan segments (default 4)")
         command.add_argument(
@@ -131,6 +143,14 @@ def _scan_commands(commands: Any) -> None:
                 help="a first attach: do not look up existing schedules (one Scheduler call per occurrence instead "
                 "of two); safe either way, an existing schedule is updated in place",
             )
+        command.add_argument(
+            "--deliver-past-due",
+            action="store_true",
+            help="eventbridge: also deliver past occurrences whose delivery the ledger no longer remembers (due more "
+            "than the idempotency window, 48 h by default, ago); they may have been delivered long ago, so each may "
+            "arrive a second time. Without it they are reported, never delivered again (a backfill's first run "
+            "delivers them)",
+        )
         command.add_argument(
             "--in-lambda",
             metavar="BACKFILL_FUNCTION",
@@ -158,6 +178,7 @@ def scan_main(args: argparse.Namespace, client: Client | None, emit: Emit) -> in
         in_lambda=args.in_lambda,
         page_items=args.page_items,
         fresh=bool(getattr(args, "fresh", False)),
+        deliver_past_due=args.deliver_past_due,
     )
     try:
         aws = client or clients(args.endpoint_url, args.region)
@@ -188,6 +209,10 @@ def main(argv: Sequence[str] | None = None, client: Client | None = None, emit: 
     args = parser().parse_args(given)
     if args.command in ("backfill", "reconcile"):
         return scan_main(args, client, emit)
+    if args.command == "policy":
+        from .permissions import main as policy_main
+
+        return policy_main(args, client or clients(args.endpoint_url, args.region), emit)
     if args.command == "inspect":
         from . import inspection
 
@@ -213,5 +238,13 @@ def main(argv: Sequence[str] | None = None, client: Client | None = None, emit: 
     except RedriveError as error:
         print(f"scheduled-table: {error}", file=sys.stderr)
         return 2
+    except Exception as error:  # refused mid-run (a permission missing, say): what the run hid is given back
+        lines = queues.stopped(error)
+        if lines is None:
+            raise
+        for line in lines:
+            print(f"scheduled-table: {label}: {line}", file=sys.stderr)
+        emit(report.summary(label))
+        return 1
     emit(("dry run, nothing changed. " if args.dry_run else "") + report.summary(label))
     return 0 if report.ok else 1

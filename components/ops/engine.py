@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from .redrive.discovery import RedriveError
+from .aws import RedriveError
 
 
 def engine() -> ModuleType:

@@ -8,10 +8,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .aws import Client
+from .aws import Client, RedriveError
 from .checkpoint import Checkpoint
 from .engine import engine
-from .redrive.discovery import RedriveError
 from .scan_report import Progress
 
 if TYPE_CHECKING:
@@ -21,6 +20,7 @@ if TYPE_CHECKING:
 def in_lambda(
     client: Client,
     plan: Plan,
+    options: Any,
     checkpoint: Checkpoint,
     index: int,
     remote: Any,
@@ -30,7 +30,7 @@ def in_lambda(
     stop: Callable[[], bool],
 ) -> bool:
     """One segment as a chain of invocations of the backfill function, each from the last one's checkpoint; the
-    ceilings are shared out evenly between the segments."""
+    ceilings are shared out evenly between the segments; `options` as the run decided them (handlers/backfill_feed)."""
     core = engine()
     state = checkpoint.segment(index)
     share = max(plan.segments, 1)
@@ -47,6 +47,7 @@ def in_lambda(
             "partial": state.get("partial"),
             "pageItems": plan.page_items,
             "fresh": plan.fresh,
+            "deliverPastDue": options.deliver_past_due,
         }
         answer = client("lambda").invoke(
             FunctionName=plan.in_lambda, InvocationType="RequestResponse", Payload=json.dumps(event).encode()

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from ..packaging import error_code, runtime_module
 from .aws import Client, Emit
@@ -131,6 +132,8 @@ def pending(client: Client, stack: Stack, limit: int = SAMPLE) -> list[Pending]:
 
 
 def _schedules(client: Client, group: str, limit: int) -> Pending:
+    """The group's schedules: all counted, a sample of `limit` shown with the time each fires. ListSchedules names
+    no time, so each sampled one is read with GetSchedule (one call each); the sample is shown soonest first."""
     scheduler = client("scheduler")
     count, sample = 0, list[tuple[str, str]]()
     token: str | None = None
@@ -139,10 +142,28 @@ def _schedules(client: Client, group: str, limit: int) -> Pending:
         for schedule in page.get("Schedules", []):
             count += 1
             if len(sample) < limit:
-                sample.append((str(schedule.get("Name")), str(schedule.get("State", ""))))
+                name = str(schedule.get("Name"))
+                found = scheduler.get_schedule(GroupName=group, Name=name)
+                state = str(schedule.get("State", ""))
+                sample.append((name, fire_time(found) + ("" if state in ("", "ENABLED") else f" ({state})")))
         token = page.get("NextToken")
         if not token:
-            return Pending(f"schedule group {group}", count, sample)
+            note = "" if count <= len(sample) else f"{len(sample)} shown, as Scheduler lists them (by name)"
+            return Pending(f"schedule group {group}", count, sorted(sample, key=lambda s: s[1]), note)
+
+
+def fire_time(schedule: dict[str, Any]) -> str:
+    """When a schedule fires, from GetSchedule: a one-time `at()` time as UTC (`2026-03-30T09:00:00Z`; Scheduler
+    fires within that minute), a recurring expression as written with its time zone."""
+    expression = str(schedule.get("ScheduleExpression", ""))
+    zone = str(schedule.get("ScheduleExpressionTimezone") or "UTC")
+    if expression.startswith("at(") and expression.endswith(")"):
+        try:
+            local = datetime.fromisoformat(expression[3:-1]).replace(tzinfo=ZoneInfo(zone))
+        except (ValueError, KeyError):
+            return expression
+        return local.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{expression} {zone}" if expression else "-"
 
 
 def _due_index(client: Client, table: str, limit: int) -> Pending:
@@ -167,6 +188,46 @@ def _due_index(client: Client, table: str, limit: int) -> Pending:
             return Pending(f"due index of {table}", count, sorted(sample, key=lambda s: s[1]))
 
 
+def filters_by_type(config: dict[str, Any]) -> bool:
+    """Whether the stack's mapping passes records by the due attribute's type (eventbridge, precise ttl): a map or
+    a list there is matched by none of its filters (they test leaf values), so the item never reaches the function
+    and nothing is parked for it."""
+    mode = config.get("mode")
+    return mode == "eventbridge" or (mode == "ttl" and bool((config.get("ttl") or {}).get("precise")))
+
+
+def unmatchable(client: Client, stack: Stack, limit: int = SAMPLE) -> Pending | None:
+    """Items whose due attribute is a map or a list, found by a scan of the table (it reads the whole table, as
+    reconcile does; nothing is written), or None for a mode whose filter does not look at the attribute's type."""
+    config = stack.config
+    if not filters_by_type(config):
+        return None
+    attribute = str(config["timeAttribute"])
+    keys = [str(config["partitionKey"])] + ([str(config["sortKey"])] if config.get("sortKey") else [])
+    names = {f"#k{i}": name for i, name in enumerate(keys)} | {"#d": attribute}
+    request: dict[str, Any] = {
+        "TableName": config["table"],
+        "FilterExpression": "attribute_type(#d, :m) OR attribute_type(#d, :l)",
+        "ProjectionExpression": ", ".join(names),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": {":m": {"S": "M"}, ":l": {"S": "L"}},
+    }
+    count, sample = 0, list[tuple[str, str]]()
+    while True:
+        page = client("dynamodb").scan(**request)
+        for item in page.get("Items", []):
+            count += 1
+            if len(sample) < limit:
+                shown = {k: next(iter(v.values())) for k, v in item.items() if k != attribute}
+                kind = str(next(iter(item.get(attribute) or {"?": None})))
+                what = f"{attribute} is a DynamoDB {kind} ({runtime_module('stream').TYPE_NAMES.get(kind, '?')})"
+                sample.append((json.dumps(shown, sort_keys=True, default=str)[:120], what))
+        if not page.get("LastEvaluatedKey"):
+            note = "never seen by the mapping's filter: write the due time as a string or a number" if count else ""
+            return Pending(f"items whose {attribute} is a map or a list", count, sample, note)
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
 def queues(client: Client, stack: Stack, limit: int = SAMPLE) -> list[Parked]:
     """The poison queue, the stream DLQ and the target DLQ (those the stack has), each peeked."""
     named = [("poison queue", stack.poison_url), ("stream DLQ", stack.stream_dlq_url)]
@@ -178,13 +239,19 @@ def report(client: Client, function: str, limit: int, emit: Emit) -> None:
     """Print what the stack holds."""
     stack = discover(client, function)
     config = stack.config
-    emit(f"table {config.get('table')} (mode {config.get('mode')}), consumer {function}")
+    emit(f"table {config.get('table')} (mode {config.get('mode')}), consumer {stack.function}")
     emit("pending:")
     for waiting in pending(client, stack, limit):
         figure = "-" if waiting.count < 0 else str(waiting.count)
         emit(f"  {waiting.source}: {figure}" + (f" ({waiting.note})" if waiting.note else ""))
         for name, when in waiting.sample:
             emit(f"    {name}  {when}")
+    unseen = unmatchable(client, stack, limit)
+    if unseen is not None:
+        emit("not seen (a due attribute no filter can match; a scan of the table):")
+        emit(f"  {unseen.source}: {unseen.count}" + (f" ({unseen.note})" if unseen.note else ""))
+        for keys, kind in unseen.sample:
+            emit(f"    {keys}  {kind}")
     emit("parked (left in place; `scheduled-table redrive SOURCE` replays them):")
     for parked in queues(client, stack, limit):
         emit(
@@ -208,4 +275,16 @@ def inspect(client: Client, function: str, limit: int, emit: Emit) -> None:
         raise RedriveError(f"{error_code(error)}: {error}") from error
 
 
-__all__ = ["Parked", "Pending", "inspect", "peek", "pending", "queues", "reason_of", "report"]
+__all__ = [
+    "Parked",
+    "Pending",
+    "filters_by_type",
+    "fire_time",
+    "inspect",
+    "peek",
+    "pending",
+    "queues",
+    "reason_of",
+    "report",
+    "unmatchable",
+]

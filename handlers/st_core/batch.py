@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import log
 from .clients import Clients
-from .errors import PermanentError, error_code, is_transient, kms_reason
+from .errors import PermanentError, advice, error_code, is_transient, kms_reason
 from .poison import PoisonQueue
 from .stream import BatchResponse, DynamoDBStreamEvent, DynamoDBStreamRecord, key_identity, sequence_number, split_event
 
@@ -104,7 +104,11 @@ def permanent_outcome(exc: Exception, seq: str) -> tuple[str, str] | None:
         return None
     # A 4xx the API will always give for this input, or a defect: either way retrying cannot help.
     log.debug("poison-traceback", sequenceNumber=seq, traceback=traceback.format_exc())
-    return kms_reason(exc) or f"{error_code(exc)}: {exc}"[:1000], error_code(exc)
+    refused = kms_reason(exc)
+    if refused:
+        return refused, error_code(exc)
+    extra = advice(exc)  # kept whole: the reason is bounded by cutting AWS's words instead
+    return f"{error_code(exc)}: {exc}"[: 1000 - len(extra)] + extra, error_code(exc)
 
 
 def park_malformed(poison: PoisonQueue, malformed: list[tuple[object, str]]) -> None:
@@ -134,17 +138,21 @@ def handle_stream_batch(
     handle: RecordHandler,
     clients: Clients,
     handle_group: GroupHandler | None = None,
+    prepare: Callable[[list[DynamoDBStreamRecord]], None] | None = None,
     finish: Callable[[], list[str]] | None = None,
     counts: Callable[[], dict[str, int]] | None = None,
 ) -> BatchResponse:
     """A mode's whole batch: every record through `handle` (or each item's records through `handle_group`), poison
-    (malformed records included) parked in the table's poison queue. `finish` runs once after every item (work
-    deferred to the end of the batch) and returns sequence numbers to retry from; `counts` adds the mode's action
-    counts to the batch's one summary line."""
+    (malformed records included) parked in the table's poison queue. `prepare` sees every well-formed record once
+    before any item is handled (work done for the whole batch at once: it must not raise); `finish` runs once after
+    every item (work deferred to the end of the batch) and returns sequence numbers to retry from; `counts` adds the
+    mode's action counts to the batch's one summary line."""
     started = time.perf_counter()
     poison = PoisonQueue(config["poisonQueueUrl"], mode=mode, table=config["table"], clients=clients)
     records, malformed = split_event(event)
     park_malformed(poison, malformed)
+    if prepare is not None:
+        prepare(records)
     response = process_batch(
         records, handle, poison=poison, max_workers=config["maxWorkers"], handle_group=handle_group
     )

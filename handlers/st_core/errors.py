@@ -149,6 +149,23 @@ def kms_reason(exc: BaseException) -> str | None:
     return key_refusal(error_code(exc), message, table=bool(_DYNAMODB_OPERATIONS.fullmatch(operation)))
 
 
+# SES refuses an address that is no verified identity of the account with these words: the sender's, and while the
+# account is in the SES sandbox every recipient's too ("... failed the check in region EU-WEST-1: ada@example.com").
+SES_NOT_VERIFIED = "Email address is not verified"
+SES_SANDBOX = (
+    "SES refused an address that is not a verified identity in this Region: while the account is in the SES sandbox, "
+    "every recipient must be a verified identity too (verify it, or request SES production access; docs/targets.md), "
+    "otherwise the sender is not verified"
+)
+
+
+def advice(exc: BaseException) -> str:
+    """What to do about a refusal whose AWS words do not say it, to follow its reason; "" for any other."""
+    if error_code(exc) == "MessageRejected" and SES_NOT_VERIFIED in str(exc):
+        return f" ({SES_SANDBOX})"
+    return ""
+
+
 def persist(call: Callable[[], T], *, attempts: int = 5, delay: float = 0.1) -> T:
     """Run an idempotent bookkeeping write until it succeeds or the error is not transient. For writes that record
     an action already taken (a completion): giving up there would make a retry take the action a second time."""

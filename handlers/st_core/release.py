@@ -45,7 +45,7 @@ from . import log
 from .clients import CLIENTS, Clients
 from .constants import RELEASE_ENVELOPE, SCHEDULER_INPUT_BYTES
 from .dispatch import schedule_target, send_now
-from .errors import PermanentError, error_code, is_transient, persist
+from .errors import PermanentError, advice, error_code, is_transient, persist
 from .idempotency import Ledger
 from .jsontext import dumps, size
 from .poison import PoisonQueue
@@ -335,7 +335,8 @@ class Releaser:
     def _park_refused(self, record: dict[str, Any], release: Release, exc: Exception) -> str:
         """The target refused for good (a 4xx it will always give): into the target DLQ, with Scheduler's error
         attributes, as a schedule that could not deliver would have put it."""
-        code, reason = error_code(exc), str(exc)[:1000] or error_code(exc)
+        extra = advice(exc)
+        code, reason = error_code(exc), (str(exc)[: 1000 - len(extra)] + extra) or error_code(exc)
         try:
             self.clients.get("sqs").send_message(
                 QueueUrl=self.config["eventbridge"]["release"]["deadLetterUrl"],

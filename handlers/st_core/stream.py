@@ -84,6 +84,38 @@ def record_problem(record: object) -> str:
     return ""
 
 
+# What each DynamoDB type tag is, in the words a parked record's reason uses.
+TYPE_NAMES = {
+    "S": "string",
+    "N": "number",
+    "B": "binary",
+    "BOOL": "boolean",
+    "NULL": "null",
+    "M": "map",
+    "L": "list",
+    "SS": "string set",
+    "NS": "number set",
+    "BS": "binary set",
+}
+
+
+def due_type_problem(image: Image | None, attribute: str, usable: tuple[str, ...] = ("S", "N")) -> str:
+    """Why the image's due attribute (as DynamoDB typed it) cannot be a due time, or "" when it is absent or of a
+    `usable` type. Read before decoding: a binary value decodes to base64 text, which could even read as a number,
+    and a null one to None, which reads as no due time at all."""
+    value = (image or {}).get(attribute)
+    if not isinstance(value, dict) or len(value) != 1:
+        return ""
+    tag = next(iter(value))
+    if tag in usable:
+        return ""
+    wanted = " or ".join(f"{t} ({TYPE_NAMES[t]})" for t in usable)
+    return (
+        f"due attribute {attribute!r} is a DynamoDB {tag} ({TYPE_NAMES.get(str(tag), 'unknown type')}) value, not a "
+        f"time: write it as {wanted}"
+    )
+
+
 def to_plain(value: AttributeValue) -> Any:
     """One attribute value as plain data: exact numbers (int or Decimal), sets as sorted lists, binary as base64
     text (the form Lambda delivers and due events carry)."""

@@ -4,6 +4,7 @@ examples and changes nothing; a second run finds nothing."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import eventbridge
@@ -84,3 +85,125 @@ def test_an_item_given_the_time_again_while_its_schedule_is_deleted_keeps_its_sc
 
     assert status == 0, lines
     assert expected_name(env, "back", due) in schedules(env)
+
+
+def forget(env: Env, after: timedelta = timedelta(hours=49)) -> int:
+    """DynamoDB's TTL on the ledger, `after` from now: every entry whose `expiresAt` has passed by then is deleted
+    (an entry without one stays). The number deleted."""
+    ledger = env.config["eventbridge"]["ledgerTable"]
+    horizon = (NOW + after).timestamp()
+    gone = 0
+    for item in env.ddb.scan(TableName=ledger, ConsistentRead=True)["Items"]:
+        if "expiresAt" in item and float(item["expiresAt"]["N"]) < horizon:
+            env.ddb.delete_item(TableName=ledger, Key={"id": item["id"]})
+            gone += 1
+    return gone
+
+
+def test_a_past_due_item_whose_delivery_the_ledger_forgot_is_reported_not_delivered_again(env: Env) -> None:
+    """Backfill's first run delivers a past-due item once; 48 hours on, DynamoDB's TTL has removed the ledger's
+    entry. Reconcile, and a later backfill, report it and deliver nothing; `--deliver-past-due` delivers it, as the
+    operator asked."""
+    from backfill_timed import FORGOTTEN
+
+    from tests.backfill.test_eventbridge import delivered
+
+    env.put({"PK": "late", "SK": "A", "dueAt": iso(NOW - timedelta(days=3))})
+    env.put({"PK": "next", "SK": "A", "dueAt": iso(NOW + timedelta(days=5))})
+    env.stream.read()
+    function = consumer(env)
+    status, lines = command(function, "backfill")
+    assert status == 0, lines
+    assert [m["keys"]["PK"] for m in delivered(env)] == ["late"]
+    assert forget(env) == 1  # the delivery's entry ("next"'s schedule marker lives until its own time + 48 h)
+
+    for args in (("reconcile",), ("reconcile", "--dry-run"), ("backfill",)):
+        status, lines = command(function, *args)
+        assert status == 0, lines
+        assert any(f"1 {FORGOTTEN}" in line and "late" in line for line in lines), lines
+        assert delivered(env) == []
+
+    status, lines = command(function, "reconcile", "--deliver-past-due")
+    assert status == 0, lines
+    assert [m["keys"]["PK"] for m in delivered(env)] == ["late"]
+
+
+def test_a_past_due_item_never_delivered_is_delivered_while_the_ledger_would_remember_it(env: Env) -> None:
+    """Written while the stream was off, an hour after its time: within the ledger's window its absence from the
+    ledger means it was never delivered, so reconcile delivers it (once)."""
+    from tests.backfill.test_eventbridge import delivered
+
+    env.put({"PK": "missed", "SK": "A", "dueAt": iso(NOW - timedelta(hours=1))})
+    env.stream.read()
+    function = consumer(env)
+    status, lines = command(function, "reconcile")
+    assert status == 0, lines
+    assert [m["keys"]["PK"] for m in delivered(env)] == ["missed"]
+    status, lines = command(function, "reconcile")
+    assert status == 0 and delivered(env) == [], lines
+
+
+def test_an_offset_forgotten_is_not_delivered_when_its_item_is_fed_for_another(env: Env) -> None:
+    """Offsets -3 days and 0: the reminder was delivered long ago and forgotten, the due time's schedule was lost.
+    Reconcile makes the schedule through the handler, which delivers every past occurrence the ledger does not
+    hold: the forgotten one is marked first, so nothing is delivered."""
+    import copy
+
+    from tests.backfill.test_eventbridge import delivered
+
+    config = copy.deepcopy(env.config)
+    config["eventbridge"]["offsets"] = [-3 * 86400, 0]
+    env.config = config
+    due = NOW + timedelta(hours=3)
+    env.put({"PK": "soon", "SK": "A", "dueAt": iso(due)})
+    env.stream.read()
+    function = consumer(env)
+    status, lines = command(function, "backfill")
+    assert status == 0 and len(delivered(env)) == 1, lines  # the reminder, two days and 21 hours late
+    forget(env)
+    for schedule in env.schedules():
+        env.scheduler.delete_schedule(Name=schedule["Name"], GroupName=env.group)
+
+    status, lines = command(function, "reconcile")
+
+    assert status == 0, lines
+    assert delivered(env) == []
+    assert len(env.schedules()) == 1
+
+
+def test_a_recurring_rule_zone_start_or_end_changed_while_the_stream_was_off_is_repaired(env: Env) -> None:
+    from tests.handlers.test_recurring import zoned
+
+    zoned(env)
+    start = (NOW + timedelta(days=3)).replace(minute=0, second=0)
+    env.put({"PK": "rule", "SK": "A", "dueAt": "cron(0 9 ? * MON *)", "timeZone": "Europe/London"})
+    env.put({"PK": "zone", "SK": "A", "dueAt": "cron(0 9 ? * MON *)", "timeZone": "Europe/London"})
+    env.put({"PK": "start", "SK": "A", "dueAt": "rate(1 hour)"})
+    env.put({"PK": "end", "SK": "A", "dueAt": "rate(1 day)"})
+    env.put({"PK": "same", "SK": "A", "dueAt": "rate(1 day)", "recurrenceStart": iso(start)})
+    eventbridge.handle_batch(env.event(), env.config)
+    before = {s["Name"]: s for s in env.schedules()}
+    # Drift: the stream was off while these happened.
+    env.put({"PK": "rule", "SK": "A", "dueAt": "cron(30 18 ? * FRI *)", "timeZone": "Europe/London"})
+    env.put({"PK": "zone", "SK": "A", "dueAt": "cron(0 9 ? * MON *)", "timeZone": "America/New_York"})
+    env.put({"PK": "start", "SK": "A", "dueAt": "rate(1 hour)", "recurrenceStart": iso(start + timedelta(minutes=7))})
+    env.put({"PK": "end", "SK": "A", "dueAt": "rate(1 day)", "recurrenceEnd": iso(start + timedelta(days=30))})
+    env.stream.read()
+    function = consumer(env)
+
+    status, lines = command(function, "reconcile", "--dry-run")
+    assert status == 0, lines
+    assert any("4 would reschedule" in line for line in lines), lines
+
+    status, lines = command(function, "reconcile")
+
+    assert status == 0, lines
+    after = {s["Name"]: s for s in env.schedules()}
+    assert set(after) == set(before)
+    held = {json.loads(s["Target"]["Input"])["keys"]["PK"]: s for s in after.values()}
+    assert held["rule"]["ScheduleExpression"] == "cron(30 18 ? * FRI *)"
+    assert held["zone"]["ScheduleExpressionTimezone"] == "America/New_York"
+    assert held["start"]["StartDate"] == start + timedelta(minutes=7)
+    assert held["end"]["EndDate"] == start + timedelta(days=30)
+    status, lines = command(function, "reconcile")
+    assert status == 0 and any("0 acted on" in line for line in lines), lines

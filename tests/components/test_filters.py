@@ -22,18 +22,32 @@ def matches(record: dict[str, Any], time_attribute: str = "dueAt") -> bool:
     return passes(patterns, record)
 
 
+def stream_table(name: str) -> tuple[Any, str]:
+    """A moto table with a NEW_AND_OLD_IMAGES stream: its client and the stream's ARN."""
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    arn = ddb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )["TableDescription"]["LatestStreamArn"]
+    return ddb, str(arn)
+
+
+def written(arn: str) -> list[dict[str, Any]]:
+    """Every record of the stream so far, as moto gives them back."""
+    streams = boto3.client("dynamodbstreams", region_name=REGION)
+    shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+    iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+    return list(streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"])
+
+
 @pytest.fixture
 def records() -> Iterator[dict[str, dict[str, Any]]]:
     """One record per situation, read back from a moto table's stream."""
     with mock_aws():
-        ddb = boto3.client("dynamodb", region_name=REGION)
-        arn = ddb.create_table(
-            TableName="filters",
-            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-        )["TableDescription"]["LatestStreamArn"]
+        ddb, arn = stream_table("filters")
         writes = [
             ("insert-iso", {"PK": {"S": "a"}, "dueAt": {"S": "2030-01-01T00:00:00Z"}}),
             ("modify-epoch", {"PK": {"S": "a"}, "dueAt": {"N": "1893456000"}}),
@@ -46,10 +60,7 @@ def records() -> Iterator[dict[str, dict[str, Any]]]:
         ddb.delete_item(TableName="filters", Key={"PK": {"S": "b"}})
         ddb.put_item(TableName="filters", Item={"PK": {"S": "c"}, "dueAt": {"S": "2030-01-01T00:00:00Z"}})
         ddb.delete_item(TableName="filters", Key={"PK": {"S": "c"}})
-        streams = boto3.client("dynamodbstreams", region_name=REGION)
-        shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
-        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
-        raw = streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
+        raw = written(arn)
         names = [n for n, _ in writes] + ["remove-without-time", "insert-c", "remove-with-time"]
         yield {name: json.loads(json.dumps(r, default=str)) for name, r in zip(names, raw, strict=True)}
 
@@ -105,14 +116,7 @@ def precise_records() -> Iterator[dict[str, dict[str, Any]]]:
     """The records of a precise ttl table's life, read back from a moto stream: the schedule's fire is the
     UpdateItem its universal target makes; the executor's delete follows it."""
     with mock_aws():
-        ddb = boto3.client("dynamodb", region_name=REGION)
-        arn = ddb.create_table(
-            TableName="precise",
-            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-        )["TableDescription"]["LatestStreamArn"]
+        ddb, arn = stream_table("precise")
         due = {"N": "1893456000"}
         names: list[str] = []
 
@@ -145,10 +149,7 @@ def precise_records() -> Iterator[dict[str, dict[str, Any]]]:
         write("remove-iso", "delete_item", Key={"PK": {"S": "d"}})
         write("insert-without-time", "put_item", Item={"PK": {"S": "e"}, "v": {"S": "x"}})
         write("remove-without-time", "delete_item", Key={"PK": {"S": "e"}})
-        streams = boto3.client("dynamodbstreams", region_name=REGION)
-        shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
-        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
-        raw = streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
+        raw = written(arn)
         yield {name: json.loads(json.dumps(r, default=str)) for name, r in zip(names, raw, strict=True)}
 
 
@@ -178,4 +179,82 @@ def test_precise_ttl_drops_its_own_delete_and_items_it_never_scheduled(
 
 
 def test_precise_ttl_filters_fit_in_one_mapping() -> None:
-    assert len(filter_patterns(ttl_filters("dueAt", precise=True))) == 3
+    assert len(filter_patterns(ttl_filters("dueAt", precise=True))) == 4
+
+
+# A due attribute of every DynamoDB type, as DynamoDB stores it (moto's stream gives back the record).
+UNUSABLE = {
+    "B": {"B": b"\x00\x01"},
+    "BOOL": {"BOOL": False},
+    "NULL": {"NULL": True},
+    "SS": {"SS": ["a"]},
+    "NS": {"NS": ["1"]},
+    "BS": {"BS": [b"\x00"]},
+}
+UNMATCHABLE = {"M": {"M": {"at": {"S": "2030-01-01T00:00:00Z"}}}, "L": {"L": [{"N": "1893456000"}]}}
+
+
+@pytest.fixture(scope="module")
+def typed_records() -> Iterator[dict[str, dict[str, Any]]]:
+    """For each type: the INSERT of an item whose due attribute is of it, then an update of the item that leaves the
+    attribute alone but the item still holds it; and writes of an item without the attribute."""
+    with mock_aws():
+        ddb, arn = stream_table("typed")
+        names: list[str] = []
+        for tag, value in {**UNUSABLE, **UNMATCHABLE}.items():
+            ddb.put_item(TableName="typed", Item={"PK": {"S": tag}, "dueAt": value})
+            ddb.put_item(TableName="typed", Item={"PK": {"S": tag}, "dueAt": value, "v": {"S": "x"}})
+            names += [f"insert-{tag}", f"modify-{tag}"]
+        ddb.put_item(TableName="typed", Item={"PK": {"S": "none"}, "v": {"S": "x"}})
+        ddb.put_item(TableName="typed", Item={"PK": {"S": "none"}, "v": {"S": "y"}})
+        ddb.delete_item(TableName="typed", Key={"PK": {"S": "none"}})
+        names += ["insert-without", "modify-without", "remove-without"]
+        raw = written(arn)
+        yield {name: as_lambda(r) for name, r in zip(names, raw, strict=True)}
+
+
+def as_lambda(record: dict[str, Any]) -> dict[str, Any]:
+    """A stream record in the JSON Lambda matches filters against (binary as base64 text)."""
+    import base64
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, bytes):
+            return base64.b64encode(value).decode()
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+
+    return json.loads(json.dumps(plain(record), default=str))
+
+
+MODES = {"eventbridge": eventbridge_filters("dueAt"), "precise ttl": ttl_filters("dueAt", precise=True)}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+@pytest.mark.parametrize("tag", sorted(UNUSABLE))
+@pytest.mark.parametrize("event", ["insert", "modify"])
+def test_a_due_attribute_of_an_unusable_leaf_type_reaches_the_function(
+    typed_records: dict[str, Any], mode: str, tag: str, event: str
+) -> None:
+    """Lambda would drop it otherwise, and the item would vanish without a trace: it must reach the function to be
+    parked with its reason. Both matchers agree: moto's EventBridge one and the redrive's."""
+    from components.ops.redrive.matcher import passes as redrive_passes
+
+    record = typed_records[f"{event}-{tag}"]
+    assert passes(filter_patterns(MODES[mode]), record)
+    assert redrive_passes(MODES[mode], record)
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+@pytest.mark.parametrize("situation", ["insert-without", "modify-without", "remove-without", "insert-M", "insert-L"])
+def test_writes_without_a_due_attribute_still_never_invoke_it(
+    typed_records: dict[str, Any], mode: str, situation: str
+) -> None:
+    """A shared table's other writes cost the function nothing; a map or a list cannot be matched by a leaf filter
+    (`inspect` lists such items)."""
+    from components.ops.redrive.matcher import passes as redrive_passes
+
+    assert not passes(filter_patterns(MODES[mode]), typed_records[situation])
+    assert not redrive_passes(MODES[mode], typed_records[situation])

@@ -11,6 +11,7 @@ import copy
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import aggregate
@@ -144,11 +145,21 @@ def test_a_topic_target_with_its_key_is_published_to(env: Env, keyed: enforce.En
 
 @pytest.fixture
 def without(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """Render the roles with one KMS action fewer on the table's key or the target's."""
+    """Render the roles with one KMS action fewer on the table's key (`TABLE_KEY_ACTIONS`) or the target's (its
+    kind's KMS_ACTIONS, st_core/target_types/)."""
 
     def remove(constant: str, action: str) -> None:
-        kept = [a for a in getattr(policies, constant) if a != action]
-        monkeypatch.setattr(policies, constant, kept)
+        if constant == "TABLE_KEY_ACTIONS":
+            monkeypatch.setattr(policies, constant, [a for a in policies.TABLE_KEY_ACTIONS if a != action])
+        else:
+            declared = policies.target_type
+
+            def fewer(kind: str) -> Any:
+                found = declared(kind)
+                kept = tuple(a for a in found.KMS_ACTIONS if a != action)
+                return SimpleNamespace(**{**vars(found), "KMS_ACTIONS": kept})
+
+            monkeypatch.setattr(policies, "target_type", fewer)
         roles.rerender()
 
     yield remove

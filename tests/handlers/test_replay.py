@@ -8,11 +8,13 @@ retry whose batch is cut short), and the REMOVE's batch may be handled only once
 from __future__ import annotations
 
 import copy
+import json
 from datetime import datetime, timedelta
 from typing import Any
 
 import eventbridge
 import pytest
+from botocore.exceptions import ClientError
 from st_core.clients import CLIENTS
 
 from tests.handlers.conftest import Env, SchedulerClock
@@ -82,19 +84,97 @@ def test_with_offsets_every_cancelled_reminder_stays_cancelled_under_replay(
     assert deliveries(env, clock) == []
 
 
-def test_a_live_item_is_still_scheduled_with_one_read_of_it_per_schedule_made(env: Env) -> None:
-    # The cost of the check: one consistent GetItem of the item (its due time only) per schedule made, none for a
-    # record that makes no schedule.
-    reads: list[dict[str, Any]] = []
-    CLIENTS.get("dynamodb").meta.events.register(
-        "before-parameter-build.dynamodb.GetItem", lambda params, **_: reads.append(params)
-    )
+def item_reads(env: Env) -> list[tuple[str, dict[str, Any]]]:
+    """Every read of the env's table the handler makes, as (operation, request), in order."""
+    reads: list[tuple[str, dict[str, Any]]] = []
+
+    def noted(params: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name == "GetItem" and params.get("TableName") == env.table:
+            reads.append((model.name, params))
+        if model.name == "BatchGetItem" and env.table in params.get("RequestItems", {}):
+            reads.append((model.name, params["RequestItems"][env.table]))
+
+    CLIENTS.get("dynamodb").meta.events.register("before-parameter-build.dynamodb", noted)
+    return reads
+
+
+def test_a_live_item_is_still_scheduled_with_one_read_of_the_batchs_items(env: Env) -> None:
+    # The cost of the check: one consistent BatchGetItem for the batch, of the items whose records schedule (none
+    # for a record that makes no schedule), and no read per schedule.
+    reads = item_reads(env)
     clock = SchedulerClock(env)
     for sk in ("a", "b", "c"):
         env.put({"PK": "p", "SK": sk, "dueAt": iso(ON_THE_MINUTE)})
     env.put({"PK": "p", "SK": "none", "note": "no due time"})
     moment = ON_THE_MINUTE - timedelta(minutes=10)
     assert handle(env.event(at=moment), env, moment) == {"batchItemFailures": []}
-    item_reads = [r for r in reads if r["TableName"] == env.table]
-    assert len(item_reads) == 3 and all(r["ConsistentRead"] for r in item_reads)
+    ((operation, request),) = reads
+    assert operation == "BatchGetItem" and request["ConsistentRead"] is True
+    assert sorted(k["SK"]["S"] for k in request["Keys"]) == ["a", "b", "c"]
     assert deliveries(env, clock) == [ON_THE_MINUTE] * 3
+
+
+def test_a_large_batch_reads_100_keys_a_call_and_asks_again_for_keys_left_unprocessed(env: Env) -> None:
+    # DynamoDB takes at most 100 keys per BatchGetItem and may leave some unprocessed (a partition over its
+    # throughput): those are asked for again, and every item is scheduled, none read on its own.
+    reads = item_reads(env)
+    left_out: list[int] = []
+
+    def leave_some_unprocessed(parsed: dict[str, Any], **_: Any) -> None:
+        found = parsed.get("Responses", {}).get(env.table, [])
+        if not left_out and len(found) > 10:
+            kept, unprocessed = found[:-10], found[-10:]
+            parsed["Responses"][env.table] = kept
+            keys = [{"PK": i["PK"], "SK": i["SK"]} for i in unprocessed]
+            parsed["UnprocessedKeys"] = {env.table: {"Keys": keys, "ConsistentRead": True}}
+            left_out.append(len(keys))
+
+    CLIENTS.get("dynamodb").meta.events.register("after-call.dynamodb.BatchGetItem", leave_some_unprocessed)
+    for n in range(210):
+        env.put({"PK": "p", "SK": f"{n:03d}", "dueAt": iso(ON_THE_MINUTE)})
+    moment = ON_THE_MINUTE - timedelta(minutes=10)
+    assert handle(env.event(at=moment), env, moment) == {"batchItemFailures": []}
+    assert left_out == [10]
+    assert sorted(len(r["Keys"]) for op, r in reads) == [10, 10, 100, 100] and {op for op, _ in reads} == {
+        "BatchGetItem"
+    }
+    assert len(env.schedules()) == 210
+
+
+def test_an_item_the_batch_read_could_not_settle_is_read_on_its_own(env: Env) -> None:
+    # The batch read throttled (its retries spent): the items are read one by one, each failure handled per item.
+    def throttled(**_: Any) -> None:
+        raise ClientError(
+            {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "injected"}}, "BatchGetItem"
+        )
+
+    reads = item_reads(env)
+    CLIENTS.get("dynamodb").meta.events.register("before-call.dynamodb.BatchGetItem", throttled)
+    for sk in ("a", "b"):
+        env.put({"PK": "p", "SK": sk, "dueAt": iso(ON_THE_MINUTE)})
+    moment = ON_THE_MINUTE - timedelta(minutes=10)
+    assert handle(env.event(at=moment), env, moment) == {"batchItemFailures": []}
+    assert sorted(op for op, _ in reads) == ["BatchGetItem", "GetItem", "GetItem"]
+    assert len(env.schedules()) == 2
+
+
+@pytest.mark.parametrize("handled_before_the_newer_one", [False, True], ids=["after", "before"])
+def test_an_old_batch_handled_again_never_puts_older_data_back_into_a_schedule(
+    env: Env, handled_before_the_newer_one: bool
+) -> None:
+    # A newer write keeps the due time and changes the payload; the older batch comes again (Lambda retrying it, a
+    # redrive): the schedule keeps the newer payload. With "before", the old batch's first run had not been
+    # handled when the item changed (the newer record's batch is still to come).
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(ON_THE_MINUTE), "note": "older"})
+    moment = ON_THE_MINUTE - timedelta(minutes=30)
+    older = env.event(at=moment)
+    if not handled_before_the_newer_one:
+        assert handle(older, env, moment) == {"batchItemFailures": []}
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(ON_THE_MINUTE), "note": "newer"})
+    newer = env.event(at=moment + timedelta(minutes=1))
+    if handled_before_the_newer_one:
+        assert handle(older, env, moment + timedelta(minutes=2)) == {"batchItemFailures": []}
+    assert handle(newer, env, moment + timedelta(minutes=2)) == {"batchItemFailures": []}
+    assert handle(older, env, moment + timedelta(minutes=3)) == {"batchItemFailures": []}
+    (schedule,) = env.schedules()
+    assert json.loads(schedule["Target"]["Input"])["item"]["note"] == "newer"

@@ -5,10 +5,13 @@ checked before anything starts."""
 from __future__ import annotations
 
 import argparse
+import gc
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from components.ops.cli import main as operator_main
 from localcloud.__main__ import main, parser
 
 
@@ -99,3 +102,98 @@ def test_a_users_program_imports_its_own_modules_from_its_folder(tmp_path: Path)
     mocks = run_program("local", tmp_path)
     assert "orders-table" in [r.name for r in mocks.registrations()]
     assert str(tmp_path) not in sys.path
+
+
+# -- issue 39: first-contact mistakes answered with one line naming the fix, not a traceback
+
+
+@pytest.fixture
+def failed_deploy() -> Iterator[None]:
+    """Collect the futures a failed deploy leaves now, not inside a later `ast.parse` (see tests/components/conftest.py
+    `_collect_failed_deploys`: CPython 3.11 can then end the session in an INTERNALERROR)."""
+    yield
+    gc.collect()
+
+
+def users_project(folder: Path, program: str) -> Path:
+    (folder / "Pulumi.yaml").write_text("name: shop\nruntime: python\n")
+    (folder / "__main__.py").write_text("from scheduled_table import *\n" + program)
+    return folder
+
+
+@pytest.mark.usefixtures("failed_deploy")
+def test_two_tables_with_one_name_are_refused_as_pulumis_engine_refuses_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = (
+        "ScheduledTable('reminders', ScheduledTableArgs(mode='eventbridge'))\n"
+        "ScheduledTable('reminders', ScheduledTableArgs(mode='eventbridge'))\n"
+    )
+    assert main(["preview"], prog="scheduled-table local", default_program=users_project(tmp_path, program)) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"error: {tmp_path / 'Pulumi.local.yaml'}: Duplicate resource URN "
+        "'urn:pulumi:local::shop::scheduled-table:index:ScheduledTable::reminders'; try giving it a unique name (the "
+        "name 'reminders' is given to two scheduled-table:index:ScheduledTable resources)"
+    ]
+
+
+@pytest.mark.usefixtures("failed_deploy")
+def test_a_check_made_when_an_arn_resolves_is_one_line_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = "QueueTarget('arn:aws:sqs:us-east-1:123456789012:q')"
+    program = f"ScheduledTable('jobs', ScheduledTableArgs(mode='ttl', target={target}))\n"
+    assert main(["preview"], prog="scheduled-table local", default_program=users_project(tmp_path, program)) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "QueueTarget.queue_arn: 'arn:aws:sqs:us-east-1:123456789012:q' is in us-east-1" in line
+
+
+@pytest.mark.usefixtures("failed_deploy")
+def test_an_existing_table_missing_from_a_fresh_local_cloud_names_the_option_that_makes_it(tmp_path: Path) -> None:
+    import boto3
+    from moto import mock_aws
+
+    from localcloud.program import ConfigError, run_program
+    from localcloud.provision import Provisioner
+
+    program = (
+        "ScheduledTable('orders', ScheduledTableArgs(mode='eventbridge', existing_table=ExistingTable('orders')))\n"
+    )
+    with mock_aws():
+        # The local cloud's lookups (what `up` and `down` answer getTable with), against an AWS without the table.
+        provisioner = Provisioner("http://127.0.0.1:4566", "eu-west-1")
+        provisioner.client = lambda service: boto3.client(service, region_name="eu-west-1")
+        with pytest.raises(ConfigError) as raised:
+            run_program(
+                "local", users_project(tmp_path, program), backend=provisioner.plan, lookups=provisioner.lookups()
+            )
+    assert str(raised.value) == (
+        f"{tmp_path / 'Pulumi.local.yaml'}: existing_table: table 'orders' is not in the local cloud, which starts "
+        "with none of your tables; have `up` make it first: scheduled-table local up --existing-table orders:PK:SK "
+        "(NAME:PK:SK with your table's partition and sort key names; NAME:PK without a sort key)"
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "local up",
+        "local down",
+        "local fire --rule r",
+        "local emails",
+        "inspect --function f",
+        "redrive poison --function f",
+        "backfill --function f",
+        "reconcile --function f",
+    ],
+)
+def test_an_endpoint_without_its_scheme_is_a_usage_error_naming_the_fix(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both command lines, the local cloud's (`scheduled-table local`) and the operator's."""
+    with pytest.raises(SystemExit) as stopped:
+        operator_main([*command.split(), "--endpoint-url", "127.0.0.1:4566"])
+    assert stopped.value.code == 2
+    assert (
+        "argument --endpoint-url: '127.0.0.1:4566' is not a URL; write it with its scheme, e.g. http://127.0.0.1:4566"
+        in capsys.readouterr().err
+    )

@@ -106,3 +106,25 @@ def test_the_alarm_topic_key_is_created_once_used_by_the_topic_and_scheduled_for
         assert kms.describe_key(KeyId=key_id)["KeyMetadata"]["KeyState"] == "PendingDeletion"
         # AND a later deploy makes a new one
         assert provisioner.apply("aws:kms/key:Key", "t-alarms-key", inputs)[0] != key_id
+
+
+def test_or_patterns_are_expanded_for_ministack_which_has_no_or() -> None:
+    """The component's filter for unusable due types uses `$or`; ministack's engine would look for a field named
+    `$or` and drop the record, so the local mapping gets one pattern per alternative, evaluated by ministack itself."""
+    from ministack.services import lambda_svc
+
+    from components.filters import eventbridge_filters, filter_patterns
+    from localcloud.provision import for_ministack, without_or
+
+    local = [for_ministack(p) for f in filter_patterns(eventbridge_filters("dueAt")) for p in without_or(f)]
+    assert len(local) == 4 + 6 and not any("$or" in p for p in local)
+    esm = {"FilterCriteria": {"Filters": [{"Pattern": p} for p in local]}}
+
+    def record(due: dict[str, object] | None) -> dict[str, object]:
+        image: dict[str, object] = {"PK": {"S": "a"}, **({"dueAt": due} if due else {})}
+        return {"eventName": "INSERT", "dynamodb": {"Keys": {"PK": {"S": "a"}}, "NewImage": image}}
+
+    passed = lambda_svc._apply_filter_criteria(  # ministack's own filtering, as its mappings apply it
+        [record({"BOOL": True}), record({"NULL": True}), record({"NS": ["1"]}), record(None), record({"M": {}})], esm
+    )
+    assert [next(iter(r["dynamodb"]["NewImage"]["dueAt"])) for r in passed] == ["BOOL", "NULL", "NS"]

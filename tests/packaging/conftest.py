@@ -52,6 +52,18 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`make dist` into a folder of its own: the sdist and the wheel, checked by twine (its output beside them)."""
+    out = tmp_path_factory.mktemp("dist") / "dist"
+    result = subprocess.run(
+        ["make", "--no-print-directory", "dist", f"DIST={out}"], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    (out.parent / "make-dist.log").write_text(result.stdout)
+    return out
+
+
+@pytest.fixture(scope="session")
 def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A venv with the wheel installed (shared: tests must not install anything more into it)."""
     return fresh_venv(tmp_path_factory.mktemp("installed") / "venv", wheel)

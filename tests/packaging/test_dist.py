@@ -8,27 +8,25 @@ licence and the changelog but not the tests.
 
 from __future__ import annotations
 
-import subprocess
 import tarfile
 import tomllib
 import zipfile
 from pathlib import Path
 
+import yaml
+
 from .conftest import REPO
 
 
-def test_make_dist_builds_a_checked_sdist_and_wheel_with_handlers_and_local_cloud(tmp_path: Path) -> None:
-    out = tmp_path / "dist"
-    result = subprocess.run(
-        ["make", "--no-print-directory", "dist", f"DIST={out}"], cwd=REPO, capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+def test_make_dist_builds_a_checked_sdist_and_wheel_with_handlers_and_local_cloud(dist: Path) -> None:
+    out = dist
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     assert sorted(p.name for p in out.iterdir()) == [
         f"scheduled_table-{version}-py3-none-any.whl",
         f"scheduled_table-{version}.tar.gz",
     ]
-    assert result.stdout.count("PASSED") == 2, result.stdout[-2000:]
+    log = (out.parent / "make-dist.log").read_text()
+    assert log.count("PASSED") == 2, log[-2000:]
 
     with zipfile.ZipFile(out / f"scheduled_table-{version}-py3-none-any.whl") as wheel:
         inside = set(wheel.namelist())
@@ -48,3 +46,24 @@ def test_make_dist_builds_a_checked_sdist_and_wheel_with_handlers_and_local_clou
     assert {"LICENSE", "CHANGELOG.md", "README.md", "pyproject.toml", "handlers/eventbridge.py"} <= names
     assert {"localcloud/__init__.py", "components/__init__.py"} <= names
     assert not any(name.startswith("tests/") for name in names)
+
+
+def test_the_publishing_workflow_uses_trusted_publishing_on_version_tags() -> None:
+    """Not run here (no public home yet), so its shape is what can be checked: a `v*` tag builds with `make dist`,
+    refuses a tag that is not the package's version, and only the publishing job may ask for an OIDC token, which
+    PyPI's trusted publishing exchanges; no stored password or token anywhere."""
+    text = (REPO / ".github" / "workflows" / "publish.yml").read_text()
+    workflow = yaml.safe_load(text)
+    assert workflow[True] == {"push": {"tags": ["v*"]}}  # YAML 1.1 reads the key `on` as true
+    assert workflow["permissions"] == {"contents": "read"}
+    build, publish = workflow["jobs"]["build"], workflow["jobs"]["publish"]
+    runs = [step.get("run", "") for step in build["steps"]]
+    assert "make dist" in runs and any(
+        "scheduled_table.__version__" in run and "GITHUB_REF_NAME" in run for run in runs
+    )
+    assert "permissions" not in build
+    assert publish["needs"] == "build" and publish["permissions"] == {"id-token": "write"}
+    assert publish["environment"]["name"] == "pypi"
+    (upload,) = [step for step in publish["steps"] if step.get("uses", "").startswith("pypa/gh-action-pypi-publish@")]
+    assert "with" not in upload
+    assert "secrets." not in text and "password" not in text

@@ -64,6 +64,7 @@ def test_public_names() -> None:
         "ACCOUNT",
         "REGION",
         "Backend",
+        "DuplicateUrnError",
         "FabricatedTable",
         "MockedStack",
         "RecordingMonitor",
@@ -71,6 +72,7 @@ def test_public_names() -> None:
         "ScheduledTableMocks",
         "fabricate",
         "fabricated_table",
+        "first_cause",
         "run_with_mocks",
         "set_mocks",
     }

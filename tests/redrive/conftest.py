@@ -39,16 +39,28 @@ class Function:
     def get_function_configuration(self, FunctionName: str) -> dict[str, Any]:
         if FunctionName != self.name:
             raise self._not_found(FunctionName)
-        return {"Environment": {"Variables": {"SCHEDULED_TABLE_CONFIG": json.dumps(self.env.config)}}}
+        return {
+            "FunctionArn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.name}",
+            "Environment": {"Variables": {"SCHEDULED_TABLE_CONFIG": json.dumps(self.env.config)}},
+        }
 
-    def list_event_source_mappings(self, FunctionName: str) -> dict[str, Any]:
+    def list_event_source_mappings(self, FunctionName: str | None = None, EventSourceArn: str | None = None) -> Any:
+        if EventSourceArn not in (None, self.env.stream.arn):
+            return {"EventSourceMappings": []}
         mapping: dict[str, Any] = {
+            "FunctionArn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.name}",
             "EventSourceArn": self.env.stream.arn,
             "FilterCriteria": {"Filters": [{"Pattern": json.dumps(f)} for f in self.filters]},
         }
         if self.stream_dlq_arn:
             mapping["DestinationConfig"] = {"OnFailure": {"Destination": self.stream_dlq_arn}}
         return {"EventSourceMappings": [mapping]}
+
+    def get_paginator(self, operation: str) -> Any:
+        """ListFunctions, as Lambda pages it: this function, with its configuration's environment."""
+        assert operation == "list_functions"
+        configuration = {"FunctionName": self.name, **self.get_function_configuration(self.name)}
+        return type("Pages", (), {"paginate": lambda _: iter([{"Functions": [configuration]}])})()
 
     def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:
         assert (FunctionName, InvocationType) == (self.name, "RequestResponse")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import eventbridge
 import pytest
@@ -67,8 +68,19 @@ def test_pending_schedules_are_listed_by_name(env: Env) -> None:
     status, lines = inspect(function)
     assert status == 0, lines
     assert f"  schedule group {env.group}: 1" in lines, lines
-    assert any(line.startswith(f"    {schedule['Name']}") for line in lines), lines
+    # each with the time it fires (UTC; Scheduler fires within that minute)
+    assert f"    {schedule['Name']}  2099-01-01T00:00:00Z" in lines, lines
     assert len(env.schedules()) == 1
+
+
+def test_a_fire_time_is_read_in_the_schedules_own_time_zone() -> None:
+    from components.ops.inspection import fire_time
+
+    at = {"ScheduleExpression": "at(2026-03-30T09:00:00)", "ScheduleExpressionTimezone": "Europe/London"}
+    assert fire_time(at) == "2026-03-30T08:00:00Z"  # British Summer Time began the day before
+    assert fire_time({"ScheduleExpression": "at(2026-03-30T09:00:00)"}) == "2026-03-30T09:00:00Z"
+    recurring = {"ScheduleExpression": "cron(0 9 ? * MON *)", "ScheduleExpressionTimezone": "Europe/Paris"}
+    assert fire_time(recurring) == "cron(0 9 ? * MON *) Europe/Paris"
 
 
 def test_a_stream_dlq_and_a_target_dlq_show_lambdas_and_schedulers_reasons(env: Env) -> None:
@@ -122,6 +134,47 @@ def test_a_wrong_function_is_exit_status_2_with_one_line(env: Env, capsys: pytes
     assert capsys.readouterr().err.startswith("scheduled-table: function 'nope': ResourceNotFoundException")
 
 
+# -- issue 39: the stack's functions found from the table, and a wrong name answered with the functions there are
+
+
+def test_the_tables_name_finds_its_consumer_from_the_streams_event_source_mapping(env: Env) -> None:
+    function = consumer(env)
+    lines: list[str] = []
+    status = main(["inspect", "--function", env.table], client=aws(function), emit=lines.append)
+    assert status == 0, lines
+    assert lines[0] == f"table {env.table} (mode eventbridge), consumer {function.name}", lines
+
+
+def test_a_name_that_is_no_function_lists_the_scheduled_table_functions(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    function = consumer(env)
+    status = main(["redrive", "poison", "--function", "orders-table"], client=aws(function), emit=print)
+    assert status == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "scheduled-table: function 'orders-table': ResourceNotFoundException: An error occurred "
+        "(ResourceNotFoundException) when calling the GetFunctionConfiguration operation: Function not found: "
+        f"orders-table; the ScheduledTable functions here: {function.name} (table {env.table}, mode eventbridge); "
+        "pass the consumer (the stack's function_name output: `pulumi stack output function_name`) or the table's "
+        "name to --function"
+    ]
+
+
+@pytest.mark.parametrize("command", ["inspect", "redrive poison", "backfill"])
+def test_no_region_configured_is_one_line_naming_how_to_set_it(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    assert main([*command.split(), "--function", "f"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "scheduled-table: no AWS region configured; pass --region (the stack's region, e.g. --region eu-west-1), or "
+        "set AWS_REGION, or `region` in ~/.aws/config (aws configure)"
+    ]
+
+
 def test_every_option_has_help() -> None:
     from components.ops.cli import parser
 
@@ -130,3 +183,25 @@ def test_every_option_has_help() -> None:
         for action in command._actions:
             if action.dest != "help" and name != "local":
                 assert action.help, f"{name} {action.option_strings or action.dest}"
+
+
+def test_items_whose_due_attribute_is_a_map_or_a_list_are_reported(env: Env) -> None:
+    """No leaf filter matches a map or a list, so such an item never reaches the function and nothing is parked
+    for it: inspect finds them by a scan of the table, with their keys and the type."""
+    function = consumer(env)
+    env.ddb.put_item(
+        TableName=env.table, Item={"PK": {"S": "m"}, "SK": {"S": "A"}, "dueAt": {"M": {"at": {"S": FUTURE}}}}
+    )
+    env.ddb.put_item(TableName=env.table, Item={"PK": {"S": "l"}, "SK": {"S": "A"}, "dueAt": {"L": [{"S": FUTURE}]}})
+    env.put({"PK": "fine", "SK": "A", "dueAt": FUTURE})
+    env.put({"PK": "plain", "SK": "A"})
+
+    status, lines = inspect(function)
+
+    assert status == 0, lines
+    note = "never seen by the mapping's filter: write the due time as a string or a number"
+    start = lines.index(f"  items whose dueAt is a map or a list: 2 ({note})")
+    assert sorted(lines[start + 1 : start + 3]) == [
+        '    {"PK": "l", "SK": "A"}  dueAt is a DynamoDB L (list)',
+        '    {"PK": "m", "SK": "A"}  dueAt is a DynamoDB M (map)',
+    ], lines
