@@ -337,13 +337,15 @@ def test_a_name_and_stream_arn_given_as_outputs_are_checked_as_plain_strings_are
 
 
 def test_with_another_accounts_table_the_deploying_accounts_identities_are_the_deployers(build: Build) -> None:
-    # GIVEN a stack deploying in account 123456789012 onto a table of account 210987654321, with an email target and
-    # a created alarm topic
+    # GIVEN a stack deploying in account 123456789012 onto a table of account 210987654321, in precise ttl mode (a
+    # Scheduler role, and a function sending email), with a created alarm topic
     from components import EmailTarget
 
     other = ExistingTable(name=TABLE, stream_arn=OTHER_ACCOUNT_STREAM)
     built = build(
-        mode="eventbridge",
+        mode="ttl",
+        precise=True,
+        time_attribute="expiresAt",
         existing_table=other,
         invokes={IDENTITY: identity()},
         target=EmailTarget(sender="reminders@example.com"),
@@ -353,8 +355,8 @@ def test_with_another_accounts_table_the_deploying_accounts_identities_are_the_d
     # THEN Scheduler may assume its role on behalf of the deploying account (the schedules are that account's)
     trust = json.loads(built.one("rem-scheduler-exec-role").inputs["assumeRolePolicy"])
     assert trust["Statement"][0]["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
-    # AND SES is allowed on the deploying account's identities, by Scheduler and by the function alike
-    for role in ("rem-scheduler-exec-policy", "rem-scheduler-policy"):
+    # AND SES is allowed on the deploying account's identities
+    for role in ("rem-executor-policy",):
         (send,) = [s for s in documents[role]["Statement"] if s["Action"] == ["ses:SendEmail"]]
         assert send["Resource"] == [
             f"arn:aws:ses:eu-west-1:{ACCOUNT}:identity/reminders@example.com",
@@ -367,7 +369,7 @@ def test_with_another_accounts_table_the_deploying_accounts_identities_are_the_d
     assert cloudwatch["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
     # AND the table and its stream stay the other account's
     assert built.outputs["table_arn"] == f"arn:aws:dynamodb:eu-west-1:210987654321:table/{TABLE}"
-    reads = [s for s in documents["rem-scheduler-policy"]["Statement"] if "dynamodb:GetRecords" in s["Action"]]
+    reads = [s for s in documents["rem-executor-policy"]["Statement"] if "dynamodb:GetRecords" in s["Action"]]
     assert reads[0]["Resource"] == [f"arn:aws:dynamodb:eu-west-1:210987654321:table/{TABLE}/stream/*"]
 
 
@@ -380,8 +382,9 @@ def test_with_an_existing_table_the_ledger_follows_deletion_protection_and_the_t
 ) -> None:
     # GIVEN an existing table of the deploying account, and deletion_protection set either way
     built = build(
-        mode="eventbridge", existing_table=GIVEN, invokes=given(), deletion_protection=protection, alarms=False
-    )
+        mode="eventbridge", existing_table=ExistingTable(TABLE), invokes=lookups([]), deletion_protection=protection,
+        alarms=False,
+    )  # fmt: skip
     # THEN the one table the stack owns is the ledger, protected as asked: with False, `pulumi destroy` removes it
     (ledger,) = built.of_type("aws:dynamodb/table:Table")
     assert ledger.name == "rem-ledger"
