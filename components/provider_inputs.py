@@ -380,6 +380,16 @@ class ScheduledTableInputs(TypedDict, total=False):
         "`backfill_function_name`. Off: nothing is created (the commands still run from one machine). Default: "
         "`false`."
     )
+    reconcile_every: str | None
+    (
+        "Run `reconcile` by itself on this EventBridge schedule expression (`rate(1 day)`, `cron(0 3 * * ? *)`), "
+        "through `{name}-backfill` (made for it): one slice of up to 15 minutes per firing, the next firing going on "
+        "from a checkpoint in the ledger. Each finished pass publishes what it found as CloudWatch metrics (namespace "
+        "`ScheduledTable`, dimension `Table`: `ReconcileMissing`, `ReconcileStray`, `ReconcileWrongTotals`, "
+        "`ReconcileRepaired`, `ReconcileDrift`), with an alarm when a pass finds drift (with `alarms`). Past "
+        "occurrences the ledger no longer remembers are reported, never delivered. Off: nothing is created. Default: "
+        "not set."
+    )
     source_prefix: str
     """`aggregate` mode: partition-key prefix of the items that count. Default: `"SCORE"`."""
     value_attribute: str

@@ -2,7 +2,8 @@
 
 Every schedule of the group is checked against its item (consistent read): one whose item is gone, or holds
 another time (its occurrence is no longer the item's), is deleted. It runs after the item pass, which made what
-was missing. A schedule whose keys cannot be read from its input (an email target) is left alone and counted."""
+was missing, and skips the schedules that pass found as their items want them. A schedule whose keys cannot be read
+from its input (an email target) is left alone and counted."""
 
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ class Sweep:
                 request["NextToken"] = token
             page = scheduler.list_schedules(**request)
             for summary in page.get("Schedules", []):
+                if str(summary["Name"]) in self.run.confirmed:
+                    self.run.note("skipped", "schedule matches its item")  # the item pass found it as wanted
+                    continue
                 self.one(str(summary["Name"]))
             token = page.get("NextToken")
             if not token:

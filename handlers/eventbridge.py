@@ -339,7 +339,7 @@ class Scheduling:
         check against what the item holds now (`_current`): the item of any record that schedules, and of any that
         cancels a recurring schedule. Read after the batch's records were written, each item is at least as new as
         the batch's last record of it. A record this batch cannot plan is planned again, and fails, per item."""
-        keys = []
+        keys: dict[str, Any] = {}
         for record in records:
             try:
                 step_plan = self._plan(record)
@@ -349,7 +349,7 @@ class Scheduling:
                 s.action is Action.SCHEDULE or (s.action is Action.CANCEL and s.occurrence.recurrence is not None)
                 for s in step_plan.steps
             ):
-                keys.append(record["dynamodb"]["Keys"])
+                keys[key_identity(record)] = record["dynamodb"]["Keys"]
         if keys:
             found = read_items(
                 self.clients, self.config["table"], keys, workers=self.config["maxWorkers"], sleep=self.sleep
@@ -405,30 +405,24 @@ class Scheduling:
             self._recur(record, step, occurrence.recurrence, now)
             return
         past = occurrence.due <= now
-        held = self._held(record, occurrence)
-        if held is None or held.due != occurrence.due:
-            # The item has left this due time since this record (or is gone): a later record of the stream cancels
-            # or settles it, so nothing is made or sent here. A replay is the case: Lambda replays from a sequence
-            # number with every record after it, but a bisected or cut-short retry may hand the INSERT over alone
-            # and the REMOVE that cancelled it only in the next batch, once the minute began (too late to delete:
-            # see `_cancel`), so a schedule made here would deliver a cancelled item. The item is read once per
-            # batch (`prepare`), after every record of the batch was written.
+        current = self._current(record)
+        if current != occurrence.item and (not past or not self._holds(current, record, occurrence)):
+            # This record is not the item's latest. If the item has left this due time (or is gone), a later record
+            # of the stream cancels or settles it, so nothing is made or sent here. A replay is the case: Lambda
+            # replays from a sequence number with every record after it, but a bisected or cut-short retry may hand
+            # the INSERT over alone and the REMOVE that cancelled it only in the next batch, once the minute began
+            # (too late to delete: see `_cancel`), so a schedule made here would deliver a cancelled item. If the
+            # item still holds this time, still ahead, it has changed since: a later record (handled already, when
+            # an old batch comes again, or still to come, in stream order) made or will make the schedule with the
+            # item as it is; this record's older image would put stale data back into the due event. A past time
+            # the item still holds is delivered below: a later write may have come after the time, when no
+            # schedule is made for it. The item is read once per batch (`prepare`), after every record of it.
             self._count("stale")
             log.debug("schedule-stale", schedule=occurrence.name, dueAt=format_due(occurrence.due))
             return
         if past:
             # Scheduler cannot fire in the past: delivered now, unless a schedule or an earlier run owns it.
             self._deliver(occurrence)
-            return
-        if held.item != occurrence.item:
-            # The item still holds this due time but has changed since this record: a later record (handled
-            # already, when an old batch comes again, or still to come, in stream order) made or will make the
-            # schedule with the item as it is, since the time is still ahead. Writing this record's older image
-            # would put stale data back into the due event, so a schedule's payload is only written by the item's
-            # latest record. (A past occurrence is delivered above: a later write may have come after its time,
-            # when no schedule is made for it.)
-            self._count("stale")
-            log.debug("schedule-superseded", schedule=occurrence.name, dueAt=format_due(occurrence.due))
             return
         firing = self._may_be_firing(occurrence.due, now)
         if firing and self.ledger.taken(occurrence.name, aliases=occurrence.aliases):
@@ -629,12 +623,22 @@ class Scheduling:
     def _held(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> Occurrence | None:
         """The item's occurrence in `occurrence`'s place (its offset, or its recurring one) as the item holds it
         now, whatever its time or rule; None when the item is gone or holds nothing usable there."""
+        return self._held_in(self._current(record), record, occurrence)
+
+    def _held_in(
+        self, current: dict[str, Any] | None, record: DynamoDBStreamRecord, occurrence: Occurrence
+    ) -> Occurrence | None:
         try:
             keys = item_keys(record["dynamodb"]["Keys"], self.config)
-            held = occurrences_of(self._current(record), keys, self.config)
+            held = occurrences_of(current, keys, self.config)
         except PermanentError:
             return None
         return held.get(RECURRING if occurrence.recurrence is not None else occurrence.offset)
+
+    def _holds(self, current: dict[str, Any] | None, record: DynamoDBStreamRecord, occurrence: Occurrence) -> bool:
+        """The item as read (`current`) still holds this one-time occurrence's due time (any format of the instant)."""
+        held = self._held_in(current, record, occurrence)
+        return held is not None and held.due == occurrence.due
 
     def _current(self, record: DynamoDBStreamRecord) -> dict[str, Any] | None:
         """The record's item as it is now: from the batch read (`prepare`), or, for an item that read did not

@@ -93,10 +93,6 @@ def recurring_names(keys: ItemKeys) -> tuple[str, ...]:
     return _names(keys, f"{keys.identity}\x1f{RECURRING}")
 
 
-def recurring_name(keys: ItemKeys) -> str:
-    return recurring_names(keys)[0]
-
-
 def item_schedule_names(keys: ItemKeys) -> tuple[str, ...]:
     """Precise ttl's one schedule per item (whatever its due time): its name, then earlier names."""
     return _names(keys, keys.identity)

@@ -84,6 +84,45 @@ def test_the_backfill_function_is_made_only_when_asked_for(build: Build, mode: s
     assert built.outputs["backfill_function_name"] == function.outputs["name"]
 
 
+@pytest.mark.parametrize("mode", ["eventbridge", "polling", "aggregate"])
+def test_reconcile_every_runs_the_backfill_function_on_a_rule_and_alarms_on_drift(build: Build, mode: str) -> None:
+    assert not [r for r in build(mode=mode).mocks.by_name if "reconcile" in r]  # off by default
+    built = build(mode=mode, reconcile_every="rate(1 day)")
+    function = built.one("rem-backfill")  # made for it, without backfill_function
+    rule = built.one("rem-reconcile").inputs
+    assert rule["scheduleExpression"] == "rate(1 day)"
+    target = built.one("rem-reconcile-target").inputs
+    assert target["arn"] == function.outputs["arn"]
+    assert json.loads(target["input"]) == {"scheduledReconcile": True}  # backfill.handler -> backfill_every
+    permission = built.one("rem-reconcile-permission").inputs
+    assert (permission["principal"], permission["sourceArn"]) == (
+        "events.amazonaws.com",
+        built.one("rem-reconcile").outputs["arn"],
+    )
+    alarm = built.one("rem-reconcile-drift-alarm").inputs
+    assert (alarm["namespace"], alarm["metricName"], alarm["statistic"]) == ("ScheduledTable", "ReconcileDrift", "Sum")
+    assert alarm["dimensions"] == {"Table": built.one("rem-table").outputs["name"]}
+    assert built.outputs["backfill_function_name"] == function.outputs["name"]
+    # Its checkpoint in the ledger: polling's and aggregate's consumers only put markers there.
+    policy = json.loads(built.one("rem-backfill-policy").inputs["policy"])
+    checkpoint = statement_for(policy, "dynamodb:DeleteItem") if mode != "eventbridge" else None
+    if checkpoint is not None:
+        assert checkpoint["Resource"] == [built.one("rem-ledger").outputs["arn"]]
+        assert sorted(checkpoint["Action"]) == ["dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+
+
+@pytest.mark.parametrize("value", ["every day", "rate(0 days)", "rate(1 days)", "cron(0 3 * *)", 3])
+def test_reconcile_every_takes_an_eventbridge_expression(value: Any) -> None:
+    from components.args import ScheduledTableArgs
+
+    with pytest.raises(ValueError) as caught:
+        ScheduledTableArgs(mode="eventbridge", reconcile_every=value)
+    assert str(caught.value) == (
+        f"reconcile_every: {value!r} is not an EventBridge schedule expression; give one such as 'rate(1 day)', "
+        "'rate(6 hours)' or 'cron(0 3 * * ? *)'"
+    )
+
+
 # -- table ------------------------------------------------------------------------------------------------------
 
 
@@ -427,6 +466,28 @@ def test_email_target_config_reaches_the_handler(build: Build) -> None:
         "arn": "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail",
         "email": {"sender": sender, "recipientAttribute": "mail", "subject": "Hi {name}", "body": "At {when}"},
     }
+
+
+def test_an_email_targets_configuration_set_is_sent_with_and_granted(build: Build) -> None:
+    """SES authorizes a SendEmail on the configuration set it names as well as on the sender's identity: both the
+    function sending itself and Scheduler's role may send with that set, from the sender's address only."""
+    target = EmailTarget("r@example.com", configuration_set="reminders")
+    built = build(target=target)
+    assert built.handler_config()["target"]["email"]["configurationSet"] == "reminders"
+    identity = "arn:aws:ses:eu-west-1:123456789012:identity"
+    send = allow(
+        ["ses:SendEmail"],
+        [
+            f"{identity}/r@example.com",
+            f"{identity}/example.com",
+            "arn:aws:ses:eu-west-1:123456789012:configuration-set/reminders",
+        ],
+    )
+    send["Condition"] = {"StringEquals": {"ses:FromAddress": "r@example.com"}}
+    for policy in ("rem-scheduler-exec-policy", "rem-scheduler-policy"):
+        assert send in built.statements(policy), policy
+    with pytest.raises(ValueError, match=r"EmailTarget\.configuration_set: 'arn:aws:ses:x' is not a configuration set"):
+        EmailTarget("r@example.com", configuration_set="arn:aws:ses:x")
 
 
 @pytest.mark.parametrize("mode", ["eventbridge", "ttl", "polling", "aggregate"])

@@ -56,6 +56,7 @@ class Options:
     kind: str
     fifo: bool = False
     sender: str | None = None
+    configuration_set: str | None = None
     precision_second: bool = False
     precise: bool = False
     on_done: str = "mark"
@@ -101,6 +102,7 @@ def options_of(config: dict[str, Any], keys: Keys = NO_KEYS) -> Options:
         kind=target["kind"],
         fifo=str(target.get("arn", "")).endswith(".fifo"),
         sender=target.get("email", {}).get("sender"),
+        configuration_set=target.get("email", {}).get("configurationSet"),
         precision_second="release" in config.get("eventbridge", {}),
         precise=bool(config.get("ttl", {}).get("precise")),
         on_done=config.get("polling", {}).get("onDone", "mark"),
@@ -111,7 +113,7 @@ def _target(options: Options) -> Any:
     from components import target_types, targets
 
     if options.kind == "email":
-        return targets.EmailTarget(sender=options.sender or "")
+        return targets.EmailTarget(sender=options.sender or "", configuration_set=options.configuration_set)
     key = TARGET_KEY_STANDIN if options.target_key else None
     if options.kind == "sqs":
         arn = standin_arn("sqs") + (".fifo" if options.fifo else "")
