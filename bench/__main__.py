@@ -1,7 +1,7 @@
 """`make bench`: every benchmark, its table printed as it finishes (Markdown, ready for the README); with `--out`,
 the report (tables, plots, every figure) written there and the plots in the docs site's `docs/assets/plots/`.
 
-    python -m bench [--out bench/latest.md] [eventbridge polling aggregate coldstart scale backfill paths]
+    python -m bench [--out bench/latest.md] [eventbridge polling aggregate coldstart scale backfill paths herd]
 
 The handlers run with production settings: logging at INFO (the level a deployment gets unless `LOG_LEVEL` says
 otherwise), their lines formatted as in Lambda but written to a file (`BENCH_LOG`, default a temp file) instead
@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_backfill,
         bench_coldstart,
         bench_eventbridge,
+        bench_herd,
         bench_paths,
         bench_polling,
         bench_scale,
@@ -60,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         "scale": lambda: bench_scale.run(figures),
         "backfill": bench_backfill.run,
         "paths": bench_paths.run,
+        "herd": bench_herd.run,
     }
     args = list(argv if argv is not None else sys.argv[1:])
     out = None

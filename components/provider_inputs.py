@@ -223,8 +223,10 @@ class ScheduledTableInputs(TypedDict, total=False):
         "`kms:` actions on the key's ARN only). Default: not set."
     )
     deletion_protection: bool
-    """Of the table and the ledger (with `existingTable`: the ledger's only, the one table the component then makes);
-    turn off before `pulumi destroy`. Default: `true`."""
+    (
+        "Of the table and the ledger (with `existingTable`: the ledger's only, the one table the component then "
+        "makes); turn off before `pulumi destroy`. Default: `true`."
+    )
     tags: dict[str, str]
     """Applied to every taggable resource, plus `scheduled-table:component`. Default: `{}`."""
     target: Target | None
@@ -326,6 +328,12 @@ class ScheduledTableInputs(TypedDict, total=False):
     )
     shards: int
     """`polling` mode: partitions of the due index, 1-100. Default: `8`."""
+    shard_groups: int
+    (
+        "`polling` mode: processor invocations a tick, 1 to `shards`; 1 takes every shard in one invocation, more fan "
+        "out: the rule's invocation invokes the processor once per group of shards with something due, each with its "
+        "own worker pool (for herds: see Performance). Default: `1`."
+    )
     poll_interval_minutes: int
     (
         "`polling` mode: how often the rule ticks, 1-1440; a tick that cannot reach the processor is dropped after one "

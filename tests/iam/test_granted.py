@@ -86,6 +86,10 @@ NOT_TAKEN: dict[tuple[str, str], tuple[Condition, str]] = {
     },
     ("processor", "dynamodb:PutItem"): (lambda o: True, "only the assigner puts (its ledger marker)"),
     ("processor", "dynamodb:DeleteItem"): (lambda o: o.on_done != "delete", 'only on_done="delete" deletes items'),
+    ("processor", "lambda:InvokeFunction"): (
+        lambda o: o.shard_groups == 1 and o.kind != "lambda",
+        "only shard_groups > 1 invokes the processor itself (a Lambda target is invoked by the dispatch)",
+    ),
     ("assigner", "dynamodb:DeleteItem"): (lambda o: True, "the assigner only indexes items"),
     ("aggregator", "dynamodb:DeleteItem"): (lambda o: True, "totals are updated, never deleted"),
     **{
@@ -261,6 +265,7 @@ def option_sets() -> list[Options]:
             found.append(Options(mode="ttl", precise=precise, **base))  # type: ignore[arg-type]
         for on_done in ("mark", "delete"):
             found.append(Options(mode="polling", on_done=on_done, **base))  # type: ignore[arg-type]
+        found.append(Options(mode="polling", shard_groups=4, **base))  # type: ignore[arg-type]
     found.append(Options(mode="aggregate", kind="none"))
     return found
 
@@ -268,7 +273,8 @@ def option_sets() -> list[Options]:
 def _id(options: Options) -> str:
     extra = [n for n, on in (("second", options.precision_second), ("precise", options.precise)) if on]
     kind = options.kind + (".fifo" if options.fifo else "")
-    return "-".join([options.mode, kind, *extra, *([options.on_done] if options.mode == "polling" else [])])
+    polling = [options.on_done, *([f"groups{options.shard_groups}"] if options.shard_groups > 1 else [])]
+    return "-".join([options.mode, kind, *extra, *(polling if options.mode == "polling" else [])])
 
 
 @pytest.mark.parametrize("options", option_sets(), ids=_id)
