@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from .coldstart_ab import IMPORTS, compare, summary
-from .harness import REGION, table
+from .harness import REGION, expect, sized, small, table
 
 RUNS = int(os.environ.get("BENCH_COLDSTART_RUNS", "21"))
 AB_ROUNDS = int(os.environ.get("BENCH_COLDSTART_AB_ROUNDS", "13"))
@@ -281,12 +281,14 @@ def powertools_package(directory: Path) -> int | None:
     return len(buffer.getvalue())
 
 
-def measure(source_dir: Path, shipped_dir: Path, pt_dir: Path | None, runs: int = RUNS) -> dict[str, Samples]:
-    """`runs` rounds; in each, every case runs once beside its reference (ours from both archives), cases and the
-    order within a case shuffled."""
+def measure(
+    source_dir: Path, shipped_dir: Path, pt_dir: Path | None, runs: int = RUNS, handlers: dict[str, str] | None = None
+) -> dict[str, Samples]:
+    """`runs` rounds; in each, every case (`handlers`, default all) runs once beside its reference (ours from both
+    archives), cases and the order within a case shuffled."""
     rng = random.Random(4)
     cases: list[tuple[str, Path, str, str]] = [
-        (module, source_dir, "ours", service) for module, service in HANDLERS.items()
+        (module, source_dir, "ours", service) for module, service in (handlers or HANDLERS).items()
     ]
     if pt_dir is not None:
         cases.append(("powertools_handler", pt_dir, "own-client", POWERTOOLS_SERVICE))
@@ -417,7 +419,10 @@ def before_after(old: Path, new: Path) -> tuple[str, dict[str, float]]:
     """The before/after table: each handler's import alone, `BASE`'s handlers beside ours, paired by round."""
     rows: list[list[Any]] = []
     figures: dict[str, float] = {}
-    for case, (olds, news) in compare(AB_ROUNDS, old, new).items():
+    rounds = sized(AB_ROUNDS, 1)
+    imports = sized(IMPORTS, {"eventbridge": IMPORTS["eventbridge"]})  # the small run: one handler
+    for case, (olds, news) in compare(rounds, old, new, imports=imports).items():
+        expect(f"cold start before/after, {case}: rounds", (len(olds), len(news)), (rounds, rounds))
         before, after, change = summary(olds, news)
         label = "polling_assign (the assigner)" if case == "polling_assign" else case
         rows.append([label, before, after, change, f"{change / before * 100:+.0f}%"])
@@ -426,7 +431,7 @@ def before_after(old: Path, new: Path) -> tuple[str, dict[str, float]]:
     note = (
         f"`import <handler>` alone in process CPU ms, in a fresh interpreter that has already imported boto3 and made "
         f"a client, no bytecode (`python -m bench.coldstart_ab`); before: `{BASE}`'s handlers (git archive), after: "
-        f"the working tree's. Median of {AB_ROUNDS} rounds; in each, the two versions of a handler run back to back "
+        f"the working tree's. Median of {rounds} rounds; in each, the two versions of a handler run back to back "
         "in random order, and 'change' is the median of the per-round differences."
     )
     header = ["handler", f"before ({BASE}) ms", "after ms", "change ms", "change"]
@@ -451,18 +456,22 @@ def run() -> tuple[str, dict[str, float]]:
         source_dir, shipped_dir, pt_dir = Path(source_tmp), Path(shipped_tmp), Path(pt_tmp)
         size = our_package(source_dir, None)
         shipped_size = our_package(shipped_dir, runtime)
-        pt_size = powertools_package(pt_dir)
-        samples = measure(source_dir, shipped_dir, pt_dir if pt_size is not None else None)
-        self_times = module_self_times(source_dir)
-        compiling = compile_times(source_dir)
+        pt_size = None if small() else powertools_package(pt_dir)  # the small run installs nothing
+        runs = sized(RUNS, 1)
+        handlers = sized(HANDLERS, {"eventbridge": HANDLERS["eventbridge"]})  # the small run: one handler
+        samples = measure(source_dir, shipped_dir, pt_dir if pt_size is not None else None, runs, handlers)
+        self_times = module_self_times(source_dir, sized(IMPORTTIME_RUNS, 1))
+        compiling = compile_times(source_dir, sized(15, 1))
         base_dir = base_handlers(Path(base_tmp))
         ab = before_after(base_dir, source_dir) if base_dir is not None else None
     load_after = os.getloadavg()[0]
     figures["archive_kib_ours"] = shipped_size / 1024
     figures["archive_kib_ours_source"] = size / 1024
-    for module, service in HANDLERS.items():
+    for module, service in handlers.items():
         label = "polling_assign (the assigner)" if module == "polling_assign" else module
         case = samples[module]
+        # Every round timed every side of the handler's case (a probe that failed would have raised).
+        expect(f"cold start, {module}: rounds", (len(case.ours), len(case.shipped), len(case.reference)), (runs,) * 3)
         rows.append(
             result_row(f"ours: {label} + {service} client, shipped bytecode", case, shipped_size / 1024, "shipped")
         )
@@ -487,7 +496,7 @@ def run() -> tuple[str, dict[str, float]]:
     figures["coldstart_import_self_ms_all"] = sum(self_times.values())
     figures["coldstart_load_average"] = (load_before + load_after) / 2
     note = (
-        f"Median of {RUNS} rounds (1-minute load average {load_before:.1f} before, {load_after:.1f} after, on "
+        f"Median of {runs} rounds (1-minute load average {load_before:.1f} before, {load_after:.1f} after, on "
         f"{os.cpu_count()} CPUs); in each, every case runs in fresh interpreters beside fresh reference "
         f"interpreters, in random order (Python {sys.version.split()[0]}). 'shipped bytecode': the archive the "
         f"component uploads for a `{runtime}` function deployed from this Python, which carries our bytecode, so "

@@ -20,14 +20,22 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .baselines import seed000
 from .bench_eventbridge import config_for
-from .harness import ACCOUNT, REGION, BenchClients, aws, stream_record, table
+from .harness import ACCOUNT, REGION, BenchClients, aws, expect, sized, stream_record, table
 
 ITEMS = 200
+
+
+def _count() -> int:
+    """Items a path: ITEMS, or a few in the small run."""
+    return sized(ITEMS, 10)
+
+
 GB_SECOND = 0.0000166667
 REQUEST = 0.20 / 1_000_000
 
@@ -97,24 +105,34 @@ def _hand_recurring(event: dict[str, Any], config: dict[str, Any], clients: Benc
 
 def _records(value: Any, *, modify_to: Any = None) -> list[dict[str, Any]]:
     out = []
-    for n in range(ITEMS):
+    for n in range(_count()):
         keys = {"PK": {"S": f"user#{n}"}, "SK": {"S": "x"}}
         first = value(n)
         record = stream_record(keys, {"dueAt": {"S": first}}, n)
         out.append(record)
         if modify_to is not None:
-            moved = stream_record(keys, {"dueAt": {"S": modify_to(n)}}, ITEMS + n)
+            moved = stream_record(keys, {"dueAt": {"S": modify_to(n)}}, _count() + n)
             moved["eventName"] = "MODIFY"
             moved["dynamodb"]["OldImage"] = {**keys, "dueAt": {"S": first}}
             out.append(moved)
     return out
 
 
-def _hold(clients: BenchClients, expression: str) -> None:
-    """The table holds every item with this expression (as it does when its stream record is processed)."""
+def _hold(clients: BenchClients, value: Callable[[int], str]) -> None:
+    """The table holds every item with its due time or expression (as it does when its stream record is
+    processed: the handler reads the batch's items back before it schedules)."""
     ddb = clients.get("dynamodb")
-    for n in range(ITEMS):
-        ddb.put_item(TableName="bench", Item={"PK": {"S": f"user#{n}"}, "SK": {"S": "x"}, "dueAt": {"S": expression}})
+    for n in range(_count()):
+        ddb.put_item(TableName="bench", Item={"PK": {"S": f"user#{n}"}, "SK": {"S": "x"}, "dueAt": {"S": value(n)}})
+
+
+def _schedules(clients: BenchClients, config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The group's schedules, each as Scheduler describes it (read after the measured calls were counted)."""
+    scheduler, group = clients.get("scheduler"), config["scheduler"]["group"]
+    names = [
+        s["Name"] for p in scheduler.get_paginator("list_schedules").paginate(GroupName=group) for s in p["Schedules"]
+    ]
+    return [scheduler.get_schedule(Name=name, GroupName=group) for name in names]
 
 
 def _recurring() -> tuple[list[list[Any]], dict[str, float]]:
@@ -129,29 +147,33 @@ def _recurring() -> tuple[list[list[Any]], dict[str, float]]:
     with aws():
         clients = BenchClients()
         config = _setup(clients)
-        _hold(clients, "rate(1 day)")  # the handler reads a recurring item back before scheduling it
+        _hold(clients, lambda n: "rate(1 day)")
         clients.log.reset()
         assert handle_batch({"Records": creates}, config, clients=clients) == {"batchItemFailures": []}  # type: ignore[arg-type]
-        per, detail = _per_item(clients, ITEMS)
-        rows.append(["ours: recurring, create", ITEMS, per, detail, 0])
+        per, detail = _per_item(clients, _count())
+        expressions = [s["ScheduleExpression"] for s in _schedules(clients, config)]
+        expect("paths: recurring schedules made", expressions, ["rate(1 day)"] * _count())
+        rows.append(["ours: recurring, create", _count(), per, detail, 0])
         figures["paths_recurring_calls_per_create"] = per
-        _hold(clients, "rate(2 days)")
+        _hold(clients, lambda n: "rate(2 days)")
         clients.log.reset()
         assert handle_batch({"Records": updates}, config, clients=clients) == {"batchItemFailures": []}  # type: ignore[arg-type]
-        per, detail = _per_item(clients, ITEMS)
-        rows.append(["ours: recurring, update (expression changed)", ITEMS, per, detail, 0])
+        per, detail = _per_item(clients, _count())
+        expressions = [s["ScheduleExpression"] for s in _schedules(clients, config)]
+        expect("paths: recurring schedules updated", expressions, ["rate(2 days)"] * _count())
+        rows.append(["ours: recurring, update (expression changed)", _count(), per, detail, 0])
         figures["paths_recurring_calls_per_update"] = per
     with aws():
         clients = BenchClients()
         config = _setup(clients)
         clients.log.reset()
         failed = _hand_recurring({"Records": creates}, config, clients)
-        per, detail = _per_item(clients, ITEMS)
-        rows.append(["hand-written (Create/UpdateSchedule per record): create", ITEMS, per, detail, failed])
+        per, detail = _per_item(clients, _count())
+        rows.append(["hand-written (Create/UpdateSchedule per record): create", _count(), per, detail, failed])
         clients.log.reset()
         failed = _hand_recurring({"Records": updates}, config, clients)
-        per, detail = _per_item(clients, ITEMS)
-        rows.append(["hand-written: update", ITEMS, per, detail, failed])
+        per, detail = _per_item(clients, _count())
+        rows.append(["hand-written: update", _count(), per, detail, failed])
     return rows, figures
 
 
@@ -162,10 +184,15 @@ def _second() -> tuple[list[list[Any]], dict[str, float]]:
     rows: list[list[Any]] = []
     figures: dict[str, float] = {}
     ahead = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
-    creates = _records(lambda n: (ahead + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+    def ahead_by(n: int) -> str:
+        return (ahead + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    creates = _records(ahead_by)
     with aws():
         clients = BenchClients()
         config = _setup(clients)
+        _hold(clients, ahead_by)
         sqs = clients.get("sqs")
         url = sqs.create_queue(QueueName=f"release-{uuid.uuid4().hex[:6]}")["QueueUrl"]
         name = url.rsplit("/", 1)[-1]
@@ -176,14 +203,15 @@ def _second() -> tuple[list[list[Any]], dict[str, float]]:
         }
         clients.log.reset()
         assert handle_batch({"Records": creates}, config, clients=clients) == {"batchItemFailures": []}  # type: ignore[arg-type]
-        per, detail = _per_item(clients, ITEMS)
-        rows.append(["ours: second precision, stream handler per new item", ITEMS, per, detail, 0])
+        per, detail = _per_item(clients, _count())
+        expect("paths: release schedules made", len(_schedules(clients, config)), _count())
+        rows.append(["ours: second precision, stream handler per new item", _count(), per, detail, 0])
         figures["paths_second_calls_per_create"] = per
         # The releaser, once each occurrence's second has come (the item holds it; the message arrives on time).
         due = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
         ddb = clients.get("dynamodb")
         messages = []
-        for n in range(ITEMS):
+        for n in range(_count()):
             keys = {"PK": {"S": f"due#{n}"}, "SK": {"S": "x"}}
             ddb.put_item(TableName="bench", Item={**keys, "dueAt": {"S": due.strftime("%Y-%m-%dT%H:%M:%SZ")}})
             payload = json.dumps({"keys": {"PK": f"due#{n}", "SK": "x"}, "dueAt": due.isoformat(), "item": {}})
@@ -191,22 +219,23 @@ def _second() -> tuple[list[list[Any]], dict[str, float]]:
             messages.append({"messageId": str(n), "body": body, "attributes": {"ApproximateReceiveCount": "1"}})
         clients.log.reset()
         cpu = time.process_time()
-        for start in range(0, ITEMS, 10):  # the release queue's batches of 10
+        for start in range(0, _count(), 10):  # the release queue's batches of 10
             answer = release.handle_messages({"Records": messages[start : start + 10]}, config, clients=clients)  # type: ignore[arg-type]
             assert answer == {"batchItemFailures": []}, answer
-        cpu = (time.process_time() - cpu) / ITEMS
-        per, detail = _per_item(clients, ITEMS)
+        cpu = (time.process_time() - cpu) / _count()
+        per, detail = _per_item(clients, _count())
         delivered = clients.log.calls.get("SendMessage", 0)
+        expect("paths: occurrences the releaser delivered", delivered, _count())
         # Lambda at 1,024 MB: the occurrence's CPU plus its calls' round trips (10 ms each, one after another),
         # and a request per batch of 10.
         cost = ((cpu + per * 0.010) * GB_SECOND + REQUEST / 10) * 1_000_000
         rows.append(
             [
                 f"ours: second precision, releaser per occurrence ({cpu * 1000:.2f} ms CPU, ${cost:.2f} per million)",
-                ITEMS,
+                _count(),
                 per,
                 detail,
-                ITEMS - delivered,
+                _count() - delivered,
             ]
         )
         figures.update(
@@ -219,8 +248,9 @@ def _second() -> tuple[list[list[Any]], dict[str, float]]:
         config = _setup(clients)
         clients.log.reset()
         failed = _seed({"Records": creates}, config, clients)
-        per, detail = _per_item(clients, ITEMS)
-        rows.append(["seed 000 (hand-written), minute precision: per new item", ITEMS, per, detail, failed])
+        per, detail = _per_item(clients, _count())
+        expect("paths: seed 000's schedules made", len(_schedules(clients, config)), _count())
+        rows.append(["seed 000 (hand-written), minute precision: per new item", _count(), per, detail, failed])
     return rows, figures
 
 
@@ -238,7 +268,7 @@ def _targets() -> tuple[list[list[Any]], dict[str, float]]:
             QueueName="due.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "false"}
         )["QueueUrl"]
         fifo = f"arn:aws:sqs:{REGION}:{ACCOUNT}:due.fifo"
-        payloads = [json.dumps({"keys": {"PK": f"u{n}"}, "dueAt": "2026-11-25T12:00:00Z"}) for n in range(ITEMS)]
+        payloads = [json.dumps({"keys": {"PK": f"u{n}"}, "dueAt": "2026-11-25T12:00:00Z"}) for n in range(_count())]
         for label, target in (
             ("event bus", {"kind": "events", "arn": bus, "detailType": "scheduled-table.due", "source": "st"}),
             ("FIFO queue", {"kind": "sqs", "arn": fifo}),
@@ -246,8 +276,9 @@ def _targets() -> tuple[list[list[Any]], dict[str, float]]:
             clients.log.reset()
             for n, payload in enumerate(payloads):
                 send_now(target, payload, occurrence=f"occ-{n}", clients=clients)  # type: ignore[arg-type]
-            per, detail = _per_item(clients, ITEMS)
-            rows.append([f"ours: {label} dispatch (send_now)", ITEMS, per, detail, 0])
+            per, detail = _per_item(clients, _count())
+            expect(f"paths: {label} sends", clients.log.calls["PutEvents"] + clients.log.calls["SendMessage"], _count())
+            rows.append([f"ours: {label} dispatch (send_now)", _count(), per, detail, 0])
             figures[f"paths_{label.split()[1]}_calls_per_item"] = per
             clients.log.reset()
             for n, payload in enumerate(payloads):  # the hand-written loop
@@ -258,8 +289,8 @@ def _targets() -> tuple[list[list[Any]], dict[str, float]]:
                     sqs.send_message(
                         QueueUrl=fifo_url, MessageBody=payload, MessageGroupId=f"u{n}", MessageDeduplicationId=f"o{n}"
                     )
-            per, detail = _per_item(clients, ITEMS)
-            rows.append([f"hand-written loop: {label}", ITEMS, per, detail, 0])
+            per, detail = _per_item(clients, _count())
+            rows.append([f"hand-written loop: {label}", _count(), per, detail, 0])
     return rows, figures
 
 
@@ -271,7 +302,7 @@ def run() -> tuple[str, dict[str, float]]:
         rows += found_rows
         figures.update(found)
     note = (
-        f"{ITEMS} items per path, moto with 10 ms injected per call, calls counted by operation (per item). "
+        f"{_count()} items per path, moto with 10 ms injected per call, calls counted by operation (per item). "
         "'not handled': records a hand-written handler raised on, or occurrences the releaser did not deliver. "
         "Second precision costs, per occurrence, its release schedule and ledger marker at write time and the "
         "releaser's calls at its second, against one schedule for minute precision; the releaser's CPU is this "

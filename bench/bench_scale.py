@@ -35,11 +35,11 @@ def per_action(figures: dict[str, float]) -> dict[str, dict[str, float]]:
     """Per action (a due item acted on, or a score counted): requests and units of each billed kind."""
     lambda_share = 1 / BATCH
     eventbridge = {
-        # the schedule, the consistent read that the item still holds its due time (a replayed record must not
-        # remake a cancelled item's schedule), its share of a BatchWriteItem of ledger markers (measured), the firing
+        # the schedule, its share of the batch's read of its items (a replayed record must not remake a cancelled
+        # item's schedule) and of a BatchWriteItem of ledger markers (measured), the firing
         "api_calls": figures.get("eventbridge_calls_per_record_1000", 2.04) + 1,
         "writes": 1.0,  # the ledger marker that makes a batch redelivered after the firing deliver nothing
-        "reads": 1.0,  # that consistent read: one read unit for an item up to 4 KB
+        "reads": 1.0,  # that consistent read: one read unit per item up to 4 KB (BatchGetItem bills each item)
         "scheduler": 1.0,
         "sqs": 1.0,
         "lambda": lambda_share,

@@ -57,21 +57,25 @@ def probe(directory: Path, modules: str) -> float:
     return float(out.stdout)
 
 
-def compare(rounds: int, old: Path, new: Path, seed: int = 1) -> dict[str, tuple[list[float], list[float]]]:
-    """Per case, its `rounds` samples in the old and the new directory (ms, the same round at the same index)."""
-    found: dict[str, tuple[list[float], list[float]]] = {case: ([], []) for case in IMPORTS}
+def compare(
+    rounds: int, old: Path, new: Path, seed: int = 1, imports: dict[str, str] | None = None
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Per case (`imports`, default every handler's), its `rounds` samples in the old and the new directory (ms, the
+    same round at the same index)."""
+    imports = IMPORTS if imports is None else imports
+    found: dict[str, tuple[list[float], list[float]]] = {case: ([], []) for case in imports}
     rng = random.Random(seed)
     for _ in range(rounds):
-        cases = list(IMPORTS)
+        cases = list(imports)
         rng.shuffle(cases)
         for case in cases:
             olds, news = found[case]
             if rng.random() < 0.5:
-                olds.append(probe(old, IMPORTS[case]))
-                news.append(probe(new, IMPORTS[case]))
+                olds.append(probe(old, imports[case]))
+                news.append(probe(new, imports[case]))
             else:
-                news.append(probe(new, IMPORTS[case]))
-                olds.append(probe(old, IMPORTS[case]))
+                news.append(probe(new, imports[case]))
+                olds.append(probe(old, imports[case]))
     return found
 
 

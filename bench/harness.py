@@ -14,11 +14,37 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 LATENCY_SECONDS = float(os.environ.get("BENCH_LATENCY_MS", "10")) / 1000
 REGION = "eu-west-1"
 ACCOUNT = "123456789012"
+# `BENCH_SMALL=1`: every benchmark at a tiny size (seconds in all), its checks unchanged: what tests/bench runs in
+# `make test`, so a benchmark that crashes or measures nothing breaks the build. Its figures mean nothing.
+SMALL_VARIABLE = "BENCH_SMALL"
+T = TypeVar("T")
+
+
+def small() -> bool:
+    """True when the benchmarks run at their tiny size (`SMALL_VARIABLE`)."""
+    return os.environ.get(SMALL_VARIABLE) == "1"
+
+
+def sized(full: T, tiny: T) -> T:
+    """`full` for a real run, `tiny` for the small one."""
+    return tiny if small() else full
+
+
+class NothingMeasured(AssertionError):
+    """A benchmark's run did not do the work its figure claims (fewer schedules than records that should make one,
+    deliveries missing or doubled, a record parked): its time would measure something else, so nothing is
+    reported."""
+
+
+def expect(what: str, found: object, wanted: object) -> None:
+    """Check, before a time is reported, that the work it times happened: `found` must equal `wanted`."""
+    if found != wanted:
+        raise NothingMeasured(f"{what}: {found!r}, expected {wanted!r}")
 
 
 @dataclass
@@ -295,15 +321,27 @@ def ministack() -> Iterator[str]:
     """A fresh ministack for the benchmark inside: every boto3 client created meanwhile talks to it. Used where
     moto's own costs would swamp what is measured (moto deep-copies a whole table for every item of a transaction,
     so transactions against a growing table get slower and slower; DynamoDB and ministack do not)."""
+    from localcloud.provision import CREDENTIALS
     from localcloud.server import Ministack
 
-    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID")}
+    names = (
+        "AWS_ENDPOINT_URL",
+        "AWS_DEFAULT_REGION",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+    )
+    saved = {k: os.environ.get(k) for k in names}
     with Ministack() as server:
+        # The local cloud enforces IAM as AWS does: its own account's root credentials (what it deploys with), which
+        # every call of the benchmark's setup and of the handlers it times may make.
+        os.environ.pop("AWS_SESSION_TOKEN", None)
+        _forget_default_session()  # boto3's default session keeps the credentials it found first
         os.environ.update(
             AWS_ENDPOINT_URL=server.endpoint,
             AWS_DEFAULT_REGION=REGION,
-            AWS_ACCESS_KEY_ID="bench",
-            AWS_SECRET_ACCESS_KEY="bench",
+            AWS_ACCESS_KEY_ID=CREDENTIALS["aws_access_key_id"],
+            AWS_SECRET_ACCESS_KEY=CREDENTIALS["aws_secret_access_key"],
         )
         try:
             yield server.endpoint
@@ -313,6 +351,15 @@ def ministack() -> Iterator[str]:
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
+            _forget_default_session()
+
+
+def _forget_default_session() -> None:
+    """Make `boto3.client` build its default session again, from the environment as it is now: the session caches
+    the credentials it resolved first (a moto run's fake keys, which the local cloud refuses)."""
+    import boto3
+
+    boto3.DEFAULT_SESSION = None
 
 
 def stream_record(keys: dict[str, Any], image: dict[str, Any], sequence: int) -> dict[str, Any]:

@@ -1,15 +1,18 @@
 """AWS with the HTTP layer stubbed: the production clients (the handlers' own `Clients`, so their pool, retries and
 timeouts) do all their work (validating, serialising, signing, parsing), but each request is answered in-process
-with a canned success after an injected latency. What is left is the client CPU a Lambda pays per call, without an
+with what AWS answers on the path measured, after an injected latency: a canned success for writes, and for reads
+of the table (`BatchGetItem`, `GetItem`) the items the table holds (`StubbedClients(items=...)`), so a handler that
+reads an item back before acting finds it. What is left is the client CPU a Lambda pays per call, without an
 emulator's CPU on top; it is what bounds a handler on the fraction of a core Lambda gives it."""
 
 from __future__ import annotations
 
 import io
+import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 # Canned bodies per operation (every other operation answers `{}`): what each call's parser needs to succeed.
@@ -32,10 +35,14 @@ class StubbedClients:
     """A drop-in for the handlers' `Clients`: the production clients, every call answered after `latency` seconds
     and counted by operation."""
 
-    def __init__(self, latency: float) -> None:
+    def __init__(self, latency: float, items: Iterable[dict[str, Any]] = (), keys: Sequence[str] = ()) -> None:
+        """`items`: the table's items (DynamoDB JSON), found by the names of its `keys` attributes."""
         from st_core.clients import Clients
+        from st_core.stream import identity_of
 
         self.latency = latency
+        self.keys = tuple(keys)
+        self.items = {identity_of({k: item[k] for k in self.keys}): item for item in items}
         self.calls: Counter[str] = Counter()
         self._inner = Clients()
         self._hooked: set[str] = set()
@@ -61,4 +68,20 @@ class StubbedClients:
         if self.latency:
             time.sleep(self.latency)
         headers = {"Content-Type": CONTENT_TYPES.get(service, "application/json"), "x-amzn-RequestId": "stub"}
-        return AWSResponse(request.url, 200, headers, _Raw(BODIES.get(operation, b"{}")))
+        body = BODIES.get(operation, b"{}")
+        if operation in ("BatchGetItem", "GetItem"):
+            body = json.dumps(self._read(operation, json.loads(request.body))).encode()
+        return AWSResponse(request.url, 200, headers, _Raw(body))
+
+    def _read(self, operation: str, asked: dict[str, Any]) -> dict[str, Any]:
+        """What DynamoDB answers a read of the table: every item asked for that it holds (none unprocessed)."""
+        from st_core.stream import identity_of
+
+        if operation == "GetItem":
+            item = self.items.get(identity_of(asked["Key"]))
+            return {} if item is None else {"Item": item}
+        responses = {
+            table: [self.items[i] for i in (identity_of(k) for k in wanted["Keys"]) if i in self.items]
+            for table, wanted in asked["RequestItems"].items()
+        }
+        return {"Responses": responses, "UnprocessedKeys": {}}

@@ -5,15 +5,17 @@ Each rule raises ValueError naming the field and the fix, so `pulumi up` stops b
 
 from __future__ import annotations
 
+import re
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal, get_args
 
 import pulumi
 
+from . import target_types
 from .arns import kms_key_problem
 from .existing import TABLE_OPTIONS, ExistingTable, existing_table_problem
 from .suggest import keyword_hints
-from .targets import TARGET_TYPES, Target, resource_problem, scheduler_problem, topic_arn_problem
+from .targets import Target, is_target, resource_problem, scheduler_problem, topic_arn_problem
 from .types import KeyType, Mode, ModeName
 
 # CloudWatch Logs accepts only these retention periods (days).
@@ -125,6 +127,7 @@ class ScheduledTableArgs:
     iterator_age_alarm_seconds: int = 300
     dashboard: bool = True
     backfill_function: bool = False
+    reconcile_every: str | None = None
     # Totals (aggregate mode); the defaults are seed 003's layout
     source_prefix: str = "SCORE"
     value_attribute: str = "Score"
@@ -239,8 +242,8 @@ def _encryption(args: ScheduledTableArgs) -> None:
 
 
 def _target(args: ScheduledTableArgs) -> None:
-    if args.target is not None and not isinstance(args.target, TARGET_TYPES):
-        names = ", ".join(t.__name__ for t in TARGET_TYPES)
+    if args.target is not None and not is_target(args.target):
+        names = ", ".join(t.__name__ for t in target_types.classes())
         _fail("target", f"{type(args.target).__name__} is not a target", f"pass one of {names}, or None")
     problem = scheduler_problem(args.target, scheduler_delivers=args.mode is Mode.EVENTBRIDGE)
     if problem:
@@ -494,6 +497,24 @@ def _operations(args: ScheduledTableArgs) -> None:
     _between(args, "iterator_age_alarm_seconds", 60, 86400)
 
 
+# EventBridge's schedule expressions (a rule's): rate(1 hour), rate(6 hours), cron with six fields.
+RECONCILE_EVERY = re.compile(
+    r"rate\((1 (minute|hour|day)|([2-9]|[1-9][0-9]+) (minutes|hours|days))\)" r"|cron\(\S+( \S+){5}\)"
+)
+
+
+def _reconcile(args: ScheduledTableArgs) -> None:
+    value = args.reconcile_every
+    if value is None:
+        return
+    if not isinstance(value, str) or not RECONCILE_EVERY.fullmatch(value):
+        _fail(
+            "reconcile_every",
+            f"{value!r} is not an EventBridge schedule expression",
+            "give one such as 'rate(1 day)', 'rate(6 hours)' or 'cron(0 3 * * ? *)'",
+        )
+
+
 def _tags(args: ScheduledTableArgs) -> None:
     for key, value in args.tags.items():
         if not isinstance(key, str) or not isinstance(value, str) or not key or key.startswith("aws:"):
@@ -525,6 +546,7 @@ _RULES = (
     _polling,
     _aggregate,
     _operations,
+    _reconcile,
     _tags,
     _environment,  # last: it builds the config document, which needs every other rule to hold
 )
@@ -575,13 +597,7 @@ OPTION_DOCS: dict[str, str] = {
         "makes); turn off before `pulumi destroy`"
     ),
     "tags": "applied to every taggable resource, plus `scheduled-table:component`",
-    "target": (
-        "what receives the due event: `QueueTarget`, `FunctionTarget`, `StateMachineTarget`, `TopicTarget`, "
-        "`EventBusTarget` or `EmailTarget` (their options below); `None`: a due queue the component owns (1 MiB "
-        "messages); stack: `{type: queue|function|stateMachine|topic|eventBus|email, arn: ...}` plus any target option "
-        "in camelCase (`maxMessageBytes`, `kmsKeyArn`, `messageGroupAttribute`, `messageGroupId`, "
-        "`contentBasedDeduplication`, `detailType`, `source`)"
-    ),
+    "target": target_types.option_doc(),
     "lambda_memory_mb": (
         "128-10240; CPU comes with memory (1,024 MB is about 0.58 vCPU), and CPU-bound work costs the same per "
         "record at any size, so the default runs about 4x faster than 256 MB at the same cost"
@@ -679,6 +695,15 @@ OPTION_DOCS: dict[str, str] = {
         "deploy `{name}-backfill`, the function `scheduled-table backfill/reconcile --in-lambda` fans a scan's "
         "segments out over (the consumer's permissions without the stream, plus Scan on the table); exported as "
         "`backfill_function_name`. Off: nothing is created (the commands still run from one machine)"
+    ),
+    "reconcile_every": (
+        "run `reconcile` by itself on this EventBridge schedule expression (`rate(1 day)`, `cron(0 3 * * ? *)`), "
+        "through `{name}-backfill` (made for it): one slice of up to 15 minutes per firing, the next firing going on "
+        "from a checkpoint in the ledger. Each finished pass publishes what it found as CloudWatch metrics "
+        "(namespace `ScheduledTable`, dimension `Table`: `ReconcileMissing`, `ReconcileStray`, "
+        "`ReconcileWrongTotals`, `ReconcileRepaired`, `ReconcileDrift`), with an alarm when a pass finds drift "
+        "(with `alarms`). Past occurrences the ledger no longer remembers are reported, never delivered. Off: "
+        "nothing is created"
     ),
     "source_prefix": "`aggregate` mode: partition-key prefix of the items that count",
     "value_attribute": "`aggregate` mode: the number each source item adds",

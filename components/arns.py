@@ -44,6 +44,12 @@ def ses_identity_arns(home_arn: str | None, sender: str) -> list[str]:
     return [f"arn:{partition}:ses:{region}:{account}:identity/{name}" for name in (address, domain)]
 
 
+def ses_configuration_set_arn(table_arn: str | None, name: str) -> str:
+    """The ARN of an SES configuration set, which SES also authorizes a SendEmail naming it on."""
+    partition, _, region, account, _ = arn_parts(table_arn)
+    return f"arn:{partition}:ses:{region}:{account}:configuration-set/{name}"
+
+
 # arn:<partition>:kms:<region>:<account>:key/<key id>; not an alias (`alias/x`, `...:alias/x`) nor a bare key id.
 KMS_KEY_ARN = re.compile(r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d+:key/[A-Za-z0-9-]+")
 KMS_KEY_EXAMPLE = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"

@@ -29,9 +29,14 @@ STREAM_ACTIONS = frozenset(
     {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
 )
 TABLE_ACTIONS = ["dynamodb:BatchGetItem", "dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:Scan"]
+# `reconcile_every`: its checkpoint item in the ledger (handlers/backfill_every.AWS_ACTIONS); polling's and
+# aggregate's consumers only put markers there.
+CHECKPOINT_ACTIONS = ["dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
 
 
-def backfill_statements(consumer: list[Statement], *, table_arn: str, stream_dlq_arn: str) -> list[Statement]:
+def backfill_statements(
+    consumer: list[Statement], *, table_arn: str, stream_dlq_arn: str, checkpoint_ledger_arn: str | None = None
+) -> list[Statement]:
     """The backfill function's statements from the consumer's: the same, without reading the stream or sending to
     the stream DLQ (the consumer's event source mapping sends there, with the consumer's role; a backfill has no
     mapping), plus the scan and reads on this table, and reading the schedules the consumer manages (the same
@@ -44,15 +49,30 @@ def backfill_statements(consumer: list[Statement], *, table_arn: str, stream_dlq
         kept.append({"Effect": "Allow", "Action": ["scheduler:GetSchedule"], "Resource": managed})
         # ListSchedules has no resource-level permission in IAM: "*" is the only resource it takes.
         kept.append({"Effect": "Allow", "Action": ["scheduler:ListSchedules"], "Resource": ["*"]})
+    if checkpoint_ledger_arn is not None:
+        kept.append({"Effect": "Allow", "Action": list(CHECKPOINT_ACTIONS), "Resource": [checkpoint_ledger_arn]})
     return kept
 
 
-def backfill_policy(consumer_document: str, *, table_arn: str, stream_dlq_arn: str) -> str:
+def backfill_policy(
+    consumer_document: str, *, table_arn: str, stream_dlq_arn: str, checkpoint_ledger_arn: str | None = None
+) -> str:
     """The policy document, from the consumer's (a JSON policy document, as its RolePolicy holds it)."""
     from .policies import document
 
     statements = json.loads(consumer_document)["Statement"]
-    return document(backfill_statements(statements, table_arn=table_arn, stream_dlq_arn=stream_dlq_arn))
+    kept = backfill_statements(
+        statements, table_arn=table_arn, stream_dlq_arn=stream_dlq_arn, checkpoint_ledger_arn=checkpoint_ledger_arn
+    )
+    return document(kept)
+
+
+def ledger_arn(home_arn: str, ledger_name: str) -> str:
+    """The ledger table's ARN: in the deploying account and region (`home_arn`, any ARN of them), by its name."""
+    from .arns import arn_parts
+
+    partition, _, region, account, _ = arn_parts(home_arn)
+    return f"arn:{partition}:dynamodb:{region}:{account}:table/{ledger_name}"
 
 
 def _without_resource(statement: Statement, action: str, resource: str) -> Statement:
@@ -81,6 +101,7 @@ def build_backfill(
     tags: dict[str, str],
     parent: Any,
     log_retention_days: int,
+    checkpoint_ledger_arn: Any = None,
 ) -> aws.lambda_.Function:
     """Log group, role, policy and function for backfills of one ScheduledTable (`{name}-backfill`): the
     consumer's code, runtime, memory and configuration, the handler `backfill.handler`, 15 minutes per slice."""
@@ -100,8 +121,12 @@ def build_backfill(
         tags=tags,
         opts=child,
     )
-    policy_document = pulumi.Output.all(consumer.policy.policy, table_arn, stream_dlq_arn, log_group.arn).apply(
-        lambda v: _with_own_logs(backfill_policy(v[0], table_arn=v[1], stream_dlq_arn=v[2]), v[3])
+    policy_document = pulumi.Output.all(
+        consumer.policy.policy, table_arn, stream_dlq_arn, log_group.arn, checkpoint_ledger_arn
+    ).apply(
+        lambda v: _with_own_logs(
+            backfill_policy(v[0], table_arn=v[1], stream_dlq_arn=v[2], checkpoint_ledger_arn=v[4]), v[3]
+        )
     )
     policy = aws.iam.RolePolicy(f"{name}-backfill-policy", role=role.id, policy=policy_document, opts=child)
     function = consumer.function
@@ -141,3 +166,41 @@ def _with_own_logs(document_text: str, log_group_arn: str) -> str:
         if "logs:PutLogEvents" in _actions(statement):
             statement["Resource"] = [log_group_arn, f"{log_group_arn}:*"]
     return document(statements)
+
+
+# The event `reconcile_every`'s rule sends the backfill function (handlers/backfill.handler -> backfill_every).
+RECONCILE_EVENT = json.dumps({"scheduledReconcile": True})
+
+
+def build_reconcile_every(
+    *, name: str, function: aws.lambda_.Function, expression: str, tags: dict[str, str], parent: Any
+) -> aws.cloudwatch.EventRule:
+    """`reconcile_every`: an EventBridge rule on the expression that invokes the backfill function with the
+    scheduled reconcile's event (`{name}-reconcile`, its target and Lambda's permission for the rule)."""
+    import pulumi
+    import pulumi_aws as aws
+
+    child = pulumi.ResourceOptions(parent=parent)
+    rule = aws.cloudwatch.EventRule(
+        f"{name}-reconcile",
+        schedule_expression=expression,
+        description=f"scheduled-table {name}: reconcile by itself (reconcile_every)",
+        tags=tags,
+        opts=child,
+    )
+    permission = aws.lambda_.Permission(
+        f"{name}-reconcile-permission",
+        action="lambda:InvokeFunction",
+        function=function.name,
+        principal="events.amazonaws.com",
+        source_arn=rule.arn,
+        opts=child,
+    )
+    aws.cloudwatch.EventTarget(
+        f"{name}-reconcile-target",
+        rule=rule.name,
+        arn=function.arn,
+        input=RECONCILE_EVENT,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[permission]),
+    )
+    return rule

@@ -299,13 +299,16 @@ def build_stream_consumer(
 
 def target_statements(ctx: BuildContext, build: Callable[..., list[policies.Statement]]) -> pulumi.Output[list[Any]]:
     """`build` (a policies function over the target's kind and ARN) once the target's and the table's ARNs are known,
-    with the email sender and the target's own KMS key where there are."""
-    email = ctx.args.target if isinstance(ctx.args.target, EmailTarget) else None
-    target_key = getattr(ctx.args.target, "kms_key_arn", None)
+    with the email sender and configuration set and the target's own KMS key where there are."""
+    target = ctx.args.target
+    target_key = getattr(target, "kms_key_arn", None)
+    email = {
+        name: getattr(target, name)
+        for name in ("sender", "configuration_set")
+        if isinstance(target, EmailTarget) and getattr(target, name)
+    }
     return pulumi.Output.all(ctx.target_arn, ctx.home_arn, target_key).apply(
-        lambda v: build(
-            ctx.target_kind, v[0], home_arn=v[1], sender=email.sender if email else None, target_key_arn=v[2]
-        )
+        lambda v: build(ctx.target_kind, v[0], home_arn=v[1], target_key_arn=v[2], **email)
     )
 
 

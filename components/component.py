@@ -13,21 +13,14 @@ import pulumi_aws as aws
 from . import aggregate, eventbridge, polling, ttl
 from .args import Mode, ScheduledTableArgs
 from .arns import kms_key_problem
-from .backfill_function import build_backfill
+from .backfill_function import build_backfill, build_reconcile_every, ledger_arn
 from .builders import build_queue, build_table
 from .inputs import args_from_inputs, provider_message
 from .observability import build_operations
 from .parts import BuildContext, Made, ModeResult, Owner, TableRef
 from .provider_inputs import ScheduledTableInputs
 from .runtime_config import target_kind
-from .targets import (
-    FunctionTarget,
-    QueueTarget,
-    StateMachineTarget,
-    TopicTarget,
-    checked_arn,
-    topic_arn_problem,
-)
+from .targets import checked_arn, topic_arn_problem
 
 TYPE = "scheduled-table:index:ScheduledTable"
 __all__ = ["TYPE", "ScheduledTable", "TableRef"]
@@ -131,8 +124,8 @@ class ScheduledTable(pulumi.ComponentResource):
         self.tick_rule_name = built.tick_rule_name
         # Off by default: the function `scheduled-table backfill/reconcile --in-lambda` fans a scan out over.
         self.backfill_function_name: pulumi.Output[str] | None = None
-        if args.backfill_function:
-            self.backfill_function_name = build_backfill(
+        if args.backfill_function or args.reconcile_every is not None:
+            backfill = build_backfill(
                 name=name,
                 consumer=built.consumer,
                 table_arn=self.table.arn,
@@ -140,7 +133,15 @@ class ScheduledTable(pulumi.ComponentResource):
                 tags=dict(owner.tags),
                 parent=self,
                 log_retention_days=args.log_retention_days,
-            ).name
+                checkpoint_ledger_arn=None
+                if args.reconcile_every is None or built.ledger_table_name is None
+                else pulumi.Output.all(self.poison_queue.arn, built.ledger_table_name).apply(lambda v: ledger_arn(*v)),
+            )
+            self.backfill_function_name = backfill.name
+            if args.reconcile_every is not None:  # reconcile run by itself, in slices, through the backfill function
+                build_reconcile_every(
+                    name=name, function=backfill, expression=args.reconcile_every, tags=dict(owner.tags), parent=self
+                )
         self.alarm_topic_arn: pulumi.Output[str] | None = build_operations(ctx)
         self.function_name = built.consumer.function.name
 
@@ -201,8 +202,8 @@ def checked_outputs(args: ScheduledTableArgs, rename: Callable[[str], str]) -> S
     if args.alarm_topic_arn is not None and not isinstance(args.alarm_topic_arn, str):
         changes["alarm_topic_arn"] = checked("alarm_topic_arn", args.alarm_topic_arn, topic_arn_problem)
     target = args.target
-    if isinstance(target, QueueTarget | FunctionTarget | StateMachineTarget | TopicTarget):
-        key = target.kms_key_arn
+    if target is not None:
+        key = getattr(target, "kms_key_arn", None)  # the kinds a customer key can encrypt have the option
         if key is not None and not isinstance(key, str):
             owner = type(target).__name__
             changes["target"] = dataclasses.replace(

@@ -20,7 +20,8 @@ SCHEMA_FILE = "schemas/due_event.schema.json"
 
 class DueEvent(TypedDict):
     """What a target receives when an item's time comes (any mode, any target but email). Delivery is at least
-    once, so a consumer dedupes on `occurrenceId`, the same for every delivery of one occurrence."""
+    once, so a consumer dedupes on `table` and `occurrenceId`: the id is the same for every delivery of one occurrence
+    and unique within its table."""
 
     source: Literal["scheduled-table"]
     occurrenceId: str  # keys + dueAt + offsetSeconds (or a recurring firing): stable across every redelivery

@@ -9,18 +9,16 @@ import dataclasses
 import enum
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from pulumi.provider.experimental.util import camel_case
 
+from . import target_types
 from .args import ScheduledTableArgs
 from .existing import ExistingTable
-from .stack_config import TARGETS, check_keys
-from .targets import EmailTarget, Target
+from .stack_config import check_keys
+from .targets import Target
 
-# Each target kind's name (the stack configuration's `type`, the provider's `kind`), class and the field its `arn`
-# fills: one table for both, so a kind added for stack files is a provider kind too.
-TARGET_KINDS: dict[str, tuple[type, str | None]] = {**TARGETS, "email": (EmailTarget, None)}
 # The stack configuration's spelling of "no sort key" (stack_config.args_from_config), also accepted here: a
 # provider input that is not set keeps its default ("SK"), so "none" is how a TypeScript or YAML user says None.
 NO_SORT_KEY = ("", "none", "None")
@@ -83,10 +81,12 @@ def _target(value: Any) -> Target:
     if not isinstance(value, Mapping):
         raise ValueError(f"target: {value!r} is not an object; pass {{kind: ..., ...}} with the kind's fields")
     kind = _plain(value.get("kind"))
-    if kind not in TARGET_KINDS:
-        kinds = ", ".join(repr(k) for k in TARGET_KINDS)
+    known = target_types.by_stack_type()
+    if kind not in known:
+        kinds = ", ".join(repr(k) for k in known)
         raise ValueError(f"target.kind: {kind!r} is not a target kind; use one of {kinds}")
-    cls, arn_field = TARGET_KINDS[kind]
+    cls = known[kind]
+    arn_field = cls.arn_field
     own = {f.name: f for f in dataclasses.fields(cls)}
     value = python_keys(value, target_fields(), where="target.")
     check_keys(value, ["kind", *target_fields()], where="target.")
@@ -96,13 +96,13 @@ def _target(value: Any) -> Target:
             continue
         field_name = arn_field if key == "arn" else key
         if field_name is None or field_name not in own or (key != "arn" and field_name == arn_field):
-            users = ", ".join(repr(k) for k, (c, a) in TARGET_KINDS.items() if _target_field(c, a, key))
+            users = ", ".join(repr(k) for k, c in known.items() if _target_field(c, c.arn_field, key))
             raise ValueError(f"target.{key}: does not apply to a {kind!r} target (only to {users}); remove it")
         given[field_name] = item if key == "arn" else _plain(item)
     for name, f in own.items():
         if f.default is dataclasses.MISSING and name not in given:
             raise ValueError(f"target.{'arn' if name == arn_field else name}: a {kind!r} target needs it; set it")
-    target: Target = cls(**given)
+    target = cast(Target, cls(**given))
     return target
 
 
@@ -142,17 +142,17 @@ def _target_field(cls: type, arn_field: str | None, key: str) -> bool:
 def target_fields() -> list[str]:
     """The target object's fields besides `kind`, in order: `arn`, then every target class's own fields."""
     names = ["arn"]
-    for cls, arn_field in TARGET_KINDS.values():
-        names += [f.name for f in dataclasses.fields(cls) if f.name != arn_field and f.name not in names]
+    for cls in target_types.classes():
+        names += [f.name for f in dataclasses.fields(cls) if f.name != cls.arn_field and f.name not in names]
     return names
 
 
 def _renames() -> list[tuple[str, str]]:
     """(Python name, provider name) for every name a validation message may use, most specific first."""
     pairs: list[tuple[str, str]] = []
-    for cls, arn_field in TARGET_KINDS.values():
+    for cls in target_types.classes():
         for f in dataclasses.fields(cls):
-            provider = "arn" if f.name == arn_field else input_name(f.name)
+            provider = "arn" if f.name == cls.arn_field else input_name(f.name)
             pairs += [(f"{cls.__name__}.{f.name}", f"target.{provider}"), (f.name, provider)]
     pairs += [(f.name, input_name(f.name)) for f in dataclasses.fields(ExistingTable)]
     pairs += [(f.name, input_name(f.name)) for f in dataclasses.fields(ScheduledTableArgs)]

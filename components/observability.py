@@ -32,6 +32,8 @@ def build_operations(ctx: BuildContext) -> pulumi.Output[str] | None:
         for role, function in made.stream_functions.items():
             age = partial(operations.iterator_age_alarm, role, seconds=a.iterator_age_alarm_seconds)
             specs.append((f"{role}-iterator-age", function.name.apply(age)))
+        if a.reconcile_every is not None:
+            specs.append(("reconcile-drift", ctx.table.name.apply(operations.reconcile_drift_alarm)))
         for suffix, spec in specs:
             build_alarm(owner, suffix, spec, topic)
     if a.dashboard:

@@ -39,6 +39,21 @@ def queue_alarm(role: str, queue_name: str) -> AlarmSpec:
     )
 
 
+def reconcile_drift_alarm(table: str) -> AlarmSpec:
+    """`reconcile_every` found items without what they should have, stray schedules or wrong totals (and repaired
+    them): something the stream did not carry, or a hand's change. Published once per pass (handlers/backfill_every)."""
+    return AlarmSpec(
+        name_suffix="reconcile-drift",
+        description=f"Reconcile found drift in table {table} (missing, stray or wrong) and repaired it: find out why.",
+        namespace="ScheduledTable",
+        metric="ReconcileDrift",
+        dimensions={"Table": table},
+        statistic="Sum",
+        threshold=0,
+        period=86400,
+    )
+
+
 def function_errors_alarm(role: str, function_name: str) -> AlarmSpec:
     """The function itself failed (a crash, a timeout), beyond the per-record errors it reports and retries."""
     return AlarmSpec(

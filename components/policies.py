@@ -3,25 +3,33 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .arns import UNKNOWN_ARN, arn_parts, email_address, schedules_in_group, ses_identity_arns
+from .arns import (
+    UNKNOWN_ARN,
+    arn_parts,
+    email_address,
+    schedules_in_group,
+    ses_configuration_set_arn,
+    ses_identity_arns,
+)
+from .packaging import runtime_module
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from st_core.target_types import TargetType
 
 Statement = dict[str, Any]
 
-# The one action each target kind needs from whoever invokes it.
-_TARGET_ACTIONS: dict[str, list[str]] = {
-    "sqs": ["sqs:SendMessage"],
-    "lambda": ["lambda:InvokeFunction"],
-    "stepfunctions": ["states:StartExecution"],
-    "sns": ["sns:Publish"],
-    "email": ["ses:SendEmail"],
-    "events": ["events:PutEvents"],
-}
 # A customer-managed key on the table (and so its stream and the ledger): read and write items through it.
 TABLE_KEY_ACTIONS = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]
-# A customer-managed key on the target: send to it (encrypt a new message with a data key; Decrypt for that key).
-TARGET_KEY_ACTIONS = ["kms:Decrypt", "kms:GenerateDataKey"]
+
+
+def target_type(kind: str) -> TargetType:
+    """The handlers' declaration of a target kind (handlers/st_core/target_types/): the actions each caller needs."""
+    declared: TargetType = runtime_module("target_types").of(kind)
+    return declared
 
 
 def document(statements: list[Statement]) -> str:
@@ -38,27 +46,68 @@ def assume_role_policy(service: str, source_account: str | None = None) -> str:
 
 
 def target_statements(
-    kind: str, target_arn: str, *, home_arn: str, sender: str | None = None, target_key_arn: str | None = None
+    kind: str,
+    target_arn: str,
+    *,
+    home_arn: str,
+    sender: str | None = None,
+    configuration_set: str | None = None,
+    target_key_arn: str | None = None,
+    direct: bool = False,
 ) -> list[Statement]:
-    """Exactly the target's action on exactly the target's resource (email: from the sender's address only; an event
-    bus: PutEvents on that bus, for a Scheduler role and a handler alike), plus the use of the key that encrypts the
-    target, if it has one. `home_arn`: any ARN of the deploying account and region (the SES identities are its)."""
-    statement: Statement = {"Effect": "Allow", "Action": _TARGET_ACTIONS[kind]}
-    if kind == "email":
+    """What Scheduler's execution role needs to deliver to the target: exactly its kind's actions on exactly the
+    target's resource (email: on the sender's identities and configuration set, from the sender's address only),
+    plus the use of the key that encrypts the target, if it has one. `home_arn`: any ARN of the deploying account and
+    region (the SES identities and configuration set are its). `direct`: what a function (or the releaser)
+    sending itself needs instead: its kind's send actions, those Scheduler also performs in the first statement,
+    the rest (SQS's queue URL lookup) on the target alone after the key's."""
+    declared = target_type(kind)
+    send = [a for a in declared.SEND_ACTIONS if a in declared.SCHEDULER_ACTIONS]
+    statements = _send_statements(
+        declared,
+        send if direct else list(declared.SCHEDULER_ACTIONS),
+        target_arn,
+        home_arn=home_arn,
+        sender=sender,
+        configuration_set=configuration_set,
+        target_key_arn=target_key_arn,
+    )
+    lookups = [a for a in declared.SEND_ACTIONS if a not in send]
+    if direct and lookups:
+        statements.append({"Effect": "Allow", "Action": lookups, "Resource": [target_arn]})
+    return statements
+
+
+def _send_statements(
+    declared: TargetType,
+    actions: list[str],
+    target_arn: str,
+    *,
+    home_arn: str,
+    sender: str | None,
+    configuration_set: str | None,
+    target_key_arn: str | None,
+) -> list[Statement]:
+    registry = runtime_module("target_types")
+    statement: Statement = {"Effect": "Allow", "Action": actions}
+    if declared.GRANT == registry.GRANT_SES_IDENTITY:
         if not sender:
             raise ValueError("an email target needs its sender to scope ses:SendEmail")
         statement["Resource"] = ses_identity_arns(home_arn, sender)
+        if configuration_set:
+            statement["Resource"].append(ses_configuration_set_arn(home_arn, configuration_set))
         statement["Condition"] = {"StringEquals": {"ses:FromAddress": email_address(sender)}}
-    elif kind == "lambda":
+    elif declared.GRANT == registry.GRANT_QUALIFIED:
         statement["Resource"] = [target_arn, f"{target_arn}:*"]  # the function and its versions/aliases
     else:
         statement["Resource"] = [target_arn]
-    return [statement, *key_statements(target_key_arn, TARGET_KEY_ACTIONS)]
+    return [statement, *key_statements(target_key_arn, declared.KMS_ACTIONS)]
 
 
-def key_statements(key_arn: str | None, actions: list[str]) -> list[Statement]:
-    """`actions` on one customer-managed KMS key; nothing without a key (AWS-managed keys need no grant)."""
-    return [{"Effect": "Allow", "Action": sorted(actions), "Resource": [key_arn]}] if key_arn else []
+def key_statements(key_arn: str | None, actions: Sequence[str]) -> list[Statement]:
+    """`actions` on one customer-managed KMS key; nothing without a key (AWS-managed keys need no grant) or without
+    actions (a kind no key of which its senders use)."""
+    return [{"Effect": "Allow", "Action": sorted(actions), "Resource": [key_arn]}] if key_arn and actions else []
 
 
 def scheduler_execution_policy(target: list[Statement], target_dlq_arn: str) -> str:
@@ -129,14 +178,9 @@ def scheduling_statements(*, group_arn: str, scheduler_role_arn: str) -> list[St
     ]
 
 
-def direct_dispatch_statements(
-    kind: str, target_arn: str, *, home_arn: str, sender: str | None, target_key_arn: str | None = None
-) -> list[Statement]:
-    """The handler delivers due-now items itself: the target's action, plus the queue URL lookup for SQS."""
-    statements = target_statements(kind, target_arn, home_arn=home_arn, sender=sender, target_key_arn=target_key_arn)
-    if kind == "sqs":
-        statements.append({"Effect": "Allow", "Action": ["sqs:GetQueueUrl"], "Resource": [target_arn]})
-    return statements
+def direct_dispatch_statements(kind: str, target_arn: str, **options: Any) -> list[Statement]:
+    """The function (or the releaser) delivers itself (`target_statements`'s `direct`)."""
+    return target_statements(kind, target_arn, direct=True, **options)
 
 
 def queue_send_statements(queue_arn: str) -> list[Statement]:

@@ -26,17 +26,16 @@ from typing import Any, Literal, Union, get_args, get_origin
 import pulumi
 
 from . import args as args_module
-from . import component
+from . import component, target_types
 from .args import OPTION_DOCS, Mode, ScheduledTableArgs
 from .existing import ExistingTable
-from .inputs import NO_SORT_KEY, TARGET_KINDS, args_from_inputs, input_name, provider_message, target_fields
+from .inputs import NO_SORT_KEY, args_from_inputs, input_name, provider_message, target_fields
 from .provider_inputs import ScheduledTableInputs
 from .targets import TARGET_TYPES
 
 __all__ = [
     "NO_SORT_KEY",
     "PACKAGE",
-    "TARGET_KINDS",
     "ScheduledTable",
     "args_from_inputs",
     "input_name",
@@ -61,36 +60,27 @@ PROVIDER_DOCS: dict[str, str] = {
         "not set: a due queue the component creates (exported as `dueQueueUrl`)"
     ),
 }
-TARGET_FIELD_DOCS: dict[str, str] = {
+# What every kind's `kind` and shared fields mean; each kind's own fields are described by its class
+# (components/target_types/, `docs`), the `arn` from the kinds' nouns.
+COMMON_TARGET_DOCS: dict[str, str] = {
     "kind": "what receives the due event",
-    "arn": "the ARN of the queue, function, state machine, topic or event bus (its `arn` output)",
-    "max_message_bytes": (
-        "the largest message the queue accepts, 1024-1048576 (its `maxMessageSize`); due events larger than this "
-        "are sent without the item (`itemTrimmed`)"
-    ),
     "kms_key_arn": (
         "the customer-managed KMS key encrypting the target, if any: whoever sends to it gets `kms:GenerateDataKey` "
         "and `kms:Decrypt` on it"
     ),
-    "message_group_attribute": (
-        "FIFO queues: the item attribute whose value is the message group (an item without it keeps its own group); "
-        "not set: one group per item"
-    ),
-    "message_group_id": "FIFO queues: put every message in this one group (not with `messageGroupAttribute`)",
-    "content_based_deduplication": (
-        "FIFO queues: the queue has content-based deduplication on, which `eventbridge` mode requires (Scheduler "
-        "sets no deduplication id)"
-    ),
-    "detail_type": "the events' `detail-type`, for your rules to match",
-    "source": "the events' `source` (not starting `aws.`), for your rules to match",
-    "sender": (
-        "a verified SES identity to send from, bare or with a display name (`Reminders <reminders@example.com>`); "
-        "IAM allows sending only from that address"
-    ),
-    "recipient_attribute": "the item attribute holding the recipient's address",
-    "subject": "the subject, a template: `{attribute}` inserts an item attribute, `{{` and `}}` are literal braces",
-    "body": "the plain-text body, a template like `subject`",
 }
+
+
+def target_field_docs() -> dict[str, str]:
+    """The description of each field of the provider's `target` object (and the reference's Targets table)."""
+    docs = {**COMMON_TARGET_DOCS, "arn": target_types.arn_doc()}
+    for cls in target_types.classes():
+        for key, text in cls.docs.items():
+            if docs.setdefault(key, text) != text:
+                raise ValueError(f"target.{key}: {cls.__name__} describes it differently from another kind")
+    return docs
+
+
 EXISTING_TABLE_DOCS: dict[str, str] = {
     "name": "the table's name",
     "stream_arn": (
@@ -214,7 +204,7 @@ class _Inputs:
             _hints(ExistingTable),
             [(f, EXISTING_TABLE_DOCS[f.name]) for f in dataclasses.fields(ExistingTable)],
         )
-        kinds = _Enum("TargetKind", tuple(TARGET_KINDS), ["kind"])
+        kinds = _Enum("TargetKind", tuple(target_types.by_stack_type()), ["kind"])
         enums = [self.render_enum(e) for e in [*self.enums.values(), kinds]]
         header = [
             '"""The provider form of ScheduledTableArgs: what TypeScript, YAML, Go and C# programs pass (camelCase in',
@@ -239,10 +229,10 @@ class _Inputs:
             *_docstring(_target_doc("kind", [])),
         ]
         seen: dict[str, tuple[str, list[str], set[str]]] = {}
-        for kind, (cls, arn_field) in TARGET_KINDS.items():
+        for kind, cls in target_types.by_stack_type().items():
             hints = _hints(cls)
             for f in dataclasses.fields(cls):
-                key = "arn" if f.name == arn_field else f.name
+                key = "arn" if f.name == cls.arn_field else f.name
                 annotation = self.annotation(hints[f.name], key, cls.__name__)
                 if key == "arn":
                     annotation = annotation.removesuffix(" | None")  # required by the kinds that have one
@@ -300,10 +290,11 @@ def _sentence(text: str) -> str:
 
 
 def _target_doc(key: str, kinds: list[str], default: str = "") -> str:
-    if key not in TARGET_FIELD_DOCS:
-        raise KeyError(f"target.{key}: no description; add one to TARGET_FIELD_DOCS in components/provider.py")
-    text = _sentence(provider_message(TARGET_FIELD_DOCS[key]))
-    if kinds and len(kinds) < len(TARGET_KINDS):
+    docs = target_field_docs()
+    if key not in docs:
+        raise KeyError(f"target.{key}: no description; add one to its target class's `docs` (components/target_types/)")
+    text = _sentence(provider_message(docs[key]))
+    if kinds and len(kinds) < len(target_types.classes()):
         text += " Only for " + ", ".join(f"`{k}`" for k in kinds) + "."
     if key == "kind":
         text += " Required."

@@ -129,7 +129,7 @@ class Target(TypedDict, total=False):
     kms_key_arn: pulumi.Input[str] | None
     (
         "The customer-managed KMS key encrypting the target, if any: whoever sends to it gets `kms:GenerateDataKey` "
-        "and `kms:Decrypt` on it. Only for `queue`, `function`, `stateMachine`, `topic`. Default: not set."
+        "and `kms:Decrypt` on it. Only for `queue`, `stateMachine`, `topic`. Default: not set."
     )
     message_group_attribute: str | None
     (
@@ -167,6 +167,11 @@ class Target(TypedDict, total=False):
     )
     body: str
     """The plain-text body, a template like `subject`. Only for `email`. Default: `"This is your reminder."`."""
+    configuration_set: str | None
+    (
+        "The SES configuration set to send with, by name (the sender's default one, if its identity has one): whoever "
+        "sends is also allowed `ses:SendEmail` on it. Only for `email`. Default: not set."
+    )
 
 
 class ExistingTable(TypedDict, total=False):
@@ -380,6 +385,16 @@ class ScheduledTableInputs(TypedDict, total=False):
         "segments out over (the consumer's permissions without the stream, plus Scan on the table); exported as "
         "`backfill_function_name`. Off: nothing is created (the commands still run from one machine). Default: "
         "`false`."
+    )
+    reconcile_every: str | None
+    (
+        "Run `reconcile` by itself on this EventBridge schedule expression (`rate(1 day)`, `cron(0 3 * * ? *)`), "
+        "through `{name}-backfill` (made for it): one slice of up to 15 minutes per firing, the next firing going on "
+        "from a checkpoint in the ledger. Each finished pass publishes what it found as CloudWatch metrics (namespace "
+        "`ScheduledTable`, dimension `Table`: `ReconcileMissing`, `ReconcileStray`, `ReconcileWrongTotals`, "
+        "`ReconcileRepaired`, `ReconcileDrift`), with an alarm when a pass finds drift (with `alarms`). Past "
+        "occurrences the ledger no longer remembers are reported, never delivered. Off: nothing is created. Default: "
+        "not set."
     )
     source_prefix: str
     """`aggregate` mode: partition-key prefix of the items that count. Default: `"SCORE"`."""

@@ -13,15 +13,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from . import target_types
 from .args import OPTION_DOCS, ScheduledTableArgs, describe_defaults
 from .existing import ExistingTable
-from .inputs import TARGET_KINDS
-from .provider import EXISTING_TABLE_DOCS, TARGET_FIELD_DOCS
+from .provider import EXISTING_TABLE_DOCS, target_field_docs
+from .stack_config import DUE_QUEUE
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
 # The page hides the site's table of contents (its three headings are one scroll apart) to give the tables its width.
-INTRO = """\
+_INTRO = """\
 ---
 hide:
   - toc
@@ -38,11 +39,11 @@ it does, and `help(ScheduledTable)` the constructor and its outputs. In a stack 
 the same name (`batch_size` -> `scheduled-table:batchSize`); from other languages, the camelCase input (see
 [Other languages](other-languages.md)). A stack without `mode` fails, and so does an unknown key anywhere (top level,
 a `tables` entry, a `target` or `existingTable` object), naming the closest valid one (`batchsize: unknown key; did
-you mean batchSize?`). A `target` needs its `type` (`queue`, `function`, `stateMachine`, `topic`, `eventBus`,
-`email`; `dueQueue`, or no `target`, for the queue the component creates, which takes no other key): a target
-without one is refused, never read as "no target". A value of the wrong type says so (`batch_size: expected a whole
-number, got '10'`). Invalid values and conflicting options raise at construction (so at `pulumi up`, before anything
-is created) with a message that names the field and the fix; options of one mode set on another are refused. What
+you mean batchSize?`). A `target` needs its `type` ({types}; `{due_queue}`, or no `target`, for the queue the
+component creates, which takes no other key): a target without one is refused, never read as "no target". A value of
+the wrong type says so (`batch_size: expected a whole number, got '10'`). Invalid values and conflicting options
+raise at construction (so at `pulumi up`, before anything is created) with a message that names the field and the
+fix; options of one mode set on another are refused. What
 each mode creates, and the outputs: [Resources](resources.md).
 """
 
@@ -71,19 +72,26 @@ def _cell(text: str) -> str:
     return "".join(out)
 
 
+def intro() -> str:
+    """The page's opening, naming every target `type` (components/target_types/)."""
+    types = ", ".join(f"`{name}`" for name in target_types.by_stack_type())
+    return _INTRO.format(types=types, due_queue=DUE_QUEUE)
+
+
 def page() -> str:
     """The whole page, as Markdown."""
     defaults = describe_defaults()
-    lines = [INTRO, "## ScheduledTableArgs", "", "| option | default | notes |", "| --- | --- | --- |"]
+    docs = target_field_docs()
+    lines = [intro(), "## ScheduledTableArgs", "", "| option | default | notes |", "| --- | --- | --- |"]
     for f in dataclasses.fields(ScheduledTableArgs):
         default = "(required)" if f.name == "mode" else _default(defaults[f.name])
         lines.append(f"| `{f.name}` | {default} | {_cell(OPTION_DOCS[f.name])} |")
     lines += ["", "## Targets", "", "| target (stack `type`) | option | default | notes |", "| --- | --- | --- | --- |"]
-    for kind, (cls, arn_field) in TARGET_KINDS.items():
+    for kind, cls in target_types.by_stack_type().items():
         for f in dataclasses.fields(cls):
             required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
             default = "(required)" if required else _default(f.default)
-            doc = TARGET_FIELD_DOCS["arn" if f.name == arn_field else f.name]
+            doc = docs["arn" if f.name == cls.arn_field else f.name]
             lines.append(f"| `{cls.__name__}` (`{kind}`) | `{f.name}` | {default} | {_cell(doc)} |")
     lines += ["", "## ExistingTable", "", "| option | default | notes |", "| --- | --- | --- |"]
     for f in dataclasses.fields(ExistingTable):

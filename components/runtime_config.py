@@ -5,13 +5,14 @@ of the longest realistic length for what is not known yet, and again with the re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from .packaging import constants
-from .targets import EmailTarget, EventBusTarget, QueueTarget
+from .targets import QueueTarget
 from .types import Mode
 
 if TYPE_CHECKING:  # the options validate themselves with this module's 4 KB check: a type-only import back
@@ -63,17 +64,11 @@ def known_target_arn(args: ScheduledTableArgs) -> str | None:
 def handler_document(args: ScheduledTableArgs, values: Mapping[str, str]) -> str:
     """The configuration document every function of the table reads."""
     target: dict[str, Any] = {"kind": target_kind(args), "arn": values[Value.TARGET_ARN]}
-    if isinstance(args.target, EmailTarget):
-        target["email"] = {
-            "sender": args.target.sender,
-            "recipientAttribute": args.target.recipient_attribute,
-            "subject": args.target.subject,
-            "body": args.target.body,
-        }
     size = max_message_bytes(args)
     if size is not None:
         target["maxMessageBytes"] = size
-    target.update(_target_options(args))
+    if args.target is not None:
+        target.update(args.target.handler_options())
     config: dict[str, Any] = {
         "mode": Mode(args.mode).value,
         "table": values[Value.TABLE],
@@ -86,17 +81,6 @@ def handler_document(args: ScheduledTableArgs, values: Mapping[str, str]) -> str
         **_sections(args, values),
     }
     return json.dumps(config, sort_keys=True, separators=(",", ":"))
-
-
-def _target_options(args: ScheduledTableArgs) -> dict[str, str]:
-    """What the handlers need of a FIFO queue's or an event bus's options: only what is set (the 4 KB again)."""
-    target = args.target
-    if isinstance(target, EventBusTarget):
-        return {"detailType": target.detail_type, "source": target.source}
-    if isinstance(target, QueueTarget):
-        options = {"messageGroupAttribute": target.message_group_attribute, "messageGroupId": target.message_group_id}
-        return {key: value for key, value in options.items() if value is not None}
-    return {}
 
 
 def max_message_bytes(args: ScheduledTableArgs) -> int | None:
@@ -233,14 +217,16 @@ def user_text(args: ScheduledTableArgs, target_arn: str | None = None) -> dict[s
         Mode.AGGREGATE: ["source_prefix", "value_attribute", "group_from", "total_sort_key", "total_attribute"],
     }.get(Mode(args.mode), [])
     text = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
-    if isinstance(args.target, EmailTarget):
-        for name in ("sender", "recipient_attribute", "subject", "body"):
-            text[f"target.{name}"] = getattr(args.target, name)
-    elif args.target is not None and target_arn is not None:
+    target = args.target
+    if target is None:
+        return text
+    if target.arn_field is not None and target_arn is not None:
         text["target.arn"] = target_arn
-    for name in ("detail_type", "source", "message_group_attribute", "message_group_id"):
-        if isinstance(getattr(args.target, name, None), str):
-            text[f"target.{name}"] = getattr(args.target, name)
+    # The target's own text options (a key's ARN is not in the document).
+    for f in dataclasses.fields(target):
+        value = getattr(target, f.name)
+        if f.name not in (target.arn_field, "kms_key_arn") and isinstance(value, str):
+            text[f"target.{f.name}"] = value
     return text
 
 

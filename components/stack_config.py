@@ -6,20 +6,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
+from . import target_types
 from .args import ScheduledTableArgs, describe_defaults
 from .existing import TABLE_OPTIONS, ExistingTable
 from .suggest import closest, unknown_key_hint
-from .targets import (
-    EmailTarget,
-    EventBusTarget,
-    FunctionTarget,
-    QueueTarget,
-    StateMachineTarget,
-    Target,
-    TopicTarget,
-)
+from .target_base import declaration
+from .targets import Target
 
 
 class ConfigSource(Protocol):
@@ -40,23 +34,20 @@ REMOVED_KEYS: dict[str, tuple[str, str]] = {
     ),
 }
 
-TARGETS: dict[str, tuple[type, str]] = {
-    "queue": (QueueTarget, "queue_arn"),
-    "function": (FunctionTarget, "function_arn"),
-    "stateMachine": (StateMachineTarget, "state_machine_arn"),
-    "topic": (TopicTarget, "topic_arn"),
-    "eventBus": (EventBusTarget, "bus_arn"),
-}
-
 
 def camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
 
 
-# What a stack file's `type` may be: the kinds above, email, and `dueQueue` (the queue the component creates, as
-# when `target` is left out).
-TARGET_TYPE_NAMES = (*TARGETS, "email", "dueQueue")
+# What a stack file's `type` may be besides the target classes' (components/target_types/): the queue the component
+# creates, as when `target` is left out.
+DUE_QUEUE = "dueQueue"
+
+
+def target_type_names() -> tuple[str, ...]:
+    """What a stack file's `type` may be."""
+    return (*target_types.by_stack_type(), DUE_QUEUE)
 
 
 def target_from_config(value: Any) -> Target | None:
@@ -68,7 +59,7 @@ def target_from_config(value: Any) -> Target | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise ValueError(f"target: must be an object with a 'type' (one of {list(TARGET_TYPE_NAMES)})")
+        raise ValueError(f"target: must be an object with a 'type' (one of {list(target_type_names())})")
     kind = value.get("type")
     if kind is None:
         if "kind" in value:
@@ -76,30 +67,26 @@ def target_from_config(value: Any) -> Target | None:
                 "target.kind: unknown key; a stack file names the target's kind with `type` (`kind` is the provider "
                 f"input's name): write `type: {value['kind']}`"
             )
-        raise ValueError(f"target.type: missing; set it to one of {list(TARGET_TYPE_NAMES)}")
-    cls: type
-    arn_field: str | None
-    if kind == "dueQueue":
+        raise ValueError(f"target.type: missing; set it to one of {list(target_type_names())}")
+    if kind == DUE_QUEUE:
         for key in sorted(k for k in value if k != "type"):
             raise ValueError(
                 f"target.{key}: unknown key; a dueQueue target (the queue the component creates) takes no other keys; "
                 f"remove {key}, or set type to the kind of resource the ARN names"
             )
         return None
-    if kind == "email":
-        cls, arn_field = EmailTarget, None
-    elif kind in TARGETS:
-        cls, arn_field = TARGETS[kind]
-    else:
-        raise ValueError(f"target.type: {kind!r} is not a target type; {_closest(kind, TARGET_TYPE_NAMES)}")
+    cls = target_types.by_stack_type().get(kind)
+    if cls is None:
+        raise ValueError(f"target.type: {kind!r} is not a target type; {_closest(kind, target_type_names())}")
+    arn_field = cls.arn_field
     fields = {camel(f.name): f.name for f in dataclasses.fields(cls) if f.name != arn_field}
     if arn_field is not None:
         fields["arn"] = arn_field
     check_keys(value, [*fields, "type"], where="target.")
     if arn_field is not None and not value.get("arn"):
-        what = "event bus" if kind == "eventBus" else kind
+        what = declaration(cls.kind).NOUN
         raise ValueError(f"target.arn: a {kind} target needs the ARN of the {what}")
-    target: Target = cls(**{fields[k]: v for k, v in value.items() if k != "type"})
+    target = cast(Target, cls(**{fields[k]: v for k, v in value.items() if k != "type"}))
     return target
 
 

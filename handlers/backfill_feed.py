@@ -56,6 +56,9 @@ class Run:
     now: Clock = time.time
     tally: Tally = field(default_factory=Tally)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Schedules the item pass found as their item (as scanned) wants them: reconcile's sweep need not read them
+    # again (shared by every segment of a run that also sweeps, else the run's own).
+    confirmed: set[str] = field(default_factory=set)
 
     def note(self, outcome: str, kind: str, example: str = "") -> None:
         with self.lock:

@@ -50,10 +50,11 @@ def _sequence() -> str:
         return f"9{int(time.time() * 1000):013d}{next(_SERIAL):09d}"
 
 
-def key_names(config: HandlerConfig) -> list[str]:
-    """The table's key attributes, partition key first."""
-    sort = config.get("sortKey")
-    return [config["partitionKey"]] + ([sort] if sort else [])
+def key_names(config: HandlerConfig) -> tuple[str, ...]:
+    """The table's key attributes, partition key first (`naming.key_names`: the order every name follows)."""
+    from st_core.naming import key_names as names
+
+    return names(config)
 
 
 def change(config: HandlerConfig, old: Record | None, new: Record | None, now: float) -> Record:

@@ -2,7 +2,8 @@
 
 Every schedule of the group is checked against its item (consistent read): one whose item is gone, or holds
 another time (its occurrence is no longer the item's), is deleted. It runs after the item pass, which made what
-was missing. A schedule whose keys cannot be read from its input (an email target) is left alone and counted."""
+was missing, and skips the schedules that pass found as their items want them. A schedule whose keys cannot be read
+from its input (an email target) is left alone and counted."""
 
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ class Sweep:
                 request["NextToken"] = token
             page = scheduler.list_schedules(**request)
             for summary in page.get("Schedules", []):
+                if str(summary["Name"]) in self.run.confirmed:
+                    self.run.note("skipped", "schedule matches its item")  # the item pass found it as wanted
+                    continue
                 self.one(str(summary["Name"]))
             token = page.get("NextToken")
             if not token:
@@ -55,11 +59,20 @@ class Sweep:
             return
         where = f"{name} ({describe(run.config, keys)})"
         item = run.read([keys]).get(identity(run.config, keys))
-        if name in self.wanted(item):
+        own = self.wanted(item).get(name)
+        if own == name:
             run.note("skipped", "schedule matches its item")
             return
+        why = "item gone or holds another time"
+        if own is not None:
+            # The occurrence's schedule under the name an earlier version gave it: it is the occurrence's one
+            # schedule, unless one under its own name exists too (then this copy would deliver it a second time).
+            if schedule(run, own) is None:
+                run.note("skipped", "schedule matches its item (under an earlier version's name)")
+                return
+            why = f"a second copy of {own}, under an earlier version's name"
         if run.options.dry_run:
-            run.note("acted", "would delete schedule (item gone or holds another time)", where)
+            run.note("acted", f"would delete schedule ({why})", where)
             return
         from st_core import schedules
 
@@ -69,27 +82,31 @@ class Sweep:
             from st_core.errors import persist
 
             persist(lambda: ledger(run).unschedule(name))  # as the handler's cancel: the marker goes with it
-        run.note("acted", "deleted schedule (item gone or holds another time)", where)
+        run.note("acted", f"deleted schedule ({why})", where)
         # A live write may have given the item that time again between the read and the delete: follow it.
         now = run.read([keys]).get(identity(run.config, keys))
-        if now is not None and name in self.wanted(now):
+        if now is not None and self.wanted(now).get(name) == name:
             feed_settled(run, [change(run.config, None, now, run.now())], calls_for(run, self.kind))
 
-    def wanted(self, image: Record | None) -> set[str]:
-        """The schedule names a fresh write of the item would make (none for an absent item)."""
+    def wanted(self, image: Record | None) -> dict[str, str]:
+        """The schedule names a fresh write of the item would make (none for an absent item), and the names earlier
+        versions gave the same schedules, each mapped to the schedule's own name."""
         if image is None:
-            return set()
+            return {}
         run = self.run
         record = change(run.config, None, image, run.now())
         moment = datetime.fromtimestamp(run.now(), UTC)
         if self.kind == "eventbridge":
             import eventbridge
 
-            return {step.occurrence.name for step in eventbridge.plan(stream(record), run.config, moment).steps}
-        import ttl
+            steps = eventbridge.plan(stream(record), run.config, moment).steps
+            names = [(step.occurrence.name, *step.occurrence.aliases) for step in steps]
+        else:
+            import ttl
 
-        decision = ttl.decide(stream(record), run.config, moment)
-        return {decision.name} if decision.step is ttl.Step.SCHEDULE else set()
+            decision = ttl.decide(stream(record), run.config, moment)
+            names = [ttl.schedule_names(stream(record), run.config)] if decision.step is ttl.Step.SCHEDULE else []
+        return {alias: each[0] for each in names for alias in each}
 
     def keys_of(self, found: Record) -> Record | None:
         """The item's keys (Lambda-shaped) from a schedule's input: the release envelope's (second precision), the

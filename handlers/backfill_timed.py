@@ -28,14 +28,17 @@ BACKFILLED = "scheduled-table#backfilled"
 
 
 class Need(NamedTuple):
-    """What a fresh write of an item would do that is not done ("" when nothing), and its past occurrences whose
-    delivery the ledger no longer remembers (delivered long ago, or never: `deliver_past_due` decides)."""
+    """What a fresh write of an item would do that is not done ("" when nothing), and its past occurrences due
+    longer ago than the ledger remembers (delivered long ago, or never: `deliver_past_due` decides)."""
 
     word: str = ""
     forgotten: tuple[str, ...] = ()
 
 
-FORGOTTEN = "past due, delivery not remembered: not delivered again (--deliver-past-due delivers it)"
+# No filter of the mapping matches a map or a list (filters test leaf values): a write of such an item never reached
+# the function, so nothing was parked for it either.
+UNMATCHABLE = "due attribute is a map or a list: never seen by the mapping's filter (write a string or a number)"
+FORGOTTEN = "past due longer ago than the ledger remembers: not delivered again (--deliver-past-due delivers it)"
 
 
 def act(run: Run, kind: str, items: list[Record]) -> None:
@@ -46,9 +49,13 @@ def act(run: Run, kind: str, items: list[Record]) -> None:
     unusable: set[int] = set()
     for image in items:
         value = image.get(attribute)
-        if not isinstance(value, dict) or not ({"S", "N"} & set(value)):
+        if not isinstance(value, dict):
             run.note("skipped", "no due time")
             continue
+        if {"M", "L"} & set(value):
+            run.note("skipped", UNMATCHABLE, describe(run.config, image))
+            continue
+        # Another type (binary, boolean, null, a set) passes the mapping's filter and is parked: fed, it is too.
         timed.append(change(run.config, None, image, run.now()))
     # What exists already, asked with the consumer's concurrency (each a Scheduler or ledger read).
     with ThreadPoolExecutor(max_workers=max(1, int(run.config.get("maxWorkers") or 8))) as pool:
@@ -94,9 +101,9 @@ def remembered(run: Run, due: datetime, now: datetime) -> bool:
 
 def needs_of(run: Run, kind: str, record: Record) -> Need:
     """What a fresh write of this item would do that is not done: "" when its schedules exist (as they should),
-    else a word for it. A past occurrence the ledger holds was delivered; one it does not hold is fed (the
-    handler's ledger delivers it once) while the ledger would remember its delivery, or when the run delivers
-    past-due occurrences (`deliver_past_due`: backfill's first run, or the operator's flag); else it is reported."""
+    else a word for it. A past occurrence due longer ago than the ledger remembers is reported, never fed, unless
+    the run delivers such occurrences (`deliver_past_due`: backfill's first run, or the operator's flag); one more
+    recent (or when it does) is fed unless the ledger holds it (delivered): the handler's ledger delivers it once."""
     now = datetime.fromtimestamp(run.now(), UTC)
     if kind == "eventbridge":
         import eventbridge
@@ -109,20 +116,26 @@ def needs_of(run: Run, kind: str, record: Record) -> Need:
         for step in planned.steps:
             occurrence = step.occurrence
             if occurrence.recurrence is None and occurrence.due <= now:
-                if ledger(run).taken(occurrence.name):
-                    continue  # delivered already (by an earlier run, or the live function)
-                if run.options.deliver_past_due or remembered(run, occurrence.due, now):
-                    word = word or "deliver (past due)"
-                else:
+                if not (run.options.deliver_past_due or remembered(run, occurrence.due, now)):
+                    # Delivered long ago or never, whatever the ledger says now: not delivered again, and no ledger
+                    # read (a nightly reconcile of years of items would read one entry per old occurrence).
                     forgotten.append(occurrence.name)
+                elif not ledger(run).taken(occurrence.name, aliases=occurrence.aliases):  # else delivered already
+                    word = word or "deliver (past due)"
                 continue
             if word:
                 continue
-            found = None if run.options.fresh else schedule(run, occurrence.name)
-            if found is None:
+            found = None if run.options.fresh else schedule(run, occurrence.name, *occurrence.aliases)
+            if occurrence.recurrence is not None and ended(occurrence.recurrence, now):
+                # Nothing is left to fire: a schedule that ends where the rule does goes by itself at its end.
+                if found is not None and _second(found.get("EndDate")) != _second(occurrence.recurrence.end):
+                    word = "delete schedule (its rule has ended)"
+            elif found is None:
                 word = "schedule"
             elif occurrence.recurrence is not None and not rule_agrees(found, occurrence.recurrence, now):
                 word = "reschedule (the schedule holds another rule, zone, start or end)"
+            else:
+                run.confirmed.add(str(found.get("Name") or occurrence.name))  # its own name, or an earlier one
         return Need(word, tuple(forgotten))
     return Need(ttl_need(run, record, now))
 
@@ -140,7 +153,7 @@ def ttl_need(run: Run, record: Record, now: datetime) -> str:
         return "delete now (past due)"
     if run.options.fresh:
         return "schedule"
-    found = schedule(run, decision.name)
+    found = schedule(run, *ttl.schedule_names(stream(record), run.config))
     if found is None:
         return "schedule"
     held = record["dynamodb"]["NewImage"][run.config["timeAttribute"]]
@@ -151,7 +164,16 @@ def ttl_need(run: Run, record: Record, now: datetime) -> str:
         kept = None
     if kept != held:
         return "reschedule (the schedule holds another time)"
+    run.confirmed.add(str(found.get("Name") or decision.name))
     return ""
+
+
+def ended(spec: Any, now: datetime) -> bool:
+    """Whether a recurring rule (`eventbridge.Recurrence`) has nothing left to fire: no schedule is wanted."""
+    import eventbridge
+    from st_core import recurrence
+
+    return eventbridge.recurring_window(spec, recurrence.parse(spec.expression), now) is None
 
 
 def rule_agrees(found: Record, spec: Any, now: datetime) -> bool:
@@ -213,18 +235,23 @@ def ledger(run: Run) -> Any:
     return Ledger.of(run.config["eventbridge"], run.clients)
 
 
-def schedule(run: Run, name: str) -> Record | None:
-    """The schedule of that name in the table's group (paced), None when there is none."""
-    run.calls.take(1)
-    try:
-        found: Record = run.clients.get("scheduler").get_schedule(Name=name, GroupName=run.config["scheduler"]["group"])
-    except Exception as exc:
-        from st_core.errors import error_code
+def schedule(run: Run, *names: str) -> Record | None:
+    """The first schedule of these names in the table's group (paced): an occurrence's name, then the names earlier
+    versions gave it; None when there is none."""
+    from st_core.errors import error_code
 
-        if error_code(exc) == "ResourceNotFoundException":
-            return None
-        raise
-    return found
+    for name in names:
+        run.calls.take(1)
+        try:
+            found: Record = run.clients.get("scheduler").get_schedule(
+                Name=name, GroupName=run.config["scheduler"]["group"]
+            )
+        except Exception as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                continue
+            raise
+        return found
+    return None
 
 
 def plain_ttl(run: Run, items: list[Record]) -> None:

@@ -37,6 +37,7 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import partial
 from threading import Lock
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -47,7 +48,15 @@ from st_core.config import load_config
 from st_core.dispatch import due_event, scheduler_target, send_now, target_input
 from st_core.errors import PermanentError, error_code, is_transient, persist
 from st_core.idempotency import BATCH_WRITE_LIMIT, Ledger
-from st_core.naming import RECURRING, SCHEDULED_TIME, occurrence_id, recurring_firing_id, recurring_name
+from st_core.naming import (
+    RECURRING,
+    SCHEDULED_TIME,
+    ItemKeys,
+    item_keys,
+    occurrence_names,
+    recurring_firing_id,
+    recurring_names,
+)
 from st_core.reads import Found, read_items
 from st_core.schedules import MIN_LEAD
 from st_core.stream import (
@@ -106,6 +115,7 @@ class Occurrence(NamedTuple):
     item: dict[str, Any]
     offset: int = 0  # seconds from the item's due time (`offsets`: a reminder a day before is -86400)
     recurrence: Recurrence | None = None  # set on an item's recurring occurrence
+    aliases: tuple[str, ...] = ()  # names earlier versions may have given it (`naming.occurrence_names`)
 
     @property
     def item_due(self) -> datetime:
@@ -128,12 +138,6 @@ class Plan(NamedTuple):
     poison_reason: str | None = None
 
 
-def occurrence_name(identity: str, keys: dict[str, Any], due: datetime, offset: int = 0) -> str:
-    """One schedule per (item, due time, offset): its name is the occurrence's id (`naming.occurrence_id`), which
-    the ledger, the due event's `occurrenceId` and the target's deduplication use too."""
-    return occurrence_id(identity, keys, due, offset)
-
-
 def offsets_of(config: HandlerConfig) -> list[int]:
     return list(config.get("eventbridge", {}).get("offsets") or [0])
 
@@ -153,9 +157,7 @@ def item_zone(image: dict[str, Any], config: HandlerConfig) -> tuple[str, Any]:
     return name, zone(name)
 
 
-def recurring_occurrence(
-    image: dict[str, Any], identity: str, keys: dict[str, Any], config: HandlerConfig
-) -> Occurrence:
+def recurring_occurrence(image: dict[str, Any], keys: ItemKeys, config: HandlerConfig) -> Occurrence:
     """An item's one recurring occurrence, checked as Scheduler would check it (PermanentError with the reason)."""
     section: dict[str, Any] = dict(config.get("eventbridge", {}))
     from st_core import recurrence  # only recurring items compile the expression parser
@@ -174,36 +176,36 @@ def recurring_occurrence(
     start, end = bounds
     if start is not None and end is not None and end <= start:
         raise PermanentError(f"recurrence ends ({format_due(end)}) before it starts ({format_due(start)})")
-    name = recurring_name(identity, keys)
-    return Occurrence(name, start or _EPOCH, keys, image, recurrence=Recurrence(expression, zone_name, start, end))
+    name, *aliases = recurring_names(keys)
+    spec = Recurrence(expression, zone_name, start, end)
+    return Occurrence(name, start or _EPOCH, keys.plain, image, recurrence=spec, aliases=tuple(aliases))
 
 
-def occurrences_of(
-    image: dict[str, Any] | None, identity: str, keys: dict[str, Any], config: HandlerConfig
-) -> dict[int | str, Occurrence]:
+def occurrences_of(image: dict[str, Any] | None, keys: ItemKeys, config: HandlerConfig) -> dict[int | str, Occurrence]:
     """The item's occurrences, by offset (or RECURRING): none when the image carries no due time; PermanentError
-    when it carries one that cannot be used."""
+    when it carries one that cannot be used. Each named by `naming.occurrence_names`: one schedule per (item, due
+    time, offset), whose name is the occurrence's id."""
     if image is None or image.get(config["timeAttribute"]) is None:
         return {}
     if is_recurrence(image[config["timeAttribute"]]):
-        return {RECURRING: recurring_occurrence(image, identity, keys, config)}
+        return {RECURRING: recurring_occurrence(image, keys, config)}
     due = parse_due(image[config["timeAttribute"]], item_zone(image, config)[1])
-    return {
-        offset: Occurrence(
-            occurrence_name(identity, keys, due, offset), due + timedelta(seconds=offset), keys, image, offset
+    found: dict[int | str, Occurrence] = {}
+    for offset in offsets_of(config):
+        name, *aliases = occurrence_names(keys, due, offset)
+        found[offset] = Occurrence(
+            name, due + timedelta(seconds=offset), keys.plain, image, offset, aliases=tuple(aliases)
         )
-        for offset in offsets_of(config)
-    }
+    return found
 
 
 def plan(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime) -> Plan:
     """What one record means for the item's occurrences, given when its change happened (no AWS calls)."""
     data = record["dynamodb"]
-    identity = key_identity(record)
-    keys = decode_image(data["Keys"]) or {}
+    keys = item_keys(data["Keys"], config)
     name = record["eventName"]
     try:
-        olds = occurrences_of(decode_image(data.get("OldImage")), identity, keys, config)
+        olds = occurrences_of(decode_image(data.get("OldImage")), keys, config)
     except PermanentError:
         olds = {}  # it never had a usable time, so nothing was scheduled for it
     poison: str | None = None
@@ -213,7 +215,7 @@ def plan(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime)
             problem = due_type_problem(data.get("NewImage"), config["timeAttribute"])
             if problem:  # binary, boolean, null, a set, a map, a list: no time (null is not "no due time" either)
                 raise PermanentError(problem)
-            news = occurrences_of(decode_image(data.get("NewImage")), identity, keys, config)
+            news = occurrences_of(decode_image(data.get("NewImage")), keys, config)
         except PermanentError as exc:
             poison = str(exc)
     steps: list[Step] = []
@@ -337,7 +339,7 @@ class Scheduling:
         check against what the item holds now (`_current`): the item of any record that schedules, and of any that
         cancels a recurring schedule. Read after the batch's records were written, each item is at least as new as
         the batch's last record of it. A record this batch cannot plan is planned again, and fails, per item."""
-        keys = []
+        keys: dict[str, Any] = {}
         for record in records:
             try:
                 step_plan = self._plan(record)
@@ -347,7 +349,7 @@ class Scheduling:
                 s.action is Action.SCHEDULE or (s.action is Action.CANCEL and s.occurrence.recurrence is not None)
                 for s in step_plan.steps
             ):
-                keys.append(record["dynamodb"]["Keys"])
+                keys[key_identity(record)] = record["dynamodb"]["Keys"]
         if keys:
             found = read_items(
                 self.clients, self.config["table"], keys, workers=self.config["maxWorkers"], sleep=self.sleep
@@ -403,14 +405,18 @@ class Scheduling:
             self._recur(record, step, occurrence.recurrence, now)
             return
         past = occurrence.due <= now
-        held = self._held(record, occurrence)
-        if held is None or held.due != occurrence.due:
-            # The item has left this due time since this record (or is gone): a later record of the stream cancels
-            # or settles it, so nothing is made or sent here. A replay is the case: Lambda replays from a sequence
-            # number with every record after it, but a bisected or cut-short retry may hand the INSERT over alone
-            # and the REMOVE that cancelled it only in the next batch, once the minute began (too late to delete:
-            # see `_cancel`), so a schedule made here would deliver a cancelled item. The item is read once per
-            # batch (`prepare`), after every record of the batch was written.
+        current = self._current(record)
+        if current != occurrence.item and (not past or not self._holds(current, record, occurrence)):
+            # This record is not the item's latest. If the item has left this due time (or is gone), a later record
+            # of the stream cancels or settles it, so nothing is made or sent here. A replay is the case: Lambda
+            # replays from a sequence number with every record after it, but a bisected or cut-short retry may hand
+            # the INSERT over alone and the REMOVE that cancelled it only in the next batch, once the minute began
+            # (too late to delete: see `_cancel`), so a schedule made here would deliver a cancelled item. If the
+            # item still holds this time, still ahead, it has changed since: a later record (handled already, when
+            # an old batch comes again, or still to come, in stream order) made or will make the schedule with the
+            # item as it is; this record's older image would put stale data back into the due event. A past time
+            # the item still holds is delivered below: a later write may have come after the time, when no
+            # schedule is made for it. The item is read once per batch (`prepare`), after every record of it.
             self._count("stale")
             log.debug("schedule-stale", schedule=occurrence.name, dueAt=format_due(occurrence.due))
             return
@@ -418,20 +424,14 @@ class Scheduling:
             # Scheduler cannot fire in the past: delivered now, unless a schedule or an earlier run owns it.
             self._deliver(occurrence)
             return
-        if held.item != occurrence.item:
-            # The item still holds this due time but has changed since this record: a later record (handled
-            # already, when an old batch comes again, or still to come, in stream order) made or will make the
-            # schedule with the item as it is, since the time is still ahead. Writing this record's older image
-            # would put stale data back into the due event, so a schedule's payload is only written by the item's
-            # latest record. (A past occurrence is delivered above: a later write may have come after its time,
-            # when no schedule is made for it.)
-            self._count("stale")
-            log.debug("schedule-superseded", schedule=occurrence.name, dueAt=format_due(occurrence.due))
-            return
         firing = self._may_be_firing(occurrence.due, now)
-        if firing and self.ledger.taken(occurrence.name):
+        if firing and self.ledger.taken(occurrence.name, aliases=occurrence.aliases):
             log.debug("firing-left-alone", schedule=occurrence.name)
             return
+        if not step.fresh:
+            # The item kept this due time: its schedule may be one an earlier version made under an older name,
+            # which is replaced rather than doubled (a new due time has no schedule of an earlier version).
+            self._drop_aliases(occurrence)
         payload = target_input(self.config["target"], self._event(occurrence), via_scheduler=True)
         if self.second:
             fire = self._release(record, step, payload, now, firing)
@@ -554,6 +554,7 @@ class Scheduling:
             target=scheduler_target(self.config["target"], self.config["scheduler"], payload),
             description=f"scheduled-table {MODE} {self.config['table']} recurring",
         )
+        self._drop_aliases(occurrence)  # an older name of it would go on firing beside it, for ever
         try:
             schedules.upsert(self.clients, request, create_first=step.fresh)
         except Exception as exc:
@@ -622,11 +623,22 @@ class Scheduling:
     def _held(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> Occurrence | None:
         """The item's occurrence in `occurrence`'s place (its offset, or its recurring one) as the item holds it
         now, whatever its time or rule; None when the item is gone or holds nothing usable there."""
+        return self._held_in(self._current(record), record, occurrence)
+
+    def _held_in(
+        self, current: dict[str, Any] | None, record: DynamoDBStreamRecord, occurrence: Occurrence
+    ) -> Occurrence | None:
         try:
-            held = occurrences_of(self._current(record), key_identity(record), occurrence.keys, self.config)
+            keys = item_keys(record["dynamodb"]["Keys"], self.config)
+            held = occurrences_of(current, keys, self.config)
         except PermanentError:
             return None
         return held.get(RECURRING if occurrence.recurrence is not None else occurrence.offset)
+
+    def _holds(self, current: dict[str, Any] | None, record: DynamoDBStreamRecord, occurrence: Occurrence) -> bool:
+        """The item as read (`current`) still holds this one-time occurrence's due time (any format of the instant)."""
+        held = self._held_in(current, record, occurrence)
+        return held is not None and held.due == occurrence.due
 
     def _current(self, record: DynamoDBStreamRecord) -> dict[str, Any] | None:
         """The record's item as it is now: from the batch read (`prepare`), or, for an item that read did not
@@ -642,7 +654,8 @@ class Scheduling:
 
     def _cancel_recurring(self, occurrence: Occurrence) -> None:
         # No ledger: each firing is Scheduler's own, none was ever recorded here.
-        schedules.delete(self.clients, self.group, occurrence.name)
+        for name in (occurrence.name, *occurrence.aliases):
+            schedules.delete(self.clients, self.group, name)
         self._count("cancelled")
         log.debug("cancelled", schedule=occurrence.name)
 
@@ -675,22 +688,37 @@ class Scheduling:
             self._count("tooLateToCancel")
             log.debug("cancel-too-late", schedule=occurrence.name, dueAt=format_due(occurrence.due))
             return
-        schedules.delete(self.clients, self.group, occurrence.name)
+        names = (occurrence.name, *occurrence.aliases)  # and any schedule an earlier version made of it
+        for name in names:
+            schedules.delete(self.clients, self.group, name)
         # Deleted, or found gone, before its minute began: no schedule of this occurrence has run or will, so none
         # owns it and its marker is forgotten (a return to this due time is then scheduled or delivered afresh).
-        # Judged by the clock once the delete has answered: one that answered later may have raced a firing, and
+        # Judged by the clock once the deletes have answered: one that answered later may have raced a firing, and
         # keeps the marker.
         if not self._may_have_started(occurrence.due, self.now()):
-            persist(lambda: self.ledger.unschedule(occurrence.name))
+            for name in names:
+                persist(partial(self.ledger.unschedule, name))
         self._count("cancelled")
         log.debug("cancelled", schedule=occurrence.name, dueAt=format_due(occurrence.due))
 
+    def _drop_aliases(self, occurrence: Occurrence) -> None:
+        """Delete the schedules an earlier version made of this occurrence under an older name (`aliases`), with
+        their markers: the occurrence's schedule is about to be made under its own name."""
+        for alias in occurrence.aliases:
+            schedules.delete(self.clients, self.group, alias)
+            if occurrence.recurrence is None:  # a recurring schedule has no marker
+                persist(partial(self.ledger.unschedule, alias))
+
     def _deliver(self, occurrence: Occurrence, take_over: bool = False, fired: datetime | None = None) -> None:
-        """Deliver a come-due occurrence now, once: unless a schedule (`take_over`: unless a delivery) owns it.
-        `fired`: one firing of a recurring occurrence, under the id Scheduler gives that firing."""
+        """Deliver a come-due occurrence now, once: unless a schedule (`take_over`: unless a delivery) owns it,
+        under its id or one an earlier version gave it. `fired`: one firing of a recurring occurrence, under the id
+        Scheduler gives that firing."""
         due = occurrence.due if fired is None else fired
-        name = occurrence.name if fired is None else recurring_firing_id(occurrence.name, format_due(fired))
-        if not self.ledger.claim(name, take_over_scheduled=take_over):
+        names = (occurrence.name, *occurrence.aliases)
+        if fired is not None:
+            names = tuple(recurring_firing_id(n, format_due(fired)) for n in names)
+        name = names[0]
+        if not self.ledger.claim(name, take_over_scheduled=take_over, aliases=names[1:]):
             self._count("duplicates")
             log.debug("duplicate", schedule=name, dueAt=format_due(due))
             return

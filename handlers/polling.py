@@ -29,7 +29,7 @@ from st_core.clients import CLIENTS, Clients
 from st_core.config import load_config
 from st_core.dispatch import due_event, send_now, target_input
 from st_core.errors import PermanentError, advice, error_code, is_transient, persist
-from st_core.naming import occurrence_id
+from st_core.naming import item_keys, key_names, occurrence_id
 from st_core.pending import (
     ATTEMPTS,
     CLAIM,
@@ -47,7 +47,6 @@ from st_core.stream import (
     BatchResponse,
     DynamoDBStreamEvent,
     decode_image,
-    identity_of,
 )
 from st_core.timeparse import format_due, parse_due
 
@@ -219,7 +218,7 @@ class Processor:
         self.clients = clients
         self.now = now
         self.time_left = time_left
-        self.keys = [k for k in (config["partitionKey"], config["sortKey"]) if k]
+        self.keys = key_names(config)
         # A claim outlives the invocation that made it: the lease is the Lambda timeout + 30 s from the tick's start.
         self.lease = int(now()) + self.polling["leaseSeconds"]
         self.workers = config["maxWorkers"]
@@ -408,9 +407,10 @@ class Processor:
         """Dispatch a claimed item, then complete it (or back it off, or dead-letter it)."""
         due, lease = task_due(raw), self.lease
         item = without_index(decode_image(raw) or {})
-        keys = decode_image(key) or {}
+        named = item_keys(key, self.config)
+        keys = named.plain
         moment = datetime.fromtimestamp(due, UTC)
-        occurrence = occurrence_id(identity_of(key), keys, moment)
+        occurrence = occurrence_id(named, moment)
         try:
             event = due_event(
                 mode=MODE, table=self.config["table"], keys=keys, due=moment, item=item, occurrence=occurrence
@@ -627,9 +627,7 @@ class Processor:
             # What `scheduled-table redrive target` needs to send the same due event again, under the same name.
             "dueAt": format_due(datetime.fromtimestamp(task_due(raw), UTC)),
             "occurrence": occurrence_id(
-                identity_of(self._key(raw)),
-                decode_image(self._key(raw)) or {},
-                datetime.fromtimestamp(task_due(raw), UTC),
+                item_keys(self._key(raw), self.config), datetime.fromtimestamp(task_due(raw), UTC)
             ),
             "item": without_index(decode_image(raw) or {}),
         }

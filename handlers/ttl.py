@@ -36,7 +36,7 @@ from st_core.constants import UNIVERSAL_TARGET_PREFIX
 from st_core.dispatch import due_event, schedule_target, send_now, target_input
 from st_core.errors import PermanentError, error_code, persist
 from st_core.idempotency import Ledger
-from st_core.naming import occurrence_id, schedule_name
+from st_core.naming import item_keys, item_schedule_names, occurrence_names
 from st_core.stream import (
     BatchResponse,
     DynamoDBStreamEvent,
@@ -44,7 +44,6 @@ from st_core.stream import (
     changed_at,
     decode_image,
     due_type_problem,
-    key_identity,
     to_request,
 )
 from st_core.timeparse import format_due, minute_start, parse_due
@@ -123,11 +122,15 @@ def fired(old: dict[str, Any], new: dict[str, Any], attribute: str) -> bool:
     return due is not None and new.get(attribute) is None and new.get(FIRED) == due
 
 
+def schedule_names(record: DynamoDBStreamRecord, config: HandlerConfig) -> tuple[str, ...]:
+    """Precise mode: the item's one schedule's name, then the names earlier versions may have given it."""
+    return item_schedule_names(item_keys(record["dynamodb"]["Keys"], config))
+
+
 def decide(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime) -> Decision:
     """What one record means, without calling AWS; `changed` is when its change happened."""
     data = record["dynamodb"]
-    keys = decode_image(data["Keys"]) or {}
-    name = schedule_name(key_identity(record), "-".join(str(v) for v in keys.values()))
+    name = schedule_names(record, config)[0]
     attribute = config["timeAttribute"]
     precise = config["ttl"]["precise"]
     if record["eventName"] == "REMOVE":
@@ -249,14 +252,15 @@ class Executor:
         data = record["dynamodb"]
         raw = {k: v for k, v in (data.get("OldImage") or {}).items() if k != FIRED}
         item = decode_image(raw) or {}
-        keys = decode_image(data["Keys"]) or {}
-        occurrence = occurrence_id(key_identity(record), keys, due)
+        item_key = item_keys(data["Keys"], self.config)
+        keys = item_key.plain
+        occurrence, *aliases = occurrence_names(item_key, due)
         early = (due - self.now()).total_seconds()
         if early > 0:
             # This invocation's clock behind the change's (a due time already past, fired by another invocation):
             # the action waits for the due second. At most a minute, within any function timeout this mode allows.
             self.sleep(min(early, 60.0))
-        if not self.ledger.claim(occurrence):
+        if not self.ledger.claim(occurrence, aliases=tuple(aliases)):
             log.debug("duplicate", schedule=name, dueAt=format_due(due))
             if fired:  # done before, perhaps without its settling write (a crash, a timeout): settle it now
                 self._settle(record, raw, item, due)
@@ -365,7 +369,8 @@ class Executor:
         if self._held_due(record) is not None:
             self._stale(name, "unschedule")
             return
-        schedules.delete(self.clients, self.config["scheduler"]["group"], name)
+        for each in schedule_names(record, self.config):  # and any schedule an earlier version made under another
+            schedules.delete(self.clients, self.config["scheduler"]["group"], each)
         self._warn_if_firing(record, name)
 
     def _warn_if_firing(self, record: DynamoDBStreamRecord, name: str) -> None:
@@ -410,15 +415,19 @@ class Executor:
             # for TTL. One consistent read per schedule made.
             self._stale(name, "schedule")
             return
+        scheduler = self.config["scheduler"]
         if record["eventName"] == "MODIFY":
             self._warn_if_firing(record, name)  # a move: the old time's firing may be under way
-        scheduler = self.config["scheduler"]
+            # The item's schedule may be one an earlier version made under an older name: replaced, not doubled.
+            for alias in schedule_names(record, self.config)[1:]:
+                schedules.delete(self.clients, scheduler["group"], alias)
         # Scheduler's universal target takes DynamoDB JSON as Lambda delivers it (binary as base64 text).
         request = fire_request(self.config["table"], data["Keys"], attribute, data["NewImage"][attribute])
         now = self.now()
         if due <= now:
             # Due already: fire it now, as its schedule would; that MODIFY comes back here and executes.
-            schedules.delete(self.clients, scheduler["group"], name)
+            for each in schedule_names(record, self.config):
+                schedules.delete(self.clients, scheduler["group"], each)
             direct = {
                 **request,
                 "Key": to_request(request["Key"]),

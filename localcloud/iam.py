@@ -46,16 +46,6 @@ DENIED = "AccessDeniedException"
 # What a refusal is called, by protocol (SNS says AuthorizationError).
 DENIED_CODES = frozenset({DENIED, "AccessDenied", "AuthorizationError"})
 
-# Scheduler's templated targets: the action its role needs on the target's ARN (AWS Scheduler user guide,
-# "Set up the execution role"; the same actions components/policies.py grants).
-TEMPLATED_ACTIONS = {
-    "lambda": "lambda:InvokeFunction",
-    "sqs": "sqs:SendMessage",
-    "sns": "sns:Publish",
-    "states": "states:StartExecution",
-    "events": "events:PutEvents",
-}
-
 
 def schedule_resource_arn(
     method: str, path: str, body: bytes, query_params: dict[str, Any], region: str, account: str
@@ -108,10 +98,13 @@ def send_email_identity(sender: str, region: str, account: str, verified: set[st
 def templated_action(target_arn: str) -> tuple[str, str] | None:
     """(IAM action, its service) Scheduler's role needs to call a templated target; None for a universal target
     (`arn:aws:scheduler:::aws-sdk:...`: the emulators call those, with the role) or an unknown service."""
+    from .component import runtime_module
+
     parts = target_arn.split(":")
     if len(parts) < 6 or parts[2] == "scheduler":
         return None
-    action = TEMPLATED_ACTIONS.get(parts[2])
+    # Each target kind's declaration (handlers/st_core/target_types/), as components/policies.py grants it.
+    action = runtime_module("target_types").templated_actions().get(parts[2])
     return None if action is None else (action, parts[2])
 
 

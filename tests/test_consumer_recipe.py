@@ -18,8 +18,7 @@ import boto3
 import pytest
 from moto import mock_aws
 from st_core.dispatch import due_event, target_input
-from st_core.naming import occurrence_id
-from st_core.stream import identity_of
+from st_core.naming import item_keys, occurrence_id
 
 from tests.conftest import REGION
 
@@ -48,12 +47,12 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str, ModuleType]
         yield sqs, url, module
 
 
-def send(sqs: Any, url: str, pk: str) -> None:
-    """The due event of item `pk` as the handlers make it (its text as the target receives it)."""
-    typed, keys = {"PK": {"S": pk}, "SK": {"S": "appt"}}, {"PK": pk, "SK": "appt"}
-    occurrence = occurrence_id(identity_of(typed), keys, DUE)
+def send(sqs: Any, url: str, pk: str, table: str = "t") -> None:
+    """The due event of item `pk` of `table` as the handlers make it (its text as the target receives it)."""
+    named = item_keys({"SK": {"S": "appt"}, "PK": {"S": pk}}, {"partitionKey": "PK", "sortKey": "SK"})
+    keys, occurrence = named.plain, occurrence_id(named, DUE)
     event = due_event(
-        mode="eventbridge", table="t", keys=keys, due=DUE, item={**keys, "name": "Ada"}, occurrence=occurrence
+        mode="eventbridge", table=table, keys=keys, due=DUE, item={**keys, "name": "Ada"}, occurrence=occurrence
     )
     sqs.send_message(QueueUrl=url, MessageBody=target_input({"kind": "sqs", "arn": "arn:aws:sqs:::q"}, event))
 
@@ -118,6 +117,22 @@ def test_a_due_event_delivered_twice_is_acted_on_once(aws: Any, monkeypatch: pyt
     # Later, in another invocation: the same occurrence once more.
     send(sqs, url, "user#1")
     assert module.handler(batch(sqs, url), context()) == {"batchItemFailures": []}
+    assert len(acted) == 2
+
+
+def test_two_tables_occurrences_with_the_same_keys_and_due_time_are_each_acted_on(
+    aws: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The id is unique within a table: two tables' items with the same keys and due time share it, and the recipe
+    tells them apart by the event's table (its idempotency key is the table and the id)."""
+    sqs, url, module = aws
+    acted = counting(module, monkeypatch)
+    send(sqs, url, "user#1", table="appointments")
+    send(sqs, url, "user#1", table="reminders")
+    send(sqs, url, "user#1", table="reminders")  # a redelivery
+    event = batch(sqs, url)
+    assert len({json.loads(r["body"])["occurrenceId"] for r in event["Records"]}) == 1
+    assert module.handler(event, context()) == {"batchItemFailures": []}
     assert len(acted) == 2
 
 

@@ -25,14 +25,6 @@ def test_public_api_is_exactly_this() -> None:
     assert all(hasattr(components, name) for name in components.__all__)
 
 
-def test_target_kinds_match_the_handlers_dispatch_kinds() -> None:
-    from st_core.dispatch import TargetKind
-
-    from components.targets import TARGET_TYPES
-
-    assert {getattr(t, "kind") for t in TARGET_TYPES} == {k.value for k in TargetKind}  # noqa: B009
-
-
 def test_the_version_is_the_installed_distributions_and_the_command_prints_it(capsys) -> None:
     """`scheduled_table.__version__` and `scheduled-table --version` both come from pyproject.toml's version."""
     import tomllib

@@ -127,6 +127,14 @@ def run(
     lock = threading.Lock()
     aggregate = config["mode"] == "aggregate"
     engines: list[Any] = []
+    confirmed: set[str] = set()  # schedules the item pass found as wanted: the sweep does not read them again
+
+    def made() -> Any:
+        """An engine of this run (one per segment, one for the sweep)."""
+        clients = Clients(client)
+        return core.Engine(
+            config, feed, clients=clients, options=options, reads=reads, calls=calls, now=now, confirmed=confirmed
+        )
 
     def snapshot(local: Any) -> Any:
         """An engine's tally as of now (its segment's threads go on counting meanwhile)."""
@@ -149,7 +157,7 @@ def run(
             except Exception as error:  # the function failed, or could not be invoked: resume from the checkpoint
                 progress(f"segment {index} stopped: {error_code(error)}: {str(error)[:300]}")
                 return False
-        local = core.Engine(config, feed, clients=Clients(client), options=options, reads=reads, calls=calls, now=now)
+        local = made()
         if aggregate:
             local.absorb(state.get("partial"))
         engines.append(local)
@@ -184,7 +192,7 @@ def run(
     with ThreadPoolExecutor(max_workers=plan.segments) as pool:
         finished = all(list(pool.map(segment, range(plan.segments))))
     if finished and plan.command == "reconcile" and not aggregate:
-        sweep = core.Engine(config, feed, clients=Clients(client), options=options, reads=reads, calls=calls, now=now)
+        sweep = made()
         sweep.sweep_schedules()
         engines.append(sweep)
     if finished and aggregate:

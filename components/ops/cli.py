@@ -34,7 +34,8 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="scheduled-table",
         description="Operate a ScheduledTable's deployed stack.",
-        epilog="exit status: 0 done; 1 something could not be redriven; 2 nothing could start (a wrong function "
+        epilog="exit status: 0 done; 1 something could not be redriven (or a call was refused midway: what the run "
+        "hid is given back); 2 nothing could start (a wrong function "
         "name, a missing queue, a usage error). `scheduled-table local --help` for the local cloud.",
     )
     top.add_argument("--version", action="version", version=f"scheduled-table {__version__}")
@@ -84,6 +85,9 @@ def parser() -> argparse.ArgumentParser:
     look.add_argument(
         "--max", type=int, default=10, dest="limit", metavar="N", help="show up to N of each (default 10)"
     )
+    from .permissions import add_parser as add_policy_parser
+
+    add_policy_parser(commands)
     # Parsed by scheduled_table.local (its own --help); listed here so `scheduled-table --help` shows it.
     commands.add_parser("local", help="run your Pulumi program in a local AWS: local preview|up|down (extra [local])")
     return top
@@ -205,6 +209,10 @@ def main(argv: Sequence[str] | None = None, client: Client | None = None, emit: 
     args = parser().parse_args(given)
     if args.command in ("backfill", "reconcile"):
         return scan_main(args, client, emit)
+    if args.command == "policy":
+        from .permissions import main as policy_main
+
+        return policy_main(args, client or clients(args.endpoint_url, args.region), emit)
     if args.command == "inspect":
         from . import inspection
 
@@ -230,5 +238,13 @@ def main(argv: Sequence[str] | None = None, client: Client | None = None, emit: 
     except RedriveError as error:
         print(f"scheduled-table: {error}", file=sys.stderr)
         return 2
+    except Exception as error:  # refused mid-run (a permission missing, say): what the run hid is given back
+        lines = queues.stopped(error)
+        if lines is None:
+            raise
+        for line in lines:
+            print(f"scheduled-table: {label}: {line}", file=sys.stderr)
+        emit(report.summary(label))
+        return 1
     emit(("dry run, nothing changed. " if args.dry_run else "") + report.summary(label))
     return 0 if report.ok else 1

@@ -1,13 +1,14 @@
 """A consumer of scheduled-table's due events: an SQS-triggered Lambda function that acts once per occurrence.
 
 Every target is delivered at least once (a redelivered stream batch, Scheduler's rare second invocation, SQS's own
-redelivery), so the consumer dedupes on the due event's `occurrenceId`, which is the same for every delivery of one
-occurrence (see docs/consumers.md). Powertools for AWS Lambda does the work:
+redelivery), so the consumer dedupes on the due event's `table` and `occurrenceId`: the id is the same for every
+delivery of one occurrence and unique within its table (two tables with the same keys and due time share it; see
+docs/consumers.md). Powertools for AWS Lambda does the work:
 
 - the batch processor reports only the failed messages (the event source mapping needs
   `function_response_types=["ReportBatchItemFailures"]`), so one bad message does not redeliver the batch;
-- idempotency, keyed on `occurrenceId`, stores each occurrence's outcome in a DynamoDB table (partition key `id`,
-  string; TTL on `expiration`): a second delivery gets the stored result instead of acting again.
+- idempotency, keyed on `[table, occurrenceId]`, stores each occurrence's outcome in a DynamoDB table (partition
+  key `id`, string; TTL on `expiration`): a second delivery gets the stored result instead of acting again.
 
 Needs `aws-lambda-powertools` in the function (a layer or its package); not scheduled-table, whose `DueEvent` is
 only read by type checkers. Environment: IDEMPOTENCY_TABLE. The function's role needs dynamodb:GetItem, PutItem,
@@ -36,7 +37,7 @@ processor = BatchProcessor(event_type=EventType.SQS)
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["IDEMPOTENCY_TABLE"])
 # Remember an occurrence longer than any redelivery can come: Scheduler retries for up to a day, a stream batch for
 # its retention (24 h), and `scheduled-table redrive` may resend later still (then the target dedupes as here).
-config = IdempotencyConfig(event_key_jmespath="occurrenceId", expires_after_seconds=7 * 24 * 3600)
+config = IdempotencyConfig(event_key_jmespath="[table, occurrenceId]", expires_after_seconds=7 * 24 * 3600)
 
 
 def remind(event: DueEvent) -> dict[str, Any]:

@@ -30,33 +30,72 @@ RECURRING = "recurring"
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 
 
-def readable_keys(keys: Mapping[str, Any]) -> str:
-    """The key values joined by `-`: the readable prefix of a schedule's name (plain keys, as decoded)."""
-    return "-".join(str(v) for v in keys.values())
+class ItemKeys:
+    """An item's keys, as every name of the item and of its occurrences is made from them (`item_keys`). A plain
+    class: a NamedTuple would cost every cold start about 0.25 ms to build at import (a plain class: 7 us)."""
+
+    __slots__ = ("identity", "plain", "readables")
+    identity: str  # the canonical typed form (`stream.identity_of`): what the names' hash covers, in any order
+    plain: dict[str, Any]  # the values decoded, in the table's key order: the due event's `keys`
+    # The readable prefixes: the table's key order (partition key, then sort key) first, the one every name is made
+    # with; then the other order, which earlier versions took from a stream record that listed the sort key first
+    # (AWS's records may), so that the schedules and ledger entries they made are still found.
+    readables: tuple[str, ...]
+
+    def __init__(self, identity: str, plain: dict[str, Any], readables: tuple[str, ...]) -> None:
+        self.identity, self.plain, self.readables = identity, plain, readables
 
 
-def occurrence_id(identity: str, keys: Mapping[str, Any], due: datetime, offset: int = 0) -> str:
+def key_names(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The table's key attributes in the table's order: its partition key, then its sort key if it has one."""
+    return tuple(str(name) for name in (config.get("partitionKey"), config.get("sortKey")) if name)
+
+
+def item_keys(typed_keys: Mapping[str, Any], config: Mapping[str, Any]) -> ItemKeys:
+    """An item's keys (DynamoDB JSON, Lambda's or boto3's form, in whatever order a record lists them) for naming:
+    the order of the record never changes a name, the table's definition (`config`'s key names) fixes it."""
+    from .stream import identity_of, to_plain
+
+    order = key_names(config)
+    ranked = sorted(typed_keys, key=lambda name: (order.index(name) if name in order else len(order), name))
+    plain = {name: to_plain(typed_keys[name]) for name in ranked}
+    readable = "-".join(str(value) for value in plain.values())
+    earlier = "-".join(str(value) for value in reversed(plain.values()))
+    return ItemKeys(identity_of(dict(typed_keys)), plain, (readable,) if earlier == readable else (readable, earlier))
+
+
+def _names(keys: ItemKeys, unique: str) -> tuple[str, ...]:
+    """`unique`'s name under each of the item's readable prefixes, distinct: the name first, then earlier names."""
+    return tuple(dict.fromkeys(schedule_name(unique, readable) for readable in keys.readables))
+
+
+def occurrence_names(keys: ItemKeys, due: datetime, offset: int = 0) -> tuple[str, ...]:
+    """The occurrence's id (`occurrence_id`) first, then the ids earlier versions may have given it (the readable
+    prefix in the stream record's order; the hash is the same): a cancel, a move, a claim and reconcile look for
+    each, so an upgrade neither orphans nor doubles a schedule or a delivery made before it."""
+    return _names(keys, f"{keys.identity}\x1f{format_due(due)}" + (f"\x1f{offset}" if offset else ""))
+
+
+def occurrence_id(keys: ItemKeys, due: datetime, offset: int = 0) -> str:
     """THE name of one occurrence (an item's keys + its due time + the offset), in every mode and every place: the
     due event's `occurrenceId`, the idempotency ledger's id, the eventbridge mode's schedule name, the SQS FIFO
-    deduplication id and the Step Functions execution name. `identity` is the keys' canonical form
-    (`stream.identity_of`), `keys` the same keys decoded (only the readable prefix comes from them). 1-64 characters
-    of [0-9a-zA-Z-_.], so every one of those takes it as it is. The offset-0 name is the one a table without
-    offsets has always used, so adding offsets keeps its schedules and ledger."""
-    unique = f"{identity}\x1f{format_due(due)}" + (f"\x1f{offset}" if offset else "")
-    return schedule_name(unique, readable_keys(keys))
+    deduplication id and the Step Functions execution name. The readable prefix is the key values in the table's
+    key order, the hash covers the keys' canonical form, so it is the same whichever order a record lists the keys
+    in and whichever path (stream, backfill, polling, redrive, reconcile) names it. 1-64 characters of
+    [0-9a-zA-Z-_.], so every one of those takes it as it is. The offset-0 name is the one a table without offsets
+    has always used, so adding offsets keeps its schedules and ledger."""
+    return occurrence_names(keys, due, offset)[0]
 
 
-def recurring_name(identity: str, keys: Mapping[str, Any]) -> str:
-    """An item's one recurring schedule (whatever its rule), found again on every change of the item."""
-    return schedule_name(f"{identity}\x1f{RECURRING}", readable_keys(keys))
+def recurring_names(keys: ItemKeys) -> tuple[str, ...]:
+    """An item's one recurring schedule (whatever its rule), found again on every change of the item: its name,
+    then the names earlier versions may have given it (see `occurrence_names`)."""
+    return _names(keys, f"{keys.identity}\x1f{RECURRING}")
 
 
-def recurring_occurrence_id(identity: str, keys: Mapping[str, Any]) -> str:
-    """A recurring item's firing's `occurrenceId`, as a template Scheduler completes: the schedule's name, `@`, and
-    the firing's scheduled time (written in by Scheduler). Scheduler computes no hash, so the id is composed rather
-    than hashed; it is stable per firing (a retried or twice-invoked firing has the same scheduled time) and at
-    most 64 + 1 + 20 characters of printable ASCII, which SQS takes as a FIFO deduplication id."""
-    return recurring_firing_id(recurring_name(identity, keys))
+def item_schedule_names(keys: ItemKeys) -> tuple[str, ...]:
+    """Precise ttl's one schedule per item (whatever its due time): its name, then earlier names."""
+    return _names(keys, keys.identity)
 
 
 def recurring_firing_id(schedule: str, scheduled: str = SCHEDULED_TIME) -> str:

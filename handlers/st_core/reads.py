@@ -10,7 +10,7 @@ those items on their own and their failures are handled per item, as any other c
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -34,20 +34,18 @@ Found = dict[str, dict[str, Any] | None]
 def read_items(
     clients: Clients,
     table: str,
-    keys: Sequence[Image],
+    keys: dict[str, Image],
     *,
     workers: int,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Found:
-    """The items with these keys (stream form: Lambda's `Keys`), read consistently; `workers` calls at a time.
-    Duplicate keys are read once. Items the read could not settle are absent from the answer."""
-    unique: dict[str, Image] = {}
-    for key in keys:
-        unique.setdefault(identity_of(key), key)
-    chunks = [list(unique.values())[at : at + BATCH_GET_LIMIT] for at in range(0, len(unique), BATCH_GET_LIMIT)]
+    """The items with these keys (stream form: Lambda's `Keys`, by their `identity_of`), read consistently;
+    `workers` calls at a time. Items the read could not settle are absent from the answer."""
+    pairs = list(keys.items())
+    chunks = [pairs[at : at + BATCH_GET_LIMIT] for at in range(0, len(pairs), BATCH_GET_LIMIT)]
     found: Found = {}
 
-    def one(chunk: list[Image]) -> Found:
+    def one(chunk: list[tuple[str, Image]]) -> Found:
         try:
             return _read_chunk(clients, table, chunk, sleep)
         except Exception as exc:  # each of these items is read on its own later, where a failure is handled
@@ -64,11 +62,10 @@ def read_items(
     return found
 
 
-def _read_chunk(clients: Clients, table: str, chunk: list[Image], sleep: Callable[[float], None]) -> Found:
-    names = list(chunk[0])  # the table's key attributes (every key of one table has the same)
-    wanted = {identity_of(key): key for key in chunk}
+def _read_chunk(clients: Clients, table: str, chunk: list[tuple[str, Image]], sleep: Callable[[float], None]) -> Found:
+    names = list(chunk[0][1])  # the table's key attributes (every key of one table has the same)
     found: Found = {}
-    request: dict[str, Any] = {table: {"Keys": [to_request(k) for k in chunk], "ConsistentRead": True}}
+    request: dict[str, Any] = {table: {"Keys": [to_request(k) for _, k in chunk], "ConsistentRead": True}}
     for attempt in range(UNPROCESSED_ATTEMPTS):
         if attempt:
             sleep(UNPROCESSED_PAUSE_SECONDS * 2 ** (attempt - 1))
@@ -80,7 +77,7 @@ def _read_chunk(clients: Clients, table: str, chunk: list[Image], sleep: Callabl
             break
     left = {identity_of(key) for key in request.get(table, {}).get("Keys", [])} if request else set()
     # A key asked for, settled and not returned: no such item.
-    for identity in wanted:
+    for identity, _ in chunk:
         if identity not in found and identity not in left:
             found[identity] = None
     if left:

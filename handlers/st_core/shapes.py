@@ -19,6 +19,7 @@ class EmailConfig(TypedDict):
     recipientAttribute: str
     subject: str
     body: str
+    configurationSet: NotRequired[str]  # the SES configuration set to send with
 
 
 class TargetConfig(TypedDict):

@@ -207,3 +207,22 @@ def test_a_recurring_rule_zone_start_or_end_changed_while_the_stream_was_off_is_
     assert held["end"]["EndDate"] == start + timedelta(days=30)
     status, lines = command(function, "reconcile")
     assert status == 0 and any("0 acted on" in line for line in lines), lines
+
+
+def test_reconcile_reports_due_attributes_no_filter_can_match_and_feeds_unusable_ones(env: Env) -> None:
+    """A map or a list matches no leaf filter, so the function never saw the item: reported with its keys. A
+    boolean passes the mapping's filter and is parked there, so reconcile feeds it to be parked the same way."""
+    typed = {"map": {"M": {"at": {"S": iso(NOW)}}}, "list": {"L": [{"S": iso(NOW)}]}, "flag": {"BOOL": True}}
+    for pk, value in typed.items():
+        env.ddb.put_item(TableName=env.table, Item={"PK": {"S": pk}, "SK": {"S": "A"}, "dueAt": value})
+    env.put({"PK": "plain", "SK": "A"})
+    env.stream.read()
+    function = consumer(env)
+
+    status, lines = command(function, "reconcile", "--dry-run")
+
+    assert status == 0, lines
+    [unseen] = [line for line in lines if "due attribute is a map or a list" in line]
+    assert unseen.split()[0] == "2" and '"map"' in unseen and '"list"' in unseen, unseen
+    assert any("1 would park (unusable due time)" in line for line in lines), lines
+    assert any("1 no due time" in line for line in lines), lines

@@ -84,6 +84,45 @@ def test_the_backfill_function_is_made_only_when_asked_for(build: Build, mode: s
     assert built.outputs["backfill_function_name"] == function.outputs["name"]
 
 
+@pytest.mark.parametrize("mode", ["eventbridge", "polling", "aggregate"])
+def test_reconcile_every_runs_the_backfill_function_on_a_rule_and_alarms_on_drift(build: Build, mode: str) -> None:
+    assert not [r for r in build(mode=mode).mocks.by_name if "reconcile" in r]  # off by default
+    built = build(mode=mode, reconcile_every="rate(1 day)")
+    function = built.one("rem-backfill")  # made for it, without backfill_function
+    rule = built.one("rem-reconcile").inputs
+    assert rule["scheduleExpression"] == "rate(1 day)"
+    target = built.one("rem-reconcile-target").inputs
+    assert target["arn"] == function.outputs["arn"]
+    assert json.loads(target["input"]) == {"scheduledReconcile": True}  # backfill.handler -> backfill_every
+    permission = built.one("rem-reconcile-permission").inputs
+    assert (permission["principal"], permission["sourceArn"]) == (
+        "events.amazonaws.com",
+        built.one("rem-reconcile").outputs["arn"],
+    )
+    alarm = built.one("rem-reconcile-drift-alarm").inputs
+    assert (alarm["namespace"], alarm["metricName"], alarm["statistic"]) == ("ScheduledTable", "ReconcileDrift", "Sum")
+    assert alarm["dimensions"] == {"Table": built.one("rem-table").outputs["name"]}
+    assert built.outputs["backfill_function_name"] == function.outputs["name"]
+    # Its checkpoint in the ledger: polling's and aggregate's consumers only put markers there.
+    policy = json.loads(built.one("rem-backfill-policy").inputs["policy"])
+    checkpoint = statement_for(policy, "dynamodb:DeleteItem") if mode != "eventbridge" else None
+    if checkpoint is not None:
+        assert checkpoint["Resource"] == [built.one("rem-ledger").outputs["arn"]]
+        assert sorted(checkpoint["Action"]) == ["dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+
+
+@pytest.mark.parametrize("value", ["every day", "rate(0 days)", "rate(1 days)", "cron(0 3 * *)", 3])
+def test_reconcile_every_takes_an_eventbridge_expression(value: Any) -> None:
+    from components.args import ScheduledTableArgs
+
+    with pytest.raises(ValueError) as caught:
+        ScheduledTableArgs(mode="eventbridge", reconcile_every=value)
+    assert str(caught.value) == (
+        f"reconcile_every: {value!r} is not an EventBridge schedule expression; give one such as 'rate(1 day)', "
+        "'rate(6 hours)' or 'cron(0 3 * * ? *)'"
+    )
+
+
 # -- table ------------------------------------------------------------------------------------------------------
 
 
@@ -394,11 +433,10 @@ def test_scheduler_role_may_do_exactly_the_targets_action(build: Build, target: 
     "target",
     [
         QueueTarget(TARGET_QUEUE, kms_key_arn=TARGET_KEY),
-        FunctionTarget(FUNCTION, kms_key_arn=TARGET_KEY),
         StateMachineTarget(STATE_MACHINE, kms_key_arn=TARGET_KEY),
         TopicTarget(TOPIC, kms_key_arn=TARGET_KEY),
     ],
-    ids=["queue", "function", "state-machine", "topic"],
+    ids=["queue", "state-machine", "topic"],
 )
 def test_a_target_key_is_usable_by_whoever_sends_to_the_target(build: Build, target: Any) -> None:
     built = build(target=target)
@@ -406,6 +444,16 @@ def test_a_target_key_is_usable_by_whoever_sends_to_the_target(build: Build, tar
     assert use_key in built.statements("rem-scheduler-exec-policy")
     assert use_key in built.statements("rem-scheduler-policy")
     assert "key/target" not in json.dumps(built.handler_config())  # the handlers need not know it
+
+
+def test_a_function_target_takes_no_key_and_its_senders_get_no_kms_action(build: Build) -> None:
+    """Invoking a function uses no key of its (its key encrypts its environment, which only Lambda reads): the
+    option that granted kms:GenerateDataKey and kms:Decrypt on one is gone, and no role gets a KMS action for it."""
+    with pytest.raises(TypeError, match="FunctionTarget: kms_key_arn: unknown keyword"):
+        FunctionTarget(FUNCTION, kms_key_arn=TARGET_KEY)  # type: ignore[call-arg]
+    built = build(target=FunctionTarget(FUNCTION))
+    for policy in ("rem-scheduler-exec-policy", "rem-scheduler-policy"):
+        assert not [s for s in built.statements(policy) if any(a.startswith("kms:") for a in s["Action"])], policy
 
 
 def test_email_target_config_reaches_the_handler(build: Build) -> None:

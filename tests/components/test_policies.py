@@ -85,7 +85,7 @@ def test_key_statements_name_one_key_and_nothing_without_one() -> None:
     statements = policies.target_statements(
         "sns", "arn:aws:sns:eu-west-1:123456789012:t", home_arn=TABLE, target_key_arn=key
     )
-    assert statements[1] == {"Effect": "Allow", "Action": policies.TARGET_KEY_ACTIONS, "Resource": [key]}
+    assert statements[1] == {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [key]}
 
 
 def test_scheduler_deletes_items_through_the_tables_key() -> None:

@@ -174,15 +174,15 @@ def test_a_parked_delete_cancels_the_schedule_of_the_time_it_left_though_the_ite
     schedule goes and T2's stays."""
     from datetime import UTC, datetime, timedelta
 
-    import eventbridge
-    from st_core.stream import key_identity
+    from st_core.naming import item_keys, occurrence_id
 
     from components.ops.redrive.discovery import discover
 
     aws = clients(deployment.endpoint, REGION)
     outputs = deployment.outputs
     table, function = outputs["table_name"], outputs["function_name"]
-    group = discover(aws, function).config["scheduler"]["group"]
+    config = discover(aws, function).config
+    group = config["scheduler"]["group"]
     scheduler = aws("scheduler")
     t1, t2 = (datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(days=d) for d in (1, 2))
     due = {t: t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in (t1, t2)}
@@ -208,7 +208,7 @@ def test_a_parked_delete_cancels_the_schedule_of_the_time_it_left_though_the_ite
             "StreamViewType": "NEW_AND_OLD_IMAGES",
         },
     }
-    t1_name = eventbridge.occurrence_name(key_identity(removed), {"PK": "c", "SK": "1"}, t1)  # the handler's name
+    t1_name = occurrence_id(item_keys(keys, config), t1)  # the handler's name
     leftover = scheduler.get_schedule(Name=t2_name, GroupName=group)
     scheduler.create_schedule(  # what the failed delete left: T1's schedule, as the consumer made it
         Name=t1_name,

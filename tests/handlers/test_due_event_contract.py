@@ -19,6 +19,7 @@ import polling
 import pytest
 import ttl
 from st_core import dispatch
+from st_core.fifo import deduplication_id
 from st_core.release import parse
 
 from localcloud.recurring import render_input
@@ -177,19 +178,29 @@ def test_polling_the_event_validates_and_its_id_follows_keys_and_due_time(env: E
 
 
 def test_the_id_is_a_function_of_keys_due_time_and_offset_only() -> None:
-    from st_core.naming import occurrence_id
-    from st_core.stream import identity_of
+    from st_core.naming import item_keys, occurrence_id
 
-    keys, typed = {"PK": "a", "SK": 1}, {"PK": {"S": "a"}, "SK": {"N": "1"}}
-    base = occurrence_id(identity_of(typed), keys, FUTURE)
-    assert base == occurrence_id(identity_of({"SK": {"N": "1.0"}, "PK": {"S": "a"}}), keys, FUTURE)
+    table = {"partitionKey": "PK", "sortKey": "SK"}
+    typed = {"PK": {"S": "a"}, "SK": {"N": "1"}}
+
+    def named(keys: dict[str, Any]) -> Any:
+        return item_keys(keys, table)
+
+    base = occurrence_id(named(typed), FUTURE)
+    # The same keys in the order AWS's records may list them (sort key first), and a number written otherwise.
+    assert (
+        base
+        == occurrence_id(named({"SK": {"N": "1.0"}, "PK": {"S": "a"}}), FUTURE)
+        == occurrence_id(named({"SK": {"N": "1"}, "PK": {"S": "a"}}), FUTURE)
+    )
+    assert base.startswith("a-1-")  # the readable part in the table's key order
     others = {
-        occurrence_id(identity_of({**typed, "SK": {"S": "1"}}), keys, FUTURE),  # "1" is not 1
-        occurrence_id(identity_of(typed), keys, FUTURE + timedelta(seconds=1)),
-        occurrence_id(identity_of(typed), keys, FUTURE, 60),
+        occurrence_id(named({**typed, "SK": {"S": "1"}}), FUTURE),  # "1" is not 1
+        occurrence_id(named(typed), FUTURE + timedelta(seconds=1)),
+        occurrence_id(named(typed), FUTURE, 60),
     }
     assert base not in others and len(others) == 3
-    assert len(base) <= 64 and dispatch.deduplication_id(base) == base
+    assert len(base) <= 64 and deduplication_id(base) == base
 
 
 @pytest.mark.parametrize("kind", ["sqs", "lambda", "stepfunctions", "sns", "events"])

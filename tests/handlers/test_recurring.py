@@ -407,7 +407,7 @@ def test_a_new_rule_catches_up_but_a_changed_end_of_the_same_rule_does_not(env: 
 
 
 def test_a_firings_id_becomes_a_step_functions_execution_name_it_takes() -> None:
-    from st_core.dispatch import execution_name
+    from st_core.target_types.stepfunctions import execution_name
 
     firing = f"{'u-weekly-' + 'a' * 55}@{iso(MONDAY)}"  # a schedule's 64 characters, then the time: colons, 85 long
     name = execution_name(firing)

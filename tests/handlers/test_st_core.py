@@ -14,10 +14,11 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
 from st_core import naming, release, schedules, templates, timeparse
 from st_core.clients import Clients
-from st_core.dispatch import due_event, email_request, send_now, target_input
+from st_core.dispatch import due_event, send_now, target_input
 from st_core.errors import PermanentError, TransientError, is_transient
 from st_core.poison import poison_message
 from st_core.stream import decode_image, key_identity
+from st_core.target_types.email import email_request
 
 from tests.conftest import REGION
 from tests.iam.enforce import acting_for_target

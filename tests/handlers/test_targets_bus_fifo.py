@@ -21,7 +21,8 @@ from botocore.exceptions import ClientError
 from st_core import constants
 from st_core.clients import CLIENTS, Clients
 from st_core.config import HandlerConfig, TargetConfig
-from st_core.dispatch import deduplication_id, due_event, message_group, send_now, sqs_token, target_input
+from st_core.dispatch import due_event, send_now, target_input
+from st_core.fifo import deduplication_id, message_group, sqs_token
 
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env, with_due_index

@@ -68,6 +68,20 @@ def test_an_edited_page_makes_the_readme_stale(monkeypatch: pytest.MonkeyPatch, 
     assert readme.readme(text) != text
 
 
+def test_the_operator_policies_in_the_docs_are_the_generated_ones() -> None:
+    """docs/operations.md shows each operator command's policy as `scheduled-table policy` builds it."""
+    from pathlib import Path
+
+    from components.ops import permissions
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+    text = docs.read_text()
+    assert permissions.PAGE_START in text and "`scheduled-table redrive target`:" in text
+    assert permissions.page(text) == text, (
+        "docs/operations.md's policies are stale: run `.venv/bin/python -m components.ops.permissions` and commit it"
+    )
+
+
 def test_the_readme_stays_short() -> None:
     """The README is the front page; the rest belongs on the docs site."""
     assert len(readme.README.read_text().splitlines()) <= 300

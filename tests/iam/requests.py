@@ -215,6 +215,12 @@ _RESOLVERS: dict[tuple[str, str], Resolver] = {
     ("scheduler", "DeleteSchedule"): _on(_schedule),
     ("scheduler", "GetSchedule"): _on(_schedule),
     ("lambda", "Invoke"): _on(_invoke),
+    # The operator's calls (tests/iam/operator.py). Listing mappings and schedules has no resource-level permission.
+    ("lambda", "GetFunctionConfiguration"): _on(_invoke),
+    ("lambda", "ListEventSourceMappings"): _on(lambda p, w: "*"),
+    ("scheduler", "ListSchedules"): _on(lambda p, w: "*"),
+    # A DynamoDB Streams shard iterator begins with its stream's ARN (`<stream ARN>|1|<opaque>`), as AWS's do.
+    ("dynamodbstreams", "GetRecords"): _on(lambda p, w: str(p["ShardIterator"]).split("|", 1)[0]),
     ("stepfunctions", "StartExecution"): _on(lambda p, w: str(p["stateMachineArn"])),
     ("sns", "Publish"): _on(lambda p, w: str(p.get("TopicArn") or p["TargetArn"])),
     ("sesv2", "SendEmail"): _send_email,

@@ -10,6 +10,7 @@ one the component deploys, not a copy of it."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,14 +27,17 @@ NAME = "st"
 FUNCTION_ROLES = ("scheduler", "releaser", "executor", "processor", "assigner", "aggregator")
 SCHEDULER_EXEC = "scheduler-exec"
 
-# Stand-ins for the target in the build, one per kind (the real ARN replaces it).
-_TARGET_STANDIN = {
-    "sqs": f"arn:aws:sqs:{REGION}:{ACCOUNT}:STANDINTARGET",
-    "lambda": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:STANDINTARGET",
-    "stepfunctions": f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:STANDINTARGET",
-    "sns": f"arn:aws:sns:{REGION}:{ACCOUNT}:STANDINTARGET",
-    "events": f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/STANDINTARGET",
-}
+STANDIN = "STANDINTARGET"
+
+
+def standin_arn(kind: str) -> str:
+    """A stand-in for the target in the build (the real ARN replaces it): the kind's example ARN
+    (st_core/target_types/), in the test's region and account, its resource's name `STANDINTARGET`."""
+    from st_core import target_types
+
+    declared = target_types.of(kind)
+    resource = re.sub(r"[A-Za-z0-9_.-]+$", STANDIN, declared.ARN_EXAMPLE.split(":", 5)[5])
+    return f"arn:aws:{declared.SERVICE}:{REGION}:{ACCOUNT}:{resource}"
 
 
 @dataclass(frozen=True)
@@ -82,20 +86,16 @@ def options_of(config: dict[str, Any]) -> Options:
 
 
 def _target(options: Options) -> Any:
-    from components import targets
+    from components import target_types, targets
 
     if options.kind == "email":
         return targets.EmailTarget(sender=options.sender or "")
     if options.kind == "sqs":
-        arn = _TARGET_STANDIN["sqs"] + (".fifo" if options.fifo else "")
+        arn = standin_arn("sqs") + (".fifo" if options.fifo else "")
         return targets.QueueTarget(queue_arn=arn, content_based_deduplication=options.fifo)
-    by_kind = {
-        "lambda": targets.FunctionTarget,
-        "stepfunctions": targets.StateMachineTarget,
-        "sns": targets.TopicTarget,
-        "events": targets.EventBusTarget,
-    }
-    return by_kind[options.kind](_TARGET_STANDIN[options.kind])
+    (cls,) = [c for c in target_types.classes() if c.kind == options.kind]
+    make: Any = cls
+    return make(standin_arn(options.kind) + (".fifo" if options.fifo else ""))
 
 
 def args_of(options: Options) -> dict[str, Any]:
@@ -223,10 +223,9 @@ def _role(key: str, role: str) -> Role:
             "running a handler the configuration's mode does not deploy?)"
         )
     names = real_names(config, built)
-    standin = _TARGET_STANDIN.get(options.kind)
     target = None
-    if standin is not None:
-        target = (standin + (".fifo" if options.fifo else ""), config["target"]["arn"])
+    if options.kind not in ("email", "none"):  # a kind with an ARN of its own
+        target = (standin_arn(options.kind) + (".fifo" if options.fifo else ""), config["target"]["arn"])
     document = json.loads(_substitute(built.documents[role], names, target))
     arn = _substitute(built.role_arns[role], names, None)
     session = built.sessions.get(role, role)

@@ -8,17 +8,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.iam import requests
+from st_core import target_types
+from st_core.constants import UNIVERSAL_TARGET_PREFIX as UNIVERSAL
 
-UNIVERSAL = "arn:aws:scheduler:::aws-sdk:"
-# A templated target's service (from its ARN) -> the action Scheduler performs on it.
-TEMPLATED_ACTIONS = {
-    "sqs": "sqs:SendMessage",
-    "lambda": "lambda:InvokeFunction",
-    "states": "states:StartExecution",
-    "sns": "sns:Publish",
-    "events": "events:PutEvents",
-}
+from tests.iam import requests
 
 
 def target_requests(target: dict[str, Any], where: requests.Where) -> list[requests.Request]:
@@ -28,7 +21,7 @@ def target_requests(target: dict[str, Any], where: requests.Where) -> list[reque
         parameters = json.loads(target.get("Input") or "{}")
         return requests.authorizations(service, api[0].upper() + api[1:], parameters, where)
     service = arn.split(":")[2]
-    return [requests.Request(TEMPLATED_ACTIONS[service], arn)]
+    return [requests.Request(target_types.templated_actions()[service], arn)]
 
 
 def dead_letter_requests(target: dict[str, Any]) -> list[requests.Request]:

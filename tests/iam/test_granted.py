@@ -25,6 +25,7 @@ from pathlib import Path
 import botocore.session
 import pytest
 from botocore import xform_name
+from st_core import target_types
 
 from tests.iam import requests
 from tests.iam.roles import Options, rendered
@@ -38,7 +39,8 @@ ENTRY = {
     "assigner": "polling_assign",
     "aggregator": "aggregate",
 }
-KINDS = ("sqs", "sqs.fifo", "lambda", "stepfunctions", "sns", "events", "email")
+# Every target kind, and the FIFO variant of each kind that has one (components/target_types/).
+KINDS = tuple(name for t in target_types.every() for name in (t.KIND, *((f"{t.KIND}.fifo",) if t.FIFO else ())))
 PASS_ROLE_OPERATIONS = {"CreateSchedule", "UpdateSchedule"}
 ITEM_ACTIONS = {f"dynamodb:{a}" for a in requests.TRANSACT_ITEM_ACTIONS.values()}
 # What Lambda does with a function's role, not the handler code: logs, X-Ray, the table's KMS key, an event source
@@ -55,13 +57,13 @@ LAMBDA_ACTIONS = (
     "sqs:DeleteMessage",
     "sqs:GetQueueAttributes",
 )
-TARGET_ACTIONS = (
-    "sqs:GetQueueUrl",
-    "lambda:InvokeFunction",
-    "states:StartExecution",
-    "sns:Publish",
-    "events:PutEvents",
-    "ses:SendEmail",
+# What a function calls only to deliver to its target: its kinds' send actions, less the poison queue's send, which
+# every function makes.
+TARGET_ACTIONS = tuple(
+    sorted(
+        {a for t in target_types.every() for a in t.SEND_ACTIONS}
+        - set(importlib.import_module("st_core.poison").AWS_ACTIONS)
+    )
 )
 SCHEDULING = {"scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule", "iam:PassRole"}
 LEDGER = {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:UpdateItem"}
@@ -105,6 +107,8 @@ NOT_TAKEN: dict[tuple[str, str], tuple[Condition, str]] = {
 def _module_files() -> dict[str, Path]:
     files = {p.stem: p for p in HANDLERS.glob("*.py")}
     files |= {f"st_core.{p.stem}": p for p in (HANDLERS / "st_core").glob("*.py") if p.stem != "__init__"}
+    kinds = HANDLERS / "st_core" / "target_types"
+    files |= {f"st_core.target_types.{p.stem}": p for p in kinds.glob("*.py") if p.stem != "__init__"}
     return files
 
 
@@ -192,7 +196,7 @@ def test_the_scan_finds_the_calls_it_is_checked_on() -> None:
     assert ("dynamodb", "BatchWriteItem") in client_operations(files["st_core.idempotency"])
     assert ("dynamodb", "TransactWriteItems") in client_operations(files["aggregate"])
     assert ("scheduler", "CreateSchedule") in client_operations(files["st_core.schedules"])
-    assert ("sqs", "GetQueueUrl") in client_operations(files["st_core.dispatch"])
+    assert ("sqs", "GetQueueUrl") in client_operations(files["st_core.target_types.sqs"])
 
 
 # -- 2. and 3. granted, and nothing more -----------------------------------------------------------------------------
@@ -223,13 +227,13 @@ def imported(module: str) -> frozenset[str]:
 
 
 def expected_actions(role: str, options: Options) -> set[str]:
-    from st_core.dispatch import TARGET_ACTIONS
-
     actions: set[str] = set()
     for module in imported(ENTRY[role]):
         loaded = importlib.import_module(module)
         if module == "st_core.dispatch":
-            actions |= set(TARGET_ACTIONS[options.kind]) if options.mode != "aggregate" else set()
+            # dispatch imports the configured kind's module on first use (target_types.of): its declared actions.
+            kind = target_types.module_name(options.kind)
+            actions |= set(_declared(f"st_core.target_types.{kind}")) if options.mode != "aggregate" else set()
         elif hasattr(loaded, "AWS_ACTIONS_BY_ROLE"):
             actions |= set(loaded.AWS_ACTIONS_BY_ROLE[role])
         else:
@@ -258,14 +262,15 @@ def option_sets() -> list[Options]:
         base = {"kind": kind.split(".")[0], "fifo": kind.endswith(".fifo")}
         if kind == "email":
             base["sender"] = "Reminders <reminders@example.com>"
-        for second in (False, True):
+        scheduled = not base["fifo"] or target_types.of(kind.split(".")[0]).SCHEDULER_FIFO
+        for second in (False, True) if scheduled else ():
             if not (second and kind == "email"):
-                found.append(Options(mode="eventbridge", precision_second=second, **base))  # type: ignore[arg-type]
+                found.append(Options(mode="eventbridge", precision_second=second, **base))
         for precise in (False, True):
-            found.append(Options(mode="ttl", precise=precise, **base))  # type: ignore[arg-type]
+            found.append(Options(mode="ttl", precise=precise, **base))
         for on_done in ("mark", "delete"):
-            found.append(Options(mode="polling", on_done=on_done, **base))  # type: ignore[arg-type]
-        found.append(Options(mode="polling", shard_groups=4, **base))  # type: ignore[arg-type]
+            found.append(Options(mode="polling", on_done=on_done, **base))
+        found.append(Options(mode="polling", shard_groups=4, **base))
     found.append(Options(mode="aggregate", kind="none"))
     return found
 
@@ -294,12 +299,9 @@ def test_each_function_is_granted_what_its_code_calls_and_nothing_more(options: 
 
 
 def scheduler_expected(options: Options) -> set[str]:
-    from tests.iam.scheduler_targets import TEMPLATED_ACTIONS
-
     if options.mode == "ttl":
         return {"dynamodb:UpdateItem", "sqs:SendMessage"}  # the item's fire (stFiredAt); the DLQ
-    service = {"stepfunctions": "states"}.get(options.kind, options.kind)
-    actions = {"ses:SendEmail"} if options.kind == "email" else {TEMPLATED_ACTIONS[service]}
+    actions = set(target_types.of(options.kind).SCHEDULER_ACTIONS)
     if options.precision_second:
         actions.add("sqs:SendMessage")  # one-time occurrences go to the release queue
     return actions | {"sqs:SendMessage"}

@@ -21,8 +21,8 @@ from components import (
     ScheduledTableArgs,
     StateMachineTarget,
     TopicTarget,
+    target_types,
 )
-from components.provider import TARGET_KINDS
 from components.provider_inputs import Mode, ScheduledTableInputs
 from components.targets import TARGET_TYPES
 from components.testing import run_with_mocks
@@ -199,8 +199,8 @@ def test_every_mode_and_every_target_kind_is_constructed() -> None:
     modes = {inputs["mode"] for inputs, _ in CASES.values()}
     kinds = {inputs["target"]["kind"] for inputs, _ in CASES.values() if "target" in inputs}
     assert modes == {"eventbridge", "ttl", "polling", "aggregate"}
-    assert kinds == set(TARGET_KINDS)
-    assert {TARGET_KINDS[kind][0] for kind in kinds} == set(TARGET_TYPES)
+    assert kinds == set(target_types.by_stack_type())
+    assert {target_types.by_stack_type()[kind] for kind in kinds} == set(TARGET_TYPES)
     # and no target: the due queue the component creates
     assert any("target" not in inputs and inputs["mode"] != "aggregate" for inputs, _ in CASES.values())
 

@@ -13,14 +13,15 @@ import inspect
 import json
 import os
 import types
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 
 import pulumi
 import pytest
 
-from components import ScheduledTableArgs, component, provider
+from components import ScheduledTableArgs, component, provider, target_types
 from components.args import OPTION_DOCS, Mode, describe_defaults
 from components.existing import ExistingTable
+from components.target_base import TargetBase
 from components.targets import TARGET_TYPES
 
 from .support import HERE, schema
@@ -118,12 +119,12 @@ def test_every_input_is_described_by_its_option_docs_in_camel_case() -> None:
 def test_target_is_one_object_with_a_kind_for_every_target_class_and_every_field() -> None:
     target = _type("Target")
     kinds = [v["value"] for v in _type("TargetKind")["enum"]]
-    assert {provider.TARGET_KINDS[k][0] for k in kinds} == set(TARGET_TYPES)
+    assert {target_types.by_stack_type()[k] for k in kinds} == set(TARGET_TYPES)
     assert target["required"] == ["kind"]
     for kind in kinds:
-        cls, arn_field = provider.TARGET_KINDS[kind]
+        cls = target_types.by_stack_type()[kind]
         for f in dataclasses.fields(cls):
-            name = "arn" if f.name == arn_field else _camel(f.name)
+            name = "arn" if f.name == cls.arn_field else _camel(f.name)
             description = target["properties"][name]["description"]
             assert description, name
             if f.default is not dataclasses.MISSING:
@@ -193,14 +194,18 @@ def test_the_parity_check_sees_a_new_option(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_the_parity_check_sees_a_new_target_class_and_field(monkeypatch: pytest.MonkeyPatch) -> None:
     @dataclasses.dataclass(frozen=True)
-    class PagerTarget:
+    class PagerTarget(TargetBase):
         pager_arn: pulumi.Input[str]
         urgency: str = "high"
+        kind: ClassVar[str] = "pager"
+        stack_type: ClassVar[str] = "pager"
+        arn_field: ClassVar[str | None] = "pager_arn"
 
-    monkeypatch.setitem(provider.TARGET_KINDS, "pager", (PagerTarget, "pager_arn"))
-    with pytest.raises(KeyError, match=r"target\.urgency: no description; add one to TARGET_FIELD_DOCS"):
+    monkeypatch.setattr(target_types, "_REGISTERED", {"pager": PagerTarget})
+    monkeypatch.setattr(target_types, "arn_doc", lambda: "the ARN")  # the kind's handler declaration is not needed here
+    with pytest.raises(KeyError, match=r"target\.urgency: no description; add one to its target class's `docs`"):
         provider.render_inputs()
-    monkeypatch.setitem(provider.TARGET_FIELD_DOCS, "urgency", "how loud")
+    monkeypatch.setattr(PagerTarget, "docs", {"urgency": "how loud"})
     rendered = provider.render_inputs()
     assert '    Pager = "pager"' in rendered and "    urgency: str" in rendered
 

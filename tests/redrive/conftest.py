@@ -39,7 +39,10 @@ class Function:
     def get_function_configuration(self, FunctionName: str) -> dict[str, Any]:
         if FunctionName != self.name:
             raise self._not_found(FunctionName)
-        return {"Environment": {"Variables": {"SCHEDULED_TABLE_CONFIG": json.dumps(self.env.config)}}}
+        return {
+            "FunctionArn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.name}",
+            "Environment": {"Variables": {"SCHEDULED_TABLE_CONFIG": json.dumps(self.env.config)}},
+        }
 
     def list_event_source_mappings(self, FunctionName: str | None = None, EventSourceArn: str | None = None) -> Any:
         if EventSourceArn not in (None, self.env.stream.arn):

@@ -22,6 +22,10 @@ class Stack:
     stream_dlq_url: str | None
     target_dlq_url: str | None
     filters: list[dict[str, Any]]
+    # ARNs, for the operator's policy (ops/permissions.py): the function's, its mapping's stream and on-failure queue.
+    function_arn: str = ""
+    stream_arn: str | None = None
+    stream_dlq_arn: str | None = None
 
 
 def queue_url(client: Client, arn: str) -> str:
@@ -57,12 +61,13 @@ def discover(client: Client, function: str) -> Stack:
             f"function {function!r} has no {constants.CONFIG_VARIABLE}: name a ScheduledTable's function_name"
         )
     mappings = lam.list_event_source_mappings(FunctionName=function).get("EventSourceMappings", [])
-    stream_dlq_url = None
+    stream_dlq_url = stream_arn = stream_dlq_arn = None
     filters: list[dict[str, Any]] = []
     for mapping in mappings:
+        stream_arn = mapping.get("EventSourceArn") or stream_arn
         destination = ((mapping.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
         if destination:
-            stream_dlq_url = queue_url(client, destination)
+            stream_dlq_url, stream_dlq_arn = queue_url(client, destination), str(destination)
         for item in (mapping.get("FilterCriteria") or {}).get("Filters") or []:
             filters.append(json.loads(item["Pattern"]))
     target_dlq_url = None
@@ -70,7 +75,9 @@ def discover(client: Client, function: str) -> Stack:
         target_dlq_url = str(config["polling"]["deadLetterUrl"])
     elif config.get("scheduler", {}).get("deadLetterArn"):
         target_dlq_url = queue_url(client, config["scheduler"]["deadLetterArn"])
-    return Stack(function, config, str(config["poisonQueueUrl"]), stream_dlq_url, target_dlq_url, filters)
+    arn = str(configuration.get("FunctionArn") or "")
+    poison = str(config["poisonQueueUrl"])
+    return Stack(function, config, poison, stream_dlq_url, target_dlq_url, filters, arn, stream_arn, stream_dlq_arn)
 
 
 def _config(configuration: dict[str, Any]) -> dict[str, Any] | None:

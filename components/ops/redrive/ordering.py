@@ -74,18 +74,20 @@ def due_spec(config: dict[str, Any], image: dict[str, Any] | None) -> DueSpec:
 
 def occurrence_names(config: dict[str, Any], record: dict[str, Any], image: dict[str, Any]) -> list[tuple[str, Any]]:
     """The schedules the eventbridge handler makes for an image of the record's item: (name, when it acts), named
-    by the handlers' own `naming.occurrence_id` and `naming.recurring_name`."""
+    by the handlers' own `naming.occurrence_names` and `naming.recurring_names`: each occurrence's name, then the
+    names earlier versions may have given it (a schedule under any of them is the occurrence's)."""
     spec = due_spec(config, image)
     if spec is None:
         return []
-    stream, naming = runtime_module("stream"), runtime_module("naming")
-    identity = stream.key_identity(record)
-    keys = stream.decode_image(record["dynamodb"]["Keys"]) or {}
+    naming = runtime_module("naming")
+    keys = naming.item_keys(record["dynamodb"]["Keys"], config)
     if spec[0] == "recurring":
-        return [(naming.recurring_name(identity, keys), None)]
+        return [(name, None) for name in naming.recurring_names(keys)]
     due = spec[1]
     offsets = (config.get("eventbridge") or {}).get("offsets") or [0]
-    return [(naming.occurrence_id(identity, keys, due, int(o)), due + timedelta(seconds=int(o))) for o in offsets]
+    return [
+        (name, due + timedelta(seconds=int(o))) for o in offsets for name in naming.occurrence_names(keys, due, int(o))
+    ]
 
 
 @dataclass(frozen=True)

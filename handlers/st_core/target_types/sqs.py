@@ -1,0 +1,59 @@
+"""An SQS queue, standard or FIFO: the due event is the message body."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from .. import constants
+from ..errors import PermanentError
+from ..fifo import fifo_parameters, is_fifo, message_group
+from . import GRANT_ARN
+
+if TYPE_CHECKING:
+    from ..clients import Clients
+    from ..config import TargetConfig
+
+KIND = "sqs"
+SERVICE = "sqs"
+NOUN = "queue"
+ARN_RESOURCE = r"[A-Za-z0-9_-]{1,80}(\.fifo)?"
+ARN_EXAMPLE = "arn:aws:sqs:eu-west-1:123456789012:jobs"
+FIFO = True
+SCHEDULER_FIFO = True  # SqsParameters carries the message group
+GRANT = GRANT_ARN
+# SendMessage takes a URL: the function looks it up once from the ARN.
+SEND_ACTIONS = ("sqs:GetQueueUrl", "sqs:SendMessage")
+SCHEDULER_ACTIONS = ("sqs:SendMessage",)
+SCHEDULER_ARN = ""
+# A new message is encrypted with a data key (GenerateDataKey), which SQS may reuse (Decrypt).
+KMS_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
+PAYLOAD_BYTES = constants.SQS_DEFAULT_MESSAGE_BYTES
+AWS_ACTIONS = SEND_ACTIONS
+
+
+def request(target: TargetConfig, event: dict[str, Any]) -> dict[str, Any] | None:
+    return None
+
+
+def send(clients: Clients, target: TargetConfig, payload: str, occurrence: str) -> None:
+    sqs = clients.get("sqs")
+    fifo = fifo_parameters(target, payload, occurrence)
+    sqs.send_message(QueueUrl=queue_url(sqs, target["arn"]), MessageBody=payload, **fifo)
+
+
+def scheduler_parameters(target: TargetConfig, payload: str) -> dict[str, Any]:
+    if not is_fifo(target["arn"]):
+        return {}
+    # Scheduler can set no deduplication id: the queue's content-based deduplication (which the component
+    # requires in eventbridge mode) takes the SHA-256 of the body, the same for every retry of one firing.
+    return {"SqsParameters": {"MessageGroupId": message_group(target, payload)}}
+
+
+@lru_cache(maxsize=64)
+def queue_url(sqs: Any, arn: str) -> str:
+    """Looked up once per client and queue (clients hash by identity, so a new client looks up again)."""
+    parts = arn.split(":")
+    if len(parts) != 6 or parts[2] != "sqs":
+        raise PermanentError(f"target {arn!r} is not an SQS queue ARN")
+    return str(sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"])
