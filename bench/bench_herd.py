@@ -64,27 +64,26 @@ class Herd:
 
     def __init__(self, items: int, shards: int, now: float) -> None:
         import boto3
-        from st_core.pending import INDEX_NAME, pending_attributes
+        from st_core.pending import DUE, INDEX_NAME, SHARD, pending_attributes
         from st_core.stream import identity_of
 
         self.ddb = boto3.client("dynamodb", region_name=REGION)
         self.sqs = boto3.client("sqs", region_name=REGION)
         self.name = f"herd-{uuid.uuid4().hex[:8]}"
         self.now = now
+        key = [("PK", "HASH"), ("SK", "RANGE")]
+        index_key = [(SHARD, "HASH"), (DUE, "RANGE")]
         self.ddb.create_table(
             TableName=self.name,
-            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+            KeySchema=[{"AttributeName": n, "KeyType": t} for n, t in key],
             AttributeDefinitions=[
-                {"AttributeName": a, "AttributeType": t}
-                for a, t in (("PK", "S"), ("SK", "S"), ("stShard", "N"), ("stDue", "N"))
+                {"AttributeName": n, "AttributeType": t}
+                for n, t in (("PK", "S"), ("SK", "S"), (SHARD, "N"), (DUE, "N"))
             ],
             GlobalSecondaryIndexes=[
                 {
                     "IndexName": INDEX_NAME,
-                    "KeySchema": [
-                        {"AttributeName": "stShard", "KeyType": "HASH"},
-                        {"AttributeName": "stDue", "KeyType": "RANGE"},
-                    ],
+                    "KeySchema": [{"AttributeName": n, "KeyType": t} for n, t in index_key],
                     "Projection": {"ProjectionType": "ALL"},
                 }
             ],
