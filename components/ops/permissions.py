@@ -224,8 +224,10 @@ def _target_statements(command: str, r: Resources) -> list[Statement]:
     if r.target is None or r.mode == "aggregate" or (r.mode == "ttl" and r.precise):
         return []
     kind, arn = str(r.target["kind"]), str(r.target["arn"])
-    sender = (r.target.get("email") or {}).get("sender")
-    return direct_dispatch_statements(kind, arn, home_arn=r.function, sender=sender)
+    email = r.target.get("email") or {}
+    return direct_dispatch_statements(
+        kind, arn, home_arn=r.function, sender=email.get("sender"), configuration_set=email.get("configurationSet")
+    )
 
 
 def policy(command: str, resources: Resources) -> str:

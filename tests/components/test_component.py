@@ -468,6 +468,28 @@ def test_email_target_config_reaches_the_handler(build: Build) -> None:
     }
 
 
+def test_an_email_targets_configuration_set_is_sent_with_and_granted(build: Build) -> None:
+    """SES authorizes a SendEmail on the configuration set it names as well as on the sender's identity: both the
+    function sending itself and Scheduler's role may send with that set, from the sender's address only."""
+    target = EmailTarget("r@example.com", configuration_set="reminders")
+    built = build(target=target)
+    assert built.handler_config()["target"]["email"]["configurationSet"] == "reminders"
+    identity = "arn:aws:ses:eu-west-1:123456789012:identity"
+    send = allow(
+        ["ses:SendEmail"],
+        [
+            f"{identity}/r@example.com",
+            f"{identity}/example.com",
+            "arn:aws:ses:eu-west-1:123456789012:configuration-set/reminders",
+        ],
+    )
+    send["Condition"] = {"StringEquals": {"ses:FromAddress": "r@example.com"}}
+    for policy in ("rem-scheduler-exec-policy", "rem-scheduler-policy"):
+        assert send in built.statements(policy), policy
+    with pytest.raises(ValueError, match=r"EmailTarget\.configuration_set: 'arn:aws:ses:x' is not a configuration set"):
+        EmailTarget("r@example.com", configuration_set="arn:aws:ses:x")
+
+
 @pytest.mark.parametrize("mode", ["eventbridge", "ttl", "polling", "aggregate"])
 def test_every_function_and_role_has_a_description(build: Build, mode: str) -> None:
     built = build(mode=mode, **({"precise": True} if mode == "ttl" else {}))

@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from components import EventBusTarget, QueueTarget, ScheduledTableArgs
+from components import EventBusTarget, QueueTarget, ScheduledTableArgs, TopicTarget
 from components.runtime_config import estimated_document
 from components.stack_config import target_from_config
 from tests.components.conftest import Built
@@ -211,6 +211,30 @@ def test_an_output_fifo_arn_is_checked_for_eventbridge_mode_when_it_resolves(bui
         build(target=QueueTarget(arn))
     assert str(caught.value).splitlines()[-1].endswith(SCHEDULER_NEEDS_CONTENT_DEDUPLICATION)
     build(mode="polling", target=QueueTarget(pulumi.Output.from_input(FIFO)))  # the processor sets its own id
+
+
+FIFO_TOPIC = "arn:aws:sns:eu-west-1:123456789012:news.fifo"
+SCHEDULER_CANNOT_GROUP_A_TOPIC = (
+    f"TopicTarget.topic_arn: {FIFO_TOPIC!r} is a FIFO topic, and eventbridge mode delivers through EventBridge "
+    "Scheduler, whose SNS target sets no message group, so the topic would refuse every delivery; use mode 'ttl' or "
+    "'polling' (their functions publish with a message group and deduplication id), a standard topic, or a FIFO "
+    "QueueTarget with content_based_deduplication=True"
+)
+
+
+def test_a_fifo_topic_is_refused_where_scheduler_delivers_and_taken_where_the_functions_do(build: Build) -> None:
+    """Scheduler's SNS target has no parameters (no MessageGroupId), and a FIFO topic refuses every message
+    without one: eventbridge mode cannot deliver to it. ttl and polling publish themselves, with a group and a
+    deduplication id (tests/handlers/test_targets_bus_fifo.py)."""
+    assert refused(lambda: ScheduledTableArgs(mode="eventbridge", target=TopicTarget(FIFO_TOPIC))) == (
+        SCHEDULER_CANNOT_GROUP_A_TOPIC
+    )
+    with pytest.raises(ValueError) as caught:
+        build(target=TopicTarget(pulumi.Output.from_input(FIFO_TOPIC)))
+    assert str(caught.value).splitlines()[-1].endswith(SCHEDULER_CANNOT_GROUP_A_TOPIC)
+    for mode in ("ttl", "polling"):
+        built = build(mode=mode, target=TopicTarget(FIFO_TOPIC))
+        assert built.handler_config()["target"] == {"kind": "sns", "arn": FIFO_TOPIC}
 
 
 def test_fifo_options_on_an_output_standard_queue_fail_when_it_resolves(build: Build) -> None:

@@ -425,6 +425,33 @@ def test_email_target_schedules_a_rendered_ses_message_through_the_universal_tar
     }
 
 
+def test_an_email_names_its_configuration_set_when_sent_now_and_when_scheduled(env: Env) -> None:
+    """Both sends are checked against the roles the component renders (tests/iam/enforce.py), which SES authorizes
+    on the configuration set as well as on the sender's identity."""
+    import boto3
+    from st_core.clients import CLIENTS
+
+    config = email_config(env)
+    config["target"]["email"]["configurationSet"] = "reminders"
+    ses = boto3.client("sesv2", region_name="eu-west-1")
+    ses.create_email_identity(EmailIdentity="reminders@example.com")
+    ses.create_configuration_set(ConfigurationSetName="reminders")
+    sent: list[dict[str, Any]] = []
+    CLIENTS.get("sesv2").meta.events.register(
+        "before-parameter-build.sesv2.SendEmail", lambda params, **_: sent.append(dict(params))
+    )
+    past = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
+    for sk, due in (("now", past), ("later", FUTURE)):
+        env.put({"PK": "p", "SK": sk, "dueAt": iso(due), "email": "ada@example.com", "name": "A",
+                 "REMINDER_TIMESTAMP": "x"})  # fmt: skip
+    assert eventbridge.handle_batch(env.event(), config) == {"batchItemFailures": []}
+    (schedule,) = env.schedules()
+    assert json.loads(schedule["Target"]["Input"])["ConfigurationSetName"] == "reminders"
+    assert [(m["ConfigurationSetName"], m["Destination"]) for m in sent] == [
+        ("reminders", {"ToAddresses": ["ada@example.com"]})
+    ]
+
+
 def test_email_missing_a_template_attribute_is_poison_for_that_record_only(env: Env) -> None:
     env.put({"PK": "p", "SK": "no-name", "dueAt": iso(FUTURE), "email": "a@example.com", "REMINDER_TIMESTAMP": "x"})
     env.put({"PK": "p", "SK": "ok", "dueAt": iso(FUTURE), "email": "b@example.com", "REMINDER_TIMESTAMP": "x",

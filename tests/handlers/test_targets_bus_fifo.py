@@ -339,9 +339,10 @@ def test_a_redelivered_occurrence_reaches_the_fifo_queue_once(env: Env) -> None:
     assert [body["keys"]["PK"] for body, _, _ in fifo_messages(env, url)] == ["offer#9"]
 
 
-def test_send_now_twice_is_one_message_and_another_occurrence_is_another(env: Env) -> None:
-    arn, url = fifo(env)
-    target: TargetConfig = {"kind": "sqs", "arn": arn}
+@pytest.mark.parametrize("kind", ["sqs", "sns"])
+def test_send_now_twice_is_one_message_and_another_occurrence_is_another(kind: str, env: Env) -> None:
+    arn, url = fifo(env) if kind == "sqs" else fifo_topic(env)
+    target: TargetConfig = {"kind": kind, "arn": arn}
     event = due_event(mode="ttl", table="t", keys={"PK": "k"}, due=NOW, item={}, occurrence="k#1")
     payload = target_input(target, event)
     clients = Clients()
@@ -399,3 +400,30 @@ def test_without_content_deduplication_the_queue_refuses_schedulers_messages(env
     with pytest.raises(ClientError) as caught:
         fire(env, schedule)
     assert caught.value.response["Error"]["Code"] == "InvalidParameterValue"
+
+
+# -- SNS FIFO topics -----------------------------------------------------------------------------------------------
+
+
+def fifo_topic(env: Env) -> tuple[str, str]:
+    """A FIFO topic (no content-based deduplication) with a FIFO queue subscribed, raw: (topic ARN, queue URL). A
+    publish to it without a message group is refused, as AWS refuses it."""
+    sns = env_client(env, "sns")
+    attributes = {"FifoTopic": "true", "ContentBasedDeduplication": "false"}
+    topic = sns.create_topic(Name=f"news-{env.table}.fifo", Attributes=attributes)["TopicArn"]
+    queue_arn, url = fifo(env)
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"})
+    return topic, url
+
+
+def test_a_fifo_topic_gets_each_items_group_and_the_occurrence_as_deduplication_id(env: Env) -> None:
+    topic, url = fifo_topic(env)
+    as_ttl(env).config["target"] = {"kind": "sns", "arn": topic}
+    for pk in ("offer#1", "offer#2", "offer#1"):  # offer#1's occurrence delivered twice: once
+        assert ttl.handle_batch(ttl_item(env, pk), env.config) == {"batchItemFailures": []}
+    found = fifo_messages(env, url)
+    assert [(body["keys"]["PK"], group) for body, group, _ in found][:2] == [
+        ("offer#1", '{"PK":"offer#1","SK":"S"}'),
+        ("offer#2", '{"PK":"offer#2","SK":"S"}'),
+    ]
+    assert {dedupe for _, _, dedupe in found} == {body["occurrenceId"] for body, _, _ in found}

@@ -173,7 +173,11 @@ def _invoke(params: dict[str, Any], where: Where) -> str:
 def _send_email(action: str, params: dict[str, Any], where: Where) -> list[Request]:
     sender = params["FromEmailAddress"]
     identity = params.get("FromEmailAddressIdentityArn") or ses_identity_arn(sender, where)
-    return [Request(action, identity, {"ses:fromaddress": parseaddr(sender)[1]})]
+    context = {"ses:fromaddress": parseaddr(sender)[1]}
+    # SES also authorizes the send on the configuration set it names (its ARN in the sender's account and region).
+    named = params.get("ConfigurationSetName")
+    sets = [Request(action, where.arn("ses", f"configuration-set/{named}"), context)] if named else []
+    return [Request(action, identity, context), *sets]
 
 
 def _put_events(action: str, params: dict[str, Any], where: Where) -> list[Request]:

@@ -48,6 +48,7 @@ class Options:
     kind: str
     fifo: bool = False
     sender: str | None = None
+    configuration_set: str | None = None
     precision_second: bool = False
     precise: bool = False
     on_done: str = "mark"
@@ -78,6 +79,7 @@ def options_of(config: dict[str, Any]) -> Options:
         kind=target["kind"],
         fifo=str(target.get("arn", "")).endswith(".fifo"),
         sender=target.get("email", {}).get("sender"),
+        configuration_set=target.get("email", {}).get("configurationSet"),
         precision_second="release" in config.get("eventbridge", {}),
         precise=bool(config.get("ttl", {}).get("precise")),
         on_done=config.get("polling", {}).get("onDone", "mark"),
@@ -89,7 +91,7 @@ def _target(options: Options) -> Any:
     from components import target_types, targets
 
     if options.kind == "email":
-        return targets.EmailTarget(sender=options.sender or "")
+        return targets.EmailTarget(sender=options.sender or "", configuration_set=options.configuration_set)
     if options.kind == "sqs":
         arn = standin_arn("sqs") + (".fifo" if options.fifo else "")
         return targets.QueueTarget(queue_arn=arn, content_based_deduplication=options.fifo)
