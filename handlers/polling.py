@@ -693,15 +693,16 @@ def fan_out(
 
 
 def _groups(config: HandlerConfig) -> int:
-    return int(config["polling"].get("shardGroups", 1))
+    polling = config.get("polling")
+    return int(polling.get("shardGroups", 1)) if polling else 1
 
 
-def _group_of(event: object, shards: int) -> list[int] | None:
+def _group_of(event: object, config: HandlerConfig) -> list[int] | None:
     """The shards a fanned-out invocation was given (`{"shards": [...]}`), those in range; None for the rule's
     own event (it has no `shards`)."""
     if not isinstance(event, dict) or "shards" not in event:
         return None
-    given = event["shards"]
+    given, shards = event["shards"], config["polling"]["shards"]
     group = [s for s in given if isinstance(s, int) and 0 <= s < shards] if isinstance(given, list) else []
     if group != given:
         log.warning("shard-group-ignored", given=str(given)[:200], kept=group, note="shards out of range")
@@ -723,8 +724,9 @@ def process(
 def handler(event: dict[str, Any], context: LambdaContext | None = None) -> dict[str, Any]:
     """Lambda entry point for the rule (`polling.handler`): one tick; with `shardGroups` > 1, the rule's
     invocation fans out (`fan_out`) and each invocation it makes ticks its group of shards."""
+    log.invoked(context)
     config = load_config()
-    group = _group_of(event, config["polling"]["shards"])
+    group = _group_of(event, config)
     if group is None and _groups(config) > 1:
         function = context.invoked_function_arn if context is not None else os.environ["AWS_LAMBDA_FUNCTION_NAME"]
         fanned = fan_out(config, function)
@@ -765,4 +767,5 @@ def handle_assign_batch(
 
 def assign(event: DynamoDBStreamEvent, context: object = None) -> BatchResponse:
     """The assigner's entry point before `polling_assign.handler` (see above)."""
+    log.invoked(context)
     return handle_assign_batch(event, load_config())
