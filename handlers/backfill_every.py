@@ -56,7 +56,8 @@ def found(tally: Tally) -> dict[str, int]:
 
 
 def ledger_table(config: HandlerConfig) -> str:
-    return str(config[config["mode"]]["ledgerTable"])  # type: ignore[literal-required]
+    section: Any = config.get(config["mode"])  # every mode's section names its ledger
+    return str(section["ledgerTable"])
 
 
 def run(

@@ -202,7 +202,7 @@ def rule_agrees(found: Record, spec: Any, now: datetime) -> bool:
         origin = _second(spec.start or datetime.fromtimestamp(0, UTC))
         assert origin is not None and expected is not None
         return start is not None and origin <= start <= expected and (start - origin) % parsed.seconds == 0
-    return start is None or start <= _second(now + MIN_LEAD)  # type: ignore[operator]
+    return start is None or start <= int((now + MIN_LEAD).timestamp())
 
 
 def _second(moment: object) -> int | None:

@@ -621,6 +621,7 @@ def process(
 
 def handler(event: dict[str, Any], context: LambdaContext | None = None) -> dict[str, Any]:
     """Lambda entry point for the rule (`polling.handler`): one tick."""
+    log.invoked(context)
     if context is None:
         report = process(load_config())
     else:
@@ -657,4 +658,5 @@ def handle_assign_batch(
 
 def assign(event: DynamoDBStreamEvent, context: object = None) -> BatchResponse:
     """The assigner's entry point before `polling_assign.handler` (see above)."""
+    log.invoked(context)
     return handle_assign_batch(event, load_config())

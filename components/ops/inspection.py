@@ -66,7 +66,11 @@ def reason_of(body: str, attributes: dict[str, Any]) -> tuple[str, str]:
     code = (attributes.get("ERROR_CODE") or {}).get("StringValue")
     message = (attributes.get("ERROR_MESSAGE") or {}).get("StringValue")
     if code or message:
-        return ": ".join(str(part) for part in (code, message) if part), shown
+        errors = runtime_module("errors")
+        said = ": ".join(str(part) for part in (code, message) if part)
+        if code == "MessageRejected" and errors.SES_NOT_VERIFIED in str(message):  # SES's words never say sandbox
+            said += f" ({errors.SES_SANDBOX})"
+        return said, shown
     return "-", shown
 
 

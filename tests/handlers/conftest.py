@@ -41,15 +41,18 @@ FIRING = "2030-03-30T08:00:00Z"
 @pytest.fixture(autouse=True)
 def due_events(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
     """Every due event the handlers make in a test (the text `dispatch.target_input` gives each mode, for a direct
-    send, a schedule's Input or a release), recurring templates completed as Scheduler completes them. Each is
-    checked against the shipped schema; a mismatch fails the test at teardown (raising inside the handler would
-    only park the record, which a test may expect)."""
+        send, a schedule's Input or a release), recurring templates completed as Scheduler completes them. Each is
+        checked against the shipped schema; a mismatch fails the test at teardown (raising inside the handler would
+        only park the record, which a test may expect). The consumers' pydantic model (components/consumer.py) must
+    read each and write it back unchanged."""
     import eventbridge
     import jsonschema
     import polling
     import ttl
     from st_core import dispatch
     from st_core.naming import SCHEDULED_TIME
+
+    from components.consumer import DueEventModel
 
     validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
     made: list[dict[str, Any]] = []
@@ -63,6 +66,9 @@ def due_events(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]
             made.append(document)
             errors = validator.iter_errors(document)
             wrong.extend(f"{e.message} at {list(e.absolute_path)}: {text[:300]}" for e in errors)
+            # The consumers' pydantic model reads it too, and writes it back as it came.
+            parsed = DueEventModel.model_validate(document).model_dump(mode="json", by_alias=True, exclude_none=True)
+            wrong.extend([] if parsed == document else [f"DueEventModel wrote back {parsed} for {document}"])
         return text
 
     for module in (eventbridge, ttl, polling):

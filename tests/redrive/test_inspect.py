@@ -194,3 +194,20 @@ def test_items_whose_due_attribute_is_a_map_or_a_list_are_reported(env: Env) -> 
         '    {"PK": "l", "SK": "A"}  dueAt is a DynamoDB L (list)',
         '    {"PK": "m", "SK": "A"}  dueAt is a DynamoDB M (map)',
     ], lines
+
+
+def test_a_scheduler_dead_letter_refused_by_the_ses_sandbox_is_shown_naming_it() -> None:
+    """Scheduler delivers an eventbridge email itself: its dead letter carries SES's words only, which never name
+    the sandbox; inspect adds what they mean."""
+    from components.ops.inspection import reason_of
+
+    message = "Email address is not verified. The following identities failed the check in region US-EAST-1: a@b.c"
+    attributes = {
+        "ERROR_CODE": {"StringValue": "MessageRejected"},
+        "ERROR_MESSAGE": {"StringValue": message},
+    }
+    reason, _ = reason_of(json.dumps({"keys": {"PK": "a"}, "dueAt": PAST}), attributes)
+    assert reason.startswith(f"MessageRejected: {message} (SES refused an address")
+    assert "SES sandbox" in reason
+    other = {"ERROR_CODE": {"StringValue": "AccessDenied"}, "ERROR_MESSAGE": {"StringValue": "no"}}
+    assert reason_of("{}", other)[0] == "AccessDenied: no"

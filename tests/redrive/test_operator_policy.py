@@ -269,3 +269,52 @@ def test_the_scan_commands_grant_what_the_engines_modules_declare() -> None:
 
     assert set().union(*declared.values()) <= actions("reconcile")
     assert set().union(*(v for k, v in declared.items() if k != "backfill_sweep")) <= actions("backfill")
+
+
+def test_polling_inspect_and_redrive_target_run_under_their_policies(env: Env) -> None:
+    """polling: the due index is scanned (inspect), a dead letter is sent to the target again (redrive target); no
+    schedule group, so no Scheduler action is granted."""
+    from polling import handle_assign_batch, process
+
+    from components.filters import polling_filters
+    from tests.handlers.conftest import with_due_index
+
+    env = with_due_index(env)
+    name = f"late-{env.table}"
+    env.config["target"] = {"kind": "sqs", "arn": f"arn:aws:sqs:eu-west-1:123456789012:{name}"}
+    env.config["polling"]["maxAttempts"] = 1
+    function = Function(env, lambda event, config: None, polling_filters())
+    env.put({"PK": "job", "SK": "T", "dueAt": PAST})
+    env.put({"PK": "later", "SK": "T", "dueAt": FUTURE})
+    handle_assign_batch(env.event(), env.config)
+    process(env.config)  # the target queue is missing: dead-lettered
+    target, _ = queue(env, name)
+
+    made: dict[str, Calls] = {}
+    for argv, command in ((["inspect"], "inspect"), (["redrive", "target"], "redrive-target")):
+        granted = policy(function, command)
+        status, lines, made[command] = as_operator(function, argv, granted)
+        assert (status, made[command].refused) == (0, []), (command, lines)
+        assert not any(a.startswith("scheduler:") for s in granted["Statement"] for a in s["Action"]), granted
+    index = f"arn:aws:dynamodb:eu-west-1:123456789012:table/{env.table}/index/"
+    assert any(a == "dynamodb:Scan" and r.startswith(index) for a, r, _ in made["inspect"].made)
+    assert len(bodies(env, target)) == 1
+
+
+def test_aggregate_redrive_stream_and_reconcile_run_under_their_policies(env: Env, monkeypatch: Any) -> None:
+    import backfill_totals
+
+    from tests.redrive.test_stream_and_target import scores
+
+    monkeypatch.setattr(backfill_totals, "SETTLE_SECONDS", 0.0)  # the totals' settle wait (real time here)
+
+    function = scores(env)
+    env.put({"PK": "SCORE#1", "SK": "USER#1", "Score": 5})
+    records = env.event()["Records"]
+    env.sqs.send_message(QueueUrl=stream_dlq_url(env), MessageBody=on_failure(env, records))
+
+    for argv, command in ((["redrive", "stream"], "redrive-stream"), (["reconcile"], "reconcile")):
+        granted = policy(function, command)
+        status, lines, calls = as_operator(function, argv, granted)
+        assert (status, calls.refused) == (0, []), (command, lines)
+        assert not any(a.startswith("scheduler:") for s in granted["Statement"] for a in s["Action"]), granted
