@@ -669,7 +669,7 @@ OPTION_DOCS: dict[str, str] = {
     ),
     "create_alarm_topic": (
         "create `{name}-alarms` for them instead, encrypted with a KMS key of its own (rotation on; its "
-        "policy lets the account administer it and CloudWatch and SNS use it for this account only: the "
+        "policy lets the account administer it and CloudWatch use it for this account only: the "
         "AWS-managed `alias/aws/sns` key cannot let CloudWatch publish, so alarms to a topic encrypted with "
         "it never arrive); exported as `alarm_topic_arn`. A topic of your own that is encrypted needs a key "
         "policy allowing `cloudwatch.amazonaws.com` `kms:Decrypt` and `kms:GenerateDataKey*`"

@@ -21,6 +21,7 @@ from .existing import (
     looked_up,
     stream_region_and_account,
     table_arn_of,
+    table_key_problem,
     table_problems,
 )
 from .filters import filter_patterns
@@ -76,10 +77,26 @@ class _TableChecks:
             self.fail(stale)
         return table
 
+    def key_checked(self, table: dict[str, Any]) -> Any:
+        """The looked-up table once its KMS key is known to be the `kms_key_arn` given, when it is customer-managed
+        (looked up: whether AWS or the customer manages a key shows in KMS, not in its ARN)."""
+        key = table.get("kms_key_arn")
+        if not key:
+            return table
+        found = aws.kms.get_key_output(key_id=key, opts=pulumi.InvokeOutputOptions(parent=self.owner.parent))
+
+        def check(values: list[Any]) -> dict[str, Any]:
+            problem = table_key_problem(table.get("name"), str(key), values[0], values[1])
+            if problem:
+                self.fail(problem)
+            return table
+
+        return pulumi.Output.all(found.key_manager, self.args.kms_key_arn).apply(check)
+
     def looked_up(self, name: pulumi.Input[str]) -> TableRef:
         """An existing table given by name only: looked up when the stack deploys, and checked."""
         found = aws.dynamodb.get_table_output(name=name, opts=pulumi.InvokeOutputOptions(parent=self.owner.parent))
-        table = found.apply(self.checked)
+        table = found.apply(self.checked).apply(self.key_checked)
         return TableRef(
             name=table.apply(lambda t: str(t["name"])),
             arn=table.apply(lambda t: str(t["arn"])),
@@ -106,7 +123,8 @@ class _TableChecks:
             if owner != account:
                 return [table, stream]
             found = aws.dynamodb.get_table_output(name=table, region=region, opts=parent)
-            return found.apply(lambda result: [self.checked(result, stream)["name"], stream])
+            checked = found.apply(lambda result: self.checked(result, stream)).apply(self.key_checked)
+            return checked.apply(lambda result: [result["name"], stream])
 
         pair = pulumi.Output.all(name, stream_arn, caller.account_id).apply(check)
         return TableRef(

@@ -361,10 +361,10 @@ class ScheduledTableInputs(TypedDict, total=False):
     create_alarm_topic: bool
     (
         "Create `{name}-alarms` for them instead, encrypted with a KMS key of its own (rotation on; its policy lets "
-        "the account administer it and CloudWatch and SNS use it for this account only: the AWS-managed "
-        "`alias/aws/sns` key cannot let CloudWatch publish, so alarms to a topic encrypted with it never arrive); "
-        "exported as `alarmTopicArn`. A topic of your own that is encrypted needs a key policy allowing "
-        "`cloudwatch.amazonaws.com` `kms:Decrypt` and `kms:GenerateDataKey*`. Default: `false`."
+        "the account administer it and CloudWatch use it for this account only: the AWS-managed `alias/aws/sns` key "
+        "cannot let CloudWatch publish, so alarms to a topic encrypted with it never arrive); exported as "
+        "`alarmTopicArn`. A topic of your own that is encrypted needs a key policy allowing `cloudwatch.amazonaws.com` "
+        "`kms:Decrypt` and `kms:GenerateDataKey*`. Default: `false`."
     )
     iterator_age_alarm_seconds: int
     """Iterator age that counts as falling behind, 60-86400. Default: `300`."""

@@ -27,7 +27,7 @@ from st_core import log
 from st_core.clients import CLIENTS, Clients
 from st_core.config import load_config
 from st_core.dispatch import due_event, send_now, target_input
-from st_core.errors import PermanentError, advice, error_code, is_transient, persist
+from st_core.errors import PermanentError, advice, error_code, is_transient, kms_reason, persist
 from st_core.naming import item_keys, key_names, occurrence_id
 from st_core.pending import (
     ATTEMPTS,
@@ -548,7 +548,7 @@ class Processor:
         """Back the item off (back in the index at a later `stDue`, its `stTaskDue` kept, so the next attempt is the
         same occurrence), or after the last attempt dead-letter it and take it out of the index."""
         attempts = int(raw.get(ATTEMPTS, {}).get("N", "0")) + 1
-        reason = f"{type(exc).__name__}: {str(exc)[:500]}{advice(exc)}"
+        reason = kms_reason(exc) or f"{type(exc).__name__}: {str(exc)[:500]}{advice(exc)}"
         final = not is_transient(exc) or attempts >= self.polling["maxAttempts"]
         ddb = self.clients.get("dynamodb")
         names = {"#claim": CLAIM, "#status": STATUS, "#attempts": ATTEMPTS, "#error": ERROR, "#due": DUE}

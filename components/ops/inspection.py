@@ -67,6 +67,10 @@ def reason_of(body: str, attributes: dict[str, Any]) -> tuple[str, str]:
     message = (attributes.get("ERROR_MESSAGE") or {}).get("StringValue")
     if code or message:
         errors = runtime_module("errors")
+        # Scheduler could not deliver to the target: when KMS refused its role the target's key, say which option
+        refused = errors.key_refusal(str(code or ""), str(message or ""))
+        if refused:
+            return refused, shown
         said = ": ".join(str(part) for part in (code, message) if part)
         if code == "MessageRejected" and errors.SES_NOT_VERIFIED in str(message):  # SES's words never say sandbox
             said += f" ({errors.SES_SANDBOX})"

@@ -29,7 +29,6 @@ from tests.aws_rules import AwsRules
 from tests.conftest import REGION
 from tests.iam import enforce
 from tests.iam.roles import role_for
-from tests.iam.scheduler_targets import firing_requests
 from tests.moto_locks import serialize_moto_transactions
 
 ACCOUNT = "123456789012"
@@ -211,7 +210,8 @@ class SchedulerClock:
         target = schedule["Target"]
         arn = target["Arn"]
         try:
-            enforce.check(role_for(self.env.config, "scheduler-exec"), firing_requests(schedule, enforce.WHERE))
+            role = role_for(self.env.config, "scheduler-exec", enforce.STATE.told)
+            enforce.check_firing(role, schedule, enforce.STATE.encryption(self.env.config))
         except enforce.Denied as denied:
             raise AssertionError(f"Scheduler could not fire {schedule['Name']}: {denied}") from None
         if arn.startswith("arn:aws:sqs:"):

@@ -19,7 +19,7 @@ from components.filters import eventbridge_filters, polling_filters
 from components.ops.cli import main
 from tests.handlers.conftest import Env, with_due_index
 from tests.redrive.conftest import Function, aws, bodies, queue, run
-from tests.redrive.test_stream_and_target import on_failure, scheduler_dead_letter
+from tests.redrive.test_stream_and_target import KEY, KMS_REFUSED, on_failure, scheduler_dead_letter
 
 PAST = "2020-01-01T00:00:00Z"
 FUTURE = "2099-01-01T00:00:00Z"
@@ -100,6 +100,17 @@ def test_a_stream_dlq_and_a_target_dlq_show_lambdas_and_schedulers_reasons(env: 
     assert "AWS.SimpleQueueService.NonExistentQueue: The specified queue does not exist." in text, text
     # Both still there, visible
     assert len(bodies(env, url)) == 1
+
+
+def test_a_scheduler_dead_letter_refused_by_kms_names_kms_key_arn_and_the_key(env: Env) -> None:
+    # GIVEN a Scheduler dead letter: KMS refused Scheduler's role the target's key (the component was not told it)
+    function = consumer(env)
+    scheduler_dead_letter(env, json.dumps({"keys": {"PK": "a", "SK": "A"}, "dueAt": PAST}), error=KMS_REFUSED)
+    status, lines = inspect(function)
+    # THEN inspect says which option to set, and the key AWS named
+    assert status == 0, lines
+    text = "\n".join(lines)
+    assert f"set the target's kms_key_arn to '{KEY}': KMS refused this role that key" in text, text
 
 
 def test_polling_lists_the_due_index_entries_earliest_first(env: Env) -> None:

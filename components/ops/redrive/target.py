@@ -86,7 +86,8 @@ def _scheduler_event(client: Client, stack: Stack, message: Message) -> Prepared
     """A Scheduler dead-letter event: the body is the target's Input; ERROR_CODE, ERROR_MESSAGE, SCHEDULE_ARN and
     TARGET_ARN come as message attributes."""
     attributes = message.attributes
-    why = f"{attributes.get('ERROR_CODE', '')}: {attributes.get('ERROR_MESSAGE', '')}"
+    code, text = str(attributes.get("ERROR_CODE", "")), str(attributes.get("ERROR_MESSAGE", ""))
+    why = runtime_module("errors").key_refusal(code, text) or f"{code}: {text}"
     target_arn = attributes.get("TARGET_ARN") or stack.config["target"]["arn"]
     payload = message.body
     document = json.loads(payload)
