@@ -24,7 +24,7 @@ from .existing import (
     table_key_problem,
     table_problems,
 )
-from .filters import filter_patterns
+from .filters import filter_patterns, within_filter_limit
 from .packaging import constants, handler_archive, runtime_module
 from .parts import BuildContext, Consumer, Owner, Scheduling, TableRef
 from .runtime_config import Value, function_environment, handler_document
@@ -314,7 +314,7 @@ def build_stream_consumer(
     if given is not None and given.stream_arn is not None:
         # Another account's table is not looked up: let a stream without both images reach the function, which
         # parks each record naming the setting (a correct stream never matches this filter).
-        filters = [*filters, WRONG_VIEW_TYPE_FILTER]
+        filters = within_filter_limit([*filters, WRONG_VIEW_TYPE_FILTER])
     mapping = aws.lambda_.EventSourceMapping(
         f"{owner.name}-{role}-mapping",
         event_source_arn=ctx.table.stream_arn,
