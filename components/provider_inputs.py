@@ -333,6 +333,12 @@ class ScheduledTableInputs(TypedDict, total=False):
     )
     shards: int
     """`polling` mode: partitions of the due index, 1-100. Default: `8`."""
+    shard_groups: int
+    (
+        "`polling` mode: processor invocations a tick, 1 to `shards`; 1 takes every shard in one invocation, more fan "
+        "out: the rule's invocation invokes the processor once per group of shards with something due, each with its "
+        "own worker pool (for herds: see Performance). Default: `1`."
+    )
     poll_interval_minutes: int
     (
         "`polling` mode: how often the rule ticks, 1-1440; a tick that cannot reach the processor is dropped after one "

@@ -403,6 +403,7 @@ def with_due_index(env: Env) -> Env:
     config.pop("eventbridge")
     config["polling"] = {
         "shards": 8,
+        "shardGroups": 1,
         "leaseSeconds": 90,
         "maxAttempts": 3,
         "backoffSeconds": 60,

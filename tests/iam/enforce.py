@@ -52,6 +52,7 @@ ENTRY_POINTS: tuple[tuple[str, str, str, str], ...] = (
     ("polling", "handle_assign_batch", "assigner", "stream"),  # the entry point earlier versions deployed
     ("polling_assign", "handle_assign_batch", "assigner", "stream"),  # what `polling_assign.handler` runs
     ("polling", "process", "processor", "rule"),
+    ("polling", "fan_out", "processor", "rule"),  # the rule's invocation with shard_groups > 1
     ("st_core.release", "handle_messages", "releaser", "queue"),
 )
 

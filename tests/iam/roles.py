@@ -60,6 +60,7 @@ class Options:
     precision_second: bool = False
     precise: bool = False
     on_done: str = "mark"
+    shard_groups: int = 1
     table_key: bool = False  # the table (and so the ledger) encrypted with a customer-managed key: `kms_key_arn`
     target_key: bool = False  # the target encrypted with one, named by the target's `kms_key_arn`
 
@@ -106,6 +107,7 @@ def options_of(config: dict[str, Any], keys: Keys = NO_KEYS) -> Options:
         precision_second="release" in config.get("eventbridge", {}),
         precise=bool(config.get("ttl", {}).get("precise")),
         on_done=config.get("polling", {}).get("onDone", "mark"),
+        shard_groups=config.get("polling", {}).get("shardGroups", 1),
     )
 
 
@@ -134,6 +136,7 @@ def args_of(options: Options) -> dict[str, Any]:
         args["precise"] = True
     if options.mode == "polling":
         args["on_done"] = options.on_done
+        args["shard_groups"] = options.shard_groups
     if options.table_key:
         args["kms_key_arn"] = TABLE_KEY_STANDIN
     return args
@@ -181,7 +184,9 @@ def rendered(options: Options) -> Rendered:
         if "name" in r.outputs:
             physical[suffix] = str(r.outputs["name"])
         if r.type.endswith(":RolePolicy"):
-            documents[suffix.removesuffix("-policy")] = str(r.inputs["policy"])
+            # A role's further policies (`{role}-policy-{what}`, e.g. the processor's fan-out) join its main one.
+            role = suffix.partition("-policy")[0]
+            documents[role] = _joined(documents.get(role), str(r.inputs["policy"]))
         elif r.type.endswith(":Role"):
             role_arns[suffix.removesuffix("-role")] = str(r.outputs["arn"])
         elif r.type.endswith(":Function"):
@@ -192,6 +197,15 @@ def rendered(options: Options) -> Rendered:
             on_failure = r.inputs.get("destinationConfig", {}).get("onFailure", {})
             destinations[suffix.removesuffix("-mapping")] = str(on_failure.get("destinationArn", ""))
     return Rendered(documents, role_arns, sessions, physical, destinations, config)
+
+
+def _joined(first: str | None, second: str) -> str:
+    """Two policy documents of one role as one (AWS allows what any of a role's policies allows)."""
+    if first is None:
+        return second
+    joined = json.loads(first)
+    joined["Statement"] = joined["Statement"] + json.loads(second)["Statement"]
+    return json.dumps(joined)
 
 
 def _queue_name(url_or_arn: str) -> str:

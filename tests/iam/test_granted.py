@@ -90,6 +90,10 @@ NOT_TAKEN: dict[tuple[str, str], tuple[Condition, str]] = {
     },
     ("processor", "dynamodb:PutItem"): (lambda o: True, "only the assigner puts (its ledger marker)"),
     ("processor", "dynamodb:DeleteItem"): (lambda o: o.on_done != "delete", 'only on_done="delete" deletes items'),
+    ("processor", "lambda:InvokeFunction"): (
+        lambda o: o.shard_groups == 1 and o.kind != "lambda",
+        "only shard_groups > 1 invokes the processor itself (a Lambda target is invoked by the dispatch)",
+    ),
     ("assigner", "dynamodb:DeleteItem"): (lambda o: True, "the assigner only indexes items"),
     ("aggregator", "dynamodb:DeleteItem"): (lambda o: True, "totals are updated, never deleted"),
     **{
@@ -292,6 +296,7 @@ def option_sets() -> list[Options]:
             found.append(Options(mode="ttl", precise=precise, **base))
         for on_done in ("mark", "delete"):
             found.append(Options(mode="polling", on_done=on_done, **base))
+        found.append(Options(mode="polling", shard_groups=4, **base))
     found.append(Options(mode="aggregate", kind="none"))
     # Customer-managed keys on the table and on the target (a queue, a topic), in every mode.
     for kind in KEYED_TARGETS:
@@ -312,8 +317,9 @@ def option_sets() -> list[Options]:
 def _id(options: Options) -> str:
     extra = [n for n, on in (("second", options.precision_second), ("precise", options.precise)) if on]
     kind = options.kind + (".fifo" if options.fifo else "")
+    polling = [options.on_done, *([f"groups{options.shard_groups}"] if options.shard_groups > 1 else [])]
     keys = [n for n, on in (("table-key", options.table_key), ("target-key", options.target_key)) if on]
-    return "-".join([options.mode, kind, *extra, *([options.on_done] if options.mode == "polling" else []), *keys])
+    return "-".join([options.mode, kind, *extra, *(polling if options.mode == "polling" else []), *keys])
 
 
 @pytest.mark.parametrize("options", option_sets(), ids=_id)
