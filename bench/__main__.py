@@ -1,7 +1,7 @@
 """`make bench`: every benchmark, its table printed as it finishes (Markdown, ready for the README); with `--out`,
 the report (tables, plots, every figure) written there and the plots in the docs site's `docs/assets/plots/`.
 
-    python -m bench [--out bench/latest.md] [eventbridge polling aggregate coldstart scale backfill paths]
+    python -m bench [--out bench/latest.md] [eventbridge polling aggregate coldstart scale backfill paths herd]
 
 Each benchmark checks that the work it times happened (a schedule per record that should make one, each due item
 delivered once, totals exact, nothing parked) before it reports a time. `BENCH_SMALL=1` runs every one at a tiny
@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_backfill,
         bench_coldstart,
         bench_eventbridge,
+        bench_herd,
         bench_paths,
         bench_polling,
         bench_scale,
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         "scale": lambda: bench_scale.run(figures),
         "backfill": bench_backfill.run,
         "paths": bench_paths.run,
+        "herd": bench_herd.run,
     }
     chosen = {name: runs[name] for name in BENCHMARKS}
     args = list(argv if argv is not None else sys.argv[1:])

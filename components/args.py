@@ -107,6 +107,9 @@ class ScheduledTableArgs:
     idempotency_window_seconds: int = 172800
     # Polling (polling mode)
     shards: int = 8
+    # polling mode: processor invocations a tick (1: one takes every shard; more: the rule's invocation invokes one
+    # per group of shards with something due, for herds)
+    shard_groups: int = 1
     poll_interval_minutes: int = 1
     on_done: Literal["mark", "delete"] = "mark"
     delay_attribute: str = "delaySeconds"
@@ -382,6 +385,7 @@ def _idempotency(args: ScheduledTableArgs) -> None:
 
 POLLING_ONLY = (
     "shards",
+    "shard_groups",
     "poll_interval_minutes",
     "on_done",
     "delay_attribute",
@@ -395,6 +399,9 @@ def _polling(args: ScheduledTableArgs) -> None:
     if not _only_in(args, Mode.POLLING, POLLING_ONLY):
         return
     _between(args, "shards", 1, 100, " (one index partition each; 8 by default)")
+    _between(
+        args, "shard_groups", 1, args.shards, " (one processor invocation per group of shards; raise shards for more)"
+    )
     _between(args, "poll_interval_minutes", 1, 1440)
     if args.on_done not in ("mark", "delete"):
         _fail("on_done", f"{args.on_done!r} is not valid", "use 'mark' (keep the item, marked done) or 'delete'")
@@ -651,6 +658,11 @@ OPTION_DOCS: dict[str, str] = {
         "stream's 24 h, so no redelivery outlives it)"
     ),
     "shards": "`polling` mode: partitions of the due index, 1-100",
+    "shard_groups": (
+        "`polling` mode: processor invocations a tick, 1 to `shards`; 1 takes every shard in one invocation, more "
+        "fan out: the rule's invocation invokes the processor once per group of shards with something due, each "
+        "with its own worker pool (for herds: see Performance)"
+    ),
     "poll_interval_minutes": (
         "`polling` mode: how often the rule ticks, 1-1440; a tick that cannot reach the processor is dropped "
         "after one interval (at most 6 h, Lambda's maximum event age), the next one takes over its work"
@@ -669,7 +681,7 @@ OPTION_DOCS: dict[str, str] = {
     ),
     "create_alarm_topic": (
         "create `{name}-alarms` for them instead, encrypted with a KMS key of its own (rotation on; its "
-        "policy lets the account administer it and CloudWatch and SNS use it for this account only: the "
+        "policy lets the account administer it and CloudWatch use it for this account only: the "
         "AWS-managed `alias/aws/sns` key cannot let CloudWatch publish, so alarms to a topic encrypted with "
         "it never arrive); exported as `alarm_topic_arn`. A topic of your own that is encrypted needs a key "
         "policy allowing `cloudwatch.amazonaws.com` `kms:Decrypt` and `kms:GenerateDataKey*`"

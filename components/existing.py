@@ -117,12 +117,33 @@ def table_problems(
     return problems
 
 
+def table_key_problem(name: object, key: str, manager: str | None, given: str | None) -> str | None:
+    """Why the component cannot act on a looked-up table encrypted with KMS key `key` (None when it can): a
+    customer-managed key (`manager` "CUSTOMER") must be the `kms_key_arn` given, or no role is granted its use and
+    every read and write of the table, its stream and the ledger is refused at run time. The AWS-managed
+    aws/dynamodb key needs nothing: its policy lets the account's DynamoDB callers use it."""
+    if manager != "CUSTOMER" or given == key:
+        return None
+    if given is None:
+        return (
+            f"existing_table: table {name!r} is encrypted with the customer-managed KMS key {key!r}, which every role "
+            f"that reads or writes it must be granted; pass kms_key_arn={key!r}"
+        )
+    return f"kms_key_arn: {given!r} is not the key of table {name!r}, {key!r}; pass kms_key_arn={key!r}"
+
+
 def looked_up(result: Any) -> dict[str, Any]:
-    """getTable's result as a plain mapping (the SDK's result object, or a dict from a test's mocks)."""
+    """getTable's result as a plain mapping (the SDK's result object, or a dict from a test's mocks), with
+    `kms_key_arn` the key that encrypts the table, if one is named."""
     if isinstance(result, Mapping):
-        return dict(result)
+        plain = dict(result)
+        encryption = plain.get("server_side_encryption") or {}
+        plain["kms_key_arn"] = encryption.get("kms_key_arn") if encryption.get("enabled") else None
+        return plain
     fields = ("name", "arn", "stream_arn", "stream_enabled", "stream_view_type", "hash_key", "range_key")
-    plain: dict[str, Any] = {f: getattr(result, f, None) for f in fields}
+    plain = {f: getattr(result, f, None) for f in fields}
+    encrypted = getattr(result, "server_side_encryption", None)
+    plain["kms_key_arn"] = getattr(encrypted, "kms_key_arn", None) if getattr(encrypted, "enabled", False) else None
     ttl = getattr(result, "ttl", None)
     plain["ttl"] = {"enabled": getattr(ttl, "enabled", None), "attribute_name": getattr(ttl, "attribute_name", None)}
     plain["global_secondary_indexes"] = [

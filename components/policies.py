@@ -188,6 +188,12 @@ def queue_send_statements(queue_arn: str) -> list[Statement]:
     return [{"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": [queue_arn]}]
 
 
+def self_invoke_statements(function_arn: str) -> list[Statement]:
+    """A function invoking itself (`polling` with `shard_groups` > 1: the rule's invocation invokes one processor per
+    group of shards): InvokeFunction on that function only."""
+    return [{"Effect": "Allow", "Action": ["lambda:InvokeFunction"], "Resource": [function_arn]}]
+
+
 def queue_consume_statements(queue_arn: str) -> list[Statement]:
     """What an SQS event source mapping needs of its queue (it polls with the function's role): receive, delete
     and read the queue's attributes, on that queue only."""

@@ -43,6 +43,15 @@ def build(ctx: BuildContext) -> ModeResult:
         stream=False,
         send_queues=[target_dlq],
     )
+    if a.shard_groups > 1:
+        # The fan-out invokes the processor itself: a policy of its own, attached to the processor's role after the
+        # function exists (in the role's main policy the function's ARN would be a cycle: the function waits for it).
+        aws.iam.RolePolicy(
+            f"{ctx.owner.name}-processor-policy-fanout",
+            role=processor.role.id,
+            policy=processor.function.arn.apply(lambda arn: policies.document(policies.self_invoke_statements(arn))),
+            opts=ctx.owner.child,
+        )
     # A failed tick is retried by the next one (its items are still due); no async retries, and a record of
     # the failure in the target DLQ.
     aws.lambda_.FunctionEventInvokeConfig(

@@ -333,6 +333,12 @@ class ScheduledTableInputs(TypedDict, total=False):
     )
     shards: int
     """`polling` mode: partitions of the due index, 1-100. Default: `8`."""
+    shard_groups: int
+    (
+        "`polling` mode: processor invocations a tick, 1 to `shards`; 1 takes every shard in one invocation, more fan "
+        "out: the rule's invocation invokes the processor once per group of shards with something due, each with its "
+        "own worker pool (for herds: see Performance). Default: `1`."
+    )
     poll_interval_minutes: int
     (
         "`polling` mode: how often the rule ticks, 1-1440; a tick that cannot reach the processor is dropped after one "
@@ -361,10 +367,10 @@ class ScheduledTableInputs(TypedDict, total=False):
     create_alarm_topic: bool
     (
         "Create `{name}-alarms` for them instead, encrypted with a KMS key of its own (rotation on; its policy lets "
-        "the account administer it and CloudWatch and SNS use it for this account only: the AWS-managed "
-        "`alias/aws/sns` key cannot let CloudWatch publish, so alarms to a topic encrypted with it never arrive); "
-        "exported as `alarmTopicArn`. A topic of your own that is encrypted needs a key policy allowing "
-        "`cloudwatch.amazonaws.com` `kms:Decrypt` and `kms:GenerateDataKey*`. Default: `false`."
+        "the account administer it and CloudWatch use it for this account only: the AWS-managed `alias/aws/sns` key "
+        "cannot let CloudWatch publish, so alarms to a topic encrypted with it never arrive); exported as "
+        "`alarmTopicArn`. A topic of your own that is encrypted needs a key policy allowing `cloudwatch.amazonaws.com` "
+        "`kms:Decrypt` and `kms:GenerateDataKey*`. Default: `false`."
     )
     iterator_age_alarm_seconds: int
     """Iterator age that counts as falling behind, 60-86400. Default: `300`."""

@@ -153,6 +153,7 @@ def _sections(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, 
     if a.mode is Mode.POLLING:
         polling = {
             "shards": a.shards,
+            "shardGroups": a.shard_groups,
             "leaseSeconds": lease_seconds(a),
             "maxAttempts": a.max_attempts,
             "backoffSeconds": a.retry_backoff_seconds,

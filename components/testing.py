@@ -276,7 +276,7 @@ def fabricate(
     return resource_id, {**inputs, **shaped}
 
 
-def _default_invokes(region: str, account: str) -> dict[str, dict[str, Any]]:
+def _default_invokes(region: str, account: str) -> dict[str, Invoke]:
     """The lookups programs commonly make about where they deploy, answered for this account and region."""
     partition = _Resource("", {}, region, account).partition
     return {
@@ -292,6 +292,13 @@ def _default_invokes(region: str, account: str) -> dict[str, dict[str, Any]]:
             "region": region,
             "endpoint": f"ec2.{region}.amazonaws.com",
             "description": region,
+        },
+        # A key a program names is taken for its own, customer-managed one (ExistingTable's key check looks it up).
+        "aws:kms/getKey:getKey": lambda args: {
+            "arn": args["keyId"],
+            "id": args["keyId"],
+            "keyId": str(args["keyId"]).rsplit("/", 1)[-1],
+            "keyManager": "CUSTOMER",
         },
         "aws:index/getPartition:getPartition": {
             "id": partition,
@@ -313,6 +320,7 @@ class _TableShape:
     ttl_attribute: str | None
     due_index: bool
     stream_view_type: str | None
+    kms_key_arn: str | None = None
 
     def render(self, region: str, account: str) -> dict[str, Any]:
         partition = _Resource("", {}, region, account).partition
@@ -327,6 +335,8 @@ class _TableShape:
         if self.stream_view_type is not None:
             found["streamViewType"] = self.stream_view_type
             found["streamArn"] = f"{arn}/stream/{STREAM_LABEL}"
+        if self.kms_key_arn is not None:
+            found["serverSideEncryption"] = {"enabled": True, "kmsKeyArn": self.kms_key_arn}
         if self.partition_key is not None:
             found["hashKey"] = self.partition_key
         if self.sort_key is not None:
@@ -379,6 +389,7 @@ def fabricated_table(
     ttl_attribute: str | None = None,
     due_index: bool = False,
     stream_view_type: str | None = "NEW_AND_OLD_IMAGES",
+    kms_key_arn: str | None = None,
 ) -> FabricatedTable:
     """An answer to the `aws.dynamodb.getTable` lookup an `ExistingTable` makes, for programs run without a cloud:
     `run_with_mocks(program, invokes={"aws:dynamodb/getTable:getTable": fabricated_table("orders", ...)})`.
@@ -386,9 +397,11 @@ def fabricated_table(
     Describe the table as it is, and the component checks it as it would a real one: `partition_key`/`sort_key` its
     key names (left out: not checked), `ttl_attribute` the attribute TTL is enabled on (`ttl` mode needs it to be
     the time attribute), `due_index` whether it has the polling due index (`polling` mode needs it),
-    `stream_view_type` its stream's view type (None: no stream). Its ARNs are in the run's region and account
-    (`run_with_mocks`'s `region`/`aws:region` config), or those given."""
-    shape = _TableShape(name, partition_key, sort_key, ttl_attribute, due_index, stream_view_type)
+    `stream_view_type` its stream's view type (None: no stream), `kms_key_arn` the customer-managed key it is
+    encrypted with (the component then needs it as its `kms_key_arn`; the mocks answer the key's lookup as a
+    customer-managed key). Its ARNs are in the run's region and account (`run_with_mocks`'s `region`/`aws:region`
+    config), or those given."""
+    shape = _TableShape(name, partition_key, sort_key, ttl_attribute, due_index, stream_view_type, kms_key_arn)
     return FabricatedTable(shape, region, account)
 
 
@@ -399,8 +412,9 @@ class ScheduledTableMocks(pulumi.runtime.Mocks):
     `invokes`: results of data-source functions by token, each a mapping or a function of the call's arguments
     (`{"aws:dynamodb/getTable:getTable": lambda args: {...}}` answers the lookup an `ExistingTable` makes: by name,
     or by stream ARN in the deploying account, in the stream's region: `args` has `name` and `region`).
-    getCallerIdentity, getRegion and getPartition are always answered for `account` and `region` (an entry in
-    `invokes` overrides one); any other lookup fails, naming its token. Pass `{}` to make every lookup fail.
+    getCallerIdentity, getRegion and getPartition are always answered for `account` and `region`, and getKey as a
+    customer-managed key (an entry in `invokes` overrides one); any other lookup fails, naming its token. Pass `{}`
+    to make every lookup fail.
     """
 
     def __init__(

@@ -682,4 +682,5 @@ def _park_group(poison: PoisonQueue, items: list[Contribution], reason: str, cod
 
 def handler(event: DynamoDBStreamEvent, context: object = None) -> BatchResponse:
     """Lambda entry point (`aggregate.handler`)."""
+    log.invoked(context)
     return handle_batch(event, load_config())

@@ -42,8 +42,10 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     "readUnitsPerSecond", "schedulerCallsPerSecond", "started", "partial", "pageItems", "fresh", "deliverPastDue"}.
     Answer: {"segment", "startKey" (where to resume), "done", "tally", "partial" (aggregate's sums so far)}; the
     caller invokes again until done."""
+    from st_core import log
     from st_core.config import load_config
 
+    log.invoked(context)
     config = load_config()
     if event.get("scheduledReconcile"):  # reconcile_every's rule (backfill_every)
         import backfill_every

@@ -818,4 +818,5 @@ def handle_batch(
 
 def handler(event: DynamoDBStreamEvent, context: object = None) -> BatchResponse:
     """Lambda entry point (`eventbridge.handler`)."""
+    log.invoked(context)
     return handle_batch(event, load_config())

@@ -13,10 +13,11 @@ Every write here sets `stStatus`, so the stream filter never hands these writes 
 from __future__ import annotations
 
 import itertools
+import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -27,7 +28,7 @@ from st_core import log
 from st_core.clients import CLIENTS, Clients
 from st_core.config import load_config
 from st_core.dispatch import due_event, send_now, target_input
-from st_core.errors import PermanentError, advice, error_code, is_transient, persist
+from st_core.errors import PermanentError, advice, error_code, is_transient, kms_reason, persist
 from st_core.naming import item_keys, key_names, occurrence_id
 from st_core.pending import (
     ATTEMPTS,
@@ -55,7 +56,15 @@ if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see 
 # The AWS actions this module's own calls need (checked by tests/iam): the processor's. Query the due index,
 # claim/complete/back off an item (update; delete with on_done="delete"), dead-letter to the target DLQ. The
 # assigner's are polling_assign's.
-AWS_ACTIONS = ("dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:UpdateItem", "sqs:SendMessage")
+# With `shard_groups` > 1 the rule's invocation invokes the processor once per group of shards with something due
+# (`fan_out`): lambda:InvokeFunction, on the function itself.
+AWS_ACTIONS = (
+    "dynamodb:DeleteItem",
+    "dynamodb:Query",
+    "dynamodb:UpdateItem",
+    "lambda:InvokeFunction",
+    "sqs:SendMessage",
+)
 
 MODE = "polling"
 # The prefix of the ledger marker of a stream record the assigner has indexed.
@@ -65,6 +74,8 @@ PAGE_SIZE = 100
 if TYPE_CHECKING:  # a Protocol class costs its build at import; the handler only annotates with it
 
     class LambdaContext(Protocol):
+        invoked_function_arn: str
+
         def get_remaining_time_in_millis(self) -> int: ...
 
 
@@ -193,10 +204,17 @@ class Processor:
     which has more time left."""
 
     def __init__(
-        self, config: HandlerConfig, clients: Clients, now: Callable[[], float], time_left: Callable[[], float]
+        self,
+        config: HandlerConfig,
+        clients: Clients,
+        now: Callable[[], float],
+        time_left: Callable[[], float],
+        shards: Sequence[int] | None = None,
     ):
         self.config = config
         self.polling = config["polling"]
+        # The shards this invocation takes: every one, or (fanned out) its group's.
+        self.shards = list(range(self.polling["shards"]) if shards is None else shards)
         self.clients = clients
         self.now = now
         self.time_left = time_left
@@ -205,11 +223,13 @@ class Processor:
         self.lease = int(now()) + self.polling["leaseSeconds"]
         self.workers = config["maxWorkers"]
         # A cold container's first page of a shard, before any pace is known: its share of one round of the pool.
-        self.first_page = max(1, self.workers // self.polling["shards"])
+        self.first_page = max(1, self.workers // max(1, len(self.shards)))
 
     def tick(self) -> TickReport:
         report = TickReport()
-        shards = range(self.polling["shards"])
+        shards = self.shards
+        if not shards:
+            return report
         # The readers only query and wait; the items' work runs on `pool`, which outlives them (the last `with` is
         # left first), so an item's claim can still queue its dispatch there.
         with (
@@ -248,6 +268,18 @@ class Processor:
             "ExpressionAttributeValues": {":shard": {"N": str(shard)}, ":now": {"N": str(int(self.now()))}},
             "Limit": PAGE_SIZE,
         }
+
+    def due_shards(self) -> list[int]:
+        """The shards with at least one item due now: a one-item page of each, read in parallel. What the fan-out
+        reads before invoking anything, so a quiet tick costs one query per shard, as a single tick does."""
+        ddb = self.clients.get("dynamodb")
+
+        def due(shard: int) -> bool:
+            return bool(self._query(ddb, {**self.due_query(shard), "Limit": 1}).get("Items"))
+
+        with ThreadPoolExecutor(max_workers=max(1, min(self.workers, len(self.shards)))) as readers:
+            found = list(readers.map(due, self.shards))
+        return [shard for shard, is_due in zip(self.shards, found, strict=True) if is_due]
 
     def _query(self, ddb: Any, query: dict[str, Any]) -> dict[str, Any]:
         """One page of the due index. A table without the index (one the component does not own, given with its
@@ -548,7 +580,7 @@ class Processor:
         """Back the item off (back in the index at a later `stDue`, its `stTaskDue` kept, so the next attempt is the
         same occurrence), or after the last attempt dead-letter it and take it out of the index."""
         attempts = int(raw.get(ATTEMPTS, {}).get("N", "0")) + 1
-        reason = f"{type(exc).__name__}: {str(exc)[:500]}{advice(exc)}"
+        reason = kms_reason(exc) or f"{type(exc).__name__}: {str(exc)[:500]}{advice(exc)}"
         final = not is_transient(exc) or attempts >= self.polling["maxAttempts"]
         ddb = self.clients.get("dynamodb")
         names = {"#claim": CLAIM, "#status": STATUS, "#attempts": ATTEMPTS, "#error": ERROR, "#due": DUE}
@@ -609,22 +641,100 @@ def task_due(raw: dict[str, Any]) -> int:
     return int((raw.get(TASK_DUE) or raw[DUE])["N"])
 
 
+def shard_groups(shards: int, groups: int) -> list[list[int]]:
+    """`shards` split into `groups` disjoint groups (shard s in group s mod groups), none empty: one processor
+    invocation each when the tick fans out. Disjoint, so no two of one tick's invocations read the same shard (a
+    claim would keep an item once even if they did: this only saves the refused claims)."""
+    return [list(range(group, shards, groups)) for group in range(max(1, min(groups, shards)))]
+
+
+class FanOut:
+    """What the rule's invocation did when it fanned out: the shards it found due, the invocations it made."""
+
+    def __init__(self, due_shards: list[int], invoked: list[list[int]]) -> None:
+        self.due_shards = due_shards
+        self.invoked = invoked
+
+
+def fan_out(
+    config: HandlerConfig,
+    function: str,
+    *,
+    clients: Clients = CLIENTS,
+    now: Callable[[], float] = time.time,
+) -> FanOut:
+    """The rule's invocation with `shardGroups` > 1: invoke `function` (this processor) asynchronously once for
+    each group of shards that has something due, with the group in the event; each of those runs a tick of its
+    shards only (`handler`), so a herd is drained by as many invocations at once as there are groups, each with its
+    own worker pool. An invocation given a group never fans out again (no loop). The delivery itself is the one
+    `Processor` for both: the same claims, completions and backoffs. An invoke that fails fails this invocation
+    after the others were made (its shards stay due for the next tick)."""
+    import json
+
+    processor = Processor(config, clients, now, lambda: 900.0)
+    due = set(processor.due_shards())
+    groups = [group for group in shard_groups(config["polling"]["shards"], _groups(config)) if due.intersection(group)]
+    lam = clients.get("lambda")
+
+    def invoke(group: list[int]) -> None:
+        lam.invoke(FunctionName=function, InvocationType="Event", Payload=json.dumps({"shards": group}).encode())
+
+    errors: list[Exception] = []
+    with ThreadPoolExecutor(max_workers=max(1, min(config["maxWorkers"], len(groups)))) as invokers:
+        for future in [invokers.submit(invoke, group) for group in groups]:
+            try:
+                future.result()
+            except Exception as exc:  # every group is tried before the tick fails
+                errors.append(exc)
+    log.info("fanned-out", dueShards=sorted(due), invocations=len(groups) - len(errors), failed=len(errors))
+    if errors:
+        raise errors[0]
+    return FanOut(sorted(due), groups)
+
+
+def _groups(config: HandlerConfig) -> int:
+    polling = config.get("polling")
+    return int(polling.get("shardGroups", 1)) if polling else 1
+
+
+def _group_of(event: object, config: HandlerConfig) -> list[int] | None:
+    """The shards a fanned-out invocation was given (`{"shards": [...]}`), those in range; None for the rule's
+    own event (it has no `shards`)."""
+    if not isinstance(event, dict) or "shards" not in event:
+        return None
+    given, shards = event["shards"], config["polling"]["shards"]
+    group = [s for s in given if isinstance(s, int) and 0 <= s < shards] if isinstance(given, list) else []
+    if group != given:
+        log.warning("shard-group-ignored", given=str(given)[:200], kept=group, note="shards out of range")
+    return group
+
+
 def process(
     config: HandlerConfig,
     *,
     clients: Clients = CLIENTS,
     now: Callable[[], float] = time.time,
     time_left: Callable[[], float] = lambda: 900.0,
+    shards: Sequence[int] | None = None,
 ) -> TickReport:
-    return Processor(config, clients, now, time_left).tick()
+    """One tick of `shards` (every shard when None)."""
+    return Processor(config, clients, now, time_left, shards).tick()
 
 
 def handler(event: dict[str, Any], context: LambdaContext | None = None) -> dict[str, Any]:
-    """Lambda entry point for the rule (`polling.handler`): one tick."""
+    """Lambda entry point for the rule (`polling.handler`): one tick; with `shardGroups` > 1, the rule's
+    invocation fans out (`fan_out`) and each invocation it makes ticks its group of shards."""
+    log.invoked(context)
+    config = load_config()
+    group = _group_of(event, config)
+    if group is None and _groups(config) > 1:
+        function = context.invoked_function_arn if context is not None else os.environ["AWS_LAMBDA_FUNCTION_NAME"]
+        fanned = fan_out(config, function)
+        return {"dueShards": len(fanned.due_shards), "invocations": len(fanned.invoked)}
     if context is None:
-        report = process(load_config())
+        report = process(config, shards=group)
     else:
-        report = process(load_config(), time_left=lambda: context.get_remaining_time_in_millis() / 1000)
+        report = process(config, time_left=lambda: context.get_remaining_time_in_millis() / 1000, shards=group)
     return {
         "dispatched": report.dispatched,
         "retried": report.retried,
@@ -657,4 +767,5 @@ def handle_assign_batch(
 
 def assign(event: DynamoDBStreamEvent, context: object = None) -> BatchResponse:
     """The assigner's entry point before `polling_assign.handler` (see above)."""
+    log.invoked(context)
     return handle_assign_batch(event, load_config())

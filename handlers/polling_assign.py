@@ -186,4 +186,5 @@ def handle_assign_batch(
 
 def handler(event: DynamoDBStreamEvent, context: object = None) -> BatchResponse:
     """Lambda entry point for the stream (`polling_assign.handler`)."""
+    log.invoked(context)
     return handle_assign_batch(event, load_config())

@@ -6,6 +6,7 @@ st_core/release.py.
 
 from __future__ import annotations
 
+from st_core import log
 from st_core.config import load_config
 from st_core.release import SqsBatchResponse, handle_messages
 
@@ -15,4 +16,5 @@ AWS_ACTIONS: tuple[str, ...] = ()
 
 def handler(event: object, context: object = None) -> SqsBatchResponse:
     """Lambda entry point (`release.handler`): one batch of release queue messages."""
+    log.invoked(context)
     return handle_messages(event, load_config())

@@ -466,4 +466,5 @@ def handle_batch(
 
 def handler(event: DynamoDBStreamEvent, context: object = None) -> BatchResponse:
     """Lambda entry point (`ttl.handler`)."""
+    log.invoked(context)
     return handle_batch(event, load_config())

@@ -81,7 +81,6 @@ def gone(error: BaseException) -> bool:
 # -- roles -------------------------------------------------------------------------------------------------------
 
 
-LAMBDA_PRINCIPAL = "lambda.amazonaws.com"  # a function's execution role is assumed by Lambda
 SESSION_REFRESH_SECONDS = 300.0
 
 

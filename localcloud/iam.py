@@ -12,6 +12,21 @@ out for the calls this project makes.
   sender's identity and address (the component's) never matched (`send_email_identity`, `patch_ses_send_email`).
 - `iam:PassRole`: AWS checks it on CreateSchedule/UpdateSchedule for the target's `RoleArn`, with
   `iam:PassedToService` = `scheduler.amazonaws.com`; ministack does not.
+- KMS: a call on a queue, topic or table encrypted with a customer-managed key also uses the key, with the caller's
+  permissions, and AWS refuses it unless the caller's policy and the key policy both allow that use (SQS
+  SendMessage: kms:GenerateDataKey and kms:Decrypt; ReceiveMessage: kms:Decrypt; SNS Publish as SQS's send;
+  DynamoDB: reads kms:Decrypt, writes also kms:Encrypt and kms:GenerateDataKey; the same table as the tests',
+  tests/iam/requests.py). ministack's SQS, SNS and DynamoDB never call KMS: `check_kms_keys` does, answering a
+  refusal as each service does (SQS KMS.AccessDeniedException, SNS KMSAccessDenied, DynamoDB
+  AccessDeniedException). AWS-managed keys (no key record here) need nothing.
+- Event source mappings: Lambda reads a function's stream or queue, and sends a failed stream batch's record to its
+  on-failure destination, with the function's execution role (and the keys of what it reads or sends to);
+  ministack does it as itself. `check_mappings` evaluates each batch's reads, and each on-failure send, as the
+  function's role: a refused read delivers nothing, a refused send is lost (logged), as on AWS.
+- Scheduler's event bus targets: AWS puts the event with the target's `EventBridgeParameters` (Source,
+  DetailType) and the schedule's Input as its detail; ministack put it as `aws.scheduler`/`Scheduled Event`, which
+  no rule of the bus's matched. `authorize_scheduler_targets` gives it the target's, and checks PutEvents with them
+  (`events:source`, `events:detailType`).
 - Service sessions: what AWS does on the component's behalf it does as a role (Scheduler as the schedule's
   `RoleArn`). `service_session` hands out credentials of a role for a service principal its trust policy names
   (conditions such as `aws:SourceAccount` evaluated), the way the service would assume it. ministack's Scheduler uses
@@ -368,7 +383,8 @@ def role_client(session: dict[str, Any], service: str, region: str) -> Any:
 
 
 def scheduler_refusal(target: dict[str, Any], schedule: dict[str, Any], region: str) -> str:
-    """Why Scheduler, as the schedule's role, may not call its templated target, or "" if it may."""
+    """Why Scheduler, as the schedule's role, may not call its templated target (or use its key), or "" if it
+    may."""
     from ministack.core.iam_evaluator import AuthError, enforce
 
     wanted = templated_action(str(target.get("Arn", "")))
@@ -379,11 +395,31 @@ def scheduler_refusal(target: dict[str, Any], schedule: dict[str, Any], region: 
         session = service_session(str(target.get("RoleArn", "")), SCHEDULER_PRINCIPAL, str(schedule.get("Arn", "")))
     except Refused as refusal:
         return str(refusal)
-    denied = enforce(session["AccessKeyId"], action, service, region, resource_arn=str(target["Arn"]))
-    if denied is None:
-        return ""
-    who = "" if isinstance(denied, AuthError) else denied.principal_arn
-    return f"User: {who} is not authorized to perform: {action} on resource: {target['Arn']}"
+    parameters = target.get("EventBridgeParameters") or {}
+    context = (
+        {"events:source": str(parameters.get("Source", "")), "events:detailType": str(parameters.get("DetailType", ""))}
+        if service == "events"
+        else None
+    )
+    arn = str(target["Arn"])
+    denied = enforce(session["AccessKeyId"], action, service, region, resource_arn=arn, service_context=context)
+    if denied is not None:
+        who = "" if isinstance(denied, AuthError) else denied.principal_arn
+        return f"User: {who} is not authorized to perform: {action} on resource: {arn}"
+    return key_refusal(session["AccessKeyId"], action, service, arn, region)
+
+
+def key_refusal(access_key: str, action: str, service: str, resource: str, region: str) -> str:
+    """Why the caller may not use the key of `resource` for `action` (its own policy or the key policy), or ""."""
+    from ministack.core.iam_evaluator import AuthError, enforce
+
+    key = resource_key(service, resource)
+    for use in KEY_ACTIONS.get(action, ()) if key else ():
+        denied = enforce(access_key, use, "kms", region, resource_arn=key)
+        if denied is not None:
+            who = "" if isinstance(denied, AuthError) else denied.principal_arn
+            return f"User: {who} is not authorized to perform: {use} on resource: {key}"
+    return ""
 
 
 def dead_letter(target: dict[str, Any], schedule: dict[str, Any], payload: str, code: str, message: str) -> None:
@@ -429,6 +465,9 @@ def authorize_scheduler_targets() -> None:
 
     def invoke_as_role(target: dict, event: dict, rule: dict, view: Any = None) -> Any:
         from_scheduler = event.get("Source") == "aws.scheduler" and "ScheduleExpression" in (rule or {})
+        parameters = target.get("EventBridgeParameters") or {}
+        if from_scheduler and parameters:  # an event bus target: the event is the target's, as AWS puts it
+            event = {**event, "Source": parameters.get("Source"), "DetailType": parameters.get("DetailType")}
         if not from_scheduler or not enabled():
             return invoke(target, event, rule, view)
         refusal = scheduler_refusal(target, rule, get_region())
@@ -441,10 +480,230 @@ def authorize_scheduler_targets() -> None:
     eventbridge._invoke_target = invoke_as_role
 
 
+# What a call does with the key of the resource it acts on, by IAM action, per the services' documentation: SQS
+# SendMessage generates a data key and decrypts it, ReceiveMessage decrypts (the SQS developer guide, "Key
+# management"); SNS Publish as SQS's send; DynamoDB uses the table's key (its streams' and indexes' too) with the
+# caller's permissions: a read decrypts, a write is granted kms:Decrypt, kms:Encrypt and kms:GenerateDataKey, as
+# AWS's own grant for a table's writers gives (the CDK's `grantWriteData`), where AWS lists no one call's use.
+# DescribeTable, DescribeStream and GetShardIterator read no data. The handler tests' model uses this table too.
+_READ = ("kms:Decrypt",)
+_WRITE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
+_SEND = ("kms:GenerateDataKey", "kms:Decrypt")  # a send makes its data key first
+KEY_ACTIONS: dict[str, tuple[str, ...]] = {
+    **{
+        f"dynamodb:{a}": _READ for a in ("GetItem", "BatchGetItem", "Query", "Scan", "ConditionCheckItem", "GetRecords")
+    },
+    **{f"dynamodb:{a}": _WRITE for a in ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem")},
+    "sqs:SendMessage": _SEND,
+    "sqs:ReceiveMessage": _READ,
+    "sns:Publish": _SEND,
+}
+
+
+def kms_denied(service: str, message: str) -> tuple[int, dict[str, str], bytes]:
+    """A refused use of a key, as each service answers it."""
+    if service == "sns":
+        body = (
+            "<ErrorResponse><Error><Type>Sender</Type><Code>KMSAccessDenied</Code>"
+            f"<Message>{message}</Message></Error></ErrorResponse>"
+        )
+        return 400, {"Content-Type": "text/xml"}, body.encode()
+    if service == "sqs":
+        headers = {
+            "Content-Type": "application/x-amz-json-1.0",
+            "x-amzn-query-error": "KMS.AccessDeniedException;Sender",
+        }
+        document = {"__type": "com.amazonaws.sqs#KmsAccessDenied", "message": message}
+        return 400, headers, json.dumps(document).encode()
+    document = {"__type": f"com.amazonaws.dynamodb.v20120810#{DENIED}", "message": message}
+    return 400, {"Content-Type": "application/x-amz-json-1.0"}, json.dumps(document).encode()
+
+
+def resource_key(service: str, resource_arn: str) -> str | None:
+    """The ARN of the customer-managed key that encrypts the queue, topic or table (None: none, or AWS's own)."""
+    from ministack.services import dynamodb, kms, sns, sqs
+
+    key: str | None = None
+    if service == "sqs":
+        queue = sqs._queue_by_arn(resource_arn)
+        key = (queue or {}).get("attributes", {}).get("KmsMasterKeyId")
+    elif service == "sns":
+        topic = sns._topic_by_arn_any_scope(sns._normalize_arn(resource_arn))
+        key = (topic or {}).get("attributes", {}).get("KmsMasterKeyId")
+    elif service == "dynamodb" and ":table/" in resource_arn:
+        _, _, _, region, account, rest = resource_arn.split(":", 5)
+        table = dynamodb._tables.get_scoped(account, region, rest.split("/")[1]) or {}
+        sse = table.get("SSEDescription") or {}
+        key = sse.get("KMSMasterKeyArn") if sse.get("SSEType") == "KMS" else None
+    record = kms._resolve_key(key) if key else None
+    if not record or record.get("KeyManager", "CUSTOMER") != "CUSTOMER":
+        return None
+    return str(record["Arn"])
+
+
+def kms_refusal(
+    service: str, method: str, path: str, headers: dict, body: bytes, query_params: dict
+) -> tuple[int, dict[str, str], bytes] | None:
+    """The service's answer when the caller may not use the key of what it calls; None when it may."""
+    from ministack.core import iam_actions
+    from ministack.core.iam_evaluator import AuthError, enforce
+    from ministack.core.responses import get_account_id
+    from ministack.core.router import extract_access_key_id, extract_region
+
+    if service == "sns" and method == "POST" and body:  # the query protocol's parameters come in the form body
+        from urllib.parse import parse_qs
+
+        query_params = {**query_params, **parse_qs(body.decode("utf-8", errors="replace"))}
+    action = iam_actions.extract_iam_action(service, method, path, headers, body, query_params)
+    uses = KEY_ACTIONS.get(action or "", ())
+    if not uses:
+        return None
+    region = extract_region(headers, query_params)
+    resource = iam_actions.extract_resource_arn(
+        service, method, path, headers, body, query_params, region, get_account_id()
+    )
+    key = resource_key(service, resource) if resource and resource != "*" else None
+    if key is None:
+        return None
+    access_key = extract_access_key_id(headers, query_params)
+    for use in uses:
+        denied = enforce(access_key, use, "kms", region, resource_arn=key)
+        if denied is not None:
+            who = "" if isinstance(denied, AuthError) else denied.principal_arn
+            return kms_denied(service, f"User: {who} is not authorized to perform: {use} on resource: {key}")
+    return None
+
+
+def check_kms_keys() -> None:
+    """SQS, SNS and DynamoDB calls on resources encrypted with a customer-managed key use it as AWS does: refused
+    unless the caller's policy and the key policy allow each use (after ministack's own check of the call)."""
+    from ministack.services import dynamodb, sns, sqs
+
+    for service, module in (("sqs", sqs), ("sns", sns), ("dynamodb", dynamodb)):
+        handle = module.handle_request
+
+        def checked(
+            method: str,
+            path: str,
+            headers: dict,
+            body: bytes,
+            query_params: dict,
+            *,
+            _s: str = service,
+            _h: Any = handle,
+        ) -> Any:
+            async def run() -> Any:
+                if enabled():
+                    refused = kms_refusal(_s, method, path, headers, body, query_params)
+                    if refused is not None:
+                        return refused
+                return await _h(method, path, headers, body, query_params)
+
+            return run()
+
+        module.handle_request = checked
+
+
+# What an event source mapping reads its batch with, by the records' eventSource: (IAM actions, their service).
+MAPPING_READS: dict[str, tuple[tuple[str, ...], str]] = {
+    "aws:dynamodb": (
+        ("dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords", "dynamodb:ListStreams"),
+        "dynamodb",
+    ),
+    "aws:sqs": (("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"), "sqs"),
+}
+LAMBDA_PRINCIPAL = "lambda.amazonaws.com"  # a function's execution role is assumed by Lambda
+
+
+def _as_function(func: dict) -> str:
+    """The access key of the function's execution role, as Lambda assumes it (Refused if it cannot)."""
+    role = str((func.get("config") or func).get("Role", ""))
+    return str(service_session(role, LAMBDA_PRINCIPAL)["AccessKeyId"])
+
+
+def mapping_refusal(func: dict, event: Any) -> str:
+    """Why the function's event source mapping may not read the batch `event` with the function's role (the
+    stream's or queue's actions, and the key of the table or queue), or ""."""
+    from ministack.core.iam_evaluator import AuthError, enforce
+    from ministack.core.responses import get_region
+
+    records = event.get("Records") if isinstance(event, dict) else None
+    sources = {
+        (str(r.get("eventSource")), str(r.get("eventSourceARN") or r.get("eventSourceArn") or ""))
+        for r in records or []
+        if isinstance(r, dict) and r.get("eventSource") in MAPPING_READS
+    }
+    if not sources:
+        return ""
+    try:
+        access_key = _as_function(func)
+    except Refused as refusal:
+        return str(refusal)
+    for source, arn in sorted(sources):
+        actions, service = MAPPING_READS[source]
+        for action in actions:
+            denied = enforce(access_key, action, service, get_region(), resource_arn=arn)
+            if denied is not None:
+                who = "" if isinstance(denied, AuthError) else denied.principal_arn
+                return f"User: {who} is not authorized to perform: {action} on resource: {arn}"
+        read = "dynamodb:GetRecords" if service == "dynamodb" else "sqs:ReceiveMessage"
+        encrypted = arn.split("/stream/", 1)[0]
+        refused = key_refusal(access_key, read, service, encrypted, get_region())
+        if refused:
+            return refused
+    return ""
+
+
+def check_mappings() -> None:
+    """Each batch a mapping hands a function is read with the function's role: refused, it is not delivered (the
+    function is not invoked; the mapping retries it). Each on-failure record is sent with the role: refused, it is
+    lost, as on AWS."""
+    from ministack.core.iam_evaluator import AuthError, enforce
+    from ministack.core.responses import get_region
+    from ministack.services import lambda_svc
+
+    execute = lambda_svc._execute_function
+    send_failure = lambda_svc._send_ddb_stream_failure_record
+
+    def execute_as_role(func: dict, event: Any) -> Any:
+        refusal = mapping_refusal(func, event) if enabled() else ""
+        if refusal:
+            log.warning("event source mapping of %s could not read its batch: %s", func.get("FunctionName"), refusal)
+            return {"error": True, "body": {"errorType": DENIED, "errorMessage": refusal}}
+        return execute(func, event)
+
+    def send_as_role(esm: dict, func_rec: dict, *args: Any) -> Any:
+        destination = str(((esm.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination") or "")
+        if enabled() and destination.startswith("arn:aws:sqs:"):
+            try:
+                access_key = _as_function(func_rec)
+                denied = enforce(access_key, "sqs:SendMessage", "sqs", get_region(), resource_arn=destination)
+                refusal = (
+                    ""
+                    if denied is None
+                    else (
+                        f"User: {'' if isinstance(denied, AuthError) else denied.principal_arn} is not authorized to "
+                        f"perform: sqs:SendMessage on resource: {destination}"
+                    )
+                )
+                refusal = refusal or key_refusal(access_key, "sqs:SendMessage", "sqs", destination, get_region())
+            except Refused as refused:
+                refusal = str(refused)
+            if refusal:
+                log.warning("on-failure record of a stream batch lost: %s", refusal)
+                return None
+        return send_failure(esm, func_rec, *args)
+
+    lambda_svc._execute_function = execute_as_role
+    lambda_svc._send_ddb_stream_failure_record = send_as_role
+
+
 def install() -> None:
     patch_scheduler_resources()
     patch_sqs_batch_actions()
     patch_ses_send_email()
     check_pass_role()
+    check_kms_keys()
+    check_mappings()
     serve_service_sessions()
     authorize_scheduler_targets()

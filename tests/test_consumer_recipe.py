@@ -60,14 +60,15 @@ def send(sqs: Any, url: str, pk: str, table: str = "t") -> None:
 def batch(sqs: Any, url: str) -> dict[str, Any]:
     """Everything in the queue as one Lambda SQS event (each message received, as the event source mapping does)."""
     records = []
-    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+    receive = {"QueueUrl": url, "MaxNumberOfMessages": 10, "MessageSystemAttributeNames": ["All"]}
+    while messages := sqs.receive_message(**receive).get("Messages", []):
         for m in messages:
             records.append(
                 {
                     "messageId": m["MessageId"],
                     "receiptHandle": m["ReceiptHandle"],
                     "body": m["Body"],
-                    "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "0"},
+                    "attributes": m["Attributes"],  # SenderId, SentTimestamp, ... as Lambda passes them on
                     "messageAttributes": {},
                     "md5OfBody": m["MD5OfBody"],
                     "eventSource": "aws:sqs",
@@ -94,10 +95,10 @@ def counting(module: ModuleType, monkeypatch: pytest.MonkeyPatch, failing: str =
     original = module.remind
 
     def remind(event: Any) -> dict[str, Any]:
-        if event["keys"]["PK"] == failing and "failed" not in acted:
+        if event.keys["PK"] == failing and "failed" not in acted:
             acted.append("failed")
             raise RuntimeError("the reminder service is down")
-        acted.append(event["occurrenceId"])
+        acted.append(event.occurrence_id)
         return dict(original(event))
 
     monkeypatch.setattr(module, "remind", remind)
@@ -150,3 +151,16 @@ def test_a_failed_action_is_reported_for_its_message_and_acted_on_when_it_comes_
     assert module.handler(event, context()) == {"batchItemFailures": []}
     ids = [json.loads(r["body"])["occurrenceId"] for r in event["Records"]]
     assert acted.count("failed") == 1 and sorted(a for a in acted if a != "failed") == sorted(ids)
+
+
+def test_a_message_that_is_no_due_event_fails_alone(aws: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parser (scheduled-table's DueEventModel) refuses a body that is not a due event: that message is reported
+    for retry (and ends in the queue's DLQ), the others are acted on."""
+    sqs, url, module = aws
+    acted = counting(module, monkeypatch)
+    send(sqs, url, "user#1")
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"source": "scheduled-table", "keys": {}}))
+    event = batch(sqs, url)
+    bad = next(r for r in event["Records"] if "occurrenceId" not in json.loads(r["body"]))
+    assert module.handler(event, context()) == {"batchItemFailures": [{"itemIdentifier": bad["messageId"]}]}
+    assert len(acted) == 1

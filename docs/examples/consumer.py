@@ -8,10 +8,13 @@ docs/consumers.md). Powertools for AWS Lambda does the work:
 - the batch processor reports only the failed messages (the event source mapping needs
   `function_response_types=["ReportBatchItemFailures"]`), so one bad message does not redeliver the batch;
 - idempotency, keyed on `[table, occurrenceId]`, stores each occurrence's outcome in a DynamoDB table (partition
-  key `id`, string; TTL on `expiration`): a second delivery gets the stored result instead of acting again.
+  key `id`, string; TTL on `expiration`): a second delivery gets the stored result instead of acting again;
+- the parser reads each message body as scheduled-table's `DueEventModel` (pydantic), so a malformed body fails
+  that message alone, and the action gets typed fields (`event.occurrence_id`, `event.due_at` as a datetime).
 
-Needs `aws-lambda-powertools` in the function (a layer or its package); not scheduled-table, whose `DueEvent` is
-only read by type checkers. Environment: IDEMPOTENCY_TABLE. The function's role needs dynamodb:GetItem, PutItem,
+Needs `aws-lambda-powertools` (a layer or its package; the layer includes pydantic) and `scheduled-table` in the
+function without its dependencies (`pip install --no-deps scheduled-table --target package/`: the model needs
+pydantic only, not Pulumi). Environment: IDEMPOTENCY_TABLE. The function's role needs dynamodb:GetItem, PutItem,
 UpdateItem and DeleteItem on that table.
 """
 
@@ -22,41 +25,48 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency import (
     DynamoDBPersistenceLayer,
     IdempotencyConfig,
     idempotent_function,
 )
+from aws_lambda_powertools.utilities.parser.models import SqsRecordModel
+from aws_lambda_powertools.utilities.parser.types import Json
+from scheduled_table.consumer import DueEventModel
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
-    from scheduled_table import DueEvent
 
-processor = BatchProcessor(event_type=EventType.SQS)
+
+class DueEventRecord(SqsRecordModel):
+    """An SQS message whose body is a due event. (From an SNS topic or an event bus rule it arrives wrapped: use
+    Parser's SnsSqsEnvelope, or EventBridgeModel's `detail`.)"""
+
+    body: Json[DueEventModel]  # type: ignore[assignment]
+
+
+processor = BatchProcessor(event_type=EventType.SQS, model=DueEventRecord)
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["IDEMPOTENCY_TABLE"])
 # Remember an occurrence longer than any redelivery can come: Scheduler retries for up to a day, a stream batch for
 # its retention (24 h), and `scheduled-table redrive` may resend later still (then the target dedupes as here).
-config = IdempotencyConfig(event_key_jmespath="[table, occurrenceId]", expires_after_seconds=7 * 24 * 3600)
+# The key is read from the model as Powertools stores it (`model_dump()`: its Python names).
+config = IdempotencyConfig(event_key_jmespath="[table, occurrence_id]", expires_after_seconds=7 * 24 * 3600)
 
 
-def remind(event: DueEvent) -> dict[str, Any]:
+def remind(event: DueEventModel) -> dict[str, Any]:
     """The action: replace with yours (send the reminder, start the job...). Runs once per occurrence."""
-    item = event["item"]  # when event.get("itemTrimmed"), read the item from the table by event["keys"]
-    print(json.dumps({"remind": event["keys"], "dueAt": event["dueAt"], "name": item.get("name")}))
-    return {"reminded": event["occurrenceId"]}
+    item = event.item  # when event.item_trimmed, read the item from the table by event.keys
+    print(json.dumps({"remind": event.keys, "dueAt": event.due_at.isoformat(), "name": item.get("name")}))
+    return {"reminded": event.occurrence_id}
 
 
 @idempotent_function(data_keyword_argument="event", persistence_store=persistence, config=config)
-def act(event: DueEvent) -> dict[str, Any]:
+def act(event: DueEventModel) -> dict[str, Any]:
     return remind(event)
 
 
-def record_handler(record: SQSRecord) -> dict[str, Any]:
-    # A schedule's or a direct delivery's message body is the due event itself. (From an SNS topic or an event bus
-    # rule it arrives wrapped: the SNS `Message` or the EventBridge event's `detail` is the due event.)
-    event: DueEvent = json.loads(record.body)
-    return act(event=event)
+def record_handler(record: DueEventRecord) -> dict[str, Any]:
+    return act(event=record.body)
 
 
 def handler(event: dict[str, Any], context: LambdaContext) -> Any:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import log
 from .clients import Clients
-from .errors import PermanentError, advice, error_code, is_transient
+from .errors import PermanentError, advice, error_code, is_transient, kms_reason
 from .poison import PoisonQueue
 from .stream import BatchResponse, DynamoDBStreamEvent, DynamoDBStreamRecord, key_identity, sequence_number, split_event
 
@@ -104,6 +104,9 @@ def permanent_outcome(exc: Exception, seq: str) -> tuple[str, str] | None:
         return None
     # A 4xx the API will always give for this input, or a defect: either way retrying cannot help.
     log.debug("poison-traceback", sequenceNumber=seq, traceback=traceback.format_exc())
+    refused = kms_reason(exc)
+    if refused:
+        return refused, error_code(exc)
     extra = advice(exc)  # kept whole: the reason is bounded by cutting AWS's words instead
     return f"{error_code(exc)}: {exc}"[: 1000 - len(extra)] + extra, error_code(exc)
 

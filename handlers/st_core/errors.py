@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -52,6 +53,9 @@ _ACCESS_DENIED_CODES = frozenset(
         "AuthorizationError",
         "AuthorizationErrorException",
         "KMSAccessDeniedException",
+        "KMS.AccessDeniedException",  # SQS (its KmsAccessDenied error, by its query-compatible code)
+        "KMSAccessDenied",  # SNS
+        "KmsAccessDeniedException",  # Step Functions
         "UnauthorizedOperation",
         "UnrecognizedClientException",
     }
@@ -99,6 +103,50 @@ def error_code(exc: BaseException) -> str:
         if code:
             return str(code)
     return type(exc).__name__
+
+
+# What AWS answers when KMS refused the caller the key of what it called: SQS's query-compatible code, SNS's, Step
+# Functions', Lambda's; DynamoDB answers AccessDeniedException naming the kms: action (matched on the message).
+KMS_DENIED_CODES = frozenset(
+    {
+        "KMS.AccessDeniedException",
+        "KmsAccessDenied",
+        "KMSAccessDenied",
+        "KmsAccessDeniedException",
+        "KMSAccessDeniedException",
+    }
+)
+_KEY_ARN = re.compile(r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+")
+_DYNAMODB_OPERATIONS = re.compile(
+    r"(Get|Put|Update|Delete|BatchGet|BatchWrite|TransactWrite|TransactGet)Items?|Query|Scan"
+)
+
+
+def key_refusal(code: str, message: str, *, table: bool = False) -> str | None:
+    """The reason a call failed when KMS refused the caller the key that encrypts what it called (None when the
+    failure is something else): names the key's ARN from AWS's message and the option that has the component grant
+    its use, `kms_key_arn` (the target's, or with `table` the table's), so the fix is readable where it is parked."""
+    key = _KEY_ARN.search(message)
+    if code not in KMS_DENIED_CODES and not (key is not None and "kms:" in message):
+        return None
+    named = key.group(0) if key else "the key AWS did not name"
+    option = "the component's kms_key_arn (the table's key)" if table else "the target's kms_key_arn"
+    # The fix first: operators' listings cut a long reason short.
+    return (
+        f"set {option} to {named!r}: KMS refused this role that key (the option grants the roles its use; its key "
+        f"policy must allow them too); AWS said {code}: {message}"
+    )[:1000]
+
+
+def kms_reason(exc: BaseException) -> str | None:
+    """The reason to park a call's failure with when KMS refused the key (`key_refusal`, the option chosen by the
+    operation: a DynamoDB call's key is the table's); None for any other failure."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return None
+    message = str(response.get("Error", {}).get("Message", ""))
+    operation = str(getattr(exc, "operation_name", ""))
+    return key_refusal(error_code(exc), message, table=bool(_DYNAMODB_OPERATIONS.fullmatch(operation)))
 
 
 # SES refuses an address that is no verified identity of the account with these words: the sender's, and while the

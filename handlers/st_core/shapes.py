@@ -74,6 +74,7 @@ class TtlConfig(TypedDict):
 
 class PollingConfig(TypedDict):
     shards: int
+    shardGroups: int
     leaseSeconds: int
     maxAttempts: int
     backoffSeconds: int

@@ -37,6 +37,12 @@ def test_unknown_mode_lists_the_modes() -> None:
 
 POLLING_RULES: list[tuple[dict[str, Any], str]] = [
     ({"shards": 0}, "shards: 0 is out of range; use a whole number from 1 to 100"),
+    (
+        {"shards": 8, "shard_groups": 9},
+        "shard_groups: 9 is out of range; use a whole number from 1 to 8 (one processor invocation per group of "
+        "shards; raise shards for more)",
+    ),
+    ({"shard_groups": 0}, "shard_groups: 0 is out of range; use a whole number from 1 to 8"),
     ({"poll_interval_minutes": 0}, "poll_interval_minutes: 0 is out of range; use a whole number from 1 to 1440"),
     ({"on_done": "archive"}, "on_done: 'archive' is not valid; use 'mark' (keep the item, marked done) or 'delete'"),
     ({"delay_attribute": "dueAt"}, "delay_attribute: 'dueAt' cannot be used; name an attribute of its own"),

@@ -155,6 +155,7 @@ def test_handler_config_carries_the_polling_section(build: Build) -> None:
     config = built.handler_config()
     assert config["polling"] == {
         "shards": 16,
+        "shardGroups": 1,
         "leaseSeconds": 90,
         "maxAttempts": 4,
         "backoffSeconds": 10,
@@ -170,6 +171,22 @@ def test_handler_config_carries_the_polling_section(build: Build) -> None:
         built.one("rem-processor").inputs["environment"]["variables"]["SCHEDULED_TABLE_CONFIG"]
     )
     assert processor_config == config
+
+
+def test_only_a_fanned_out_processor_may_invoke_itself(build: Build) -> None:
+    """shard_groups > 1: the processor invokes itself, once per group; its role may invoke that function only, by
+    a policy of its own (in the main one the function's ARN would be a cycle)."""
+    assert "rem-processor-policy-fanout" not in polling(build).mocks.by_name
+    built = polling(build, shards=16, shard_groups=4)
+    assert built.handler_config()["polling"]["shardGroups"] == 4
+    assert built.statements("rem-processor-policy-fanout") == [
+        {
+            "Effect": "Allow",
+            "Action": ["lambda:InvokeFunction"],
+            "Resource": [built.one("rem-processor").outputs["arn"]],
+        }
+    ]
+    assert not any("lambda:InvokeFunction" in s["Action"] for s in built.statements("rem-processor-policy"))
 
 
 def test_polling_outputs_name_the_processor_and_rule(build: Build) -> None:

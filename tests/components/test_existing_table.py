@@ -337,13 +337,15 @@ def test_a_name_and_stream_arn_given_as_outputs_are_checked_as_plain_strings_are
 
 
 def test_with_another_accounts_table_the_deploying_accounts_identities_are_the_deployers(build: Build) -> None:
-    # GIVEN a stack deploying in account 123456789012 onto a table of account 210987654321, with an email target and
-    # a created alarm topic
+    # GIVEN a stack deploying in account 123456789012 onto a table of account 210987654321, in precise ttl mode (a
+    # Scheduler role, and a function sending email), with a created alarm topic
     from components import EmailTarget
 
     other = ExistingTable(name=TABLE, stream_arn=OTHER_ACCOUNT_STREAM)
     built = build(
-        mode="eventbridge",
+        mode="ttl",
+        precise=True,
+        time_attribute="expiresAt",
         existing_table=other,
         invokes={IDENTITY: identity()},
         target=EmailTarget(sender="reminders@example.com"),
@@ -353,8 +355,8 @@ def test_with_another_accounts_table_the_deploying_accounts_identities_are_the_d
     # THEN Scheduler may assume its role on behalf of the deploying account (the schedules are that account's)
     trust = json.loads(built.one("rem-scheduler-exec-role").inputs["assumeRolePolicy"])
     assert trust["Statement"][0]["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
-    # AND SES is allowed on the deploying account's identities, by Scheduler and by the function alike
-    for role in ("rem-scheduler-exec-policy", "rem-scheduler-policy"):
+    # AND SES is allowed on the deploying account's identities
+    for role in ("rem-executor-policy",):
         (send,) = [s for s in documents[role]["Statement"] if s["Action"] == ["ses:SendEmail"]]
         assert send["Resource"] == [
             f"arn:aws:ses:eu-west-1:{ACCOUNT}:identity/reminders@example.com",
@@ -367,7 +369,7 @@ def test_with_another_accounts_table_the_deploying_accounts_identities_are_the_d
     assert cloudwatch["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
     # AND the table and its stream stay the other account's
     assert built.outputs["table_arn"] == f"arn:aws:dynamodb:eu-west-1:210987654321:table/{TABLE}"
-    reads = [s for s in documents["rem-scheduler-policy"]["Statement"] if "dynamodb:GetRecords" in s["Action"]]
+    reads = [s for s in documents["rem-executor-policy"]["Statement"] if "dynamodb:GetRecords" in s["Action"]]
     assert reads[0]["Resource"] == [f"arn:aws:dynamodb:eu-west-1:210987654321:table/{TABLE}/stream/*"]
 
 
@@ -380,9 +382,84 @@ def test_with_an_existing_table_the_ledger_follows_deletion_protection_and_the_t
 ) -> None:
     # GIVEN an existing table of the deploying account, and deletion_protection set either way
     built = build(
-        mode="eventbridge", existing_table=GIVEN, invokes=given(), deletion_protection=protection, alarms=False
-    )
+        mode="eventbridge", existing_table=ExistingTable(TABLE), invokes=lookups([]), deletion_protection=protection,
+        alarms=False,
+    )  # fmt: skip
     # THEN the one table the stack owns is the ledger, protected as asked: with False, `pulumi destroy` removes it
     (ledger,) = built.of_type("aws:dynamodb/table:Table")
     assert ledger.name == "rem-ledger"
     assert ledger.inputs["deletionProtectionEnabled"] is protection
+
+
+# -- issue 37.2: a looked-up table's customer-managed key is the kms_key_arn given -----------------------------------
+
+TABLE_KEY = "arn:aws:kms:eu-west-1:123456789012:key/1111aaaa-11aa-11aa-11aa-111111aaaaaa"
+GET_KEY = "aws:kms/getKey:getKey"
+
+
+def keyed_lookups(manager: str) -> dict[str, Any]:
+    """A table encrypted with TABLE_KEY, which KMS says `manager` ("CUSTOMER" or "AWS") manages."""
+    encryption = {"serverSideEncryption": {"enabled": True, "kmsKeyArn": TABLE_KEY}}
+    key = {"arn": TABLE_KEY, "id": TABLE_KEY, "keyId": TABLE_KEY.rsplit("/", 1)[-1], "keyManager": manager}
+    return {**lookups([], **encryption), GET_KEY: key}
+
+
+@pytest.mark.parametrize("given", ["by name", "by stream ARN"])
+def test_a_looked_up_table_with_a_customer_key_not_given_fails_the_deploy_naming_kms_key_arn(
+    build: Build, given: str
+) -> None:
+    table = ExistingTable(TABLE) if given == "by name" else GIVEN
+    invokes = {**keyed_lookups("CUSTOMER"), IDENTITY: identity()}
+    with pytest.raises(ValueError) as caught:
+        build(mode="eventbridge", existing_table=table, invokes=invokes, alarms=False)
+    assert (
+        str(caught.value)
+        .splitlines()[-1]
+        .endswith(
+            f"existing_table: table 'appointments' is encrypted with the customer-managed KMS key {TABLE_KEY!r}, which "
+            f"every role that reads or writes it must be granted; pass kms_key_arn={TABLE_KEY!r}"
+        )
+    )
+
+
+def test_a_looked_up_table_with_a_customer_key_and_another_kms_key_arn_fails_naming_its_key(build: Build) -> None:
+    other = TABLE_KEY.replace("1111aaaa", "3333cccc")
+    with pytest.raises(ValueError) as caught:
+        build(
+            mode="eventbridge", existing_table=ExistingTable(TABLE), invokes=keyed_lookups("CUSTOMER"),
+            kms_key_arn=other, alarms=False,
+        )  # fmt: skip
+    assert (
+        str(caught.value)
+        .splitlines()[-1]
+        .endswith(
+            f"kms_key_arn: {other!r} is not the key of table 'appointments', {TABLE_KEY!r}; "
+            f"pass kms_key_arn={TABLE_KEY!r}"
+        )
+    )
+
+
+def test_a_looked_up_table_with_its_key_given_grants_the_roles_that_key(build: Build) -> None:
+    built = build(
+        mode="eventbridge", existing_table=ExistingTable(TABLE), invokes=keyed_lookups("CUSTOMER"),
+        kms_key_arn=TABLE_KEY, alarms=False,
+    )  # fmt: skip
+    document = json.loads(built.one("rem-scheduler-policy").inputs["policy"])
+    assert any(s["Resource"] == [TABLE_KEY] and "kms:Decrypt" in s["Action"] for s in document["Statement"])
+
+
+def test_a_looked_up_table_with_the_aws_managed_key_needs_no_kms_key_arn(build: Build) -> None:
+    # The aws/dynamodb key's own policy lets the account's DynamoDB callers use it: no grant, no option
+    built = build(mode="eventbridge", existing_table=ExistingTable(TABLE), invokes=keyed_lookups("AWS"), alarms=False)
+    document = json.loads(built.one("rem-scheduler-policy").inputs["policy"])
+    assert not any(a.startswith("kms:") for s in document["Statement"] for a in s["Action"])
+
+
+def test_fabricated_tables_with_a_key_are_checked_as_customer_keys() -> None:
+    from components import ScheduledTable
+    from components.testing import fabricated_table, run_with_mocks
+
+    table = fabricated_table("orders", partition_key="PK", sort_key="SK", kms_key_arn=TABLE_KEY)
+    args = ScheduledTableArgs(mode="eventbridge", existing_table=ExistingTable("orders"), alarms=False)
+    with pytest.raises(ValueError, match="pass kms_key_arn="):
+        run_with_mocks(lambda: ScheduledTable("o", args), invokes={GET_TABLE: table})

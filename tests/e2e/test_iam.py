@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from localcloud.emulators import LAMBDA_PRINCIPAL, Emulators, RoleSessions
-from localcloud.iam import SCHEDULER_PRINCIPAL
+from localcloud.emulators import Emulators, RoleSessions
+from localcloud.iam import LAMBDA_PRINCIPAL, SCHEDULER_PRINCIPAL
 from localcloud.provision import clients
 from localcloud.server import Ministack
 
@@ -257,3 +257,158 @@ def test_a_universal_target_is_called_as_the_schedules_role(admin: Client, emula
     assert [i["PK"]["S"] for i in admin("dynamodb").scan(TableName="iam-offers")["Items"]] == ["kept"]
     assert [json.loads(m["Body"])["Key"]["PK"]["S"] for m in dead] == ["kept"]
     assert dead[0]["MessageAttributes"]["ERROR_CODE"]["StringValue"] == "AccessDeniedException"
+
+
+# -- issue 37.1: KMS as AWS enforces it on encrypted queues, topics and tables --------------------------------------
+
+
+def test_a_call_on_an_encrypted_resource_needs_its_key_from_the_role_and_the_key_policy(
+    admin: Client, roles: RoleSessions, account: str
+) -> None:
+    # GIVEN a queue, a topic and a table encrypted with one customer-managed key (AWS's default key policy: the
+    # account's IAM policies decide), and two roles allowed the calls: one also allowed the key, one not
+    key = admin("kms").create_key(Description="kms-test")["KeyMetadata"]["Arn"]
+    url, queue_arn = queue(admin, "kms-queue")
+    admin("sqs").set_queue_attributes(QueueUrl=url, Attributes={"KmsMasterKeyId": key})
+    topic = admin("sns").create_topic(Name="kms-topic", Attributes={"KmsMasterKeyId": key})["TopicArn"]
+    table = admin("dynamodb").create_table(
+        TableName="kms-items",
+        AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+        SSESpecification={"Enabled": True, "SSEType": "KMS", "KMSMasterKeyId": key},
+    )["TableDescription"]["TableArn"]
+    calls = [
+        {"Action": ["sqs:SendMessage", "sqs:ReceiveMessage"], "Resource": queue_arn},
+        {"Action": "sns:Publish", "Resource": topic},
+        {"Action": ["dynamodb:PutItem", "dynamodb:GetItem"], "Resource": table},
+    ]
+    uses = {"Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"], "Resource": key}
+    granted = role(admin, "kms-granted", LAMBDA_PRINCIPAL, *calls, uses)
+    refused = role(admin, "kms-refused", LAMBDA_PRINCIPAL, *calls)
+
+    def as_role(arn: str, service: str) -> Any:
+        return roles.client(arn, service, LAMBDA_PRINCIPAL)
+
+    def refusal(call: Callable[[], Any]) -> tuple[str, str]:
+        with pytest.raises(ClientError) as raised:
+            call()
+        return raised.value.response["Error"]["Code"], raised.value.response["Error"]["Message"]
+
+    # THEN the role allowed the key sends, publishes, writes and reads
+    as_role(granted, "sqs").send_message(QueueUrl=url, MessageBody="x")
+    as_role(granted, "sns").publish(TopicArn=topic, Message="x")
+    as_role(granted, "dynamodb").put_item(TableName="kms-items", Item={"PK": {"S": "a"}})
+    assert as_role(granted, "dynamodb").get_item(TableName="kms-items", Key={"PK": {"S": "a"}})["Item"]
+    # AND the other is refused each as its service refuses a key (naming the kms: action and the key), with no effect
+    code, message = refusal(lambda: as_role(refused, "sqs").send_message(QueueUrl=url, MessageBody="y"))
+    assert code == "KMS.AccessDeniedException" and f"kms:GenerateDataKey on resource: {key}" in message
+    code, message = refusal(lambda: as_role(refused, "sns").publish(TopicArn=topic, Message="y"))
+    assert code == "KMSAccessDenied" and "kms:GenerateDataKey" in message
+    code, message = refusal(
+        lambda: as_role(refused, "dynamodb").put_item(TableName="kms-items", Item={"PK": {"S": "b"}})
+    )
+    assert code == "AccessDeniedException" and f"kms:Decrypt on resource: {key}" in message
+    code, _ = refusal(lambda: as_role(refused, "sqs").receive_message(QueueUrl=url))
+    assert code == "KMS.AccessDeniedException"
+    assert [m["Body"] for m in received(admin, url, 1, timeout=5, settle=0.5)] == ["x"]
+    assert [i["PK"]["S"] for i in admin("dynamodb").scan(TableName="kms-items")["Items"]] == ["a"]
+    # AND a key policy without the account's statement refuses even the role its IAM policy allows
+    admin("kms").put_key_policy(
+        KeyId=key,
+        PolicyName="default",
+        Policy=json.dumps({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{account}:root"}, "Action": "kms:PutKeyPolicy",
+             "Resource": "*"}
+        ]}),
+    )  # fmt: skip
+    code, _ = refusal(lambda: as_role(granted, "sqs").send_message(QueueUrl=url, MessageBody="z"))
+    assert code == "KMS.AccessDeniedException"
+
+
+# -- issue 37.8: the mapping reads as the function's role; Scheduler's event bus target is put as AWS puts it --------
+
+COUNTER = """
+import os
+import boto3
+def handler(event, context):
+    boto3.client("sqs").send_message(QueueUrl=os.environ["SEEN"], MessageBody=str(len(event.get("Records", []))))
+    return {"batchItemFailures": []}
+"""
+
+
+def test_a_streams_mapping_reads_with_the_functions_role(admin: Client) -> None:
+    # GIVEN two tables with streams, each read by a function that reports each batch it gets to a queue; one role
+    # may read its stream, the other may not (no dynamodb:GetRecords)
+    seen_url, seen_arn = queue(admin, "iam-seen")
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as archive:
+        archive.writestr("counter.py", COUNTER)
+    for name, reads in (("reads", ["dynamodb:GetRecords"]), ("cannot", [])):
+        stream = admin("dynamodb").create_table(
+            TableName=f"iam-stream-{name}",
+            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )["TableDescription"]["LatestStreamArn"]
+        actions = ["dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:ListStreams", *reads]
+        arn = role(
+            admin,
+            f"iam-stream-{name}",
+            LAMBDA_PRINCIPAL,
+            {"Action": actions, "Resource": stream},
+            {"Action": "sqs:SendMessage", "Resource": seen_arn},
+        )
+        admin("lambda").create_function(
+            FunctionName=f"iam-stream-{name}",
+            Runtime="python3.12",
+            Role=arn,
+            Handler="counter.handler",
+            Code={"ZipFile": code.getvalue()},
+            Environment={"Variables": {"SEEN": seen_url}},
+        )
+        admin("lambda").create_event_source_mapping(
+            FunctionName=f"iam-stream-{name}", EventSourceArn=stream, StartingPosition="TRIM_HORIZON"
+        )
+        # WHEN an item is written to each table
+        admin("dynamodb").put_item(TableName=f"iam-stream-{name}", Item={"PK": {"S": name}})
+    # THEN only the function whose role may read its stream is handed the batch
+    assert [m["Body"] for m in received(admin, seen_url, want=1, settle=5.0)] == ["1"]
+
+
+def test_scheduler_puts_an_event_bus_targets_source_and_detail_type_as_its_role(admin: Client) -> None:
+    # GIVEN a bus whose rule copies events of source `scheduled-table` to a queue, and a schedule for that bus whose
+    # role may put events on it
+    admin("events").create_event_bus(Name="iam-bus")
+    bus = admin("events").describe_event_bus(Name="iam-bus")["Arn"]
+    url, arn = queue(admin, "iam-bus-seen")
+    admin("sqs").set_queue_attributes(
+        QueueUrl=url,
+        Attributes={"Policy": json.dumps({"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Principal": {"Service": "events.amazonaws.com"}, "Action": "sqs:SendMessage",
+            "Resource": arn}]})},
+    )  # fmt: skip
+    pattern = {"source": ["scheduled-table"], "detail-type": ["scheduled-table.due"]}
+    admin("events").put_rule(Name="copy", EventBusName="iam-bus", EventPattern=json.dumps(pattern))
+    admin("events").put_targets(Rule="copy", EventBusName="iam-bus", Targets=[{"Id": "seen", "Arn": arn}])
+    putter = role(admin, "iam-bus-put", SCHEDULER_PRINCIPAL, {"Action": "events:PutEvents", "Resource": bus})
+    admin("scheduler").create_schedule_group(Name="bus")
+    # WHEN the schedule fires
+    admin("scheduler").create_schedule(
+        GroupName="bus",
+        Name="due",
+        ScheduleExpression=a_minute_ago(),
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={
+            "Arn": bus,
+            "RoleArn": putter,
+            "Input": json.dumps({"keys": {"PK": "a"}}),
+            "EventBridgeParameters": {"Source": "scheduled-table", "DetailType": "scheduled-table.due"},
+        },
+    )
+    # THEN the bus's rule sees the target's source and detail type, with the Input as the detail
+    (message,) = received(admin, url, want=1)
+    event = json.loads(message["Body"])
+    assert (event["source"], event["detail-type"]) == ("scheduled-table", "scheduled-table.due")
+    assert event["detail"] == {"keys": {"PK": "a"}}

@@ -29,7 +29,6 @@ from tests.aws_rules import AwsRules
 from tests.conftest import REGION
 from tests.iam import enforce
 from tests.iam.roles import role_for
-from tests.iam.scheduler_targets import firing_requests
 from tests.moto_locks import serialize_moto_transactions
 
 ACCOUNT = "123456789012"
@@ -41,15 +40,18 @@ FIRING = "2030-03-30T08:00:00Z"
 @pytest.fixture(autouse=True)
 def due_events(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
     """Every due event the handlers make in a test (the text `dispatch.target_input` gives each mode, for a direct
-    send, a schedule's Input or a release), recurring templates completed as Scheduler completes them. Each is
-    checked against the shipped schema; a mismatch fails the test at teardown (raising inside the handler would
-    only park the record, which a test may expect)."""
+        send, a schedule's Input or a release), recurring templates completed as Scheduler completes them. Each is
+        checked against the shipped schema; a mismatch fails the test at teardown (raising inside the handler would
+        only park the record, which a test may expect). The consumers' pydantic model (components/consumer.py) must
+    read each and write it back unchanged."""
     import eventbridge
     import jsonschema
     import polling
     import ttl
     from st_core import dispatch
     from st_core.naming import SCHEDULED_TIME
+
+    from components.consumer import DueEventModel
 
     validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
     made: list[dict[str, Any]] = []
@@ -63,6 +65,9 @@ def due_events(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]
             made.append(document)
             errors = validator.iter_errors(document)
             wrong.extend(f"{e.message} at {list(e.absolute_path)}: {text[:300]}" for e in errors)
+            # The consumers' pydantic model reads it too, and writes it back as it came.
+            parsed = DueEventModel.model_validate(document).model_dump(mode="json", by_alias=True, exclude_none=True)
+            wrong.extend([] if parsed == document else [f"DueEventModel wrote back {parsed} for {document}"])
         return text
 
     for module in (eventbridge, ttl, polling):
@@ -205,7 +210,8 @@ class SchedulerClock:
         target = schedule["Target"]
         arn = target["Arn"]
         try:
-            enforce.check(role_for(self.env.config, "scheduler-exec"), firing_requests(schedule, enforce.WHERE))
+            role = role_for(self.env.config, "scheduler-exec", enforce.STATE.told)
+            enforce.check_firing(role, schedule, enforce.STATE.encryption(self.env.config))
         except enforce.Denied as denied:
             raise AssertionError(f"Scheduler could not fire {schedule['Name']}: {denied}") from None
         if arn.startswith("arn:aws:sqs:"):
@@ -397,6 +403,7 @@ def with_due_index(env: Env) -> Env:
     config.pop("eventbridge")
     config["polling"] = {
         "shards": 8,
+        "shardGroups": 1,
         "leaseSeconds": 90,
         "maxAttempts": 3,
         "backoffSeconds": 60,

@@ -31,12 +31,10 @@ def _ledger_without_batch_writes(ledger_arn: str, *, batch_markers: bool = False
 def before_ce344d7(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The component as it was: the scheduling role without dynamodb:BatchWriteItem on the ledger."""
     monkeypatch.setattr(policies, "ledger_statements", _ledger_without_batch_writes)
-    roles.rendered.cache_clear()
-    roles._role.cache_clear()
+    roles.rerender()
     yield
     monkeypatch.undo()
-    roles.rendered.cache_clear()
-    roles._role.cache_clear()
+    roles.rerender()
 
 
 def test_the_scheduling_role_is_granted_batch_writes_and_the_batch_goes_through(env: Env) -> None:
@@ -119,8 +117,60 @@ def test_a_schedule_scheduler_could_not_fire_is_a_violation(env: Env, _iam: enfo
     schedule = {"Name": "s", "Target": {"Arn": env.due_queue_arn, "RoleArn": scheduler.arn}}
     enforce.STATE.acting.append(enforce.resolve("scheduler", dict(env.config)))
     try:
-        enforce._check_firing(enforce.STATE.acting[-1].scheduler, schedule)
+        enforce._check_firing(enforce.STATE.acting[-1].scheduler, schedule, enforce.STATE.acting[-1].encryption)
     finally:
         enforce.STATE.acting.pop()
     assert any("Scheduler's execution role would be refused" in v for v in _iam.violations)
+    _iam.violations.clear()
+
+
+# -- issue 37.8: the mapping's reads and its on-failure send are checked as the function's role -----------------------
+
+
+@pytest.fixture
+def rendered_without(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """Render the stream consumers' roles without one of the mapping's grants: a stream read action, or the send
+    to the stream DLQ (the on-failure destination)."""
+    original = policies.stream_consumer_statements
+
+    def remove(grant: str) -> None:
+        def without(**kwargs: Any) -> list[policies.Statement]:
+            if grant == "stream DLQ send":
+                kwargs["send_queue_arns"] = kwargs["send_queue_arns"][1:]  # [stream DLQ, poison queue]
+            statements = original(**kwargs)
+            for statement in statements:
+                statement["Action"] = [a for a in statement["Action"] if a != grant]
+            return statements
+
+        monkeypatch.setattr(policies, "stream_consumer_statements", without)
+        roles.rerender()
+
+    yield remove
+    monkeypatch.undo()
+    roles.rerender()
+
+
+@pytest.mark.parametrize(
+    ("grant", "refused"),
+    [
+        ("dynamodb:DescribeStream", "dynamodb:DescribeStream"),
+        ("dynamodb:GetShardIterator", "dynamodb:GetShardIterator"),
+        ("dynamodb:GetRecords", "dynamodb:GetRecords"),
+        ("dynamodb:ListStreams", "dynamodb:ListStreams"),
+        ("stream DLQ send", "sqs:SendMessage"),
+    ],
+)
+def test_without_any_one_of_the_mappings_grants_its_batch_is_refused(
+    env: Env, _iam: enforce.Enforcement, rendered_without: Any, grant: str, refused: str
+) -> None:
+    # GIVEN the consumer's role rendered without one grant its event source mapping uses
+    rendered_without(grant)
+    env.put({"PK": "user#1", "SK": "appt#1", "dueAt": FUTURE.isoformat()})
+    # WHEN Lambda's mapping hands the function a batch
+    eventbridge.handle_batch(env.event(), env.config)
+    # THEN AWS would have refused the mapping that action with the function's role
+    mapping = [v for v in _iam.violations if "event source mapping would be refused" in v]
+    assert mapping and f"perform: {refused} on resource:" in mapping[0], _iam.violations
+    if grant == "stream DLQ send":
+        assert "stream-dlq" in mapping[0]
     _iam.violations.clear()

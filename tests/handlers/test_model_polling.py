@@ -241,6 +241,45 @@ class PollingModel(StreamDelivery):
         self._collect()
         self._read()
 
+    @rule(
+        seconds=st.integers(0, 120),
+        groups=st.sampled_from([2, 4]),
+        delays=st.lists(st.integers(0, 20), min_size=4, max_size=4),
+        at_call=st.integers(0, 8),
+    )
+    def fanned_out_tick(self, seconds: int, groups: int, delays: list[int], at_call: int) -> None:
+        """The rule's invocation fans out (`shard_groups`): one processor invocation per group of shards, each
+        starting after its own wait in Lambda's asynchronous queue (its own clock), the first of them overlapping
+        the second (which runs whole at the first's `at_call`-th look at its time left; 0: none overlap)."""
+        self.now += timedelta(seconds=seconds)
+        base = self.now
+        starts = sorted(
+            ((base + timedelta(seconds=delays[g])).timestamp(), group)
+            for g, group in enumerate(polling.shard_groups(4, groups))
+        )
+        reports: list[polling.TickReport] = []
+        looks = itertools.count(1)
+        overlapped: list[tuple[float, list[int]]] = []
+
+        def run(start: float, group: list[int], time_left: Any = None) -> None:
+            self.now = max(self.now, datetime.fromtimestamp(start, UTC))  # the world's clock is the invocation's
+            kwargs = {} if time_left is None else {"time_left": time_left}
+            reports.append(polling.process(self.env.config, now=lambda: start, shards=group, **kwargs))
+
+        def first_looks() -> float:
+            if next(looks) == at_call and len(starts) > 1:
+                overlapped.append(starts[1])
+                run(*starts[1])
+            return 900.0
+
+        run(*starts[0], time_left=first_looks)
+        for start, group in starts[1:]:
+            if (start, group) not in overlapped:
+                run(start, group)
+        assert all((r.retried, r.failed) == (0, 0) for r in reports), reports
+        self._collect()
+        self._read()
+
     @rule(seconds=st.integers(0, 120))
     def tick_dies(self, seconds: int) -> None:
         """Time passes and the processor dies after claiming what is due, before dispatching any of it: those

@@ -32,11 +32,11 @@ from types import FrameType
 from typing import Any
 
 from botocore.client import BaseClient
-from ministack.core.iam_evaluator import EvalContext, evaluate
+from ministack.core.iam_evaluator import EvalContext, combine_resource_policy, evaluate, evaluate_resource_policy
 
 from tests.conftest import REGION
 from tests.iam import requests
-from tests.iam.roles import ACCOUNT, Role, role_for
+from tests.iam.roles import ACCOUNT, NO_KEYS, Keys, Role, mapping_destination, role_for
 from tests.iam.scheduler_targets import firing_requests
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,6 +52,7 @@ ENTRY_POINTS: tuple[tuple[str, str, str, str], ...] = (
     ("polling", "handle_assign_batch", "assigner", "stream"),  # the entry point earlier versions deployed
     ("polling_assign", "handle_assign_batch", "assigner", "stream"),  # what `polling_assign.handler` runs
     ("polling", "process", "processor", "rule"),
+    ("polling", "fan_out", "processor", "rule"),  # the rule's invocation with shard_groups > 1
     ("st_core.release", "handle_messages", "releaser", "queue"),
 )
 
@@ -61,28 +62,66 @@ class Denied(Exception):
 
     def __init__(self, role: Role, request: requests.Request, explicit: bool) -> None:
         self.role, self.request, self.explicit = role, request, explicit
+        self.kms = False
         super().__init__(requests.denial_message(role.principal, request, explicit=explicit))
 
 
-def decide(role: Role, request: requests.Request) -> str:
-    """ "Allow", "Deny" (an explicit deny) or "ImplicitDeny", as IAM decides for this role's identity policy."""
-    context = EvalContext(
-        principal_arn=role.principal,
-        principal_type="AssumedRole",
+class KeyDenied(Denied):
+    """A use of a customer-managed key refused: by the caller's policies or by the key policy (`by_key_policy`);
+    `service`: the service principal that uses the key itself (EventBridge), whom only the key policy can allow."""
+
+    def __init__(self, role: Role, use: requests.KeyUse, *, by_key_policy: bool) -> None:
+        Exception.__init__(
+            self,
+            requests.kms_denial_message(use.service or role.principal, use.request, by_key_policy=by_key_policy),
+        )
+        self.role, self.request, self.explicit, self.kms = role, use.request, False, True
+        self.service, self.by_key_policy = use.service, by_key_policy
+
+
+def _context(principal: str, request: requests.Request, principal_type: str = "AssumedRole") -> EvalContext:
+    return EvalContext(
+        principal_arn=principal,
+        principal_type=principal_type,
         principal_account=ACCOUNT,
         action=request.action,
         resource_arn=request.resource,
         region=REGION,
         service_context=dict(request.context),
     )
-    return evaluate(context, [list(role.statements)]).decision
 
 
-def check(role: Role, wanted: list[requests.Request]) -> None:
+def decide(role: Role, request: requests.Request) -> str:
+    """ "Allow", "Deny" (an explicit deny) or "ImplicitDeny", as IAM decides for this role's identity policy."""
+    return evaluate(_context(role.principal, request), [list(role.statements)]).decision
+
+
+def decide_key(role: Role, use: requests.KeyUse, encryption: requests.Encryption) -> str:
+    """A use of a customer-managed key, as KMS decides it: the key policy must allow it (a key without a policy
+    allows nothing); by a role, its own policy too, unless the key policy names the role itself (the account root
+    in a key policy delegates to IAM policies); by a service principal, the key policy alone, for this account."""
+    key = use.request.resource
+    policy = encryption.policy_of(key)
+    if use.service is not None:
+        context = _context(use.service, use.request, "Service")
+        context.service_context = {"aws:sourceaccount": ACCOUNT}
+        return evaluate_resource_policy(policy, context, service=use.service).decision
+    context = _context(role.principal, use.request)
+    identity = evaluate(context, [list(role.statements)])
+    owner = key.split(":")[4]
+    return combine_resource_policy(identity, context, policy, owner, required=True).decision
+
+
+def check(role: Role, wanted: list[requests.Request], encryption: requests.Encryption = requests.NO_KEYS) -> None:
+    """Every authorization `wanted` allowed for `role`, and every use of a key they bring (KeyDenied if not)."""
     for request in wanted:
         decision = decide(role, request)
         if decision != "Allow":
             raise Denied(role, request, decision == "Deny")
+    for use in requests.key_uses(wanted, encryption):
+        if decide_key(role, use, encryption) != "Allow":
+            by_key_policy = use.service is not None or decide(role, use.request) == "Allow"
+            raise KeyDenied(role, use, by_key_policy=by_key_policy)
 
 
 @dataclass(eq=False)
@@ -93,14 +132,34 @@ class Acting:
 
     role: Role
     scheduler: Role | None
+    encryption: requests.Encryption = requests.NO_KEYS
 
 
-def resolve(role: str, config: Mapping[str, Any]) -> Acting:
+def encryption_for(config: Mapping[str, Any], keys: Keys, policies: Mapping[str, str]) -> requests.Encryption:
+    """What the configuration's resources are encrypted with: the table and the ledger with the table's key, the
+    target with its own; and each key's policy."""
+    encrypted: dict[str, str] = {}
+    if keys.table is not None:
+        section = config.get(config["mode"], {})
+        for table in (config["table"], section.get("ledgerTable")):
+            if table:
+                encrypted[requests.table_arn(str(table), WHERE)] = keys.table
+    target = config.get("target") or {}
+    if keys.target is not None and target.get("arn"):
+        encrypted[str(target["arn"])] = keys.target
+    return requests.Encryption(tuple(sorted(encrypted.items())), tuple(sorted(policies.items())))
+
+
+def resolve(
+    role: str, config: Mapping[str, Any], keys: Keys = NO_KEYS, policies: Mapping[str, str] = {}, told: Keys = NO_KEYS
+) -> Acting:
+    """The function `role` acting: its role as rendered for the keys the component was `told`, its resources
+    encrypted with `keys`."""
     try:
-        scheduler: Role | None = role_for(config, "scheduler-exec")
+        scheduler: Role | None = role_for(config, "scheduler-exec", told)
     except LookupError:
         scheduler = None
-    return Acting(role_for(config, role), scheduler)
+    return Acting(role_for(config, role, told), scheduler, encryption_for(config, keys, policies))
 
 
 class Enforcement:
@@ -111,6 +170,9 @@ class Enforcement:
         self.acting: list[Acting] = []
         self.violations: list[str] = []
         self.calls = 0
+        self.keys: Keys = NO_KEYS  # what the resources are encrypted with
+        self.told: Keys = NO_KEYS  # what the component was told of them (its roles are rendered for these)
+        self.key_policies: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def current(self) -> Acting | None:
@@ -118,7 +180,7 @@ class Enforcement:
 
     @contextmanager
     def act(self, role: str, config: Mapping[str, Any]) -> Iterator[None]:
-        entry = resolve(role, config)
+        entry = resolve(role, config, self.keys, self.key_policies, self.told)
         with self._lock:
             self.acting.append(entry)
         try:
@@ -130,6 +192,21 @@ class Enforcement:
     def violation(self, text: str) -> None:
         with self._lock:
             self.violations.append(text)
+
+    def encryption(self, config: Mapping[str, Any]) -> requests.Encryption:
+        return encryption_for(config, self.keys, self.key_policies)
+
+    @contextmanager
+    def encrypted(self, keys: Keys, policies: Mapping[str, str], told: Keys | None = None) -> Iterator[None]:
+        """The test's resources encrypted with `keys`, each key with its policy in `policies` (key ARN ->
+        document; a key without one allows nothing); the component told of `told` (default: all of them), its
+        roles rendered for those."""
+        before = self.keys, self.key_policies, self.told
+        self.keys, self.key_policies, self.told = keys, dict(policies), keys if told is None else told
+        try:
+            yield
+        finally:
+            self.keys, self.key_policies, self.told = before
 
 
 STATE = Enforcement()
@@ -214,29 +291,55 @@ def _authorize(client: BaseClient, operation: str, params: dict[str, Any], calle
             f"{now.role.name} function, but does not declare it in its AWS_ACTIONS"
         )
     try:
-        check(now.role, wanted)
+        check(now.role, wanted, now.encryption)
+    except KeyDenied as denied:
+        if denied.service is not None:
+            # The service, not the caller, is refused the key: the call succeeds, and the event never arrives.
+            STATE.violation(f"{service}.{operation}: {denied.service} could not use the key: {denied}")
+        else:
+            response = requests.kms_denied_response(service, str(denied))
+            raise client.exceptions.from_code(response["Error"]["Code"])(response, operation) from None
     except Denied as denied:
         response = requests.denied_response(service, str(denied))
         code = response["Error"]["Code"]
         raise client.exceptions.from_code(code)(response, operation) from None
     if service == "scheduler" and operation in ("CreateSchedule", "UpdateSchedule"):
-        _check_firing(now.scheduler, params)
+        _check_firing(now.scheduler, params, now.encryption)
 
 
-def _check_firing(role: Role | None, schedule: dict[str, Any]) -> None:
-    """What Scheduler will do with this schedule's role when it fires: call the target, or send to its DLQ."""
+def check_firing(role: Role, schedule: dict[str, Any], encryption: requests.Encryption) -> None:
+    """What Scheduler does with the schedule's role when it fires: call the target (using its key, if encrypted),
+    or send to its DLQ; Denied (KeyDenied) as AWS would refuse it."""
+    check(role, firing_requests(schedule, WHERE), encryption)
+
+
+def _check_firing(role: Role | None, schedule: dict[str, Any], encryption: requests.Encryption) -> None:
     if role is None:
         STATE.violation(f"schedule {schedule['Name']} made, but the component deploys no Scheduler role here")
         return
     try:
-        check(role, firing_requests(schedule, WHERE))
+        check_firing(role, schedule, encryption)
     except Denied as denied:
         STATE.violation(f"schedule {schedule['Name']}: Scheduler's execution role would be refused: {denied}")
 
 
+def mapping_requests(
+    role_name: str, config: Mapping[str, Any], source: str, arn: str, keys: Keys = NO_KEYS
+) -> list[requests.Request]:
+    """What a function's event source mapping does with the function's role: read the batch (a stream's records,
+    or a queue's messages) and, for a stream, send what fails for good to its on-failure destination."""
+    if source == "stream":
+        actions = ("DescribeStream", "GetShardIterator", "GetRecords", "ListStreams")
+        reads = [requests.Request(f"dynamodb:{a}", arn) for a in actions]
+        destination = mapping_destination(config, role_name, keys)
+        return reads + ([requests.Request("sqs:SendMessage", destination)] if destination else [])
+    return [requests.Request(f"sqs:{a}", arn) for a in ("ReceiveMessage", "DeleteMessage", "GetQueueAttributes")]
+
+
 def check_mapping(role_name: str, config: Mapping[str, Any], event: Any, source: str) -> None:
-    """The event source mapping reads the batch it delivers with the function's role; and sends what fails for
-    good to its on-failure destination (the stream DLQ), which the component's policy must allow too."""
+    """The event source mapping reads the batch it delivers with the function's role (decrypting with the table's
+    key, if it has one); and sends what fails for good to its on-failure destination (the stream DLQ), which the
+    component's policy must allow too."""
     if source == "rule" or not isinstance(event, dict):
         return
     arns = {
@@ -244,18 +347,12 @@ def check_mapping(role_name: str, config: Mapping[str, Any], event: Any, source:
         for r in event.get("Records") or []
         if isinstance(r, dict) and (r.get("eventSourceARN") or r.get("eventSourceArn"))
     }
-    role = role_for(config, role_name)
+    role = role_for(config, role_name, STATE.told)
     for arn in sorted(arns):
-        actions = (
-            ("GetRecords", "GetShardIterator", "DescribeStream", "ListStreams")
-            if source == "stream"
-            else ("ReceiveMessage", "DeleteMessage", "GetQueueAttributes")
-        )
-        namespace = "dynamodb" if source == "stream" else "sqs"
         try:
-            check(role, [requests.Request(f"{namespace}:{a}", arn) for a in actions])
+            check(role, mapping_requests(role_name, config, source, arn, STATE.told), STATE.encryption(config))
         except Denied as denied:
-            STATE.violation(f"the {role_name} function's event source mapping could not read its batch: {denied}")
+            STATE.violation(f"the {role_name} function's event source mapping would be refused: {denied}")
 
 
 def wrap(function: Callable[..., Any], role: str, source: str) -> Callable[..., Any]:

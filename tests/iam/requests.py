@@ -13,11 +13,14 @@ An operation missing here raises: a handler calling something new must say how I
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import parseaddr
 from typing import Any
 from urllib.parse import urlparse
+
+from localcloud.iam import KEY_ACTIONS as LOCAL_KEY_ACTIONS
 
 PARTITION = "aws"
 
@@ -277,6 +280,110 @@ def denial_message(principal: str, request: Request, *, explicit: bool) -> str:
 def denied_response(service: str, message: str) -> dict[str, Any]:
     """The parsed error response botocore builds a ClientError from, as the service sends it."""
     status, code = _DENIED[service]
+    return {
+        "Error": {"Code": code, "Message": message},
+        "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": {}, "RetryAttempts": 0},
+    }
+
+
+# -- KMS: what a call does with the key that encrypts the resource it acts on ----------------------------------------
+#
+# What each call does with the key of the resource it acts on: the local cloud's table (localcloud/iam.py, with its
+# sources), one model for both. EventBridge encrypts a bus's events as the service principal events.amazonaws.com,
+# which only the key policy can allow (the EventBridge guide, "Authorizing EventBridge to use a customer managed
+# key"): the PutEvents caller needs no KMS permission.
+KEY_ACTIONS = LOCAL_KEY_ACTIONS
+KMS_SEND = KEY_ACTIONS["sqs:SendMessage"]
+# IAM action -> (the service principal that uses the key itself, what it does with it).
+SERVICE_KEY_ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "events:PutEvents": ("events.amazonaws.com", KMS_SEND),
+}
+
+
+@dataclass(frozen=True)
+class KeyUse:
+    """One use of a customer-managed key a call makes: `request` (a kms: action on the key's ARN), by the caller
+    (allowed only when the caller's policy and the key policy both allow it), or, with `service`, by that service
+    principal on the resource owner's behalf (the key policy alone decides)."""
+
+    request: Request
+    service: str | None = None
+
+
+@dataclass(frozen=True)
+class Encryption:
+    """Which resources a test encrypts with which customer-managed key (resource ARN -> key ARN: a table's covers
+    its indexes and streams), and each key's policy (key ARN -> the policy document, JSON)."""
+
+    keys: tuple[tuple[str, str], ...] = ()
+    policies: tuple[tuple[str, str], ...] = ()
+
+    def key_of(self, resource: str) -> str | None:
+        base = resource.split("/index/", 1)[0].split("/stream/", 1)[0]
+        return dict(self.keys).get(base)
+
+    def policy_of(self, key: str) -> str | None:
+        return dict(self.policies).get(key)
+
+
+NO_KEYS = Encryption()
+
+
+def key_uses(wanted: list[Request], encryption: Encryption) -> list[KeyUse]:
+    """The key uses the authorizations `wanted` (one call's) bring with them on encrypted resources."""
+    found: list[KeyUse] = []
+    for request in wanted:
+        key = encryption.key_of(request.resource)
+        if key is None:
+            continue
+        found += [KeyUse(Request(a, key)) for a in KEY_ACTIONS.get(request.action, ())]
+        if request.action in SERVICE_KEY_ACTIONS:
+            service, actions = SERVICE_KEY_ACTIONS[request.action]
+            found += [KeyUse(Request(a, key), service) for a in actions]
+    return list(dict.fromkeys(found))
+
+
+def default_key_policy(account: str) -> str:
+    """The default key policy AWS gives a key made without one: the account root may do anything with it, which
+    lets the account's IAM policies grant its use (and only them)."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "Enable IAM User Permissions",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": f"arn:{PARTITION}:iam::{account}:root"},
+                    "Action": "kms:*",
+                    "Resource": "*",
+                }
+            ],
+        }
+    )
+
+
+# How each service answers a call KMS refused: (HTTP status, error code). SQS reports its KmsAccessDenied error as
+# the query-compatible code KMS.AccessDeniedException; SNS KMSAccessDenied; DynamoDB AccessDeniedException, naming
+# the kms: action.
+_KMS_DENIED: dict[str, tuple[int, str]] = {
+    "sqs": (400, "KMS.AccessDeniedException"),
+    "sns": (400, "KMSAccessDenied"),
+    "dynamodb": (400, "AccessDeniedException"),
+    "dynamodbstreams": (400, "AccessDeniedException"),
+}
+
+
+def kms_denial_message(principal: str, request: Request, *, by_key_policy: bool) -> str:
+    """KMS's words for a refused use of a key: by the caller's own policies, or by the key policy."""
+    policy = "resource-based" if by_key_policy else "identity-based"
+    return (
+        f"User: {principal} is not authorized to perform: {request.action} on resource: {request.resource} because "
+        f"no {policy} policy allows the {request.action} action"
+    )
+
+
+def kms_denied_response(service: str, message: str) -> dict[str, Any]:
+    status, code = _KMS_DENIED[service]
     return {
         "Error": {"Code": code, "Message": message},
         "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": {}, "RetryAttempts": 0},

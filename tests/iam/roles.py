@@ -40,6 +40,14 @@ def standin_arn(kind: str) -> str:
     return f"arn:aws:{declared.SERVICE}:{REGION}:{ACCOUNT}:{resource}"
 
 
+# Stand-ins for the customer-managed keys an option set names (the test's keys replace them).
+TABLE_KEY_STANDIN = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/STANDINTABLEKEY"
+TARGET_KEY_STANDIN = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/STANDINTARGETKEY"
+# The targets whose option names their key (`kms_key_arn`), and whose senders use it: a queue, a topic (an event
+# bus's key is used by EventBridge itself; a state machine's key use is not modelled by tests/iam/requests.py).
+KEYED_TARGETS = ("sqs", "sns")
+
+
 @dataclass(frozen=True)
 class Options:
     """What of a handler configuration changes the component's policies."""
@@ -52,6 +60,9 @@ class Options:
     precision_second: bool = False
     precise: bool = False
     on_done: str = "mark"
+    shard_groups: int = 1
+    table_key: bool = False  # the table (and so the ledger) encrypted with a customer-managed key: `kms_key_arn`
+    target_key: bool = False  # the target encrypted with one, named by the target's `kms_key_arn`
 
 
 @dataclass(frozen=True)
@@ -71,9 +82,23 @@ class Role:
         return f"arn:aws:sts::{ACCOUNT}:assumed-role/{self.arn.rsplit('/', 1)[-1]}/{self.session}"
 
 
-def options_of(config: dict[str, Any]) -> Options:
+@dataclass(frozen=True)
+class Keys:
+    """The customer-managed keys of one test's resources, as the component is told them: the table's
+    (`kms_key_arn`, also the ledger's) and the target's (its `kms_key_arn`), by ARN."""
+
+    table: str | None = None
+    target: str | None = None
+
+
+NO_KEYS = Keys()
+
+
+def options_of(config: dict[str, Any], keys: Keys = NO_KEYS) -> Options:
     target = config["target"]
     return Options(
+        table_key=keys.table is not None,
+        target_key=keys.target is not None and target["kind"] in KEYED_TARGETS,  # (a bus's key is no option)
         mode=config["mode"],
         kind=target["kind"],
         fifo=str(target.get("arn", "")).endswith(".fifo"),
@@ -82,6 +107,7 @@ def options_of(config: dict[str, Any]) -> Options:
         precision_second="release" in config.get("eventbridge", {}),
         precise=bool(config.get("ttl", {}).get("precise")),
         on_done=config.get("polling", {}).get("onDone", "mark"),
+        shard_groups=config.get("polling", {}).get("shardGroups", 1),
     )
 
 
@@ -90,12 +116,13 @@ def _target(options: Options) -> Any:
 
     if options.kind == "email":
         return targets.EmailTarget(sender=options.sender or "", configuration_set=options.configuration_set)
+    key = TARGET_KEY_STANDIN if options.target_key else None
     if options.kind == "sqs":
         arn = standin_arn("sqs") + (".fifo" if options.fifo else "")
-        return targets.QueueTarget(queue_arn=arn, content_based_deduplication=options.fifo)
+        return targets.QueueTarget(queue_arn=arn, content_based_deduplication=options.fifo, kms_key_arn=key)
     (cls,) = [c for c in target_types.classes() if c.kind == options.kind]
     make: Any = cls
-    return make(standin_arn(options.kind) + (".fifo" if options.fifo else ""))
+    return make(standin_arn(options.kind) + (".fifo" if options.fifo else ""), **({"kms_key_arn": key} if key else {}))
 
 
 def args_of(options: Options) -> dict[str, Any]:
@@ -109,6 +136,9 @@ def args_of(options: Options) -> dict[str, Any]:
         args["precise"] = True
     if options.mode == "polling":
         args["on_done"] = options.on_done
+        args["shard_groups"] = options.shard_groups
+    if options.table_key:
+        args["kms_key_arn"] = TABLE_KEY_STANDIN
     return args
 
 
@@ -154,7 +184,9 @@ def rendered(options: Options) -> Rendered:
         if "name" in r.outputs:
             physical[suffix] = str(r.outputs["name"])
         if r.type.endswith(":RolePolicy"):
-            documents[suffix.removesuffix("-policy")] = str(r.inputs["policy"])
+            # A role's further policies (`{role}-policy-{what}`, e.g. the processor's fan-out) join its main one.
+            role = suffix.partition("-policy")[0]
+            documents[role] = _joined(documents.get(role), str(r.inputs["policy"]))
         elif r.type.endswith(":Role"):
             role_arns[suffix.removesuffix("-role")] = str(r.outputs["arn"])
         elif r.type.endswith(":Function"):
@@ -165,6 +197,15 @@ def rendered(options: Options) -> Rendered:
             on_failure = r.inputs.get("destinationConfig", {}).get("onFailure", {})
             destinations[suffix.removesuffix("-mapping")] = str(on_failure.get("destinationArn", ""))
     return Rendered(documents, role_arns, sessions, physical, destinations, config)
+
+
+def _joined(first: str | None, second: str) -> str:
+    """Two policy documents of one role as one (AWS allows what any of a role's policies allows)."""
+    if first is None:
+        return second
+    joined = json.loads(first)
+    joined["Statement"] = joined["Statement"] + json.loads(second)["Statement"]
+    return json.dumps(joined)
 
 
 def _queue_name(url_or_arn: str) -> str:
@@ -201,9 +242,9 @@ def _substitute(text: str, names: dict[str, str], target: tuple[str, str] | None
 
 
 @lru_cache(maxsize=4096)
-def _role(key: str, role: str) -> Role:
+def _role(key: str, role: str, keys: Keys) -> Role:
     config = json.loads(key)
-    options = options_of(config)
+    options = options_of(config, keys)
     built = rendered(options)
     if role not in built.documents:
         raise LookupError(
@@ -211,6 +252,7 @@ def _role(key: str, role: str) -> Role:
             "running a handler the configuration's mode does not deploy?)"
         )
     names = real_names(config, built)
+    names.update({TABLE_KEY_STANDIN: keys.table or "", TARGET_KEY_STANDIN: keys.target or ""})
     target = None
     if options.kind not in ("email", "none"):  # a kind with an ARN of its own
         target = (standin_arn(options.kind) + (".fifo" if options.fifo else ""), config["target"]["arn"])
@@ -220,7 +262,22 @@ def _role(key: str, role: str) -> Role:
     return Role(role, arn, session, document, tuple(parse_policy_document(document)))
 
 
-def role_for(config: Mapping[str, Any], role: str) -> Role:
+def mapping_destination(config: Mapping[str, Any], role: str, keys: Keys = NO_KEYS) -> str | None:
+    """The on-failure destination (the stream DLQ's ARN) of the function `role`'s event source mapping, as the
+    component deploys it for this configuration; None when the function has no stream mapping."""
+    built = rendered(options_of(dict(config), keys))
+    destination = built.mapping_destinations.get(role)
+    return _substitute(destination, real_names(dict(config), built), None) if destination else None
+
+
+def role_for(config: Mapping[str, Any], role: str, keys: Keys = NO_KEYS) -> Role:
     """The deployed role `role` ("scheduler", "executor", ..., "scheduler-exec") for this configuration, with the
-    test's resource names (cached per configuration)."""
-    return _role(json.dumps(config, sort_keys=True, default=str), role)
+    test's resource names and keys (cached per configuration)."""
+    return _role(json.dumps(config, sort_keys=True, default=str), role, keys)
+
+
+def rerender() -> None:
+    """Forget every rendered role: the next `role_for` builds the component again (after a test changed how it
+    renders a policy, and when it puts it back)."""
+    rendered.cache_clear()
+    _role.cache_clear()

@@ -10,6 +10,9 @@ the component in every mode and option combination that runs that code; and the 
    action is on a path that function never takes (`NOT_TAKEN`, each with its reason).
 3. Tight: the role allows no action beyond those, and beyond what Lambda itself does with the role
    (`LAMBDA_ACTIONS`). Scheduler's execution role: exactly its targets' actions and the DLQ send.
+KMS is an action like any other: with a customer-managed key on the table or the target (option sets with keys),
+each role must be allowed exactly the kms: actions its calls (and its mapping's reads) make with those keys
+(`requests.KEY_ACTIONS`), and none without a key.
 Resources and conditions are checked per call (tests/iam/enforce.py); tests/policy checks resource tightness."""
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from botocore import xform_name
 from st_core import target_types
 
 from tests.iam import requests
-from tests.iam.roles import Options, rendered
+from tests.iam.roles import KEYED_TARGETS, Options, rendered
 
 HANDLERS = Path(__file__).resolve().parents[2] / "handlers"
 ENTRY = {
@@ -43,12 +46,11 @@ ENTRY = {
 KINDS = tuple(name for t in target_types.every() for name in (t.KIND, *((f"{t.KIND}.fifo",) if t.FIFO else ())))
 PASS_ROLE_OPERATIONS = {"CreateSchedule", "UpdateSchedule"}
 ITEM_ACTIONS = {f"dynamodb:{a}" for a in requests.TRANSACT_ITEM_ACTIONS.values()}
-# What Lambda does with a function's role, not the handler code: logs, X-Ray, the table's KMS key, an event source
-# mapping reading its stream or queue.
+# What Lambda does with a function's role, not the handler code: logs, X-Ray, an event source mapping reading its
+# stream or queue (its use of the table's key is expected below, per key).
 LAMBDA_ACTIONS = (
     "logs:*",
     "xray:*",
-    "kms:*",
     "dynamodb:DescribeStream",
     "dynamodb:GetRecords",
     "dynamodb:GetShardIterator",
@@ -88,6 +90,10 @@ NOT_TAKEN: dict[tuple[str, str], tuple[Condition, str]] = {
     },
     ("processor", "dynamodb:PutItem"): (lambda o: True, "only the assigner puts (its ledger marker)"),
     ("processor", "dynamodb:DeleteItem"): (lambda o: o.on_done != "delete", 'only on_done="delete" deletes items'),
+    ("processor", "lambda:InvokeFunction"): (
+        lambda o: o.shard_groups == 1 and o.kind != "lambda",
+        "only shard_groups > 1 invokes the processor itself (a Lambda target is invoked by the dispatch)",
+    ),
     ("assigner", "dynamodb:DeleteItem"): (lambda o: True, "the assigner only indexes items"),
     ("aggregator", "dynamodb:DeleteItem"): (lambda o: True, "totals are updated, never deleted"),
     **{
@@ -234,7 +240,31 @@ def expected_actions(role: str, options: Options) -> set[str]:
             actions |= set(loaded.AWS_ACTIONS_BY_ROLE[role])
         else:
             actions |= set(getattr(loaded, "AWS_ACTIONS", ()))
-    return {a for a in actions if not ((role, a) in NOT_TAKEN and NOT_TAKEN[(role, a)][0](options))}
+    taken = {a for a in actions if not ((role, a) in NOT_TAKEN and NOT_TAKEN[(role, a)][0](options))}
+    return taken | key_actions(taken | mapping_actions(role), options)
+
+
+STREAM_FUNCTIONS = ("scheduler", "executor", "assigner", "aggregator")
+
+
+def mapping_actions(role: str) -> set[str]:
+    """What the function's event source mapping does with its role on the table (reads the stream)."""
+    return {"dynamodb:GetRecords"} if role in STREAM_FUNCTIONS else set()
+
+
+def key_actions(actions: set[str], options: Options) -> set[str]:
+    """The kms: actions `actions` make with the option set's keys: the table's (and the ledger's) by every
+    DynamoDB action (`requests.KEY_ACTIONS`); the target's by a send to it (the target's KMS_ACTIONS,
+    st_core/target_types/)."""
+    found: set[str] = set()
+    for action in actions:
+        if action.startswith("dynamodb:") and options.table_key:
+            found |= set(requests.KEY_ACTIONS.get(action, ()))
+    if options.target_key and options.kind in KEYED_TARGETS:
+        declared = target_types.of(options.kind)
+        if actions & {*declared.SEND_ACTIONS, *declared.SCHEDULER_ACTIONS}:
+            found |= set(declared.KMS_ACTIONS)
+    return found
 
 
 def allowed_actions(document: dict[str, object]) -> list[str]:
@@ -266,14 +296,30 @@ def option_sets() -> list[Options]:
             found.append(Options(mode="ttl", precise=precise, **base))
         for on_done in ("mark", "delete"):
             found.append(Options(mode="polling", on_done=on_done, **base))
+        found.append(Options(mode="polling", shard_groups=4, **base))
     found.append(Options(mode="aggregate", kind="none"))
+    # Customer-managed keys on the table and on the target (a queue, a topic), in every mode.
+    for kind in KEYED_TARGETS:
+        for mode, extra in (
+            ("eventbridge", {}),
+            ("eventbridge", {"precision_second": True}),
+            ("ttl", {}),
+            ("ttl", {"precise": True}),
+            ("polling", {}),
+        ):
+            found.append(Options(mode=mode, kind=kind, table_key=True, target_key=True, **extra))  # type: ignore[arg-type]
+        found.append(Options(mode="eventbridge", kind=kind, target_key=True))
+    found.append(Options(mode="ttl", kind="sqs", precise=True, table_key=True))
+    found.append(Options(mode="aggregate", kind="none", table_key=True))
     return found
 
 
 def _id(options: Options) -> str:
     extra = [n for n, on in (("second", options.precision_second), ("precise", options.precise)) if on]
     kind = options.kind + (".fifo" if options.fifo else "")
-    return "-".join([options.mode, kind, *extra, *([options.on_done] if options.mode == "polling" else [])])
+    polling = [options.on_done, *([f"groups{options.shard_groups}"] if options.shard_groups > 1 else [])]
+    keys = [n for n, on in (("table-key", options.table_key), ("target-key", options.target_key)) if on]
+    return "-".join([options.mode, kind, *extra, *(polling if options.mode == "polling" else []), *keys])
 
 
 @pytest.mark.parametrize("options", option_sets(), ids=_id)
@@ -294,11 +340,13 @@ def test_each_function_is_granted_what_its_code_calls_and_nothing_more(options: 
 
 def scheduler_expected(options: Options) -> set[str]:
     if options.mode == "ttl":
-        return {"dynamodb:UpdateItem", "sqs:SendMessage"}  # the item's fire (stFiredAt); the DLQ
+        fire = {"dynamodb:UpdateItem"}  # the item's fire (stFiredAt)
+        return fire | {"sqs:SendMessage"} | key_actions(fire, options)  # and the DLQ
     actions = set(target_types.of(options.kind).SCHEDULER_ACTIONS)
+    delivered = key_actions(actions, options)  # the target's key, by the target's action (not the release queue's)
     if options.precision_second:
         actions.add("sqs:SendMessage")  # one-time occurrences go to the release queue
-    return actions | {"sqs:SendMessage"}
+    return actions | {"sqs:SendMessage"} | delivered
 
 
 @pytest.mark.parametrize("options", [o for o in option_sets() if o.mode == "eventbridge" or o.precise], ids=_id)
@@ -308,7 +356,7 @@ def test_the_scheduler_role_is_granted_its_targets_and_its_dlq_only(options: Opt
     granted = allowed_actions(json.loads(rendered(options).documents["scheduler-exec"]))
     expected = scheduler_expected(options)
     assert all(allows(granted, a) for a in expected), (granted, expected)
-    assert all(allows(sorted(expected), a) or a.startswith("kms:") for a in granted), (granted, expected)
+    assert all(allows(sorted(expected), a) for a in granted), (granted, expected)
 
 
 def test_the_option_matrix_builds_every_function() -> None:

@@ -19,7 +19,7 @@ from components.filters import eventbridge_filters, polling_filters
 from components.ops.cli import main
 from tests.handlers.conftest import Env, with_due_index
 from tests.redrive.conftest import Function, aws, bodies, queue, run
-from tests.redrive.test_stream_and_target import on_failure, scheduler_dead_letter
+from tests.redrive.test_stream_and_target import KEY, KMS_REFUSED, on_failure, scheduler_dead_letter
 
 PAST = "2020-01-01T00:00:00Z"
 FUTURE = "2099-01-01T00:00:00Z"
@@ -100,6 +100,17 @@ def test_a_stream_dlq_and_a_target_dlq_show_lambdas_and_schedulers_reasons(env: 
     assert "AWS.SimpleQueueService.NonExistentQueue: The specified queue does not exist." in text, text
     # Both still there, visible
     assert len(bodies(env, url)) == 1
+
+
+def test_a_scheduler_dead_letter_refused_by_kms_names_kms_key_arn_and_the_key(env: Env) -> None:
+    # GIVEN a Scheduler dead letter: KMS refused Scheduler's role the target's key (the component was not told it)
+    function = consumer(env)
+    scheduler_dead_letter(env, json.dumps({"keys": {"PK": "a", "SK": "A"}, "dueAt": PAST}), error=KMS_REFUSED)
+    status, lines = inspect(function)
+    # THEN inspect says which option to set, and the key AWS named
+    assert status == 0, lines
+    text = "\n".join(lines)
+    assert f"set the target's kms_key_arn to '{KEY}': KMS refused this role that key" in text, text
 
 
 def test_polling_lists_the_due_index_entries_earliest_first(env: Env) -> None:
@@ -211,3 +222,30 @@ def test_a_scheduler_dead_letter_refused_by_the_ses_sandbox_is_shown_naming_it()
     assert "SES sandbox" in reason
     other = {"ERROR_CODE": {"StringValue": "AccessDenied"}, "ERROR_MESSAGE": {"StringValue": "no"}}
     assert reason_of("{}", other)[0] == "AccessDenied: no"
+
+
+def test_the_scan_for_unmatchable_due_attributes_stops_after_its_pages_and_says_so(env: Env) -> None:
+    """A large table is not read whole by inspect: after its pages it says the count is a floor and what reads all."""
+    from components.ops import inspection
+    from components.ops.redrive.discovery import discover
+
+    function = consumer(env)
+    for n in range(3):
+        item = {"PK": {"S": f"m{n}"}, "SK": {"S": "A"}, "dueAt": {"M": {"at": {"S": FUTURE}}}}
+        env.ddb.put_item(TableName=env.table, Item=item)
+    client = aws(function)
+    stack = discover(client, function.name)
+    real = client("dynamodb")
+
+    class OnePerPage:
+        def scan(self, **request: object) -> object:
+            return real.scan(**request, Limit=1)
+
+    def paged(service: str) -> object:
+        return OnePerPage() if service == "dynamodb" else client(service)
+
+    found = inspection.unmatchable(paged, stack, pages=2)
+    assert found is not None and found.count == 2
+    assert found.note.startswith("at least: the first 2 scan pages") and "reconcile --dry-run" in found.note
+    whole = inspection.unmatchable(paged, stack, pages=10)
+    assert whole is not None and whole.count == 3 and whole.note.startswith("never seen by the mapping's filter")

@@ -170,12 +170,26 @@ def test_a_batch_still_failing_keeps_its_message_and_a_dry_run_changes_nothing(e
 # -- target DLQ ---------------------------------------------------------------------------------------------------
 
 
-def scheduler_dead_letter(env: Env, body: str, schedule: str = "a-A-0123abcd") -> None:
-    """A Scheduler dead-letter event: the target's Input as the body, the failure as message attributes
-    (https://docs.aws.amazon.com/scheduler/latest/UserGuide/configuring-schedule-dlq.html)."""
+# Scheduler's dead letter when KMS refused its role the target queue's key (the role not granted it).
+KEY = "arn:aws:kms:eu-west-1:123456789012:key/2222bbbb-22bb-22bb-22bb-222222bbbbbb"
+KMS_REFUSED = (
+    "KMS.AccessDeniedException",
+    "User: arn:aws:sts::123456789012:assumed-role/st-scheduler-exec-role/Scheduler is not authorized to perform: "
+    f"kms:GenerateDataKey on resource: {KEY} because no identity-based policy allows the kms:GenerateDataKey action",
+)
+
+
+def scheduler_dead_letter(
+    env: Env,
+    body: str,
+    schedule: str = "a-A-0123abcd",
+    error: tuple[str, str] = ("AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist."),
+) -> None:
+    """A Scheduler dead-letter event: the target's Input as the body, the failure (`error`: code, message) as
+    message attributes (https://docs.aws.amazon.com/scheduler/latest/UserGuide/configuring-schedule-dlq.html)."""
     attributes = {
-        "ERROR_CODE": "AWS.SimpleQueueService.NonExistentQueue",
-        "ERROR_MESSAGE": "The specified queue does not exist.",
+        "ERROR_CODE": error[0],
+        "ERROR_MESSAGE": error[1],
         "EXHAUSTED_RETRY_CONDITION": "MaximumRetryAttempts",
         "RETRY_ATTEMPTS": "185",
         "SCHEDULE_ARN": f"arn:aws:scheduler:{REGION}:123456789012:schedule/{env.group}/{schedule}",
@@ -274,6 +288,30 @@ def test_a_polling_dead_letter_is_sent_again_as_the_due_event_the_processor_woul
     assert bodies(env, dlq) == []
 
 
+def test_a_polling_dead_letter_keeps_its_numbers_exact_when_sent_again(env: Env) -> None:
+    """GIVEN a polling dead letter whose keys and item hold numbers of 38 and 19 significant digits
+    WHEN redrive sends it again
+    THEN the due event carries them exactly (a float would keep 15-17 digits: another key, another amount)."""
+    from decimal import Decimal
+
+    env = with_due_index(env)
+    name = f"late-{env.table}"
+    env.config["target"] = {"kind": "sqs", "arn": f"arn:aws:sqs:{REGION}:123456789012:{name}"}
+    env.config["polling"]["maxAttempts"] = 1
+    function = Function(env, lambda event, config: None, polling_filters())
+    amount = "1234567890123456789.0123456789012345678"
+    env.put({"PK": "job", "SK": "T", "dueAt": "2020-01-01T00:00:00Z", "amount": Decimal(amount)})
+    handle_assign_batch(env.event(), env.config)
+    process(env.config)
+    target, _ = queue(env, name)
+
+    status, lines = run("target", function, "--reason", "NonExistent")
+
+    assert status == 0, lines
+    [message] = env.sqs.receive_message(QueueUrl=target)["Messages"]
+    assert json.loads(message["Body"], parse_float=Decimal)["item"]["amount"] == Decimal(amount)
+
+
 def test_a_target_still_refusing_keeps_the_dead_letter(env: Env) -> None:
     env.config["target"] = {"kind": "sqs", "arn": f"arn:aws:sqs:{REGION}:123456789012:missing"}
     function = Function(env, lambda event, config: None, eventbridge_filters("dueAt"))
@@ -285,6 +323,17 @@ def test_a_target_still_refusing_keeps_the_dead_letter(env: Env) -> None:
     assert lines[-1] == "target DLQ: 1 failed"
     dlq = env.sqs.get_queue_url(QueueName=env.target_dlq_arn.rsplit(":", 1)[1])["QueueUrl"]
     assert len(bodies(env, dlq)) == 1
+
+
+def test_a_dead_letter_kms_refused_names_kms_key_arn_and_the_key(env: Env) -> None:
+    # GIVEN a Scheduler dead letter: KMS refused Scheduler's role the target queue's key
+    function = Function(env, lambda event, config: None, eventbridge_filters("dueAt"))
+    scheduler_dead_letter(env, json.dumps(a_due_event(env, "2026-12-01T09:00:00Z")), error=KMS_REFUSED)
+    # WHEN the operator looks at what a redrive would do
+    status, lines = run("target", function, "--dry-run")
+    # THEN the reason names the option that grants the key, and the key from AWS's message
+    assert status == 0 and lines[0].startswith("would resend"), lines
+    assert f"set the target's kms_key_arn to '{KEY}': KMS refused this role that key" in lines[0], lines
 
 
 @pytest.mark.slow  # starts interpreters of its own: `make test` runs it, `make unit` does not

@@ -1,0 +1,359 @@
+"""Benchmark: a herd, every item of a `polling` table due in the same minute, drained by the processor as deployed
+today (one tick invocation over every shard) and fanned out (`shard_groups`: the rule's invocation invokes one
+processor per group of shards, each with its own worker pool). Measured: the drain rate per invocation and per
+shard, under moto with the harness's latency injected per AWS call; every due item is checked delivered exactly
+once (and every item marked done) before any time is reported. Then `herd_model` takes the measured rates to
+100,000 and 1,000,000 items due in a minute and 100,000,000 pending, against AWS's default quotas.
+
+    make bench BENCH=herd          # BENCH_HERD_ITEMS (default 1,600) sets the herd measured here
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from . import herd_model
+from .harness import ACCOUNT, LATENCY_SECONDS, REGION, BenchClients, aws, cpu_split, table
+
+ITEMS = int(os.environ.get("BENCH_HERD_ITEMS", "1600"))
+SHARDS = 8  # today's default
+WORKERS = 16  # today's default max_workers
+# The fanned-out design the model takes to AWS scale: the most shards (one index partition each) and one
+# invocation per shard.
+MODEL_SHARDS = 100
+MODEL_GROUPS = 100
+
+
+@dataclass
+class Drain:
+    """One drain of a herd: `items` due items taken by `invocations` processor invocations over `shards` shards."""
+
+    design: str
+    invocations: int
+    shards: int
+    items: int
+    seconds: float
+    calls: int
+    cpu: str = ""
+    cpu_seconds: float = 0.0  # the handler's and botocore's CPU (the emulator's excluded)
+
+    @property
+    def rate(self) -> float:
+        return self.items / self.seconds
+
+    @property
+    def per_invocation(self) -> float:
+        return self.rate / self.invocations
+
+    @property
+    def per_shard(self) -> float:
+        return self.rate / self.shards
+
+
+class Herd:
+    """A table with the due index and `items` items due over the last minute, spread over `shards` shards, and a
+    fresh target queue. Loaded without latency (setup is not measured)."""
+
+    def __init__(self, items: int, shards: int, now: float) -> None:
+        import boto3
+        from st_core.pending import DUE, INDEX_NAME, SHARD, pending_attributes
+        from st_core.stream import identity_of
+
+        self.ddb = boto3.client("dynamodb", region_name=REGION)
+        self.sqs = boto3.client("sqs", region_name=REGION)
+        self.name = f"herd-{uuid.uuid4().hex[:8]}"
+        self.now = now
+        key = [("PK", "HASH"), ("SK", "RANGE")]
+        index_key = [(SHARD, "HASH"), (DUE, "RANGE")]
+        self.ddb.create_table(
+            TableName=self.name,
+            KeySchema=[{"AttributeName": n, "KeyType": t} for n, t in key],
+            AttributeDefinitions=[
+                {"AttributeName": n, "AttributeType": t}
+                for n, t in (("PK", "S"), ("SK", "S"), (SHARD, "N"), (DUE, "N"))
+            ],
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": INDEX_NAME,
+                    "KeySchema": [{"AttributeName": n, "KeyType": t} for n, t in index_key],
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        queue = f"herd-{uuid.uuid4().hex[:8]}"
+        self.queue_url = self.sqs.create_queue(QueueName=queue)["QueueUrl"]
+        self.queue_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{queue}"
+        self.keys = [f"r#{n}" for n in range(items)]
+        batch: list[dict[str, Any]] = []
+        for n, pk in enumerate(self.keys):
+            keys = {"PK": {"S": pk}, "SK": {"S": "T"}}
+            due = int(now) - 60 + n % 60  # every second of the minute before the tick
+            attributes = pending_attributes(identity_of(keys), datetime.fromtimestamp(due, UTC), shards)
+            item = {
+                **keys,
+                "stShard": {"N": str(attributes["stShard"])},
+                "stDue": {"N": str(attributes["stDue"])},
+                "stStatus": {"S": "PENDING"},
+                "dueAt": {"N": str(due)},
+            }
+            batch.append({"PutRequest": {"Item": item}})
+            if len(batch) == 25:
+                self.ddb.batch_write_item(RequestItems={self.name: batch})
+                batch = []
+        if batch:
+            self.ddb.batch_write_item(RequestItems={self.name: batch})
+
+    def config(self, shards: int, groups: int = 1) -> dict[str, Any]:
+        return {
+            "mode": "polling",
+            "table": self.name,
+            "partitionKey": "PK",
+            "sortKey": "SK",
+            "timeAttribute": "dueAt",
+            "target": {"kind": "sqs", "arn": self.queue_arn},
+            "poisonQueueUrl": "",
+            "maxWorkers": WORKERS,
+            "polling": {
+                "shards": shards,
+                "shardGroups": groups,
+                "leaseSeconds": 90,
+                "maxAttempts": 3,
+                "backoffSeconds": 60,
+                "onDone": "mark",
+                "deadLetterUrl": "",
+                "delayAttribute": "delaySeconds",
+                "defaultDelaySeconds": None,
+                "budgetMarginSeconds": 10,
+            },
+        }
+
+    def check_delivered(self) -> None:
+        """Every item delivered exactly once, none early (sent at or after its due second, by the tick's clock),
+        and every item marked done: what a drain must have done before its time means anything."""
+        received: Counter[str] = Counter()
+        while True:
+            messages = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+            if not messages:
+                break
+            for message in messages:
+                body = json.loads(message["Body"])
+                due = datetime.fromisoformat(body["dueAt"].replace("Z", "+00:00")).timestamp()
+                if due > self.now:
+                    raise AssertionError(f"{body['keys']['PK']} delivered early: due {due}, tick at {self.now}")
+                received[body["keys"]["PK"]] += 1
+            self.sqs.delete_message_batch(
+                QueueUrl=self.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
+            )
+        missing = [pk for pk in self.keys if pk not in received]
+        twice = sorted(pk for pk, n in received.items() if n > 1)
+        unknown = sorted(set(received) - set(self.keys))
+        if missing or twice or unknown:
+            raise AssertionError(
+                f"herd not delivered once each: {len(missing)} missing (e.g. {missing[:3]}), {len(twice)} twice "
+                f"(e.g. {twice[:3]}), {len(unknown)} unknown"
+            )
+        statuses: Counter[str] = Counter()
+        pages = self.ddb.get_paginator("scan").paginate(TableName=self.name, ProjectionExpression="stStatus")
+        for page in pages:
+            statuses.update(i["stStatus"]["S"] for i in page["Items"])
+        if statuses != Counter({"DONE": len(self.keys)}):
+            raise AssertionError(f"not every item marked done: {dict(statuses)}")
+
+
+class LocalLambda:
+    """Lambda's asynchronous invoke of the processor, here: after the call's latency, the invocation runs in a
+    thread of its own (its own clients, as a separate execution environment has), as Lambda runs them at once."""
+
+    def __init__(self, run: Any, latency: float) -> None:
+        self.run = run
+        self.latency = latency
+        self.threads: list[threading.Thread] = []
+
+    def invoke(self, *, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:
+        time.sleep(self.latency)
+        thread = threading.Thread(target=self.run, args=(json.loads(Payload)["shards"],))
+        thread.start()
+        self.threads.append(thread)
+        return {"StatusCode": 202}
+
+
+class FanOutClients(BenchClients):
+    """The rule's invocation's clients: the harness's, with `LocalLambda` for the invoke."""
+
+    def __init__(self, local: LocalLambda) -> None:
+        super().__init__()
+        self.local = local
+
+    def get(self, service: str) -> Any:
+        return self.local if service == "lambda" else super().get(service)
+
+
+def drain(items: int, shards: int, groups: int, latency: float = LATENCY_SECONDS) -> Drain:
+    """Load a herd, drain it with one tick (`groups` 1) or fanned out, check it, and report the time."""
+    from polling import fan_out, process
+
+    now = float(int(time.time()))
+    herd = Herd(items, shards, now)
+    config = herd.config(shards, groups)
+    calls: list[int] = []
+    lock = threading.Lock()
+
+    def tick(group: list[int] | None) -> None:
+        clients = BenchClients(latency)
+        report = process(config, clients=clients, now=lambda: now, shards=group)  # type: ignore[arg-type]
+        if report.failed or report.retried:
+            raise AssertionError(f"a herd tick failed items: {report}")
+        with lock:
+            calls.append(clients.log.total())
+
+    with cpu_split() as cpu:
+        started = time.perf_counter()
+        if groups == 1:
+            tick(None)
+        else:
+            local = LocalLambda(tick, latency)
+            clients = FanOutClients(local)
+            fan_out(config, "processor", clients=clients, now=lambda: now)  # type: ignore[arg-type]
+            for thread in local.threads:
+                thread.join()
+            calls.append(clients.log.total() + len(local.threads))
+        seconds = time.perf_counter() - started
+    herd.check_delivered()
+    design = "one tick (today)" if groups == 1 else f"fanned out, {groups} groups"
+    invocations = 1 if groups == 1 else min(groups, shards)
+    return Drain(design, invocations, shards, items, seconds, sum(calls), cpu.describe(), cpu.client + cpu.rest)
+
+
+def measure(items: int = ITEMS, latency: float = LATENCY_SECONDS) -> list[Drain]:
+    """Today's tick over 8 shards; one fanned-out invocation over one shard (the per-invocation and per-shard rate
+    of the new design); the fan-out over 8 shards in 8 groups, all at once."""
+    return [
+        drain(items, SHARDS, 1, latency),
+        drain(max(1, items // SHARDS), 1, 1, latency),
+        drain(items, SHARDS, SHARDS, latency),
+    ]
+
+
+def designs(measured: list[Drain], latency: float = LATENCY_SECONDS) -> tuple[herd_model.Design, herd_model.Design]:
+    """The two designs the model compares: today's single tick (8 shards) and the fan-out at `MODEL_SHARDS` shards
+    in `MODEL_GROUPS` groups. An invocation's rate on AWS is modelled from what the runs measured per item (calls,
+    and the handler's and botocore's CPU: a shared machine's wall time says little, its CPU per item more); the
+    fan-out's is from the fanned-out run, its own queries and invokes included."""
+    today, fanned = measured[0], measured[-1]
+
+    def rate(drain: Drain) -> float:
+        return herd_model.invocation_rate(drain.calls / drain.items, drain.cpu_seconds / drain.items, WORKERS, latency)
+
+    return (
+        herd_model.Design("polling today (1 tick, 8 shards)", 1, SHARDS, rate(today)),
+        herd_model.Design(
+            f"polling fanned out ({MODEL_GROUPS} groups, {MODEL_SHARDS} shards)",
+            MODEL_GROUPS,
+            MODEL_SHARDS,
+            rate(fanned),
+        ),
+    )
+
+
+def model_rows(today: herd_model.Design, fanned: herd_model.Design, base_cost: float, eventbridge_cost: float) -> str:
+    rows: list[list[Any]] = []
+    for items in (100_000, 1_000_000):
+        for herd in (
+            herd_model.eventbridge_herd(items),
+            herd_model.polling_herd(today, items),
+            herd_model.polling_herd(fanned, items),
+        ):
+            if herd.design == "eventbridge":
+                cost = eventbridge_cost
+            else:
+                design = today if herd.design == today.name else fanned
+                cost = herd_model.cost_per_million(base_cost, herd, design)
+            rows.append(
+                [
+                    f"{items:,}",
+                    herd.design,
+                    f"{herd.rate:,.0f}/s ({herd.limit})",
+                    f"{herd.drain_seconds:,.0f} s",
+                    f"{herd.last_late_seconds:,.0f} s",
+                    herd.concurrency,
+                    f"${cost:.2f}",
+                ]
+            )
+    pending = 100_000_000
+    note = (
+        f"Pending {pending:,}: eventbridge {herd_model.eventbridge_pending(pending).detail} (needs an increase); "
+        f"polling fanned out {herd_model.polling_pending(fanned, pending).detail}. Index write units per item: "
+        f"{herd_model.INDEX_WRITES_PER_ITEM} (claim moves the entry, completion removes it); each shard key is one "
+        "partition (1,000 WCU/s); on-demand table-level quota 40,000 WCU/s; Lambda concurrency 1,000 shared; "
+        "Scheduler's invocation throttle 1,000/s and 10,000,000 schedules a Region. Cost per million: the mode's "
+        "per-item cost from `bench scale` plus the fan-out's invocations."
+    )
+    header = ["due in a minute", "design", "drain rate (what sets it)", "drain", "latest", "concurrency", "per 1M"]
+    return table("herd model: at AWS's default quotas, from the measured rates", header, rows, note)
+
+
+def run() -> tuple[str, dict[str, float]]:
+    from .bench_scale import cost_per_million, per_action
+
+    with aws():
+        measured = measure()
+    rows = [
+        [
+            d.design,
+            d.shards,
+            d.items,
+            f"{d.seconds:.2f}",
+            d.rate,
+            d.per_invocation,
+            d.per_shard,
+            d.calls / d.items,
+            f"{d.cpu_seconds / d.items * 1000:.2f}",
+        ]
+        for d in measured
+    ]
+    note = (
+        f"moto in-process, {LATENCY_SECONDS * 1000:.0f} ms injected per AWS call, {WORKERS} workers an invocation; "
+        "every item checked delivered once, none early, all marked done. The fanned-out run's invocations share "
+        "this machine's 2 cores (moto's CPU is in them), so its total is a floor, not what separate Lambdas give. "
+        + " | ".join(f"{d.design}: {d.cpu}" for d in measured)
+    )
+    header = [
+        "design",
+        "shards",
+        "items",
+        "seconds",
+        "items/s",
+        "per invocation",
+        "per shard",
+        "calls/item",
+        "CPU ms/item",
+    ]
+    text = table("herd: drain rate per invocation and per shard (measured)", header, rows, note)
+    usage = per_action({})
+    base = cost_per_million(usage["polling"])
+    today, fanned = designs(measured)
+    text += (
+        f"\nModelled per invocation on AWS (1,024 MB, about {herd_model.VCPU_AT_DEFAULT_MEMORY:.2f} vCPU; "
+        f"{WORKERS} workers; {LATENCY_SECONDS * 1000:.0f} ms a call): today {today.per_invocation:,.0f} items/s, "
+        f"fanned out {fanned.per_invocation:,.0f} items/s an invocation.\n"
+    )
+    text += "\n" + model_rows(today, fanned, base, cost_per_million(usage["eventbridge"]))
+    figures = {
+        "herd_today_items_per_s": measured[0].rate,
+        "herd_group_items_per_s": measured[1].rate,
+        "herd_model_invocation_items_per_s": fanned.per_invocation,
+        "herd_fanned_items_per_s": measured[2].rate,
+        "herd_model_fanned_1m_drain_s": herd_model.polling_herd(fanned, 1_000_000).drain_seconds,
+        "herd_model_today_1m_drain_s": herd_model.polling_herd(today, 1_000_000).drain_seconds,
+    }
+    return text, figures

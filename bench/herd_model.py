@@ -1,0 +1,163 @@
+"""The herd model: how long a herd of occurrences due in the same minute takes to deliver, what it costs and what
+a hundred million pending occurrences need, at AWS's default quotas, computed from drain rates the herd benchmark
+measures (`bench_herd`). Pure functions, no AWS and no clock, so the arithmetic is unit-tested
+(tests/bench/test_herd.py) and docs/performance.md's herd section is generated from it, not written by hand.
+
+What bounds a `polling` drain, each a separate cap, the least of which wins:
+- the invocations: how many processor invocations take the herd at once, times the rate one invocation drains
+  (measured: the worker pool's claim, send and completion rounds);
+- the index partitions: each shard key of the due index is one partition key, and a partition takes at most
+  1,000 write units a second; every item costs the index a claim (its entry moves: a delete and a put) and a
+  completion (a delete), three units;
+- the table-level on-demand quota (40,000 write units a second, for the table and for each of its indexes);
+- Lambda's account concurrency (1,000 by default, shared): a drain longer than the poll interval overlaps the next
+  tick's invocations.
+`eventbridge` is bounded by Scheduler's invocation throttle (1,000 a second by default) and holds a schedule per
+pending occurrence (10,000,000 a Region by default)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+MINUTE = 60.0
+# Lambda gives a function CPU in proportion to its memory: one vCPU at 1,769 MB, so about 0.58 at the default 1,024.
+VCPU_AT_DEFAULT_MEMORY = 1024 / 1769
+
+
+@dataclass(frozen=True)
+class Quotas:
+    """AWS's default quotas (read 2026-11-25/27 from the services' quota pages; check your account's)."""
+
+    lambda_concurrency: int = 1_000
+    partition_write_units: int = 1_000  # per partition (here: per shard key of the due index) a second
+    partition_read_units: int = 3_000
+    table_write_units: int = 40_000  # on-demand, per table and per index, a second
+    scheduler_invocations: int = 1_000  # Scheduler's invocation throttle, a second (primary Regions)
+    schedules: int = 10_000_000  # schedules a Region holds
+    partition_bytes: int = 10 * 1024**3  # what one partition holds before DynamoDB splits it
+
+
+# Per delivered item, in `polling`: the claim (a table write; the index entry moves: a delete and a put) and the
+# completion (a table write; the index entry goes: a delete).
+INDEX_WRITES_PER_ITEM = 3
+TABLE_WRITES_PER_ITEM = 2
+# Reads per item: a 100-item page of ~1 KB items, eventually consistent (half a unit per 4 KB).
+INDEX_READS_PER_ITEM = 0.5 * 100 * 1 / 4 / 100
+ITEM_BYTES = 1024
+
+
+def invocation_rate(
+    calls_per_item: float, cpu_per_item: float, workers: int, latency: float, vcpu: float = VCPU_AT_DEFAULT_MEMORY
+) -> float:
+    """Items a second one processor invocation drains on AWS: its workers wait out each item's calls one after
+    another (claim, send, completion: `calls_per_item` round trips of `latency`), unless its CPU runs out first
+    (`cpu_per_item` seconds of the handler's and botocore's CPU, measured; the emulator's excluded)."""
+    return min(workers / (calls_per_item * latency), vcpu / cpu_per_item)
+
+
+@dataclass(frozen=True)
+class Design:
+    """One way of draining a herd in `polling`: `invocations` processor invocations a tick (1: today's single
+    tick; `shard_groups` with the fan-out), each draining `per_invocation` items a second (measured), over
+    `shards` shard keys of the due index; a tick every `interval` seconds, each taking items for at most
+    `working` seconds of it (the Lambda timeout less the processor's budget margin: 60 - 10 by default)."""
+
+    name: str
+    invocations: int
+    shards: int
+    per_invocation: float
+    interval: float = MINUTE
+    working: float = 50.0
+
+
+@dataclass(frozen=True)
+class Herd:
+    """What a herd of `items` due in the same minute does to one design."""
+
+    design: str
+    items: int
+    rate: float  # items a second, the herd's drain (over whole intervals: the ticks' idle tail included)
+    limit: str  # what sets the rate
+    drain_seconds: float
+    last_late_seconds: float  # the worst lateness: wait for the tick, then the whole drain
+    concurrency: int  # Lambda executions at once
+
+
+def polling_rate(design: Design, quotas: Quotas = Quotas()) -> tuple[float, str]:
+    """The drain rate (items a second, while the ticks work) and which cap sets it."""
+    usable = min(design.invocations, quotas.lambda_concurrency)
+    caps = {
+        "invocations": usable * design.per_invocation,
+        "index partitions (1,000 WCU/s each)": design.shards * quotas.partition_write_units / INDEX_WRITES_PER_ITEM,
+        "table-level write quota": quotas.table_write_units / INDEX_WRITES_PER_ITEM,
+    }
+    limit = min(caps, key=lambda name: caps[name])
+    rate = caps[limit]
+    if usable < design.invocations and limit == "invocations":
+        limit = "Lambda concurrency"
+    return rate, limit
+
+
+def polling_herd(design: Design, items: int, quotas: Quotas = Quotas()) -> Herd:
+    """A herd in `polling`: the tick after the minute reads it (at most one interval after an item's time), and
+    the invocations drain it `working` seconds of every interval (a drain past one tick goes on in the next)."""
+    rate, limit = polling_rate(design, quotas)
+    per_tick = rate * min(design.working, design.interval)
+    full_ticks, rest = divmod(items, per_tick)
+    drain = full_ticks * design.interval + rest / rate if rest else (full_ticks - 1) * design.interval + design.working
+    concurrency = min(design.invocations, quotas.lambda_concurrency)
+    return Herd(design.name, items, items / drain, limit, drain, design.interval + drain, concurrency)
+
+
+def eventbridge_herd(items: int, quotas: Quotas = Quotas()) -> Herd:
+    """A herd in `eventbridge`: one schedule per item, all firing in the minute; Scheduler delays what is over its
+    invocation throttle, so the last item fires `items / throttle` seconds after the minute began (at least the
+    minute: a schedule fires anywhere in it)."""
+    rate = min(items / MINUTE, float(quotas.scheduler_invocations))
+    drain = max(MINUTE, items / quotas.scheduler_invocations)
+    return Herd("eventbridge", items, rate, "Scheduler invocation throttle", drain, drain, 0)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What `pending` occurrences waiting need."""
+
+    design: str
+    pending: int
+    needs_increase: bool
+    detail: str
+
+
+def polling_pending(design: Design, pending: int, quotas: Quotas = Quotas()) -> Pending:
+    """The due index holds every pending item (its own storage, no quota); DynamoDB splits a shard key's
+    partition by sort key past 10 GB, so size asks for no increase."""
+    per_shard_gb = pending * ITEM_BYTES / design.shards / 1024**3
+    splits = math.ceil(pending * ITEM_BYTES / design.shards / quotas.partition_bytes)
+    return Pending(
+        design.name,
+        pending,
+        False,
+        f"{per_shard_gb:,.1f} GB of index per shard key ({splits} partitions each, split by due time); no quota",
+    )
+
+
+def eventbridge_pending(pending: int, quotas: Quotas = Quotas()) -> Pending:
+    share = pending / quotas.schedules
+    return Pending(
+        "eventbridge",
+        pending,
+        pending > quotas.schedules,
+        f"{pending:,} schedules: {share:.0%} of the Region's default {quotas.schedules:,}",
+    )
+
+
+def cost_per_million(base: float, herd: Herd, design: Design) -> float:
+    """`polling`'s cost per million deliveries in a herd: the per-item cost (`base`, from `bench_scale`: writes,
+    reads, the send, compute) plus the fan-out's own requests: one invocation per shard group for every tick the
+    drain spans (their compute is the items', already in `base`)."""
+    from .bench_scale import PRICES
+
+    ticks = max(1, math.ceil(herd.drain_seconds / design.interval))
+    requests = design.invocations * ticks if design.invocations > 1 else 0  # the fan-out's own invocations
+    return base + requests * PRICES["lambda_request"] / herd.items * 1e6
