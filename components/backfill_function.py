@@ -19,7 +19,7 @@ from .policies import Statement
 if TYPE_CHECKING:
     import pulumi_aws as aws
 
-    from .parts import Consumer
+    from .parts import Consumer, Owner
 
 HANDLER = "backfill.handler"
 # Each invocation runs one slice of a segment until its last 30 s (handlers/backfill_scan.MARGIN_SECONDS): the longest
@@ -94,57 +94,46 @@ def _actions(statement: Statement) -> list[str]:
 
 def build_backfill(
     *,
-    name: str,
+    owner: Owner,
     consumer: Consumer,
     table_arn: Any,
     stream_dlq_arn: Any,
-    tags: dict[str, str],
-    parent: Any,
     log_retention_days: int,
     checkpoint_ledger_arn: Any = None,
 ) -> aws.lambda_.Function:
-    """Log group, role, policy and function for backfills of one ScheduledTable (`{name}-backfill`): the
-    consumer's code, runtime, memory and configuration, the handler `backfill.handler`, 15 minutes per slice."""
+    """The backfill function of one ScheduledTable (`{name}-backfill`), made as every function is
+    (builders.build_lambda): the consumer's code, runtime, memory and configuration, the handler `backfill.handler`,
+    15 minutes per slice, its policy from the consumer's."""
     import pulumi
-    import pulumi_aws as aws
 
-    from .policies import assume_role_policy
+    from .builders import build_lambda
 
-    child = pulumi.ResourceOptions(parent=parent)
-    log_group = aws.cloudwatch.LogGroup(
-        f"{name}-backfill-logs", retention_in_days=log_retention_days, tags=tags, opts=child
-    )
-    role = aws.iam.Role(
-        f"{name}-backfill-role",
-        description=f"scheduled-table {name}: backfill and reconcile (scan the table, act as the consumer would)",
-        assume_role_policy=assume_role_policy("lambda.amazonaws.com"),
-        tags=tags,
-        opts=child,
-    )
-    policy_document = pulumi.Output.all(
-        consumer.policy.policy, table_arn, stream_dlq_arn, log_group.arn, checkpoint_ledger_arn
-    ).apply(
-        lambda v: _with_own_logs(
-            backfill_policy(v[0], table_arn=v[1], stream_dlq_arn=v[2], checkpoint_ledger_arn=v[4]), v[3]
+    def policy(log_group_arn: pulumi.Output[str]) -> pulumi.Output[str]:
+        return pulumi.Output.all(
+            consumer.policy.policy, table_arn, stream_dlq_arn, log_group_arn, checkpoint_ledger_arn
+        ).apply(
+            lambda v: _with_own_logs(
+                backfill_policy(v[0], table_arn=v[1], stream_dlq_arn=v[2], checkpoint_ledger_arn=v[4]), v[3]
+            )
         )
-    )
-    policy = aws.iam.RolePolicy(f"{name}-backfill-policy", role=role.id, policy=policy_document, opts=child)
+
     function = consumer.function
-    return aws.lambda_.Function(
-        f"{name}-backfill",
+    return build_lambda(
+        owner,
+        "backfill",
+        log_retention_days=log_retention_days,
+        role_description=f"scheduled-table {owner.name}: backfill and reconcile (scan the table, act as the consumer "
+        "would)",
+        policy=policy,
         code=function.code,
         handler=HANDLER,
-        description=f"scheduled-table {name}: backfill and reconcile, one scan segment slice per invocation",
+        description=f"scheduled-table {owner.name}: backfill and reconcile, one scan segment slice per invocation",
         runtime=function.runtime,
         architectures=function.architectures,
         memory_size=function.memory_size,
         timeout=TIMEOUT_SECONDS,
-        role=role.arn,
         environment=function.environment.apply(_same_environment),
-        logging_config=aws.lambda_.FunctionLoggingConfigArgs(log_format="Text", log_group=log_group.name),
-        tags=tags,
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[policy, log_group]),
-    )
+    ).function
 
 
 def _same_environment(environment: Any) -> Any:

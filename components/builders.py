@@ -24,7 +24,7 @@ from .existing import (
     table_key_problem,
     table_problems,
 )
-from .filters import filter_patterns
+from .filters import filter_patterns, within_filter_limit
 from .packaging import constants, handler_archive, runtime_module
 from .parts import BuildContext, Consumer, Owner, Scheduling, TableRef
 from .runtime_config import Value, function_environment, handler_document
@@ -196,6 +196,43 @@ def build_queue(owner: Owner, role: str, retention: int = DLQ_RETENTION_SECONDS)
     return queue
 
 
+def build_lambda(
+    owner: Owner,
+    role: str,
+    *,
+    log_retention_days: int,
+    role_description: str,
+    policy: Callable[[pulumi.Output[str]], pulumi.Input[str]],
+    **function_args: Any,
+) -> Consumer:
+    """The one builder of every function the component makes: its log group (`{name}-{role}-logs`), its role
+    (`{name}-{role}-role`, assumed by Lambda), the role's policy (`policy` of the log group's ARN: a function writes
+    to its own group only) and the function (`{name}-{role}`, logging to that group, made once its policy and group
+    exist). `function_args`: the function's own settings (code, handler, runtime, timeout, environment, ...)."""
+    log_group = aws.cloudwatch.LogGroup(
+        f"{owner.name}-{role}-logs", retention_in_days=log_retention_days, tags=dict(owner.tags), opts=owner.child
+    )
+    lambda_role = aws.iam.Role(
+        f"{owner.name}-{role}-role",
+        description=role_description,
+        assume_role_policy=policies.assume_role_policy("lambda.amazonaws.com"),
+        tags=dict(owner.tags),
+        opts=owner.child,
+    )
+    role_policy = aws.iam.RolePolicy(
+        f"{owner.name}-{role}-policy", role=lambda_role.id, policy=policy(log_group.arn), opts=owner.child
+    )
+    function = aws.lambda_.Function(
+        f"{owner.name}-{role}",
+        role=lambda_role.arn,
+        logging_config=aws.lambda_.FunctionLoggingConfigArgs(log_format="Text", log_group=log_group.name),
+        tags=dict(owner.tags),
+        opts=pulumi.ResourceOptions(parent=owner.parent, depends_on=[role_policy, log_group]),
+        **function_args,
+    )
+    return Consumer(function=function, role=lambda_role, log_group=log_group, policy=role_policy)
+
+
 def build_function(
     ctx: BuildContext,
     *,
@@ -206,44 +243,36 @@ def build_function(
     stream: bool,
     send_queues: list[aws.sqs.Queue],
 ) -> Consumer:
-    """Log group, role, least-privilege policy and function; `stream` adds reading this table's stream."""
+    """A handler of the mode (`build_lambda`) with its least-privilege policy; `stream` adds reading this table's
+    stream. Recorded by role for the alarms and the dashboard."""
     a, owner = ctx.args, ctx.owner
-    log_group = aws.cloudwatch.LogGroup(
-        f"{owner.name}-{role}-logs", retention_in_days=a.log_retention_days, tags=dict(owner.tags), opts=owner.child
-    )
-    lambda_role = aws.iam.Role(
-        f"{owner.name}-{role}-role",
-        description=descriptions.role(owner.name, role, str(a.mode)),
-        assume_role_policy=policies.assume_role_policy("lambda.amazonaws.com"),
-        tags=dict(owner.tags),
-        opts=owner.child,
-    )
-    statements = pulumi.Output.all(
-        ctx.table.arn,
-        log_group.arn,
-        pulumi.Output.from_input(a.kms_key_arn),
-        extra_statements,
-        *[q.arn for q in send_queues],
-    ).apply(
-        lambda v: (
-            policies.stream_consumer_statements(
-                table_arn=v[0] if stream else None,
-                log_group_arn=v[1],
-                send_queue_arns=list(v[4:]),
-                kms_key_arn=v[2],
+
+    def policy(log_group_arn: pulumi.Output[str]) -> pulumi.Output[str]:
+        return pulumi.Output.all(
+            ctx.table.arn,
+            log_group_arn,
+            pulumi.Output.from_input(a.kms_key_arn),
+            extra_statements,
+            *[q.arn for q in send_queues],
+        ).apply(
+            lambda v: policies.document(
+                policies.stream_consumer_statements(
+                    table_arn=v[0] if stream else None,
+                    log_group_arn=v[1],
+                    send_queue_arns=list(v[4:]),
+                    kms_key_arn=v[2],
+                )
+                + v[3]
+                + policies.tracing_statements(a.tracing)
             )
-            + v[3]
-            + policies.tracing_statements(a.tracing)
         )
-    )
-    policy = aws.iam.RolePolicy(
-        f"{owner.name}-{role}-policy",
-        role=lambda_role.id,
-        policy=statements.apply(policies.document),
-        opts=owner.child,
-    )
-    function = aws.lambda_.Function(
-        f"{owner.name}-{role}",
+
+    consumer = build_lambda(
+        owner,
+        role,
+        log_retention_days=a.log_retention_days,
+        role_description=descriptions.role(owner.name, role, str(a.mode)),
+        policy=policy,
         code=handler_archive(a.lambda_runtime if a.lambda_bytecode else None),
         handler=handler,
         description=descriptions.function(owner.name, role, str(a.mode)),
@@ -252,15 +281,11 @@ def build_function(
         architectures=[a.lambda_architecture],
         memory_size=a.lambda_memory_mb,
         timeout=a.lambda_timeout_seconds,
-        role=lambda_role.arn,
         # Checked against Lambda's 4 KB again with the real names (raising here fails `pulumi up`).
         environment=aws.lambda_.FunctionEnvironmentArgs(variables=config.apply(partial(function_environment, a))),
-        logging_config=aws.lambda_.FunctionLoggingConfigArgs(log_format="Text", log_group=log_group.name),
-        tags=dict(owner.tags),
-        opts=pulumi.ResourceOptions(parent=owner.parent, depends_on=[policy, log_group]),
     )
-    owner.made.functions[role] = function
-    return Consumer(function=function, role=lambda_role, log_group=log_group, policy=policy)
+    owner.made.functions[role] = consumer.function
+    return consumer
 
 
 def build_stream_consumer(
@@ -289,7 +314,7 @@ def build_stream_consumer(
     if given is not None and given.stream_arn is not None:
         # Another account's table is not looked up: let a stream without both images reach the function, which
         # parks each record naming the setting (a correct stream never matches this filter).
-        filters = [*filters, WRONG_VIEW_TYPE_FILTER]
+        filters = within_filter_limit([*filters, WRONG_VIEW_TYPE_FILTER])
     mapping = aws.lambda_.EventSourceMapping(
         f"{owner.name}-{role}-mapping",
         event_source_arn=ctx.table.stream_arn,

@@ -126,12 +126,10 @@ class ScheduledTable(pulumi.ComponentResource):
         self.backfill_function_name: pulumi.Output[str] | None = None
         if args.backfill_function or args.reconcile_every is not None:
             backfill = build_backfill(
-                name=name,
+                owner=owner,
                 consumer=built.consumer,
                 table_arn=self.table.arn,
                 stream_dlq_arn=self.stream_dlq.arn,
-                tags=dict(owner.tags),
-                parent=self,
                 log_retention_days=args.log_retention_days,
                 checkpoint_ledger_arn=None
                 if args.reconcile_every is None or built.ledger_table_name is None

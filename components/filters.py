@@ -84,8 +84,23 @@ def aggregate_filters(partition_key: str, prefix: str, on_change: str) -> list[d
     return [{"eventName": events, "dynamodb": {"Keys": {partition_key: {"S": [{"prefix": prefix}]}}}}]
 
 
+# Lambda's default quota of filters per event source mapping.
+MAX_FILTERS = 5
+
+
+def within_filter_limit(patterns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same records passed in at most MAX_FILTERS filters: the patterns from the fifth on joined into one by a
+    top-level `$or` (Lambda ORs its filters, and `$or` ORs the patterns it lists, so nothing passes that did not and
+    nothing is dropped). A mode already using all five filters may then add one (another account's table adds the
+    stream view type check) without a quota increase."""
+    if len(patterns) <= MAX_FILTERS:
+        return patterns
+    head, tail = patterns[: MAX_FILTERS - 1], patterns[MAX_FILTERS - 1 :]
+    return [*head, {"$or": tail}]
+
+
 def filter_patterns(patterns: list[dict[str, Any]]) -> list[str]:
-    """The mapping's filter patterns as JSON text, one filter each (Lambda ORs them; at most 5 by default)."""
-    if not 1 <= len(patterns) <= 5:
-        raise ValueError(f"an event source mapping takes 1 to 5 filters, got {len(patterns)}")
+    """The mapping's filter patterns as JSON text, one filter each (Lambda ORs them; at most MAX_FILTERS)."""
+    if not 1 <= len(patterns) <= MAX_FILTERS:
+        raise ValueError(f"an event source mapping takes 1 to {MAX_FILTERS} filters, got {len(patterns)}")
     return [json.dumps(p, separators=(",", ":"), sort_keys=True) for p in patterns]

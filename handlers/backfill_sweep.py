@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from backfill_feed import Run, feed_settled
@@ -110,10 +111,12 @@ class Sweep:
 
     def keys_of(self, found: Record) -> Record | None:
         """The item's keys (Lambda-shaped) from a schedule's input: the release envelope's (second precision), the
-        conditional delete's (precise ttl), or the due event's (plain values, typed by the table's key schema)."""
+        conditional delete's (precise ttl), or the due event's (plain values, typed by the table's key schema).
+        Numbers are read as exact decimals: a float keeps 15-17 digits of DynamoDB's 38, and a rounded key names
+        another item (this one would read as gone and its live schedule be deleted)."""
         text = str((found.get("Target") or {}).get("Input") or "")
         try:
-            document = json.loads(text)
+            document = json.loads(text, parse_float=Decimal)
         except ValueError:
             return None
         if not isinstance(document, dict):

@@ -27,6 +27,8 @@ from .redrive.discovery import RedriveError, Stack, discover
 from .redrive.records import record_keys
 
 SAMPLE = 10
+# Scan pages (up to 1 MB each) inspect reads looking for due attributes no filter can match.
+SCAN_PAGES = 10
 
 
 @dataclass
@@ -202,9 +204,11 @@ def filters_by_type(config: dict[str, Any]) -> bool:
     return mode == "eventbridge" or (mode == "ttl" and bool((config.get("ttl") or {}).get("precise")))
 
 
-def unmatchable(client: Client, stack: Stack, limit: int = SAMPLE) -> Pending | None:
-    """Items whose due attribute is a map or a list, found by a scan of the table (it reads the whole table, as
-    reconcile does; nothing is written), or None for a mode whose filter does not look at the attribute's type."""
+def unmatchable(client: Client, stack: Stack, limit: int = SAMPLE, pages: int = SCAN_PAGES) -> Pending | None:
+    """Items whose due attribute is a map or a list, found by a scan of the table (nothing is written), or None for
+    a mode whose filter does not look at the attribute's type. At most `pages` scan pages (1 MB each) are read, so
+    inspecting a large table stays quick and cheap; the note says so when it stopped before the end (`reconcile
+    --dry-run` reads the whole table and reports them all)."""
     config = stack.config
     if not filters_by_type(config):
         return None
@@ -219,7 +223,7 @@ def unmatchable(client: Client, stack: Stack, limit: int = SAMPLE) -> Pending | 
         "ExpressionAttributeValues": {":m": {"S": "M"}, ":l": {"S": "L"}},
     }
     count, sample = 0, list[tuple[str, str]]()
-    while True:
+    for _ in range(pages):
         page = client("dynamodb").scan(**request)
         for item in page.get("Items", []):
             count += 1
@@ -232,6 +236,8 @@ def unmatchable(client: Client, stack: Stack, limit: int = SAMPLE) -> Pending | 
             note = "never seen by the mapping's filter: write the due time as a string or a number" if count else ""
             return Pending(f"items whose {attribute} is a map or a list", count, sample, note)
         request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    partial = f"at least: the first {pages} scan pages of the table read; `reconcile --dry-run` reads it all"
+    return Pending(f"items whose {attribute} is a map or a list", count, sample, partial)
 
 
 def queues(client: Client, stack: Stack, limit: int = SAMPLE) -> list[Parked]:

@@ -134,11 +134,14 @@ DUE_INDEX: Resolve = lambda r: [f"{r.table}/index/*"] if r.mode == "polling" els
 FIRED_TABLE: Resolve = lambda r: [r.table] if r.mode == "ttl" and r.precise else []  # noqa: E731
 BACKFILL_FUNCTION: Resolve = lambda r: [r.backfill_function]  # noqa: E731
 
-# Finding the stack from the consumer function (redrive.discovery.discover): every command does it first.
+# Finding the stack from the consumer function (redrive.discovery.discover): every command does it first. Given the
+# table's name instead, it reads the table's stream to find its consumer (DescribeTable). Listing the region's
+# functions is only a hint for a wrong name, left out when refused: not granted.
 DISCOVER = (
     Need(("lambda:GetFunctionConfiguration",), FUNCTION),
     Need(("lambda:ListEventSourceMappings",), ALWAYS),
     Need(("sqs:GetQueueUrl",), _looked_up),
+    Need(("dynamodb:DescribeTable",), TABLE),
 )
 # Reading a queue once through (redrive.queues.Queue): received and hidden, deleted once done, the rest made visible.
 HOLD = ("sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:ReceiveMessage")
@@ -213,7 +216,10 @@ def statements(command: str, resources: Resources) -> list[Statement]:
             found += _target_statements(command, resources)
             continue
         arns = sorted({a for a in need.on(resources) if a})
-        if arns:
+        same = next((s for s in found if s["Resource"] == arns and "Condition" not in s), None)
+        if same is not None:  # one statement per set of resources
+            same["Action"] = sorted({*same["Action"], *need.actions})
+        elif arns:
             found.append({"Effect": "Allow", "Action": sorted(need.actions), "Resource": arns})
     return found
 

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.backfill_function import STREAM_ACTIONS, backfill_statements, build_backfill
-from components.parts import Consumer
+from components.parts import Consumer, Made, Owner
 from components.testing import run_with_mocks
 
 TABLE = "arn:aws:dynamodb:eu-west-1:123456789012:table/items"
@@ -79,10 +79,10 @@ def test_build_backfill_deploys_the_entry_point_with_the_consumers_code_and_conf
             environment=aws.lambda_.FunctionEnvironmentArgs(variables={"SCHEDULED_TABLE_CONFIG": '{"mode":"x"}'}),
         )
         consumer = Consumer(function=function, role=role, log_group=logs, policy=policy)
+        owner = Owner(name="items", parent=None, tags={}, made=Made())  # type: ignore[arg-type]
         made = build_backfill(
-            name="items", consumer=consumer, table_arn=TABLE, stream_dlq_arn=STREAM_DLQ, tags={}, parent=None,
-            log_retention_days=14,
-        )  # fmt: skip
+            owner=owner, consumer=consumer, table_arn=TABLE, stream_dlq_arn=STREAM_DLQ, log_retention_days=14
+        )
         return {"name": made.name}
 
     stack = run_with_mocks(program)

@@ -258,3 +258,24 @@ def test_writes_without_a_due_attribute_still_never_invoke_it(
 
     assert not passes(filter_patterns(MODES[mode]), typed_records[situation])
     assert not redrive_passes(MODES[mode], typed_records[situation])
+
+
+def test_a_sixth_filter_is_joined_into_the_fifth_and_passes_exactly_what_six_would() -> None:
+    # GIVEN the eventbridge filters (all five of Lambda's default quota) and one more, as another account's table adds
+    from components.existing import WRONG_VIEW_TYPE_FILTER
+    from components.filters import within_filter_limit
+
+    six = [*eventbridge_filters("dueAt"), WRONG_VIEW_TYPE_FILTER]
+    # WHEN they are fitted to the quota
+    fitted = filter_patterns(within_filter_limit(six))
+    # THEN one mapping takes them, and every record passes the five exactly when it passes one of the six
+    assert len(fitted) == 5
+    images = [
+        {"NewImage": {"PK": {"S": "a"}, "dueAt": value}, "OldImage": {"PK": {"S": "a"}, "dueAt": value}}
+        for value in ({"S": "2030-01-01T00:00:00Z"}, {"N": "1"}, {"BOOL": False}, {"NULL": True}, {"M": {}})
+    ] + [{"NewImage": {"PK": {"S": "a"}}}, {}]
+    for view in ("NEW_AND_OLD_IMAGES", "KEYS_ONLY", "NEW_IMAGE"):
+        for event in ("INSERT", "MODIFY", "REMOVE"):
+            for image in images:
+                record = {"eventName": event, "dynamodb": {"StreamViewType": view, "Keys": {"PK": {"S": "a"}}, **image}}
+                assert passes(fitted, record) == any(passes([p], record) for p in six), record

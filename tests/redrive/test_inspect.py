@@ -222,3 +222,30 @@ def test_a_scheduler_dead_letter_refused_by_the_ses_sandbox_is_shown_naming_it()
     assert "SES sandbox" in reason
     other = {"ERROR_CODE": {"StringValue": "AccessDenied"}, "ERROR_MESSAGE": {"StringValue": "no"}}
     assert reason_of("{}", other)[0] == "AccessDenied: no"
+
+
+def test_the_scan_for_unmatchable_due_attributes_stops_after_its_pages_and_says_so(env: Env) -> None:
+    """A large table is not read whole by inspect: after its pages it says the count is a floor and what reads all."""
+    from components.ops import inspection
+    from components.ops.redrive.discovery import discover
+
+    function = consumer(env)
+    for n in range(3):
+        item = {"PK": {"S": f"m{n}"}, "SK": {"S": "A"}, "dueAt": {"M": {"at": {"S": FUTURE}}}}
+        env.ddb.put_item(TableName=env.table, Item=item)
+    client = aws(function)
+    stack = discover(client, function.name)
+    real = client("dynamodb")
+
+    class OnePerPage:
+        def scan(self, **request: object) -> object:
+            return real.scan(**request, Limit=1)
+
+    def paged(service: str) -> object:
+        return OnePerPage() if service == "dynamodb" else client(service)
+
+    found = inspection.unmatchable(paged, stack, pages=2)
+    assert found is not None and found.count == 2
+    assert found.note.startswith("at least: the first 2 scan pages") and "reconcile --dry-run" in found.note
+    whole = inspection.unmatchable(paged, stack, pages=10)
+    assert whole is not None and whole.count == 3 and whole.note.startswith("never seen by the mapping's filter")

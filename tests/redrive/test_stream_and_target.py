@@ -288,6 +288,30 @@ def test_a_polling_dead_letter_is_sent_again_as_the_due_event_the_processor_woul
     assert bodies(env, dlq) == []
 
 
+def test_a_polling_dead_letter_keeps_its_numbers_exact_when_sent_again(env: Env) -> None:
+    """GIVEN a polling dead letter whose keys and item hold numbers of 38 and 19 significant digits
+    WHEN redrive sends it again
+    THEN the due event carries them exactly (a float would keep 15-17 digits: another key, another amount)."""
+    from decimal import Decimal
+
+    env = with_due_index(env)
+    name = f"late-{env.table}"
+    env.config["target"] = {"kind": "sqs", "arn": f"arn:aws:sqs:{REGION}:123456789012:{name}"}
+    env.config["polling"]["maxAttempts"] = 1
+    function = Function(env, lambda event, config: None, polling_filters())
+    amount = "1234567890123456789.0123456789012345678"
+    env.put({"PK": "job", "SK": "T", "dueAt": "2020-01-01T00:00:00Z", "amount": Decimal(amount)})
+    handle_assign_batch(env.event(), env.config)
+    process(env.config)
+    target, _ = queue(env, name)
+
+    status, lines = run("target", function, "--reason", "NonExistent")
+
+    assert status == 0, lines
+    [message] = env.sqs.receive_message(QueueUrl=target)["Messages"]
+    assert json.loads(message["Body"], parse_float=Decimal)["item"]["amount"] == Decimal(amount)
+
+
 def test_a_target_still_refusing_keeps_the_dead_letter(env: Env) -> None:
     env.config["target"] = {"kind": "sqs", "arn": f"arn:aws:sqs:{REGION}:123456789012:missing"}
     function = Function(env, lambda event, config: None, eventbridge_filters("dueAt"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from ...packaging import constants, error_code, runtime_module
@@ -90,7 +91,7 @@ def _scheduler_event(client: Client, stack: Stack, message: Message) -> Prepared
     why = runtime_module("errors").key_refusal(code, text) or f"{code}: {text}"
     target_arn = attributes.get("TARGET_ARN") or stack.config["target"]["arn"]
     payload = message.body
-    document = json.loads(payload)
+    document = json.loads(payload, parse_float=Decimal)  # shown only: the payload is sent as it came
     schedule = attributes.get("SCHEDULE_ARN", "").rsplit("/", 1)[-1]
     if isinstance(document, dict) and _release().ENVELOPE in document:
         return _release_event(client, stack, message, why)
@@ -147,7 +148,8 @@ def _release_event(client: Client, stack: Stack, message: Message, why: str) -> 
 
 def _polling_event(client: Client, stack: Stack, message: Message) -> Prepared:
     """A polling dead letter: the same due event as the processor's, under the same occurrence name."""
-    body = json.loads(message.body)
+    # Exact numbers: the event is written anew from these, and a float keeps 15-17 of DynamoDB's 38 digits.
+    body = json.loads(message.body, parse_float=Decimal)
     if "dueAt" not in body:
         raise ValueError("no dueAt: dead-lettered by a version before redrive; send it by hand from its keys")
     dispatch = _dispatch()
