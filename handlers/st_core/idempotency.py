@@ -165,17 +165,7 @@ class Ledger:
 
     def unwithhold(self, occurrence: str) -> None:
         """Remove a WITHHELD entry (never another status), so the next claim delivers the occurrence."""
-        try:
-            self.clients.get("dynamodb").delete_item(
-                TableName=self.table,
-                Key={"id": {"S": occurrence}},
-                ConditionExpression="#status = :withheld",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":withheld": {"S": WITHHELD}},
-            )
-        except Exception as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
+        self._delete_if(occurrence, WITHHELD)
 
     def _set(self, occurrence: str, status: str) -> None:
         self.clients.get("dynamodb").update_item(
@@ -244,13 +234,17 @@ class Ledger:
 
     def unschedule(self, occurrence: str) -> None:
         """Forget a cancelled occurrence's schedule marker (never a DONE one: that action was taken)."""
+        self._delete_if(occurrence, SCHEDULED)
+
+    def _delete_if(self, occurrence: str, status: str) -> None:
+        """Delete the occurrence's entry if it holds `status` (otherwise leave it as it is)."""
         try:
             self.clients.get("dynamodb").delete_item(
                 TableName=self.table,
                 Key={"id": {"S": occurrence}},
-                ConditionExpression="#status = :scheduled",
+                ConditionExpression="#status = :status",
                 ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":scheduled": {"S": SCHEDULED}},
+                ExpressionAttributeValues={":status": {"S": status}},
             )
         except Exception as exc:
             if error_code(exc) != "ConditionalCheckFailedException":

@@ -10,6 +10,7 @@ import eventbridge
 
 from tests.backfill.conftest import command, consumer
 from tests.backfill.test_eventbridge import delivered, iso
+from tests.backfill.test_reconcile import forget
 from tests.handlers.conftest import Env
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -62,3 +63,44 @@ def test_a_held_back_reminder_is_not_delivered_by_a_redelivered_live_batch(env: 
     assert status == 0 and delivered(env) == [], lines
     assert eventbridge.handle_batch(copy.deepcopy(batch), env.config, now=lambda: NOW) == {"batchItemFailures": []}
     assert delivered(env) == []
+
+
+def test_a_first_backfill_of_a_table_the_stack_made_does_not_deliver_again_what_the_live_function_delivered(
+    env: Env,
+) -> None:
+    """GIVEN a stack on a table it made, whose live function delivered a past-due item 3 days ago (the ledger's TTL
+    has since removed its entry), and no backfill ever run
+    WHEN the operator runs `backfill` (as the docs advise after a stream outage longer than 24 hours)
+    THEN nothing is delivered again: the occurrence is reported (a dry run counts it too), and
+    `--deliver-past-due` is the operator's way to deliver it."""
+    from backfill_timed import FORGOTTEN
+
+    due = NOW - timedelta(days=3)
+    env.put({"PK": "live", "SK": "A", "dueAt": iso(due)})
+    batch = env.event(at=due + timedelta(seconds=5))
+    assert eventbridge.handle_batch(copy.deepcopy(batch), env.config, now=lambda: due + timedelta(seconds=30)) == {
+        "batchItemFailures": []
+    }
+    assert [m["keys"]["PK"] for m in delivered(env)] == ["live"]
+    assert forget(env) >= 1
+    function = consumer(env)
+    for args in (("backfill", "--dry-run"), ("backfill",)):
+        status, lines = command(function, *args)
+        assert status == 0, lines
+        assert any(f"1 {FORGOTTEN}" in line and "live" in line for line in lines), lines
+        assert delivered(env) == [], lines
+
+
+def test_a_first_backfill_of_an_existing_table_delivers_its_past_due_items_once(env: Env) -> None:
+    """GIVEN a stack on an existing table (`existing_table`) holding an item 3 days past due
+    WHEN backfill runs for the first time, then again
+    THEN the item is delivered by the first run only."""
+    env.config["eventbridge"]["existingTable"] = True
+    env.put({"PK": "old", "SK": "A", "dueAt": iso(NOW - timedelta(days=3))})
+    env.stream.read()  # written before the stack existed: no record reaches the function
+    function = consumer(env)
+    status, lines = command(function, "backfill")
+    assert status == 0, lines
+    assert [m["keys"]["PK"] for m in delivered(env)] == ["old"], lines
+    status, lines = command(function, "backfill")
+    assert status == 0 and delivered(env) == [], lines
