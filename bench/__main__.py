@@ -25,7 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # Every benchmark, in the order `make bench` runs them (tests/bench runs each at its small size).
-BENCHMARKS = ("eventbridge", "polling", "aggregate", "coldstart", "scale", "backfill", "paths")
+BENCHMARKS = ("eventbridge", "polling", "aggregate", "coldstart", "scale", "backfill", "paths", "herd")
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import herd_model
-from .harness import ACCOUNT, LATENCY_SECONDS, REGION, BenchClients, aws, cpu_split, table
+from .harness import ACCOUNT, LATENCY_SECONDS, REGION, BenchClients, NothingMeasured, aws, cpu_split, sized, table
 
 ITEMS = int(os.environ.get("BENCH_HERD_ITEMS", "1600"))
 SHARDS = 8  # today's default
@@ -148,7 +148,7 @@ class Herd:
                 body = json.loads(message["Body"])
                 due = datetime.fromisoformat(body["dueAt"].replace("Z", "+00:00")).timestamp()
                 if due > self.now:
-                    raise AssertionError(f"{body['keys']['PK']} delivered early: due {due}, tick at {self.now}")
+                    raise NothingMeasured(f"{body['keys']['PK']} delivered early: due {due}, tick at {self.now}")
                 received[body["keys"]["PK"]] += 1
             self.sqs.delete_message_batch(
                 QueueUrl=self.queue_url,
@@ -158,7 +158,7 @@ class Herd:
         twice = sorted(pk for pk, n in received.items() if n > 1)
         unknown = sorted(set(received) - set(self.keys))
         if missing or twice or unknown:
-            raise AssertionError(
+            raise NothingMeasured(
                 f"herd not delivered once each: {len(missing)} missing (e.g. {missing[:3]}), {len(twice)} twice "
                 f"(e.g. {twice[:3]}), {len(unknown)} unknown"
             )
@@ -167,7 +167,7 @@ class Herd:
         for page in pages:
             statuses.update(i["stStatus"]["S"] for i in page["Items"])
         if statuses != Counter({"DONE": len(self.keys)}):
-            raise AssertionError(f"not every item marked done: {dict(statuses)}")
+            raise NothingMeasured(f"not every item marked done: {dict(statuses)}")
 
 
 class LocalLambda:
@@ -306,7 +306,7 @@ def run() -> tuple[str, dict[str, float]]:
     from .bench_scale import cost_per_million, per_action
 
     with aws():
-        measured = measure()
+        measured = measure(sized(ITEMS, 48))
     rows = [
         [
             d.design,

@@ -138,7 +138,8 @@ def polling_pending(design: Design, pending: int, quotas: Quotas = Quotas()) -> 
         design.name,
         pending,
         False,
-        f"{per_shard_gb:,.1f} GB of index per shard key ({splits} partitions each, split by due time); no quota",
+        f"{per_shard_gb:,.1f} GB of index per shard key ({splits} partition{'s' if splits > 1 else ''} each, DynamoDB "
+        "splits past 10 GB); no quota",
     )
 
 

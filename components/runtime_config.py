@@ -128,6 +128,10 @@ def _sections(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, 
     a = args
     if a.mode is Mode.EVENTBRIDGE:
         eventbridge = _ledger(a, values)
+        if a.existing_table is not None:
+            # Its items may predate the stack: backfill's first run delivers their past occurrences (in a table the
+            # component made, every past occurrence went through the live function, or is delivered when asked).
+            eventbridge["existingTable"] = True
         if a.offsets != [0]:
             eventbridge["offsets"] = list(a.offsets)
         if a.time_zone_attribute is not None:

@@ -28,11 +28,13 @@ BACKFILLED = "scheduled-table#backfilled"
 
 
 class Need(NamedTuple):
-    """What a fresh write of an item would do that is not done ("" when nothing), and its past occurrences due
-    longer ago than the ledger remembers (delivered long ago, or never: `deliver_past_due` decides)."""
+    """What a fresh write of an item would do that is not done ("" when nothing), its past occurrences due
+    longer ago than the ledger remembers (delivered long ago, or never: `deliver_past_due` decides), and, in a run
+    that delivers those, the past occurrences it delivers (an earlier reconcile may have withheld them)."""
 
     word: str = ""
     forgotten: tuple[str, ...] = ()
+    delivering: tuple[str, ...] = ()
 
 
 # No filter of the mapping matches a map or a list (filters test leaf values): a write of such an item never reached
@@ -75,6 +77,8 @@ def act(run: Run, kind: str, items: list[Record]) -> None:
         if need.forgotten and not hold_back(run, need.forgotten):
             run.note("failed", "busy: a past occurrence is being delivered (run again)", where)
             continue
+        for name in need.delivering:
+            ledger(run).unwithhold(name)  # the operator asked: the handler's claim now delivers it (once)
         due.append(record)
         if need.word.startswith("park"):
             unusable.add(id(record))
@@ -113,6 +117,7 @@ def needs_of(run: Run, kind: str, record: Record) -> Need:
             return Need("park (unusable due time)")
         word = ""
         forgotten: list[str] = []
+        delivering: list[str] = []
         for step in planned.steps:
             occurrence = step.occurrence
             if occurrence.recurrence is None and occurrence.due <= now:
@@ -122,6 +127,7 @@ def needs_of(run: Run, kind: str, record: Record) -> Need:
                     forgotten.append(occurrence.name)
                 elif not ledger(run).taken(occurrence.name, aliases=occurrence.aliases):  # else delivered already
                     word = word or "deliver (past due)"
+                    delivering.append(occurrence.name)
                 continue
             if word:
                 continue
@@ -136,7 +142,7 @@ def needs_of(run: Run, kind: str, record: Record) -> Need:
                 word = "reschedule (the schedule holds another rule, zone, start or end)"
             else:
                 run.confirmed.add(str(found.get("Name") or occurrence.name))  # its own name, or an earlier one
-        return Need(word, tuple(forgotten))
+        return Need(word, tuple(forgotten), tuple(delivering) if run.options.deliver_past_due else ())
     return Need(ttl_need(run, record, now))
 
 
@@ -214,16 +220,17 @@ def _second(moment: object) -> int | None:
 
 
 def hold_back(run: Run, names: tuple[str, ...]) -> bool:
-    """Mark past occurrences the ledger has forgotten as delivered before their item is fed for another of its
+    """Mark past occurrences the ledger has forgotten as withheld before their item is fed for another of its
     occurrences, so the handler does not deliver them again (it delivers every past occurrence the ledger does not
-    hold). False when one is being delivered right now (the item is left for the next run)."""
+    hold). Withheld, not done: one that was never delivered stays deliverable by `--deliver-past-due`. False when
+    one is being delivered right now (the item is left for the next run)."""
     from st_core.errors import TransientError
 
     book = ledger(run)
     try:
         for name in names:
             if book.claim(name):
-                book.complete(name)
+                book.withhold(name)
     except TransientError:
         return False
     return True

@@ -428,10 +428,6 @@ class Scheduling:
         if firing and self.ledger.taken(occurrence.name, aliases=occurrence.aliases):
             log.debug("firing-left-alone", schedule=occurrence.name)
             return
-        if not step.fresh:
-            # The item kept this due time: its schedule may be one an earlier version made under an older name,
-            # which is replaced rather than doubled (a new due time has no schedule of an earlier version).
-            self._drop_aliases(occurrence)
         payload = target_input(self.config["target"], self._event(occurrence), via_scheduler=True)
         if self.second:
             fire = self._release(record, step, payload, now, firing)
@@ -444,7 +440,7 @@ class Scheduling:
                 target=scheduler_target(self.config["target"], self.config["scheduler"], payload),
                 description=f"scheduled-table {MODE} {self.config['table']}",
             )
-            schedules.upsert(self.clients, request, create_first=step.fresh)
+            schedules.upsert(self.clients, request, create_first=step.fresh, before_create=self._dropper(step))
         # After the schedule exists (written at the end of the batch): a crash in between can only cost a duplicate,
         # never the occurrence.
         chunk: list[tuple[str, float, str]] = []
@@ -487,7 +483,10 @@ class Scheduling:
                 payload=payload,
             )
         )
+        drop = self._dropper(step)
         if firing:
+            if drop is not None:
+                drop()  # no schedule of its own name is made: an older one goes now
             release.enqueue(self.clients, self.config, text, release.delay_seconds(occurrence.due, now))
             return now
         fire = release.release_fire_time(occurrence.due)
@@ -498,7 +497,7 @@ class Scheduling:
             target=release.scheduler_release_target(self.config, text),
             description=f"scheduled-table {MODE} {self.config['table']} release",
         )
-        schedules.upsert(self.clients, request, create_first=step.fresh)
+        schedules.upsert(self.clients, request, create_first=step.fresh, before_create=drop)
         return fire
 
     def _recur(self, record: DynamoDBStreamRecord, step: Step, spec: Recurrence, now: datetime) -> None:
@@ -554,9 +553,11 @@ class Scheduling:
             target=scheduler_target(self.config["target"], self.config["scheduler"], payload),
             description=f"scheduled-table {MODE} {self.config['table']} recurring",
         )
-        self._drop_aliases(occurrence)  # an older name of it would go on firing beside it, for ever
+        # An older name of it would go on firing beside it, for ever: dropped before its own name is created.
         try:
-            schedules.upsert(self.clients, request, create_first=step.fresh)
+            schedules.upsert(
+                self.clients, request, create_first=step.fresh, before_create=partial(self._drop_aliases, occurrence)
+            )
         except Exception as exc:
             if not is_transient(exc):
                 # Scheduler refused the item's new rule for good (the record is parked with its reason): the old
@@ -654,8 +655,7 @@ class Scheduling:
 
     def _cancel_recurring(self, occurrence: Occurrence) -> None:
         # No ledger: each firing is Scheduler's own, none was ever recorded here.
-        for name in (occurrence.name, *occurrence.aliases):
-            schedules.delete(self.clients, self.group, name)
+        self._delete_schedule(occurrence)
         self._count("cancelled")
         log.debug("cancelled", schedule=occurrence.name)
 
@@ -688,9 +688,7 @@ class Scheduling:
             self._count("tooLateToCancel")
             log.debug("cancel-too-late", schedule=occurrence.name, dueAt=format_due(occurrence.due))
             return
-        names = (occurrence.name, *occurrence.aliases)  # and any schedule an earlier version made of it
-        for name in names:
-            schedules.delete(self.clients, self.group, name)
+        names = self._delete_schedule(occurrence)
         # Deleted, or found gone, before its minute began: no schedule of this occurrence has run or will, so none
         # owns it and its marker is forgotten (a return to this due time is then scheduled or delivered afresh).
         # Judged by the clock once the deletes have answered: one that answered later may have raced a firing, and
@@ -700,6 +698,21 @@ class Scheduling:
                 persist(partial(self.ledger.unschedule, name))
         self._count("cancelled")
         log.debug("cancelled", schedule=occurrence.name, dueAt=format_due(occurrence.due))
+
+    def _dropper(self, step: Step) -> Callable[[], None] | None:
+        """For an item that kept its due time (not `fresh`): its schedule may be one an earlier version made under
+        an older name, replaced rather than doubled, and looked for only when none has the occurrence's own name (a
+        new due time has no schedule of an earlier version)."""
+        return None if step.fresh else partial(self._drop_aliases, step.occurrence)
+
+    def _delete_schedule(self, occurrence: Occurrence) -> tuple[str, ...]:
+        """Delete the occurrence's schedule; only when none has its own name, any an earlier version made of it
+        under an older name (`aliases`). The names it deleted or looked for, whose markers go with them."""
+        if schedules.delete(self.clients, self.group, occurrence.name) or not occurrence.aliases:
+            return (occurrence.name,)
+        for alias in occurrence.aliases:
+            schedules.delete(self.clients, self.group, alias)
+        return (occurrence.name, *occurrence.aliases)
 
     def _drop_aliases(self, occurrence: Occurrence) -> None:
         """Delete the schedules an earlier version made of this occurrence under an older name (`aliases`), with

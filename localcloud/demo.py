@@ -8,6 +8,7 @@ import time
 from .backlog import TABLE as BACKLOG_TABLE
 from .backlog import Backlog, prefill
 from .deploy import LOCAL_STACK, up
+from .drift import self_repair
 from .emulators import Emulators
 from .program import stack_region
 from .scenarios import TTL_DELAYS, Bound, Outcome, count_redeliveries, run, scenarios, verify_sender
@@ -134,7 +135,7 @@ def demo(stack: str = LOCAL_STACK) -> int:
         print(f"deployed stack '{stack}': {len(deployment.resources)} resources in {time.monotonic() - deployed:.1f}s")
         verify_sender(deployment)
         with Emulators(cloud.endpoint, deployment.region, ttl_delays=TTL_DELAYS) as emulators:
-            chosen = [*scenarios(deployment), Backlog(deployment, filled)]
+            chosen = [*scenarios(deployment), Backlog(deployment, filled), self_repair(deployment)]
             print(f"running {len(chosen)} scenarios: " + "; ".join(s.name for s in chosen))
             for scenario in chosen:
                 articles = getattr(scenario, "article", ())

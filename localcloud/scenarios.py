@@ -184,7 +184,7 @@ def put_many(client: Client, table: str, items: list[dict[str, Any]]) -> None:
 
 
 @dataclass
-class _Base:
+class Workload:
     deployment: Deployment
     table_key: str
     name: str
@@ -217,7 +217,7 @@ class _Base:
 
 
 @dataclass
-class EmailReminders(_Base):
+class EmailReminders(Workload):
     """Appointment reminders by email (the first article's pattern, see `scenarios`). Ten appointments with reminders a
     few seconds apart, one more cancelled before its reminder (no email), one rescheduled to a later reminder (one
     email, at the new time)."""
@@ -261,7 +261,7 @@ class EmailReminders(_Base):
 
 
 @dataclass
-class QueuedTasks(_Base):
+class QueuedTasks(Workload):
     """Tasks due a few seconds ahead, delivered as due events to the queue the component owns (ministack's own
     Scheduler fires these; it checks every 10 s, which is the lateness you see)."""
 
@@ -294,7 +294,7 @@ def drain_due_events(client: Client, url: str) -> list[tuple[dict[str, Any], flo
 
 
 @dataclass
-class ExpiringSessions(_Base):
+class ExpiringSessions(Workload):
     """Sessions (the TTL articles' pattern, see `scenarios`) whose TTL (epoch seconds) is a few seconds ahead, acted on
     when they expire. One repeats once, `REPEAT_EVERY` seconds after its first due time; one is deleted by its user
     first (must not fire); one has a TTL that is not a number (DynamoDB ignores it: it never expires and never fires).
@@ -373,7 +373,7 @@ class ExpiringSessions(_Base):
 
 
 @dataclass
-class PollingJobs(_Base):
+class PollingJobs(Workload):
     """Jobs (the polling article's pattern) due at scattered, off-grid times (some already past), in every accepted
     format, found by a processor that the scenario fires every `fire_every` seconds instead of waiting for the rule's
     minute. One job names no time at all: the assigner parks it in the poison queue with the reason."""
@@ -415,7 +415,7 @@ class PollingJobs(_Base):
 
 
 @dataclass
-class ScoreTotals(_Base):
+class ScoreTotals(Workload):
     """200 scores for 10 players (the aggregate article's pattern) written as fast as possible; each player's total must
     end equal to the sum of their scores (more would be double counting), and one score that is not a number is parked
     in the poison queue. A player's "delivery" is the moment their total first matches."""
@@ -477,7 +477,7 @@ def verify_sender(deployment: Deployment) -> None:
 
 
 @dataclass
-class Clinic(_Base):
+class Clinic(Workload):
     """Beyond the articles, on a table the stack does not own (`clinic`), shared by two components: `clinic`
     (eventbridge: reminders in the patient's time zone, a day-before-style reminder by `offsets`, a weekly one from a
     cron expression) and `visits` (aggregate: minutes per patient).
@@ -566,7 +566,7 @@ def percentile(values: list[float], fraction: float) -> float | None:
 
 
 @dataclass
-class FlashSale(_Base):
+class FlashSale(Workload):
     """Beyond the articles, `precision="second"` (table `flash`): sales that open at odd seconds over two minutes
     (now + 9, 19, ..., 119 s), each of which must reach the due queue once, at its second and never before it. The
     first few are too close for a schedule in the minute before and go straight into the release queue; the others
@@ -574,7 +574,7 @@ class FlashSale(_Base):
     when the release function sent the due event (the message's `SentTimestamp`), printed beside the minute
     precision `tasks` table's (`compare`)."""
 
-    compare: _Base | None = None
+    compare: Workload | None = None
 
     def start(self, now: float) -> None:
         table = self.outputs["table_name"]
@@ -610,7 +610,7 @@ class FlashSale(_Base):
     def report(self) -> str:
         """Lateness p50/p99 here and in the minute precision table, from what was observed (the cloud may be gone)."""
 
-        def figures(s: _Base, tolerance: float) -> str:
+        def figures(s: Workload, tolerance: float) -> str:
             lateness = tally(s.name, s.mode, s.written, s.expected, s.forbidden, s.deliveries, tolerance).lateness
             p50, p99 = percentile(lateness, 0.5), percentile(lateness, 0.99)
             return "-" if p50 is None or p99 is None else f"p50 {p50:.2f}s, p99 {p99:.2f}s"

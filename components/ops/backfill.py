@@ -108,12 +108,15 @@ def run(
     ledger = core.Engine(config, feed, clients=Clients(client), now=now)
     try:
         first = plan.command == "backfill" and not ledger.backfilled()
+        # Only a table that predates the stack holds items the live function never saw due: in one the component
+        # made, a past occurrence the ledger forgot was delivered live (or is delivered when the operator asks).
+        predates = bool(config.get("eventbridge", {}).get("existingTable"))
     except Exception as error:
         raise RedriveError(
             f"the ledger table {config.get('eventbridge', {}).get('ledgerTable')!r} could not be read "
             f"({error_code(error)}: {str(error)[:200]}): backfill needs dynamodb:GetItem and PutItem on it"
         ) from error
-    past_due = plan.deliver_past_due or first
+    past_due = plan.deliver_past_due or (first and predates)
     options = core.Options(plan.dry_run, plan.command == "reconcile", checkpoint.started, plan.fresh, past_due)
     shown = Progress(total, progress, clock)
     for index in range(plan.segments):

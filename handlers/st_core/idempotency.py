@@ -10,6 +10,10 @@ never trigger anything), one item per occurrence:
 - schedule (eventbridge): status SCHEDULED, written once a schedule owns the occurrence (a batch's markers in one
   BatchWriteItem per 25); a later claim of that
   occurrence returns False (the schedule delivers it), and a cancelled occurrence's marker is removed again.
+- withhold (eventbridge, reconcile): status WITHHELD, for a past occurrence reconcile decided not to deliver (due
+  longer ago than the ledger remembers: delivered long ago, or never). A claim refuses it as it refuses DONE, so the
+  handler fed the item for another occurrence does not deliver it; unlike DONE it records no delivery, so a
+  `--deliver-past-due` run removes it (`unwithhold`) and the handler's claim then delivers it once.
 - first_scheduled (eventbridge, recurring items): when a recurring schedule first existed for one version of an
   item's rule, so a redelivered batch leaves the firings after it to Scheduler.
 - items expire through the ledger's TTL after `windowSeconds`, longer than any redelivery.
@@ -47,6 +51,8 @@ AWS_ACTIONS = (
 PENDING = "PENDING"
 DONE = "DONE"
 SCHEDULED = "SCHEDULED"
+WITHHELD = "WITHHELD"
+REFUSING = (DONE, WITHHELD)  # statuses that refuse every claim: acted, or held back by reconcile
 BATCH_WRITE_LIMIT = 25  # DynamoDB's most items in one BatchWriteItem
 UNPROCESSED_ATTEMPTS = 5
 
@@ -113,7 +119,7 @@ class Ledger:
         for alias in aliases:
             found = self._item(alias)
             status = found.get("status", {}).get("S")
-            if status == DONE or (status == SCHEDULED and not take_over_scheduled):
+            if status in REFUSING or (status == SCHEDULED and not take_over_scheduled):
                 return False
             if status == PENDING and float(found.get("leaseUntil", {}).get("N", 0)) >= moment:
                 raise TransientError(f"occurrence {alias} is being acted on by another invocation")
@@ -145,18 +151,29 @@ class Ledger:
             # Always there from DynamoDB (the condition fails only on an existing item); read it if a client or an
             # emulator leaves it out.
             status = refused_by.get("status", {}).get("S") if refused_by else self._status(occurrence)
-            if status == DONE or (status == SCHEDULED and not take_over_scheduled):
+            if status in REFUSING or (status == SCHEDULED and not take_over_scheduled):
                 return False
             raise TransientError(f"occurrence {occurrence} is being acted on by another invocation") from exc
         return True
 
     def complete(self, occurrence: str) -> None:
+        self._set(occurrence, DONE)
+
+    def withhold(self, occurrence: str) -> None:
+        """Turn this run's claim into WITHHELD: not delivered, and no claim takes it until `unwithhold`."""
+        self._set(occurrence, WITHHELD)
+
+    def unwithhold(self, occurrence: str) -> None:
+        """Remove a WITHHELD entry (never another status), so the next claim delivers the occurrence."""
+        self._delete_if(occurrence, WITHHELD)
+
+    def _set(self, occurrence: str, status: str) -> None:
         self.clients.get("dynamodb").update_item(
             TableName=self.table,
             Key={"id": {"S": occurrence}},
-            UpdateExpression="SET #status = :done",
+            UpdateExpression="SET #status = :status",
             ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={":done": {"S": DONE}},
+            ExpressionAttributeValues={":status": {"S": status}},
         )
 
     def scheduled_many(self, markers: list[tuple[str, float]]) -> None:
@@ -217,13 +234,17 @@ class Ledger:
 
     def unschedule(self, occurrence: str) -> None:
         """Forget a cancelled occurrence's schedule marker (never a DONE one: that action was taken)."""
+        self._delete_if(occurrence, SCHEDULED)
+
+    def _delete_if(self, occurrence: str, status: str) -> None:
+        """Delete the occurrence's entry if it holds `status` (otherwise leave it as it is)."""
         try:
             self.clients.get("dynamodb").delete_item(
                 TableName=self.table,
                 Key={"id": {"S": occurrence}},
-                ConditionExpression="#status = :scheduled",
+                ConditionExpression="#status = :status",
                 ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":scheduled": {"S": SCHEDULED}},
+                ExpressionAttributeValues={":status": {"S": status}},
             )
         except Exception as exc:
             if error_code(exc) != "ConditionalCheckFailedException":

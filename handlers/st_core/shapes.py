@@ -60,6 +60,7 @@ class EventBridgeConfig(TypedDict):
     timeZoneAttribute: NotRequired[str]  # the item's IANA zone: recurrences, and due times without an offset
     startAttribute: NotRequired[str]  # a recurring item's StartDate
     endAttribute: NotRequired[str]  # and EndDate
+    existingTable: NotRequired[bool]  # the table predates the stack: backfill's first run delivers old past-due items
 
 
 class TtlConfig(TypedDict):

@@ -19,7 +19,7 @@ from bench.stubbed import StubbedClients
 
 pytestmark = pytest.mark.slow  # starts local clouds and interpreters of its own: `make test`, not `make unit`
 
-BENCHMARKS = ["eventbridge", "polling", "aggregate", "coldstart", "scale", "backfill", "paths"]
+BENCHMARKS = ["eventbridge", "polling", "aggregate", "coldstart", "scale", "backfill", "paths", "herd"]
 
 
 @pytest.fixture

@@ -270,9 +270,16 @@ def test_a_sixth_filter_is_joined_into_the_fifth_and_passes_exactly_what_six_wou
     fitted = filter_patterns(within_filter_limit(six))
     # THEN one mapping takes them, and every record passes the five exactly when it passes one of the six
     assert len(fitted) == 5
-    images = [
+    values: list[dict[str, Any]] = [
+        {"S": "2030-01-01T00:00:00Z"},
+        {"N": "1"},
+        {"BOOL": False},
+        {"NULL": True},
+        {"M": {}},
+    ]
+    images: list[dict[str, Any]] = [
         {"NewImage": {"PK": {"S": "a"}, "dueAt": value}, "OldImage": {"PK": {"S": "a"}, "dueAt": value}}
-        for value in ({"S": "2030-01-01T00:00:00Z"}, {"N": "1"}, {"BOOL": False}, {"NULL": True}, {"M": {}})
+        for value in values
     ] + [{"NewImage": {"PK": {"S": "a"}}}, {}]
     for view in ("NEW_AND_OLD_IMAGES", "KEYS_ONLY", "NEW_IMAGE"):
         for event in ("INSERT", "MODIFY", "REMOVE"):

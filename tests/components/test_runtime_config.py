@@ -58,6 +58,22 @@ def test_the_document_is_compact_and_sorted() -> None:
     assert json.loads(document)["target"] == {"kind": "none", "arn": "targetArn"}
 
 
+def test_eventbridge_tells_backfill_whether_the_table_predates_the_stack() -> None:
+    """GIVEN an eventbridge stack on an existing table, and one on a table it makes
+    WHEN their config documents are built
+    THEN only the first says `existingTable` (backfill's first run delivers old past-due items only there)."""
+    from components import ExistingTable
+
+    documents = [
+        json.loads(handler_document(args, {v: v.value for v in needed_values(args)}))["eventbridge"]
+        for args in (
+            ScheduledTableArgs(mode="eventbridge", existing_table=ExistingTable("orders")),
+            ScheduledTableArgs(mode="eventbridge"),
+        )
+    ]
+    assert [document.get("existingTable") for document in documents] == [True, None]
+
+
 def test_the_environment_holds_the_document_and_the_log_level() -> None:
     args = ScheduledTableArgs(mode="polling", log_level="DEBUG")
     assert function_environment(args, "{}") == {CONFIG_VARIABLE: "{}", "LOG_LEVEL": "DEBUG"}

@@ -232,12 +232,14 @@ def test_the_local_stack_config_builds_its_tables() -> None:
         ("visits", "aggregate", "dueAt"),
         ("backlog", "eventbridge", "dueAt"),
         ("backlog-totals", "aggregate", "dueAt"),
+        ("drift", "eventbridge", "dueAt"),
         ("flash", "eventbridge", "dueAt"),
     ]
     # Every entry inherits the top level's deletionProtection: the tables the stack creates, and the ledgers of the
     # two on `clinic` and the two on `backlog` (tables the stack does not own), so the local stack destroys cleanly.
+    assert [name for name, args in built if args.reconcile_every is not None] == ["drift"]
     owned = [args for _, args in built if args.existing_table is None]
-    assert len(owned) == 7 and all(args.deletion_protection is False for _, args in built)
+    assert len(owned) == 8 and all(args.deletion_protection is False for _, args in built)
 
 
 # -- issue 24.1: a target without a `type`, or with keys nobody reads, is refused (it was dropped for the due queue)

@@ -13,6 +13,7 @@ import pytest
 
 from localcloud.backlog import Backlog, Prefilled, prefill
 from localcloud.deploy import Deployment, down, up
+from localcloud.drift import self_repair
 from localcloud.emulators import Emulators
 from localcloud.provision import clients
 from localcloud.scenarios import (
@@ -58,7 +59,7 @@ def emulated(
     deployment: Deployment, redelivering_cloud: Ministack, prefilled: Prefilled
 ) -> Iterator[tuple[dict[str, Outcome], Emulators]]:
     with Emulators(deployment.endpoint, deployment.region, ttl_delays=TTL_DELAYS) as emulators:
-        results = run([*scenarios(deployment), Backlog(deployment, prefilled)])
+        results = run([*scenarios(deployment), Backlog(deployment, prefilled), self_repair(deployment)])
     count_redeliveries(results, redelivering_cloud.redelivered())
     yield {o.scenario.split()[0]: o for o in results}, emulators
 
@@ -195,6 +196,17 @@ def test_items_that_predate_the_stream_act_once_at_their_time_after_backfill_and
     assert max(backlog.lateness) < MINUTE_SCHEDULE.seconds + 20.0
 
 
+def test_reconcile_run_by_its_rule_repairs_drift_made_by_hand_and_publishes_it(outcomes: dict[str, Outcome]) -> None:
+    # The `drift` table sets reconcileEvery: the scenario (localcloud/drift.py) deletes a pending schedule, changes
+    # the weekly schedule's rule and makes a stray schedule, then only fires the component's rule (as EventBridge
+    # would). A pass must publish the drift it found and repaired (ReconcileMissing, ReconcileStray,
+    # ReconcileRepaired, ReconcileDrift, from the function's log), a later pass none; the deleted schedule is back
+    # under its own name, the rule is the item's again, the stray is gone and nothing was delivered.
+    drift = outcomes["drift"]
+    assert drift.written == 2
+    assert drift.missing == [] and drift.unexpected == [] and drift.delivered == drift.duplicates == 0
+
+
 def without_action(policy: dict[str, Any], action: str) -> dict[str, Any]:
     statements = []
     for statement in policy["Statement"]:
@@ -253,6 +265,8 @@ def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment:
         "backlog-totals-ledger",
         "clinic",  # not the stack's: the local cloud made it first, as your own table would exist on AWS
         "clinic-ledger",
+        "drift-ledger",
+        "drift-table",
         "flash-ledger",
         "flash-table",
         "jobs-ledger",
@@ -276,6 +290,8 @@ def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment:
         "backlog-totals-aggregator",
         "backlog-totals-backfill",
         "clinic-scheduler",
+        "drift-backfill",  # reconcileEvery: the backfill function runs it
+        "drift-scheduler",
         "flash-releaser",
         "flash-scheduler",
         "jobs-assigner",
@@ -287,16 +303,17 @@ def test_deploy_creates_the_programs_resources_with_real_identifiers(deployment:
         "tasks-scheduler",
         "visits-aggregator",
     ]
-    assert len(state["mappings"]) == 12  # flash has two: its stream, and its release queue; backfill functions none
+    assert len(state["mappings"]) == 13  # flash has two: its stream, and its release queue; backfill functions none
     release_queue = next(q for q in state["queues"] if q.endswith("/flash-release"))
     assert sum(m[0].endswith(":flash-releaser") and m[1].endswith(":flash-release") for m in state["mappings"]) == 1
     assert release_queue.startswith(deployment.endpoint)
     # The two components on `clinic` read its one stream, each through its own filter.
     assert sum(m[1] == deployment.outputs["clinic"]["stream_arn"] for m in state["mappings"]) == 2
-    assert state["rules"] == ["jobs-tick"]
+    assert state["rules"] == ["drift-reconcile", "jobs-tick"]
     assert state["schedule_groups"] == [
         "backlog-schedules",
         "clinic-schedules",
+        "drift-schedules",
         "flash-schedules",
         "offers-schedules",
         "reminders-schedules",

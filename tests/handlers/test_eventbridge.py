@@ -46,9 +46,7 @@ def fail_on(operation: str, code: str, status: int, only_if: str = "") -> list[i
 
 
 def count_scheduler_calls() -> list[str]:
-    calls: list[str] = []
-    CLIENTS.get("scheduler").meta.events.register("before-call.scheduler", lambda model, **_: calls.append(model.name))
-    return calls
+    return count_calls("scheduler")
 
 
 # -- creating schedules -----------------------------------------------------------------------------------------
@@ -216,6 +214,42 @@ def test_an_item_inserted_and_removed_in_one_batch_makes_no_schedule_only_a_safe
     # A DeleteSchedule (an earlier run of this batch may have made the schedule), and one of the name an earlier
     # version gave the occurrence (the table has a sort key), never a CreateSchedule.
     assert calls == ["DeleteSchedule", "DeleteSchedule"]
+    assert env.schedules() == []
+
+
+def count_calls(service: str) -> list[str]:
+    """The names of the API calls the handlers' client of `service` makes from now on."""
+    calls: list[str] = []
+    CLIENTS.get(service).meta.events.register(f"before-call.{service}", lambda model, **_: calls.append(model.name))
+    return calls
+
+
+def test_a_payload_update_keeping_the_due_time_makes_one_schedule_call(env: Env) -> None:
+    """GIVEN an item of a sort-key table (whose names had another form in earlier versions) with its schedule
+    WHEN a write changes its payload and keeps its due time
+    THEN one UpdateSchedule: the older name is looked for only when no schedule has the occurrence's own."""
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "name": "Ada"})
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "name": "Grace"})
+    calls, ledger = count_scheduler_calls(), count_calls("dynamodb")
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert calls == ["UpdateSchedule"]
+    assert "DeleteItem" not in ledger
+    (schedule,) = env.schedules()
+    assert "Grace" in schedule["Target"]["Input"]
+
+
+def test_a_cancel_of_a_scheduled_item_deletes_one_schedule_and_one_marker(env: Env) -> None:
+    """GIVEN an item of a sort-key table with its schedule
+    WHEN the item is deleted
+    THEN one DeleteSchedule and one ledger DeleteItem: the older name's are tried only when its own is not found."""
+    env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    env.delete("p", "s")
+    calls, ledger = count_scheduler_calls(), count_calls("dynamodb")
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert calls == ["DeleteSchedule"]
+    assert ledger.count("DeleteItem") == 1
     assert env.schedules() == []
 
 

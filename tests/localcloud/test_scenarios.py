@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from localcloud.demo import over_bound, problems, summary, verdict
 from localcloud.deploy import Deployment
+from localcloud.drift import reconcile_passes
 from localcloud.scenarios import MINUTE_SCHEDULE, Delivery, scenarios, tally
 
 
@@ -79,3 +83,38 @@ def test_scenario_names_carry_no_internal_seed_numbers() -> None:
     assert [s.name.split()[0] for s in chosen] == list(keys)
     assert not [s.name for s in chosen if "seed" in s.name.lower()]
     assert all("seed" not in title.lower() for s in chosen for title in getattr(s, "article", ()))
+
+
+def test_reconcile_passes_are_read_from_the_emf_lines_of_the_log_in_time_order() -> None:
+    """The drift scenario reads what each reconcile pass published as CloudWatch would: the Embedded Metric Format
+    lines of the function's log group (other lines, and the consumer's own metrics, are not passes)."""
+
+    def emf(**values: int) -> str:
+        return json.dumps({"_aws": {"CloudWatchMetrics": []}, "Table": "drift-table", **values})
+
+    events = [
+        {"timestamp": 30, "message": emf(ReconcileDrift=0, ReconcileMissing=0, ReconcileRepaired=0) + "\n"},
+        {"timestamp": 10, "message": "START RequestId: 1 Version: $LATEST"},
+        {"timestamp": 20, "message": emf(ReconcileDrift=3, ReconcileMissing=2, ReconcileStray=1, ReconcileRepaired=3)},
+        {"timestamp": 15, "message": emf(Records=3, Poisoned=0)},
+    ]
+
+    class Paginator:
+        def paginate(self, logGroupName: str) -> list[dict[str, Any]]:
+            assert logGroupName == "/aws/lambda/drift-backfill"
+            return [{"events": events[:2]}, {"events": events[2:]}]
+
+    class Logs:
+        def get_paginator(self, name: str) -> Paginator:
+            assert name == "filter_log_events"
+            return Paginator()
+
+    passes = reconcile_passes(lambda service: Logs(), "/aws/lambda/drift-backfill")
+    assert [p["ReconcileDrift"] for p in passes] == [3, 0]
+    assert passes[0] == {
+        "ReconcileMissing": 2,
+        "ReconcileStray": 1,
+        "ReconcileWrongTotals": 0,
+        "ReconcileRepaired": 3,
+        "ReconcileDrift": 3,
+    }
