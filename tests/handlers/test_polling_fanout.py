@@ -140,3 +140,13 @@ def test_a_failed_invoke_fails_the_tick_after_trying_every_group(fanned: Env) ->
     with invokes.stub, pytest.raises(Exception, match="TooManyRequests"):
         polling.fan_out(fanned.config, function, now=lambda: NOW)
     assert len(invokes.events) == 2
+
+
+def test_a_group_invocation_never_takes_an_item_before_its_time(fanned: Env) -> None:
+    # items one second to a minute ahead of the invocation's clock, in the group's shards and others
+    for offset in (1, 2, 30, 59):
+        pending(fanned, f"ahead{offset}", NOW + offset, shard=offset % 8)
+    pending(fanned, "now", NOW, shard=1)
+    assert polling.process(fanned.config, now=lambda: NOW, shards=[1, 5]).dispatched == 1
+    assert polling.process(fanned.config, now=lambda: NOW, shards=[2, 6]).dispatched == 0
+    assert due_keys(fanned) == ["now"]
