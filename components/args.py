@@ -14,9 +14,10 @@ import pulumi
 from . import target_types
 from .arns import kms_key_problem
 from .existing import TABLE_OPTIONS, ExistingTable, existing_table_problem
+from .overrides import OVERRIDES_DOC, FunctionOverrides, from_mappings, overrides_problem, roles_of
 from .suggest import keyword_hints
 from .targets import Target, is_target, resource_problem, scheduler_problem, topic_arn_problem
-from .types import KeyType, Mode, ModeName
+from .types import KeyType, LambdaArchitecture, Mode, ModeName
 
 # CloudWatch Logs accepts only these retention periods (days).
 LOG_RETENTION_DAYS = frozenset(
@@ -64,7 +65,7 @@ class ScheduledTableArgs:
     # so 1,024 MB runs a batch about 4x faster than 256 MB for the same cost per record (see README "Performance").
     lambda_memory_mb: int = 1024
     lambda_timeout_seconds: int = 60
-    lambda_architecture: Literal["arm64", "x86_64"] = "arm64"
+    lambda_architecture: LambdaArchitecture = "arm64"
     lambda_runtime: LambdaRuntime = "python3.12"
     # Ship the handlers' bytecode when the deploying Python is lambda_runtime's (see components/packaging.py)
     lambda_bytecode: bool = True
@@ -74,6 +75,9 @@ class ScheduledTableArgs:
     # X-Ray: "PassThrough" (trace only requests that arrive traced) or "Active" (sample and trace every function;
     # adds xray:PutTraceSegments and xray:PutTelemetryRecords, which IAM only grants on "*")
     tracing: Literal["PassThrough", "Active"] = "PassThrough"
+    # Per function role (components/overrides.py): memory, reserved concurrency, VPC, layers, log retention and
+    # architecture of that function only, over the component-wide settings above
+    function_overrides: dict[str, FunctionOverrides] = field(default_factory=dict)
     # Event source mapping
     batch_size: int = 100
     maximum_batching_window_seconds: int = 1
@@ -139,6 +143,7 @@ class ScheduledTableArgs:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", _mode(self.mode))
+        object.__setattr__(self, "function_overrides", from_mappings(self.function_overrides))
         for rule in _RULES:
             rule(self)
 
@@ -264,6 +269,16 @@ def _lambda(args: ScheduledTableArgs) -> None:
     _between(args, "max_workers", 1, 64)
     if args.tracing not in TRACING_MODES:
         _fail("tracing", f"{args.tracing!r} is not an X-Ray mode", "use 'PassThrough' (the default) or 'Active'")
+    roles = roles_of(
+        str(args.mode),
+        backfill=args.backfill_function or args.reconcile_every is not None,
+        second_precision=args.precision == "second",
+    )
+    problem = overrides_problem(
+        args.function_overrides, mode=str(args.mode), roles=roles, retention_days=LOG_RETENTION_DAYS
+    )
+    if problem:
+        raise ValueError(problem)
 
 
 def _stream(args: ScheduledTableArgs) -> None:
@@ -620,6 +635,10 @@ OPTION_DOCS: dict[str, str] = {
     "tracing": (
         "X-Ray on every function: `PassThrough` or `Active` (adds `xray:PutTraceSegments` and "
         "`xray:PutTelemetryRecords`, which IAM grants only on `*`)"
+    ),
+    "function_overrides": (
+        "per function, by role: `FunctionOverrides(memory_mb, reserved_concurrency, vpc=VpcConfig(subnet_ids, "
+        "security_group_ids), layers, log_retention_days, architecture)` (or a dict of those keys) " + OVERRIDES_DOC
     ),
     "batch_size": "1-10000",
     "maximum_batching_window_seconds": "0-300",

@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from .policies import Statement
+from .policies import VPC_ACCESS_ACTIONS, Statement
 
 if TYPE_CHECKING:
     import pulumi_aws as aws
 
+    from .overrides import FunctionOverrides
     from .parts import Consumer, Owner
 
 HANDLER = "backfill.handler"
@@ -43,6 +44,8 @@ def backfill_statements(
     resources)."""
     kept = [_without_resource(s, "sqs:SendMessage", stream_dlq_arn) for s in consumer]
     kept = [s for s in kept if s["Resource"] and not (set(_actions(s)) & STREAM_ACTIONS)]
+    # A consumer in a VPC: its network-interface actions are its own (build_lambda grants the backfill's if it is).
+    kept = [s for s in kept if not set(_actions(s)) <= set(VPC_ACCESS_ACTIONS)]
     kept.append({"Effect": "Allow", "Action": list(TABLE_ACTIONS), "Resource": [table_arn]})
     managed = sorted({r for s in consumer if "scheduler:CreateSchedule" in _actions(s) for r in _resources(s)})
     if managed:
@@ -100,10 +103,11 @@ def build_backfill(
     stream_dlq_arn: Any,
     log_retention_days: int,
     checkpoint_ledger_arn: Any = None,
+    overrides: FunctionOverrides | None = None,
 ) -> aws.lambda_.Function:
     """The backfill function of one ScheduledTable (`{name}-backfill`), made as every function is
     (builders.build_lambda): the consumer's code, runtime, memory and configuration, the handler `backfill.handler`,
-    15 minutes per slice, its policy from the consumer's."""
+    15 minutes per slice, its policy from the consumer's; `overrides`: the user's for the `backfill` role."""
     import pulumi
 
     from .builders import build_lambda
@@ -125,6 +129,7 @@ def build_backfill(
         role_description=f"scheduled-table {owner.name}: backfill and reconcile (scan the table, act as the consumer "
         "would)",
         policy=policy,
+        overrides=overrides,
         code=function.code,
         handler=HANDLER,
         description=f"scheduled-table {owner.name}: backfill and reconcile, one scan segment slice per invocation",

@@ -25,6 +25,7 @@ from .existing import (
     table_problems,
 )
 from .filters import filter_patterns, within_filter_limit
+from .overrides import FunctionOverrides, function_settings
 from .packaging import constants, handler_archive, runtime_module
 from .parts import BuildContext, Consumer, Owner, Scheduling, TableRef
 from .runtime_config import Value, function_environment, handler_document
@@ -203,15 +204,20 @@ def build_lambda(
     log_retention_days: int,
     role_description: str,
     policy: Callable[[pulumi.Output[str]], pulumi.Input[str]],
+    overrides: FunctionOverrides | None = None,
     **function_args: Any,
 ) -> Consumer:
     """The one builder of every function the component makes: its log group (`{name}-{role}-logs`), its role
     (`{name}-{role}-role`, assumed by Lambda), the role's policy (`policy` of the log group's ARN: a function writes
     to its own group only) and the function (`{name}-{role}`, logging to that group, made once its policy and group
-    exist). `function_args`: the function's own settings (code, handler, runtime, timeout, environment, ...)."""
+    exist). `function_args`: the function's own settings (code, handler, runtime, timeout, environment, ...);
+    `overrides`: the user's for this role, which win over them (a VPC also grants the role its ENI actions)."""
+    if overrides is not None and overrides.log_retention_days is not None:
+        log_retention_days = overrides.log_retention_days
     log_group = aws.cloudwatch.LogGroup(
         f"{owner.name}-{role}-logs", retention_in_days=log_retention_days, tags=dict(owner.tags), opts=owner.child
     )
+    vpc = policies.vpc_access_statements(overrides is not None and overrides.vpc is not None)
     lambda_role = aws.iam.Role(
         f"{owner.name}-{role}-role",
         description=role_description,
@@ -220,7 +226,10 @@ def build_lambda(
         opts=owner.child,
     )
     role_policy = aws.iam.RolePolicy(
-        f"{owner.name}-{role}-policy", role=lambda_role.id, policy=policy(log_group.arn), opts=owner.child
+        f"{owner.name}-{role}-policy",
+        role=lambda_role.id,
+        policy=pulumi.Output.from_input(policy(log_group.arn)).apply(lambda d: policies.with_statements(d, vpc)),
+        opts=owner.child,
     )
     function = aws.lambda_.Function(
         f"{owner.name}-{role}",
@@ -228,7 +237,7 @@ def build_lambda(
         logging_config=aws.lambda_.FunctionLoggingConfigArgs(log_format="Text", log_group=log_group.name),
         tags=dict(owner.tags),
         opts=pulumi.ResourceOptions(parent=owner.parent, depends_on=[role_policy, log_group]),
-        **function_args,
+        **{**function_args, **function_settings(overrides)},
     )
     return Consumer(function=function, role=lambda_role, log_group=log_group, policy=role_policy)
 
@@ -273,6 +282,7 @@ def build_function(
         log_retention_days=a.log_retention_days,
         role_description=descriptions.role(owner.name, role, str(a.mode)),
         policy=policy,
+        overrides=a.function_overrides.get(role),
         code=handler_archive(a.lambda_runtime if a.lambda_bytecode else None),
         handler=handler,
         description=descriptions.function(owner.name, role, str(a.mode)),

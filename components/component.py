@@ -131,6 +131,7 @@ class ScheduledTable(pulumi.ComponentResource):
                 table_arn=self.table.arn,
                 stream_dlq_arn=self.stream_dlq.arn,
                 log_retention_days=args.log_retention_days,
+                overrides=args.function_overrides.get("backfill"),
                 checkpoint_ledger_arn=None
                 if args.reconcile_every is None or built.ledger_table_name is None
                 else pulumi.Output.all(self.poison_queue.arn, built.ledger_table_name).apply(lambda v: ledger_arn(*v)),

@@ -16,6 +16,7 @@ from pulumi.provider.experimental.util import camel_case
 from . import target_types
 from .args import ScheduledTableArgs
 from .existing import ExistingTable
+from .overrides import FunctionOverrides, VpcConfig
 from .stack_config import check_keys
 from .targets import Target
 
@@ -155,6 +156,8 @@ def _renames() -> list[tuple[str, str]]:
             provider = "arn" if f.name == cls.arn_field else input_name(f.name)
             pairs += [(f"{cls.__name__}.{f.name}", f"target.{provider}"), (f.name, provider)]
     pairs += [(f.name, input_name(f.name)) for f in dataclasses.fields(ExistingTable)]
+    pairs += [(f.name, input_name(f.name)) for f in dataclasses.fields(FunctionOverrides)]
+    pairs += [(f.name, input_name(f.name)) for f in dataclasses.fields(VpcConfig)]
     pairs += [(f.name, input_name(f.name)) for f in dataclasses.fields(ScheduledTableArgs)]
     return sorted({p for p in pairs if p[0] != p[1]}, key=lambda p: -len(p[0]))
 

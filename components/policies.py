@@ -160,6 +160,32 @@ def tracing_statements(tracing: str) -> list[Statement]:
     return [{"Effect": "Allow", "Action": list(XRAY_ACTIONS), "Resource": "*"}]
 
 
+# AWSLambdaVPCAccessExecutionRole's actions: Lambda makes, describes and deletes the function's network interfaces
+# with the function's role. IAM grants the EC2 network-interface actions on "*" only (no resource-level scoping).
+VPC_ACCESS_ACTIONS = (
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+)
+
+
+def vpc_access_statements(in_vpc: bool) -> list[Statement]:
+    """What a function in a VPC (`FunctionOverrides.vpc`) needs for its network interfaces; nothing otherwise."""
+    if not in_vpc:
+        return []
+    return [{"Effect": "Allow", "Action": list(VPC_ACCESS_ACTIONS), "Resource": "*"}]
+
+
+def with_statements(policy_document: str, statements: list[Statement]) -> str:
+    """`policy_document` with `statements` appended (the same document when there are none)."""
+    if not statements:
+        return policy_document
+    parsed = json.loads(policy_document)
+    return document(list(parsed["Statement"]) + statements)
+
+
 def scheduling_statements(*, group_arn: str, scheduler_role_arn: str) -> list[Statement]:
     """Manage schedules in this table's group only, and hand Scheduler its role and no other."""
     return [

@@ -18,7 +18,7 @@ import re
 import sys
 import tomllib
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
@@ -29,6 +29,7 @@ from . import args as args_module
 from . import component, target_types
 from .args import OPTION_DOCS, Mode, ScheduledTableArgs
 from .existing import ExistingTable
+from .overrides import FUNCTION_OVERRIDES_DOCS, OVERRIDES_DOC, VPC_CONFIG_DOCS, FunctionOverrides, VpcConfig
 from .inputs import NO_SORT_KEY, args_from_inputs, input_name, provider_message, target_fields
 from .provider_inputs import ScheduledTableInputs
 from .targets import TARGET_TYPES
@@ -53,6 +54,10 @@ PROVIDER_DOCS: dict[str, str] = {
         "a table you already have (`{name, streamArn}`, or `{name}` to have it looked up when deploying; its stream "
         "on, view type `NEW_AND_OLD_IMAGES`): act on it instead of creating one; refuses the table-shaping options "
         "(billing, capacities, PITR, encryption, deletion protection, key types)"
+    ),
+    "function_overrides": provider_message(
+        "per function, by role: `{role: {memoryMb, reservedConcurrency, vpc: {subnetIds, securityGroupIds}, layers, "
+        "logRetentionDays, architecture}}`, " + OVERRIDES_DOC
     ),
     "sort_key": 'the table\'s sort key attribute; `"none"` for a table without one',
     "target": (
@@ -158,12 +163,12 @@ class _Inputs:
             aliases = [n for n, v in vars(args_module).items() if not n.startswith("_") and v == hint]
             name = aliases[0] if aliases else "".join(part.title() for part in field_name.split("_"))
             return self.enum(name, tuple(str(v) for v in hint_args), field_name)
-        if origin is list and len(hint_args) == 1:
+        if origin in (list, Sequence) and len(hint_args) == 1:
             return f"list[{self.annotation(hint_args[0], field_name, where)}]"
         if origin is dict and hint_args[:1] == (str,):
             return f"dict[str, {self.annotation(hint_args[1], field_name, where)}]"
-        if hint is ExistingTable:
-            return "ExistingTable"
+        if hint in (ExistingTable, FunctionOverrides, VpcConfig):
+            return str(hint.__name__)
         raise TypeError(
             f"{where}.{field_name}: no provider input type for {hint!r}; teach components/provider.py "
             "(_Inputs.annotation) to map it"
@@ -204,6 +209,18 @@ class _Inputs:
             _hints(ExistingTable),
             [(f, EXISTING_TABLE_DOCS[f.name]) for f in dataclasses.fields(ExistingTable)],
         )
+        vpc = self.typed_dict(
+            "VpcConfig",
+            "The VPC a function runs in: its subnets and security groups.",
+            _hints(VpcConfig),
+            [(f, VPC_CONFIG_DOCS[f.name]) for f in dataclasses.fields(VpcConfig)],
+        )
+        overrides = self.typed_dict(
+            "FunctionOverrides",
+            "One function's settings that differ from the component-wide ones.",
+            _hints(FunctionOverrides),
+            [(f, provider_message(FUNCTION_OVERRIDES_DOCS[f.name])) for f in dataclasses.fields(FunctionOverrides)],
+        )
         kinds = _Enum("TargetKind", tuple(target_types.by_stack_type()), ["kind"])
         enums = [self.render_enum(e) for e in [*self.enums.values(), kinds]]
         header = [
@@ -217,7 +234,7 @@ class _Inputs:
             "",
             "import pulumi",
         ]
-        blocks = [*enums, target, existing, scheduled]
+        blocks = [*enums, target, existing, vpc, overrides, scheduled]
         return "\n".join(header) + "\n\n\n" + "\n\n\n".join(blocks) + "\n"
 
     def target(self) -> str:

@@ -34,7 +34,7 @@ class BillingMode(StrEnum):
 
 
 class LambdaArchitecture(StrEnum):
-    """The values of `lambdaArchitecture`."""
+    """The values of `lambdaArchitecture` and `architecture`."""
 
     Arm64 = "arm64"
     X86_64 = "x86_64"
@@ -186,6 +186,38 @@ class ExistingTable(TypedDict, total=False):
     )
 
 
+class VpcConfig(TypedDict, total=False):
+    """The VPC a function runs in: its subnets and security groups."""
+
+    subnet_ids: Required[list[pulumi.Input[str]]]
+    """The subnets' ids, 1-16, each with a route to DynamoDB, SQS, Scheduler and the target. Required."""
+    security_group_ids: Required[list[pulumi.Input[str]]]
+    """The security groups' ids, 1-5. Required."""
+
+
+class FunctionOverrides(TypedDict, total=False):
+    """One function's settings that differ from the component-wide ones."""
+
+    memory_mb: int | None
+    """This function's memory, 128-10240 (over `lambdaMemoryMb`). Default: not set."""
+    reserved_concurrency: int | None
+    (
+        "Executions reserved for (and the most allowed to) this function; not for a stream consumer 0, which would "
+        "stop its stream; not set: no reservation. Default: not set."
+    )
+    vpc: VpcConfig | None
+    (
+        "Run this function in your VPC (its role then gets the ENI actions of AWSLambdaVPCAccessExecutionRole). "
+        "Default: not set."
+    )
+    layers: list[pulumi.Input[str]]
+    """Layer version ARNs (a LayerVersion's `arn` output), at most 5. Default: `[]`."""
+    log_retention_days: int | None
+    """This function's log group's retention, a CloudWatch period (over `logRetentionDays`). Default: not set."""
+    architecture: LambdaArchitecture | None
+    """`arm64` or `x86_64` (over `lambdaArchitecture`). Default: not set."""
+
+
 class ScheduledTableInputs(TypedDict, total=False):
     """ScheduledTableArgs as the provider takes it (camelCase in the schema); ScheduledTable also accepts it."""
 
@@ -273,6 +305,17 @@ class ScheduledTableInputs(TypedDict, total=False):
     (
         "X-Ray on every function: `PassThrough` or `Active` (adds `xray:PutTraceSegments` and "
         '`xray:PutTelemetryRecords`, which IAM grants only on `*`). Default: `"PassThrough"`.'
+    )
+    function_overrides: dict[str, FunctionOverrides]
+    (
+        "Per function, by role: `{role: {memoryMb, reservedConcurrency, vpc: {subnetIds, securityGroupIds}, layers, "
+        "logRetentionDays, architecture}}`, each winning over the component-wide setting for that function only. "
+        "Roles: `scheduler`, and `releaser` with `precision` `second` (`eventbridge`), `executor` (`ttl`), `assigner` "
+        "and `processor` (`polling`), `aggregator` (`aggregate`), `backfill` (with `backfillFunction` or "
+        "`reconcileEvery`); another role is refused. A VPC adds the ENI actions of AWSLambdaVPCAccessExecutionRole to "
+        "that function's role (IAM grants them on `*` only); its subnets need a route to DynamoDB, SQS, Scheduler and "
+        "the target. Reserved concurrency 0 is refused for the stream consumers (it would stop the stream). Default: "
+        "`{}`."
     )
     batch_size: int
     """1-10000. Default: `100`."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-__all__ = ["KeyType", "Mode", "ModeName"]
+__all__ = ["KeyType", "LambdaArchitecture", "Mode", "ModeName"]
 
 
 class Mode(StrEnum):
@@ -18,3 +18,4 @@ class Mode(StrEnum):
 
 ModeName = Literal["eventbridge", "ttl", "polling", "aggregate"]
 KeyType = Literal["S", "N", "B"]
+LambdaArchitecture = Literal["arm64", "x86_64"]

@@ -21,6 +21,7 @@ import pytest
 from components import ScheduledTableArgs, component, provider, target_types
 from components.args import OPTION_DOCS, Mode, describe_defaults
 from components.existing import ExistingTable
+from components.overrides import FunctionOverrides
 from components.target_base import TargetBase
 from components.targets import TARGET_TYPES
 
@@ -65,9 +66,10 @@ def _expected(hint: Any) -> dict[str, Any]:
     if origin is list:
         return {"type": "array", "items": _expected(args[0])["type"], "plain": True}
     if origin is dict:
-        return {"type": "object", "values": _expected(args[1])["type"], "plain": True}
-    if hint is ExistingTable:
-        return {"ref": "ExistingTable", "plain": True}
+        values = _expected(args[1])
+        return {"type": "object", "values": values.get("type") or values["ref"], "plain": True}
+    if hint in (ExistingTable, FunctionOverrides):
+        return {"ref": hint.__name__, "plain": True}
     raise AssertionError(f"no expectation for {hint!r}: extend tests/provider/test_schema.py")
 
 
@@ -81,7 +83,9 @@ def _actual(prop: dict[str, Any]) -> dict[str, Any]:
     if prop["type"] == "array":
         return {"type": "array", "items": prop["items"]["type"], "plain": prop.get("plain")}
     if prop["type"] == "object":
-        return {"type": "object", "values": prop["additionalProperties"]["type"], "plain": prop.get("plain")}
+        values = prop["additionalProperties"]
+        kind = values.get("type") or values["$ref"].rsplit(":", 1)[1]
+        return {"type": "object", "values": kind, "plain": prop.get("plain")}
     return {"type": prop["type"], "plain": prop.get("plain")}
 
 
