@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from .component import ScheduledTable
     from .due_event import DueEvent, due_event_schema
     from .existing import ExistingTable
+    from .overrides import FunctionOverrides, VpcConfig
     from .pending import pending_attributes
     from .targets import (
         EmailTarget,
@@ -32,6 +33,8 @@ _MODULES = {
     "DueEvent": "due_event",
     "due_event_schema": "due_event",
     "ExistingTable": "existing",
+    "FunctionOverrides": "overrides",
+    "VpcConfig": "overrides",
     "pending_attributes": "pending",
     "EmailTarget": "targets",
     "EventBusTarget": "targets",
@@ -66,6 +69,7 @@ __all__ = [
     "EmailTarget",
     "EventBusTarget",
     "ExistingTable",
+    "FunctionOverrides",
     "FunctionTarget",
     "Mode",
     "QueueTarget",
@@ -74,6 +78,7 @@ __all__ = [
     "StateMachineTarget",
     "Target",
     "TopicTarget",
+    "VpcConfig",
     "due_event_schema",
     "pending_attributes",
 ]

@@ -92,13 +92,15 @@ def roles_of(mode: str, *, backfill: bool, second_precision: bool) -> tuple[str,
 
 
 def overrides_problem(
-    overrides: Any, *, mode: str, roles: tuple[str, ...], retention_days: frozenset[int], name: str = "function_overrides"
+    overrides: Any,
+    *,
+    mode: str,
+    roles: tuple[str, ...],
+    retention_days: frozenset[int],
+    name: str = "function_overrides",
 ) -> str | None:
-    """What is wrong with `overrides` (a mapping of role to FunctionOverrides), as `field: problem; fix`, or None."""
-    if not isinstance(overrides, Mapping):
-        return f"{name}: expected a mapping of function role to FunctionOverrides, got {overrides!r}; e.g. " + (
-            f"{{{MODE_ROLES[mode][0]!r}: FunctionOverrides(memory_mb=2048)}}"
-        )
+    """What is wrong with `overrides` (a mapping of role to FunctionOverrides, `from_mappings`'), as `field: problem;
+    fix`, or None."""
     for role, given in overrides.items():
         where = f"{name}[{role!r}]"
         if role not in roles:
@@ -159,18 +161,22 @@ def _vpc_problem(vpc: Any, where: str) -> str | None:
     for key, limit in (("subnet_ids", MAX_SUBNETS), ("security_group_ids", MAX_SECURITY_GROUPS)):
         ids = getattr(vpc, key)
         if isinstance(ids, str) or not isinstance(ids, Sequence) or not 1 <= len(ids) <= limit:
-            noun = key.removesuffix("_ids").replace("_", " ")
-            return f"{where}.vpc.{key}: expected a list of 1 to {limit} ids, got {ids!r}; give the {noun} ids"
+            return f"{where}.vpc.{key}: expected a list of 1 to {limit} ids, got {ids!r}; give the {_noun(key)} ids"
     return None
 
 
 def from_mappings(overrides: Any) -> Any:
     """`function_overrides` as given, with each role's plain mapping (a stack file's, the provider's, a Python user's
-    dict; keys in snake_case or camelCase) made a FunctionOverrides, and its `vpc` a VpcConfig; anything else is left
+    dict; keys in snake_case or camelCase) made a FunctionOverrides, and its `vpc` a VpcConfig; other values are left
     for `overrides_problem` to name."""
     if not isinstance(overrides, Mapping):
-        return overrides
-    return {role: _typed(FunctionOverrides, given, f"function_overrides[{role!r}]") for role, given in overrides.items()}
+        raise ValueError(
+            f"function_overrides: expected a mapping of function role to FunctionOverrides, got {overrides!r}; "
+            "e.g. {'processor': FunctionOverrides(memory_mb=2048)}"
+        )
+    return {
+        role: _typed(FunctionOverrides, given, f"function_overrides[{role!r}]") for role, given in overrides.items()
+    }
 
 
 def _typed(cls: Any, given: Any, where: str) -> Any:
@@ -187,8 +193,12 @@ def _typed(cls: Any, given: Any, where: str) -> Any:
             values[name] = _typed(VpcConfig, value, f"{where}.vpc") if name == "vpc" else value
     missing = [name for name in names if name not in values and cls is VpcConfig]
     if missing:
-        raise ValueError(f"{where}.{missing[0]}: missing; give the ids, e.g. [subnet.id]")
+        raise ValueError(f"{where}.{missing[0]}: missing; give the {_noun(missing[0])} ids")
     return cls(**values)
+
+
+def _noun(key: str) -> str:
+    return key.removesuffix("_ids").replace("_", " ")
 
 
 def _snake(key: str) -> str:

@@ -29,8 +29,8 @@ from . import args as args_module
 from . import component, target_types
 from .args import OPTION_DOCS, Mode, ScheduledTableArgs
 from .existing import ExistingTable
-from .overrides import FUNCTION_OVERRIDES_DOCS, OVERRIDES_DOC, VPC_CONFIG_DOCS, FunctionOverrides, VpcConfig
 from .inputs import NO_SORT_KEY, args_from_inputs, input_name, provider_message, target_fields
+from .overrides import FUNCTION_OVERRIDES_DOCS, OVERRIDES_DOC, VPC_CONFIG_DOCS, FunctionOverrides, VpcConfig
 from .provider_inputs import ScheduledTableInputs
 from .targets import TARGET_TYPES
 

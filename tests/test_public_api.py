@@ -11,6 +11,7 @@ def test_public_api_is_exactly_this() -> None:
         "EmailTarget",
         "EventBusTarget",
         "ExistingTable",
+        "FunctionOverrides",
         "FunctionTarget",
         "Mode",
         "QueueTarget",
@@ -19,6 +20,7 @@ def test_public_api_is_exactly_this() -> None:
         "StateMachineTarget",
         "Target",
         "TopicTarget",
+        "VpcConfig",
         "due_event_schema",
         "pending_attributes",
     ]

@@ -63,6 +63,7 @@ class Options:
     shard_groups: int = 1
     table_key: bool = False  # the table (and so the ledger) encrypted with a customer-managed key: `kms_key_arn`
     target_key: bool = False  # the target encrypted with one, named by the target's `kms_key_arn`
+    vpc: bool = False  # every function in a VPC (`function_overrides` with a VpcConfig for each role)
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,12 @@ def args_of(options: Options) -> dict[str, Any]:
         args["shard_groups"] = options.shard_groups
     if options.table_key:
         args["kms_key_arn"] = TABLE_KEY_STANDIN
+    if options.vpc:
+        from components.overrides import FunctionOverrides, VpcConfig, roles_of
+
+        vpc = VpcConfig(subnet_ids=["subnet-0a1b2c3d"], security_group_ids=["sg-0a1b2c3d"])
+        roles = roles_of(options.mode, backfill=False, second_precision=options.precision_second)
+        args["function_overrides"] = {role: FunctionOverrides(vpc=vpc) for role in roles}
     return args
 
 

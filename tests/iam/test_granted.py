@@ -30,6 +30,7 @@ import pytest
 from botocore import xform_name
 from st_core import target_types
 
+from components.policies import VPC_ACCESS_ACTIONS
 from tests.iam import requests
 from tests.iam.roles import KEYED_TARGETS, Options, rendered
 
@@ -311,6 +312,11 @@ def option_sets() -> list[Options]:
         found.append(Options(mode="eventbridge", kind=kind, target_key=True))
     found.append(Options(mode="ttl", kind="sqs", precise=True, table_key=True))
     found.append(Options(mode="aggregate", kind="none", table_key=True))
+    # Every function in a VPC: each role also gets the network-interface actions, and only then.
+    found.append(Options(mode="eventbridge", kind="sqs", precision_second=True, vpc=True))
+    found.append(Options(mode="ttl", kind="sqs", precise=True, vpc=True))
+    found.append(Options(mode="polling", kind="sqs", vpc=True))
+    found.append(Options(mode="aggregate", kind="none", vpc=True))
     return found
 
 
@@ -319,6 +325,7 @@ def _id(options: Options) -> str:
     kind = options.kind + (".fifo" if options.fifo else "")
     polling = [options.on_done, *([f"groups{options.shard_groups}"] if options.shard_groups > 1 else [])]
     keys = [n for n, on in (("table-key", options.table_key), ("target-key", options.target_key)) if on]
+    keys += ["vpc"] if options.vpc else []
     return "-".join([options.mode, kind, *extra, *(polling if options.mode == "polling" else []), *keys])
 
 
@@ -331,7 +338,8 @@ def test_each_function_is_granted_what_its_code_calls_and_nothing_more(options: 
     assert functions, built.documents.keys()
     for role in functions:
         granted = allowed_actions(json.loads(built.documents[role]))
-        expected = expected_actions(role, options)
+        # Lambda's, not the code's: it makes the function's network interfaces in the VPC with the function's role.
+        expected = expected_actions(role, options) | (set(VPC_ACCESS_ACTIONS) if options.vpc else set())
         missing = sorted(a for a in expected if not allows(granted, a))
         assert not missing, f"the {role} role is not granted {missing}, which its code calls"
         excess = sorted({a for a in granted if not allows(list(LAMBDA_ACTIONS), a) and not allows(sorted(expected), a)})
