@@ -32,6 +32,10 @@ STREAM_ROLES = frozenset({"scheduler", "executor", "assigner", "aggregator"})
 MAX_LAYERS = 5
 MAX_SUBNETS = 16
 MAX_SECURITY_GROUPS = 5
+# Fed by an SQS event source mapping, whose pollers do not heed a reservation: batches they cannot hand over are
+# throttled, count as receives, and after the release queue's maxReceiveCount land in the target DLQ
+# (AWS's advice: limit the mapping's maximum concurrency instead, never reserve below 1,000 for a standard queue).
+SQS_ROLES = frozenset({"releaser"})
 _LAYER_ARN = re.compile(r"arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+")
 
 
@@ -62,8 +66,9 @@ class FunctionOverrides:
 FUNCTION_OVERRIDES_DOCS: dict[str, str] = {
     "memory_mb": "this function's memory, 128-10240 (over `lambda_memory_mb`)",
     "reserved_concurrency": (
-        "executions reserved for (and the most allowed to) this function; not for a stream consumer 0, which would "
-        "stop its stream; not set: no reservation"
+        "executions reserved for (and the most allowed to) this function; not 0 for a stream consumer (it would "
+        "stop its stream), none for `releaser` (SQS throttling would send due events to the target DLQ); not set: "
+        "no reservation"
     ),
     "vpc": "run this function in your VPC (its role then gets the ENI actions of AWSLambdaVPCAccessExecutionRole)",
     "layers": f"layer version ARNs (a LayerVersion's `arn` output), at most {MAX_LAYERS}",
@@ -77,7 +82,8 @@ OVERRIDES_DOC = (
     "(`aggregate`), `backfill` (with `backfill_function` or `reconcile_every`); another role is refused. A VPC adds "
     "the ENI actions of AWSLambdaVPCAccessExecutionRole to that function's role (IAM grants them on `*` only); its "
     "subnets need a route to DynamoDB, SQS, Scheduler and the target. Reserved concurrency 0 is refused for the "
-    "stream consumers (it would stop the stream)"
+    "stream consumers (it would stop the stream), and any for `releaser` (throttled SQS batches would send due "
+    "events to the target DLQ)"
 )
 VPC_CONFIG_DOCS: dict[str, str] = {
     "subnet_ids": f"the subnets' ids, 1-{MAX_SUBNETS}, each with a route to DynamoDB, SQS, Scheduler and the target",
@@ -131,6 +137,11 @@ def _problem(o: FunctionOverrides, role: str, where: str, retention_days: frozen
         return (
             f"{where}.reserved_concurrency: 0 stops the {role!r} function reading the table's stream (records age "
             "out unprocessed); use at least 1, or None for no reservation"
+        )
+    if concurrency is not None and role in SQS_ROLES:
+        return (
+            f"{where}.reserved_concurrency: the {role!r} function is fed by an SQS event source, whose throttled "
+            "batches would send due events to the target DLQ; remove it (no reservation)"
         )
     if o.architecture is not None and o.architecture not in ("arm64", "x86_64"):
         return f"{where}.architecture: {o.architecture!r} is not supported; use 'arm64' or 'x86_64'"

@@ -202,8 +202,9 @@ class FunctionOverrides(TypedDict, total=False):
     """This function's memory, 128-10240 (over `lambdaMemoryMb`). Default: not set."""
     reserved_concurrency: int | None
     (
-        "Executions reserved for (and the most allowed to) this function; not for a stream consumer 0, which would "
-        "stop its stream; not set: no reservation. Default: not set."
+        "Executions reserved for (and the most allowed to) this function; not 0 for a stream consumer (it would stop "
+        "its stream), none for `releaser` (SQS throttling would send due events to the target DLQ); not set: no "
+        "reservation. Default: not set."
     )
     vpc: VpcConfig | None
     (
@@ -314,8 +315,8 @@ class ScheduledTableInputs(TypedDict, total=False):
         "and `processor` (`polling`), `aggregator` (`aggregate`), `backfill` (with `backfillFunction` or "
         "`reconcileEvery`); another role is refused. A VPC adds the ENI actions of AWSLambdaVPCAccessExecutionRole to "
         "that function's role (IAM grants them on `*` only); its subnets need a route to DynamoDB, SQS, Scheduler and "
-        "the target. Reserved concurrency 0 is refused for the stream consumers (it would stop the stream). Default: "
-        "`{}`."
+        "the target. Reserved concurrency 0 is refused for the stream consumers (it would stop the stream), and any "
+        "for `releaser` (throttled SQS batches would send due events to the target DLQ). Default: `{}`."
     )
     batch_size: int
     """1-10000. Default: `100`."""

@@ -133,6 +133,15 @@ MISTAKES: list[tuple[dict[str, Any], str]] = [
         "table's stream (records age out unprocessed); use at least 1, or None for no reservation",
     ),
     (
+        {
+            "mode": "eventbridge",
+            "precision": "second",
+            "function_overrides": {"releaser": FunctionOverrides(reserved_concurrency=50)},
+        },
+        "function_overrides['releaser'].reserved_concurrency: the 'releaser' function is fed by an SQS event source, "
+        "whose throttled batches would send due events to the target DLQ; remove it (no reservation)",
+    ),
+    (
         {"mode": "polling", "function_overrides": {"processor": FunctionOverrides(reserved_concurrency=-1)}},
         "function_overrides['processor'].reserved_concurrency: -1 is not a number of executions; use a whole number "
         ">= 0, or None for no reservation",
