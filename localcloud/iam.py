@@ -628,11 +628,14 @@ def mapping_refusal(func: dict, event: Any) -> str:
     from ministack.core.responses import get_region
 
     records = event.get("Records") if isinstance(event, dict) else None
+    # A mapping's records always name their source; a batch without one was handed to Invoke by someone (the
+    # operator's redrive of a parked record), which reads nothing from the stream or queue.
     sources = {
         (str(r.get("eventSource")), str(r.get("eventSourceARN") or r.get("eventSourceArn") or ""))
         for r in records or []
         if isinstance(r, dict) and r.get("eventSource") in MAPPING_READS
     }
+    sources = {(source, arn) for source, arn in sources if arn}
     if not sources:
         return ""
     try:

@@ -89,12 +89,17 @@ def ttl_table(provisioner: Provisioner) -> dict[str, str]:
             "ttl": {"attributeName": "expiresAt", "enabled": True},
         },
     )
-    # IAM is enforced: the recorder runs as its role, which may send to its queue and nothing else.
+    # IAM is enforced: the recorder runs as its role, which may send to its queue and nothing else; its mapping reads
+    # the stream with that role, as on AWS.
     _, role = p.apply("aws:iam/role:Role", "ttl-recorder-role", {"assumeRolePolicy": trust_policy("lambda")})
+    reads = ("dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords", "dynamodb:ListStreams")
     p.apply(
         "aws:iam/rolePolicy:RolePolicy",
         "ttl-recorder-send",
-        {"role": role["name"], "policy": allow(("sqs:SendMessage", queue["arn"]))},
+        {
+            "role": role["name"],
+            "policy": allow(("sqs:SendMessage", queue["arn"]), *((action, table["streamArn"]) for action in reads)),
+        },
     )
     _, function = p.apply(
         "aws:lambda/function:Function",

@@ -148,7 +148,7 @@ def test_testing_kit_needs_neither_pytest_nor_boto3(installed: Path, tmp_path: P
     assert Path(result.stdout.strip()).is_relative_to(installed)
 
 
-def test_wheel_ships_the_local_cloud_inside_the_package_and_stays_small(wheel: Path) -> None:
+def test_wheel_ships_the_local_cloud_inside_the_package_and_nothing_but_source(wheel: Path) -> None:
     """`scheduled-table local` runs the local cloud from the wheel, so its code is there, under the package's one
     import name (no top-level `localcloud` in a user's site-packages); tests, benchmarks and docs are not."""
     with zipfile.ZipFile(wheel) as archive:
@@ -157,4 +157,6 @@ def test_wheel_ships_the_local_cloud_inside_the_package_and_stays_small(wheel: P
     assert {top for top in tops if not top.endswith(".dist-info")} == {"scheduled_table"}, tops
     assert {"scheduled_table/localcloud/__main__.py", "scheduled_table/localcloud/aws_behaviour.py"} <= set(names)
     assert not [n for n in names if n.startswith(("tests/", "bench/", "docs/", "localcloud/"))]
-    assert wheel.stat().st_size < 400_000, f"{wheel.stat().st_size} bytes"
+    # What keeps it small is what it holds (sizes are measured, not asserted): source, the schema and markers only.
+    shipped = [n for n in names if not n.split("/")[0].endswith(".dist-info")]
+    assert [n for n in shipped if not n.endswith((".py", ".json", "py.typed"))] == []
