@@ -316,7 +316,10 @@ def service_session(role_arn: str, service: str, source_arn: str = "") -> dict[s
     account, name = parts[4], parts[5].rsplit("/", 1)[-1]
     with _sessions_lock:
         cached = _sessions.get((role_arn, service))
-        if cached and cached["Expiration"] - SESSION_MARGIN_SECONDS > time.time():
+        # A reset of the local cloud (`/_ministack/reset`) forgets STS's sessions, not this cache: a cached key STS
+        # no longer knows would be refused every call, so it is reused only while STS still holds it.
+        known = cached is not None and cached["AccessKeyId"] in sts_svc._sessions
+        if cached and known and cached["Expiration"] - SESSION_MARGIN_SECONDS > time.time():
             return cached
         role = iam_svc._roles.get_scoped(account, None, name)
         if role is None:
