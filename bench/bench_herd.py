@@ -113,28 +113,9 @@ class Herd:
             self.ddb.batch_write_item(RequestItems={self.name: batch})
 
     def config(self, shards: int, groups: int = 1) -> dict[str, Any]:
-        return {
-            "mode": "polling",
-            "table": self.name,
-            "partitionKey": "PK",
-            "sortKey": "SK",
-            "timeAttribute": "dueAt",
-            "target": {"kind": "sqs", "arn": self.queue_arn},
-            "poisonQueueUrl": "",
-            "maxWorkers": WORKERS,
-            "polling": {
-                "shards": shards,
-                "shardGroups": groups,
-                "leaseSeconds": 90,
-                "maxAttempts": 3,
-                "backoffSeconds": 60,
-                "onDone": "mark",
-                "deadLetterUrl": "",
-                "delayAttribute": "delaySeconds",
-                "defaultDelaySeconds": None,
-                "budgetMarginSeconds": 10,
-            },
-        }
+        from .bench_polling import polling_config
+
+        return polling_config(self.name, self.queue_arn, shards, groups)
 
     def check_delivered(self) -> None:
         """Every item delivered exactly once, none early (sent at or after its due second, by the tick's clock),

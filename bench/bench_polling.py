@@ -135,7 +135,8 @@ def _as_datetime(epoch: float) -> Any:
     return datetime.fromtimestamp(epoch, UTC)
 
 
-def _config(table_name: str, target_arn: str) -> dict[str, Any]:
+def polling_config(table_name: str, target_arn: str, shards: int = SHARDS, groups: int = 1) -> dict[str, Any]:
+    """The processor's configuration as the component writes it, for a table and an SQS target."""
     return {
         "mode": "polling",
         "table": table_name,
@@ -146,7 +147,8 @@ def _config(table_name: str, target_arn: str) -> dict[str, Any]:
         "poisonQueueUrl": "",
         "maxWorkers": WORKERS,
         "polling": {
-            "shards": SHARDS,
+            "shards": shards,
+            "shardGroups": groups,
             "leaseSeconds": 90,  # a 60 s Lambda timeout + 30 s
             "maxAttempts": 3,
             "backoffSeconds": 60,
@@ -224,7 +226,7 @@ def _tick(config: dict[str, Any], now: float, run: Run, time_left: Callable[[], 
 
 def _normal(loaded: Loaded) -> Run:
     run = Run("normal", len(loaded.due), target=loaded.queue())
-    config = _config(loaded.name, run.target)
+    config = polling_config(loaded.name, run.target)
     run.seconds, _ = timed(lambda: _tick(config, loaded.now, run))
     return run
 
@@ -235,7 +237,7 @@ def _overlap(loaded: Loaded) -> Run:
     from polling import process
 
     run = Run("overlap", len(loaded.due), target=loaded.queue())
-    config = _config(loaded.name, run.target)
+    config = polling_config(loaded.name, run.target)
     clients = {"A": _counting(BenchClients(), run), "B": _counting(BenchClients(), run)}
     reports: dict[str, Any] = {}
     errors: list[BaseException] = []
@@ -271,7 +273,7 @@ def _overlap(loaded: Loaded) -> Run:
 def _backlog(loaded: Loaded, normal_seconds: float) -> Run:
     """Ticks whose Lambda has a third of the time a normal tick took, one after another until one leaves nothing."""
     run = Run("backlog", len(loaded.due), target=loaded.queue())
-    config = _config(loaded.name, run.target)
+    config = polling_config(loaded.name, run.target)
     budget = max(0.2, normal_seconds * BACKLOG_SHARE)
     started = time.perf_counter()
     for _ in range(30):
@@ -329,7 +331,7 @@ def _sequence(loaded: Loaded) -> tuple[Sequence, Sequence, int, int]:
     skipped = ticks[SKIPPED_TICK]
     ours, seed = Sequence("ours: due index, stDue <= now", len(loaded.due)), Sequence("seed 002", len(loaded.due))
     target = loaded.queue()
-    config = _config(loaded.name, target)
+    config = polling_config(loaded.name, target)
     import boto3
 
     sqs = boto3.client("sqs", region_name=REGION)
