@@ -18,7 +18,9 @@ import pytest
 from components.filters import eventbridge_filters
 from components.ops.cli import main
 from tests.handlers.conftest import Env
+from tests.iam import requests
 from tests.iam.operator import Calls, enforcing
+from tests.iam.roles import ACCOUNT
 from tests.redrive.conftest import Function, aws, bodies, queue
 from tests.redrive.test_stream_and_target import on_failure, scheduler_dead_letter, stream_dlq_url
 
@@ -45,9 +47,13 @@ def without(document: dict[str, Any], action: str) -> dict[str, Any]:
 
 
 def as_operator(
-    function: Function, argv: list[str], granted: dict[str, Any], **overrides: Any
+    function: Function,
+    argv: list[str],
+    granted: dict[str, Any],
+    encryption: requests.Encryption = requests.NO_KEYS,
+    **overrides: Any,
 ) -> tuple[int, list[str], Calls]:
-    client, calls = enforcing(aws(function, **overrides), granted)
+    client, calls = enforcing(aws(function, **overrides), granted, encryption)
     lines: list[str] = []
     status = main([*argv, "--function", function.name], client=client, emit=lines.append)
     return status, lines, calls
@@ -243,7 +249,7 @@ def test_backfill_in_lambda_runs_under_its_policy_which_invokes_only_the_backfil
     granted = policy(function, "backfill", "--in-lambda", "items-backfill")
     argv = ["backfill", "--segments", "2", "--in-lambda", "items-backfill"]
 
-    status, lines, calls = as_operator(function, argv, granted, **{"lambda": Lambda()})
+    status, lines, calls = as_operator(function, argv, granted, requests.NO_KEYS, **{"lambda": Lambda()})
 
     assert (status, calls.refused) == (0, []), lines
     assert invoked == ["items-backfill", "items-backfill"]
@@ -385,3 +391,116 @@ def test_every_call_of_the_operators_code_is_in_a_commands_declaration() -> None
     declared = {a for needs in COMMANDS.values() for n in needs if isinstance(n, Need) for a in n.actions}
     undeclared = {m: a - declared - {"lambda:ListFunctions"} for m, a in calls.items()}
     assert {m: a for m, a in undeclared.items() if a} == {}
+
+
+# -- customer-managed keys: the operator's policy grants the use of the keys the services say encrypt the stack ------
+
+
+def customer_key() -> str:
+    """A customer-managed key (its ARN), with AWS's default key policy: the account's IAM policies decide its use."""
+    import boto3
+
+    from tests.conftest import REGION
+
+    return str(boto3.client("kms", region_name=REGION).create_key()["KeyMetadata"]["Arn"])
+
+
+def encrypted(*pairs: tuple[str, str]) -> requests.Encryption:
+    """Resources (ARN) encrypted with keys (ARN), each key with the default key policy."""
+    keys = {key for _, key in pairs}
+    return requests.Encryption(tuple(pairs), tuple((k, requests.default_key_policy(ACCOUNT)) for k in sorted(keys)))
+
+
+def test_redrive_target_to_a_queue_encrypted_with_a_customer_key_is_granted_that_keys_use(stack: Any) -> None:
+    """The target queue is encrypted with a customer-managed key the configuration does not carry: `policy` asks SQS
+    and KMS, and grants the send's use of it (GenerateDataKey, Decrypt: the queue kind's declaration). Without it,
+    KMS refuses the send and the dead letter stays in the target DLQ, visible; with it, it is delivered.
+    Before: the policy had no KMS statement, and the redrive was refused."""
+    env, function, name = stack
+    key = customer_key()
+    target_url = env.sqs.create_queue(QueueName=name, Attributes={"KmsMasterKeyId": key})["QueueUrl"]
+    target_arn = env.config["target"]["arn"]
+    body = json.dumps({"keys": {"PK": "a", "SK": "A"}, "dueAt": PAST, "occurrenceId": "a-A-occ"})
+    scheduler_dead_letter(env, body)
+    keys = encrypted((target_arn, key))
+    granted = policy(function, "redrive-target")
+    assert [s for s in granted["Statement"] if s["Resource"] == [key]] == [
+        {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [key]}
+    ]
+
+    status, lines, calls = as_operator(function, ["redrive", "target"], without(granted, "kms:GenerateDataKey"), keys)
+
+    assert ("kms:GenerateDataKey", key) in calls.refused and status == 1, lines
+    dead_letters = env.sqs.get_queue_url(QueueName=env.target_dlq_arn.rsplit(":", 1)[1])["QueueUrl"]
+    assert bodies(env, target_url) == [] and len(bodies(env, dead_letters)) == 1
+
+    status, lines, calls = as_operator(function, ["redrive", "target"], granted, keys)
+
+    assert (status, calls.refused) == (0, []), lines
+    assert ("kms:GenerateDataKey", key, True) in calls.made
+    assert len(bodies(env, target_url)) == 1 and bodies(env, dead_letters) == []
+
+
+class KeyedTable:
+    """DynamoDB as it answers for a table made with a customer-managed key (moto keeps no key given after the table
+    was made): DescribeTable reports the key; every other call is moto's."""
+
+    def __init__(self, inner: Any, table: str, key: str) -> None:
+        self._inner, self._table, self._key = inner, table, key
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def describe_table(self, TableName: str) -> Any:
+        answer = self._inner.describe_table(TableName=TableName)
+        if TableName == self._table:
+            answer["Table"]["SSEDescription"] = {"Status": "ENABLED", "SSEType": "KMS", "KMSMasterKeyArn": self._key}
+        return answer
+
+
+@pytest.mark.parametrize(
+    ("command", "argv", "uses"),
+    [
+        ("redrive-poison", ["redrive", "poison"], ["kms:Decrypt"]),  # reads the item to judge the order
+        ("inspect", ["inspect"], ["kms:Decrypt"]),  # scans the table
+        ("backfill", ["backfill", "--segments", "2"], ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]),
+    ],
+)
+def test_a_table_encrypted_with_a_customer_key_grants_its_use_to_commands_that_read_or_write_it(
+    stack: Any, command: str, argv: list[str], uses: list[str]
+) -> None:
+    """The table's key (DescribeTable's SSEDescription, resolved by KMS): kms:Decrypt for a command that reads
+    items, the writers' actions for one that writes them (backfill writes the ledger, which the table's key
+    encrypts too). Without kms:Decrypt the command is refused by KMS and loses nothing."""
+    import boto3
+
+    from tests.conftest import REGION
+
+    env, function, name = stack
+    queue(env, name)
+    env.stream.read()
+    key = customer_key()
+    table = KeyedTable(boto3.client("dynamodb", region_name=REGION), env.table, key)
+    ledger = (env.config.get("eventbridge") or {}).get("ledgerTable")
+    keys = encrypted(*((requests.table_arn(t, enforce_where()), key) for t in (env.table, ledger) if t))
+    lines: list[str] = []
+    status = main(
+        ["policy", command, "--function", function.name], client=aws(function, dynamodb=table), emit=lines.append
+    )
+    granted = json.loads("\n".join(lines))
+    assert status == 0 and [s["Action"] for s in granted["Statement"] if s["Resource"] == [key]] == [uses]
+
+    status, lines, calls = as_operator(function, argv, without(granted, "kms:Decrypt"), keys, dynamodb=table)
+
+    assert ("kms:Decrypt", key) in calls.refused and status in (1, 2), lines
+    assert len(bodies(env, env.poison_url)) == 2
+
+    status, lines, calls = as_operator(function, argv, granted, keys, dynamodb=table)
+
+    assert (status, calls.refused) == (0, []), lines
+
+
+def enforce_where() -> requests.Where:
+    from tests.iam.enforce import WHERE
+
+    return WHERE
