@@ -48,11 +48,15 @@ class Resources:
     # the table's (its stream, indexes and the ledger are encrypted with it too) and the target's.
     table_key: str | None = None
     target_key: str | None = None
+    given_queue: str | None = None  # --queue-url: the queue a redrive reads instead of its stack's own (ARN)
 
 
-def resources_of(stack: Stack, *, backfill_function: str | None = None, keys: Keys = (None, None)) -> Resources:
+def resources_of(
+    stack: Stack, *, backfill_function: str | None = None, keys: Keys = (None, None), queue_url: str | None = None
+) -> Resources:
     """What the command finds from the consumer function, as ARNs (account and region from the function's); `keys`:
-    the table's and the target's customer-managed keys (`keys_of`)."""
+    the table's and the target's customer-managed keys (`keys_of`); `queue_url`: the queue a redrive is told to read
+    instead of its stack's (`--queue-url`)."""
     partition, _, region, account, _ = arn_parts(stack.function_arn)
     config = stack.config
 
@@ -90,6 +94,7 @@ def resources_of(stack: Stack, *, backfill_function: str | None = None, keys: Ke
         backfill_function=backfill,
         table_key=keys[0],
         target_key=keys[1],
+        given_queue=queue(queue_url) if queue_url else None,
     )
 
 
@@ -206,6 +211,12 @@ FIRED_TABLE: Resolve = lambda r: [r.table] if r.mode == "ttl" and r.precise else
 BACKFILL_FUNCTION: Resolve = lambda r: [r.backfill_function]  # noqa: E731
 
 
+def _held(queue: Resolve) -> Resolve:
+    """The queue a redrive reads: its stack's, or the one named by --queue-url instead (the stack's own is still
+    looked up, by DISCOVER, as the command finds the stack)."""
+    return lambda r: [r.given_queue] if r.given_queue else queue(r)
+
+
 def _target_of(kind: str) -> Resolve:
     """The target, when it is of this kind."""
     return lambda r: [str(r.target["arn"])] if r.target and r.target.get("kind") == kind else []
@@ -262,16 +273,16 @@ COMMANDS: dict[str, tuple[Need | str, ...]] = {
         Need(("dynamodb:Scan",), DUE_INDEX),
         Need(("dynamodb:Scan",), _filtered_by_type),
     ),
-    "redrive-poison": (*DISCOVER, Need(HOLD, POISON), *REPLAY),
+    "redrive-poison": (*DISCOVER, Need(HOLD, _held(POISON)), *REPLAY),
     "redrive-stream": (
         *DISCOVER,
-        Need(HOLD, STREAM_DLQ),
+        Need(HOLD, _held(STREAM_DLQ)),
         Need(("dynamodb:GetRecords", "dynamodb:GetShardIterator"), STREAM),
         *REPLAY,
     ),
     "redrive-target": (
         *DISCOVER,
-        Need(HOLD, TARGET_DLQ),
+        Need(HOLD, _held(TARGET_DLQ)),
         TARGET,
         Need(("sqs:SendMessage",), RELEASE),  # second precision: a release envelope goes back into its queue
         Need(("dynamodb:UpdateItem",), FIRED_TABLE),  # precise ttl: Scheduler's universal target, called again
@@ -390,6 +401,9 @@ def add_parser(commands: Any) -> None:
         metavar="BACKFILL_FUNCTION",
         help="backfill/reconcile fanned out over the stack's backfill function (its backfill_function_name)",
     )
+    command.add_argument(
+        "--queue-url", help="redrive-*: the queue the redrive is told to read instead of its stack's (its --queue-url)"
+    )
     command.add_argument("--endpoint-url", help="another AWS endpoint, e.g. the local cloud's")
     command.add_argument("--region", help="AWS region (default: your AWS configuration's)")
 
@@ -399,6 +413,9 @@ def main(args: Any, client: Client, emit: Emit) -> int:
     import sys
 
     name = str(args.for_command)
+    if args.queue_url and not name.startswith("redrive-"):
+        print(f"scheduled-table: --queue-url is for the redrive commands, not {name}", file=sys.stderr)
+        return 2
     if args.in_lambda:
         if name not in ("backfill", "reconcile"):
             print(f"scheduled-table: --in-lambda is for backfill and reconcile, not {name}", file=sys.stderr)
@@ -417,7 +434,8 @@ def main(args: Any, client: Client, emit: Emit) -> int:
         print(f"scheduled-table: {text}", file=sys.stderr)
 
     keys = keys_of(client, stack, target=TARGET in COMMANDS[name], warn=warn)
-    emit(pretty(name, resources_of(stack, backfill_function=args.in_lambda, keys=keys)))
+    resources = resources_of(stack, backfill_function=args.in_lambda, keys=keys, queue_url=args.queue_url)
+    emit(pretty(name, resources))
     return 0
 
 
