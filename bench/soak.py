@@ -1122,8 +1122,9 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     previous = args.out.read_text() if args.out.exists() else "# Benchmark report\n"
     args.out.write_text(replace_soak_section(previous, text))
-    # bench/latest.md is each machine's own (not in git); the soak's last report is kept in bench/soak.md.
-    kept = args.out.with_name("soak.md")
+    # bench/latest.md is each machine's own (not in git); the soak's last report is kept in bench/soak.md, a herd's
+    # (which a plain soak does not replace) in bench/soak-herd.md.
+    kept = args.out.with_name("soak-herd.md" if args.herd else "soak.md")
     kept.write_text(f"# Soak report\n\nWritten by `make soak` (`python -m bench.soak`).\n\n{text.rstrip()}\n")
     print(f"report written: {args.out} (its Soak section) and {kept}; the run's data: {args.dump} and its .log")
     return 0 if run.ok else 1
