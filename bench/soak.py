@@ -637,7 +637,8 @@ class Driver:
                 if len(chunk) < 25 and ident not in seen:
                     chunk.append(op)
                     seen.add(ident)
-            batch = [op for op in batch if op not in chunk]
+            taken = {id(op) for op in chunk}  # by identity: ops compare by their time alone (`Op`'s order)
+            batch = [op for op in batch if id(op) not in taken]
             requests = [
                 {"PutRequest": {"Item": {k: serializer.serialize(v) for k, v in op.item.items()}}}
                 if op.item is not None
