@@ -299,7 +299,7 @@ def test_a_herds_bound_is_the_docs_drain_at_the_local_throttle() -> None:
     assert large["eventbridge herd"].seconds == 101.0  # 10,000 at 100/s end 100 s after the minute began (+1 s sweep)
     assert "as 100,000 at AWS's 1,000/s" in large["eventbridge herd"].why
     assert small["eventbridge herd"].seconds == 61.0  # under the throttle: within the minute
-    assert large["polling herd"].seconds == pytest.approx(12.0 + 10_000 / (4 * 120.0))
+    assert large["polling herd"].seconds == pytest.approx(60.0 + 10_000 / (4 * 120.0))  # the interval + the drain
 
 
 def test_the_herd_lines_give_each_herds_drain() -> None:
