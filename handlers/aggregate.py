@@ -598,7 +598,7 @@ def handle_batch(
 ) -> BatchResponse:
     settings = config["aggregate"]
     horizon = int(settings["horizonSeconds"])
-    poison = PoisonQueue(config["poisonQueueUrl"], mode=MODE, table=config["table"], clients=clients)
+    poison = PoisonQueue.of(config, MODE, clients)
     records, malformed = split_event(event)
     park_malformed(poison, malformed)
     collected = Collected()

@@ -148,7 +148,7 @@ def handle_stream_batch(
     every item (work deferred to the end of the batch) and returns sequence numbers to retry from; `counts` adds the
     mode's action counts to the batch's one summary line."""
     started = time.perf_counter()
-    poison = PoisonQueue(config["poisonQueueUrl"], mode=mode, table=config["table"], clients=clients)
+    poison = PoisonQueue.of(config, mode, clients)
     records, malformed = split_event(event)
     park_malformed(poison, malformed)
     if prepare is not None:

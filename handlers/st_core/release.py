@@ -257,7 +257,7 @@ class Releaser:
         self.now = now
         self.sleep = sleep
         self.ledger = Ledger.of(config["eventbridge"], clients)
-        self.poison = PoisonQueue(config["poisonQueueUrl"], mode=MODE, table=config["table"], clients=clients)
+        self.poison = PoisonQueue.of(config, MODE, clients)
         self.counts: Counter[str] = Counter()
         self.latest = 0.0  # the latest delivery after its second in this batch, seconds
         self._lock = Lock()
