@@ -98,12 +98,6 @@ class PoisonQueue:
         self.limit = limit  # the queue's largest message (`message_limit`)
         self.sent = 0  # parked this invocation (for the batch's metrics); += under the GIL is enough for a count
 
-    @classmethod
-    def of(cls, config: Mapping[str, object], mode: str, clients: Clients = CLIENTS) -> PoisonQueue:
-        """The table's poison queue, as its handler configuration names it."""
-        url, table = str(config["poisonQueueUrl"]), str(config["table"])
-        return cls(url, mode=mode, table=table, clients=clients, limit=message_limit(config))
-
     def send(self, record: object, reason: str, error: str) -> None:
         """Park the record; raises if SQS refuses, so the caller reports the record for retry instead of losing it."""
         body = poison_message(
