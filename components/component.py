@@ -142,6 +142,7 @@ class ScheduledTable(pulumi.ComponentResource):
             backfill = build_backfill(
                 owner=owner,
                 consumer=built.consumer,
+                mode=args.mode,
                 table_arn=self.table.arn,
                 stream_dlq_arn=stream_dlq.arn,
                 log_retention_days=args.log_retention_days,
