@@ -502,6 +502,10 @@ KEY_ACTIONS: dict[str, tuple[str, ...]] = {
     "sqs:SendMessage": _SEND,
     "sqs:ReceiveMessage": _READ,
     "sns:Publish": _SEND,
+    # A state machine with a customer managed key encrypts each execution's input with a data key it reuses for a
+    # while (the Step Functions API reference, EncryptionConfiguration: "When the period expires, Step Functions
+    # will call GenerateDataKey"): StartExecution makes its data key as a send does.
+    "states:StartExecution": _SEND,
 }
 
 

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..arns import arn_parts
-from ..policies import Statement, direct_dispatch_statements, document
+from ..policies import TABLE_KEY_ACTIONS, Statement, direct_dispatch_statements, document, key_statements, target_type
 from .aws import Client, Emit
-from .redrive.discovery import RedriveError, Stack, discover
+from .redrive.discovery import RedriveError, Stack, discover, queue_url
 
 ANY = "*"  # IAM has no resource-level permission for the action (ListEventSourceMappings, ListSchedules)
+Keys = tuple[str | None, str | None]  # the table's customer-managed key, the target's (None: none, or AWS's own)
 
 
 @dataclass(frozen=True)
@@ -43,10 +44,19 @@ class Resources:
     precise: bool = False
     target: dict[str, Any] | None = None
     backfill_function: str | None = None  # --in-lambda
+    # The customer-managed keys the stack's resources are encrypted with, as their services report them (`keys_of`):
+    # the table's (its stream, indexes and the ledger are encrypted with it too) and the target's.
+    table_key: str | None = None
+    target_key: str | None = None
+    given_queue: str | None = None  # --queue-url: the queue a redrive reads instead of its stack's own (ARN)
 
 
-def resources_of(stack: Stack, *, backfill_function: str | None = None) -> Resources:
-    """What the command finds from the consumer function, as ARNs (account and region from the function's)."""
+def resources_of(
+    stack: Stack, *, backfill_function: str | None = None, keys: Keys = (None, None), queue_url: str | None = None
+) -> Resources:
+    """What the command finds from the consumer function, as ARNs (account and region from the function's); `keys`:
+    the table's and the target's customer-managed keys (`keys_of`); `queue_url`: the queue a redrive is told to read
+    instead of its stack's (`--queue-url`)."""
     partition, _, region, account, _ = arn_parts(stack.function_arn)
     config = stack.config
 
@@ -82,6 +92,72 @@ def resources_of(stack: Stack, *, backfill_function: str | None = None) -> Resou
         precise=bool((config.get("ttl") or {}).get("precise")),
         target=config.get("target"),
         backfill_function=backfill,
+        table_key=keys[0],
+        target_key=keys[1],
+        given_queue=queue(queue_url) if queue_url else None,
+    )
+
+
+# -- the keys: what the services say encrypts the table and the target ---------------------------------------------
+
+
+def keys_of(client: Client, stack: Stack, *, target: bool, warn: Callable[[str], None]) -> Keys:
+    """The customer-managed keys of the stack's table (DescribeTable's SSEDescription) and, with `target`, of its
+    target (the queue's or topic's KmsMasterKeyId, the state machine's encryptionConfiguration), each resolved to its
+    ARN by KMS (DescribeKey), None when AWS manages it (its key policy lets the account's callers use it through the
+    service: no grant needed). The configuration does not carry the keys, and a key the user never named to the
+    component is refused all the same: the services are asked. A lookup refused or failing is `warn`ed about (what
+    to add by hand if the resource is encrypted) and leaves that key out."""
+    config = stack.config
+    table_key = None
+    try:
+        sse = client("dynamodb").describe_table(TableName=config["table"])["Table"].get("SSEDescription") or {}
+        if sse.get("SSEType") == "KMS" and sse.get("KMSMasterKeyArn"):
+            table_key = _customer_key(client, str(sse["KMSMasterKeyArn"]))
+    except Exception as error:
+        if not isinstance(getattr(error, "response", None), dict):
+            raise
+        warn(_unread(f"table {config['table']}", error))
+    kind, arn = str((config.get("target") or {}).get("kind", "")), str((config.get("target") or {}).get("arn", ""))
+    if not target or not arn or not target_type(kind).KMS_ACTIONS:
+        return table_key, None
+    try:
+        named = _target_key_id(client, kind, arn)
+        return table_key, _customer_key(client, named) if named else None
+    except Exception as error:
+        if not isinstance(getattr(error, "response", None), dict):
+            raise
+        warn(_unread(f"target {arn}", error))
+        return table_key, None
+
+
+def _target_key_id(client: Client, kind: str, arn: str) -> str | None:
+    """The key the target names (an ID, alias or ARN), by the kinds whose senders use their target's key."""
+    if kind == "sqs":
+        url = queue_url(client, arn)
+        attributes = client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["KmsMasterKeyId"])
+        return (attributes.get("Attributes") or {}).get("KmsMasterKeyId") or None
+    if kind == "sns":
+        return (client("sns").get_topic_attributes(TopicArn=arn).get("Attributes") or {}).get("KmsMasterKeyId") or None
+    if kind == "stepfunctions":
+        encryption = client("stepfunctions").describe_state_machine(stateMachineArn=arn).get("encryptionConfiguration")
+        customer = (encryption or {}).get("type") == "CUSTOMER_MANAGED_KMS_KEY"
+        return str(encryption["kmsKeyId"]) if customer and encryption.get("kmsKeyId") else None
+    raise LookupError(f"no key lookup for the target kind {kind!r}, whose senders use its key")
+
+
+def _customer_key(client: Client, key: str) -> str | None:
+    """The key's ARN when the customer manages it; None for an AWS managed key (`alias/aws/...` is one by name)."""
+    if key.startswith("alias/aws/") or ":alias/aws/" in key:
+        return None
+    metadata = client("kms").describe_key(KeyId=key)["KeyMetadata"]
+    return str(metadata["Arn"]) if metadata.get("KeyManager") == "CUSTOMER" else None
+
+
+def _unread(what: str, error: Exception) -> str:
+    return (
+        f"could not read the encryption of the {what} ({error}); if a customer-managed key encrypts it, add that "
+        "key's use to the policy (kms:Decrypt to read, and kms:GenerateDataKey to write or send)"
     )
 
 
@@ -134,6 +210,24 @@ DUE_INDEX: Resolve = lambda r: [f"{r.table}/index/*"] if r.mode == "polling" els
 FIRED_TABLE: Resolve = lambda r: [r.table] if r.mode == "ttl" and r.precise else []  # noqa: E731
 BACKFILL_FUNCTION: Resolve = lambda r: [r.backfill_function]  # noqa: E731
 
+
+def _held(queue: Resolve) -> Resolve:
+    """The queue a redrive reads: its stack's, or the one named by --queue-url instead (the stack's own is still
+    looked up, by DISCOVER, as the command finds the stack)."""
+    return lambda r: [r.given_queue] if r.given_queue else queue(r)
+
+
+def _target_of(kind: str) -> Resolve:
+    """The target, when it is of this kind."""
+    return lambda r: [str(r.target["arn"])] if r.target and r.target.get("kind") == kind else []
+
+
+def _account_keys(r: Resources) -> list[str | None]:
+    """Any key of the stack's account and region: which keys encrypt the stack is what `policy` asks KMS."""
+    partition, _, region, account, _ = arn_parts(r.function)
+    return [f"arn:{partition}:kms:{region}:{account}:key/*"]
+
+
 # Finding the stack from the consumer function (redrive.discovery.discover): every command does it first. Given the
 # table's name instead, it reads the table's stream to find its consumer (DescribeTable). Listing the region's
 # functions is only a hint for a wrong name, left out when refused: not granted.
@@ -151,20 +245,39 @@ REPLAY = (
     Need(("scheduler:GetSchedule",), EVENTBRIDGE_SCHEDULES),
     Need(("lambda:InvokeFunction",), FUNCTION),
 )
-# A scan run by the operator (ops.backfill.run with handlers/backfill*.py): read the table, look schedules and the
-# ledger up, park what cannot be fed, feed the consumer.
-SCAN = (
-    Need(("dynamodb:BatchGetItem", "dynamodb:DescribeTable", "dynamodb:Scan"), TABLE),
-    Need(("dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), LEDGER),
-    Need(("dynamodb:GetItem", "dynamodb:UpdateItem"), _aggregate_table),
-    Need(("scheduler:GetSchedule",), SCHEDULES),
-    Need(("sqs:SendMessage",), POISON),
-    Need(("lambda:InvokeFunction",), FUNCTION),
-)
+
+
+def engine_needs(on: dict[str, Resolve], *, without: tuple[str, ...] = ()) -> tuple[Need, ...]:
+    """The backfill engine's own calls (handlers/backfill*.py, each module's actions per resource in its
+    `AWS_ACTIONS_ON`) on the resources `on` names (by handlers/backfill_resources.py's names), but for the modules in
+    `without`."""
+    from ..backfill_function import declared
+
+    return tuple(Need(actions, on[resource]) for resource, actions in declared(without).items() if resource in on)
+
+
+# The engine's resources as the operator's run finds them. Not the checkpoint: only the backfill function runs
+# `reconcile_every` (handlers/backfill_every.py).
+ENGINE_ON: dict[str, Resolve] = {
+    "table": TABLE,
+    "marker": LEDGER,
+    "totals": _aggregate_table,
+    "schedules": SCHEDULES,
+    "poison": POISON,
+    "*": ANY_IF_GROUP,
+}
+# A scan run by the operator (ops.backfill.run with handlers/backfill*.py; the sweep is reconcile's): read the
+# table, look schedules and the ledger up, park what cannot be fed, feed the consumer. The ledger's own class
+# (st_core.idempotency, through backfill_timed and the sweep) reads, releases and forgets occurrences.
+LEDGER_CLASS = Need(("dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:UpdateItem"), LEDGER)
+FEED = Need(("lambda:InvokeFunction",), FUNCTION)
+SCAN = (*engine_needs(ENGINE_ON, without=("backfill_every", "backfill_sweep")), LEDGER_CLASS, FEED)
+RECONCILE_SCAN = (*engine_needs(ENGINE_ON, without=("backfill_every",)), LEDGER_CLASS, FEED)
+# --in-lambda: the function scans; the operator settles aggregate's totals once every segment is done.
 FANOUT = (
     *DISCOVER,
     Need(("dynamodb:DescribeTable",), TABLE),
-    Need(("dynamodb:GetItem", "dynamodb:UpdateItem"), _aggregate_table),
+    *engine_needs({"totals": _aggregate_table}),
     Need(("lambda:GetFunctionConfiguration", "lambda:InvokeFunction"), BACKFILL_FUNCTION),  # checked, then invoked
 )
 TARGET = "target"  # the target's own send (dispatch.send_now), built as the functions' (direct_dispatch_statements)
@@ -179,16 +292,16 @@ COMMANDS: dict[str, tuple[Need | str, ...]] = {
         Need(("dynamodb:Scan",), DUE_INDEX),
         Need(("dynamodb:Scan",), _filtered_by_type),
     ),
-    "redrive-poison": (*DISCOVER, Need(HOLD, POISON), *REPLAY),
+    "redrive-poison": (*DISCOVER, Need(HOLD, _held(POISON)), *REPLAY),
     "redrive-stream": (
         *DISCOVER,
-        Need(HOLD, STREAM_DLQ),
+        Need(HOLD, _held(STREAM_DLQ)),
         Need(("dynamodb:GetRecords", "dynamodb:GetShardIterator"), STREAM),
         *REPLAY,
     ),
     "redrive-target": (
         *DISCOVER,
-        Need(HOLD, TARGET_DLQ),
+        Need(HOLD, _held(TARGET_DLQ)),
         TARGET,
         Need(("sqs:SendMessage",), RELEASE),  # second precision: a release envelope goes back into its queue
         Need(("dynamodb:UpdateItem",), FIRED_TABLE),  # precise ttl: Scheduler's universal target, called again
@@ -196,20 +309,29 @@ COMMANDS: dict[str, tuple[Need | str, ...]] = {
     "backfill": (*DISCOVER, *SCAN),
     "reconcile": (
         *DISCOVER,
-        *SCAN,
+        *RECONCILE_SCAN,
         Need(("scheduler:DeleteSchedule",), SCHEDULES),  # a schedule its item no longer holds
-        Need(("scheduler:ListSchedules",), ANY_IF_GROUP),
     ),
     # --in-lambda: the backfill function scans and acts with its own role; the operator invokes it, and settles
     # aggregate's totals once every segment is done.
     "reconcile-in-lambda": FANOUT,
     # A first backfill of an eventbridge table also reads and then writes its marker in the ledger.
-    "backfill-in-lambda": (*FANOUT, Need(("dynamodb:GetItem", "dynamodb:PutItem"), EVENTBRIDGE_LEDGER)),
+    "backfill-in-lambda": (*FANOUT, *engine_needs({"marker": EVENTBRIDGE_LEDGER})),
+    # `scheduled-table policy` itself: finds the stack, then asks what encrypts the table and the target (keys_of).
+    "policy": (
+        *DISCOVER,
+        Need(("dynamodb:DescribeTable",), TABLE),
+        Need(("sqs:GetQueueAttributes", "sqs:GetQueueUrl"), _target_of("sqs")),
+        Need(("sns:GetTopicAttributes",), _target_of("sns")),
+        Need(("states:DescribeStateMachine",), _target_of("stepfunctions")),
+        Need(("kms:DescribeKey",), _account_keys),
+    ),
 }
 
 
 def statements(command: str, resources: Resources) -> list[Statement]:
-    """The statements of one command's policy for this stack: one per declared need the stack has resources for."""
+    """The statements of one command's policy for this stack: one per declared need the stack has resources for;
+    then the use of the table's customer-managed key its table calls make (`_table_key_statements`)."""
     found: list[Statement] = []
     for need in COMMANDS[command]:
         if isinstance(need, str):
@@ -221,18 +343,46 @@ def statements(command: str, resources: Resources) -> list[Statement]:
             same["Action"] = sorted({*same["Action"], *need.actions})
         elif arns:
             found.append({"Effect": "Allow", "Action": sorted(need.actions), "Resource": arns})
-    return found
+    return found + _table_key_statements(found, resources)
+
+
+# What a DynamoDB call does with the table's customer-managed key (the same key encrypts the table's indexes, its
+# stream and the ledger): a read decrypts; a write also encrypts, under a new data key (the functions' writers get
+# the same, components.policies.TABLE_KEY_ACTIONS). DescribeTable and GetShardIterator read no item.
+TABLE_KEY_READS = frozenset(f"dynamodb:{a}" for a in ("BatchGetItem", "GetItem", "GetRecords", "Query", "Scan"))
+TABLE_KEY_WRITES = frozenset(f"dynamodb:{a}" for a in ("BatchWriteItem", "DeleteItem", "PutItem", "UpdateItem"))
+
+
+def _table_key_statements(found: list[Statement], r: Resources) -> list[Statement]:
+    """kms:Decrypt on the table's key where the command reads items or stream records, and the writers' actions
+    where it writes them: derived from the statements the command's declarations gave, so a new call on the table
+    brings its key use with it."""
+    if r.table_key is None:
+        return []
+
+    def keyed(arn: str) -> bool:
+        return arn in (r.table, r.ledger) or arn.startswith(f"{r.table}/")
+
+    used = {a for s in found if any(keyed(arn) for arn in s["Resource"]) for a in s["Action"]}
+    if used & TABLE_KEY_WRITES:
+        return key_statements(r.table_key, TABLE_KEY_ACTIONS)
+    return key_statements(r.table_key, ["kms:Decrypt"]) if used & TABLE_KEY_READS else []
 
 
 def _target_statements(command: str, r: Resources) -> list[Statement]:
     """The target's send, where a redrive sends to it: not precise ttl (its dead letters are the item's fire) and
-    not aggregate (no target)."""
+    not aggregate (no target); with the use of the target's customer-managed key its kind declares (KMS_ACTIONS)."""
     if r.target is None or r.mode == "aggregate" or (r.mode == "ttl" and r.precise):
         return []
     kind, arn = str(r.target["kind"]), str(r.target["arn"])
     email = r.target.get("email") or {}
     return direct_dispatch_statements(
-        kind, arn, home_arn=r.function, sender=email.get("sender"), configuration_set=email.get("configurationSet")
+        kind,
+        arn,
+        home_arn=r.function,
+        sender=email.get("sender"),
+        configuration_set=email.get("configurationSet"),
+        target_key_arn=r.target_key,
     )
 
 
@@ -247,7 +397,7 @@ def pretty(command: str, resources: Resources) -> str:
 
 
 # The commands as `scheduled-table policy` names them (with --in-lambda, backfill and reconcile are the fan-out's).
-NAMED = ("inspect", "redrive-poison", "redrive-stream", "redrive-target", "backfill", "reconcile")
+NAMED = ("inspect", "redrive-poison", "redrive-stream", "redrive-target", "backfill", "reconcile", "policy")
 
 
 def add_parser(commands: Any) -> None:
@@ -257,8 +407,10 @@ def add_parser(commands: Any) -> None:
         help="print the least-privilege IAM policy an operator needs to run a command on this stack",
         description="Print the IAM policy (JSON) that lets an operator run COMMAND on the stack of --function and "
         "nothing else: its calls on this stack's resources only (its queues, table, stream, schedule group; "
-        "redrive-target: the target's own send). Reads the function's configuration and event source mapping (run "
-        "it with credentials that may). Exit status 0 printed, 2 the function or its stack could not be read.",
+        "redrive-target: the target's own send), and the use of the customer-managed keys that encrypt the table and "
+        "the target. Reads the function's configuration and event source mapping, the table's and the target's "
+        "encryption and the keys' metadata (run it with credentials that may: `scheduled-table policy policy` prints "
+        "what). Exit status 0 printed, 2 the function or its stack could not be read.",
     )
     command.add_argument("for_command", metavar="COMMAND", choices=NAMED, help=" | ".join(NAMED))
     command.add_argument("--function", required=True, help="the consumer function (the stack's function_name)")
@@ -266,6 +418,9 @@ def add_parser(commands: Any) -> None:
         "--in-lambda",
         metavar="BACKFILL_FUNCTION",
         help="backfill/reconcile fanned out over the stack's backfill function (its backfill_function_name)",
+    )
+    command.add_argument(
+        "--queue-url", help="redrive-*: the queue the redrive is told to read instead of its stack's (its --queue-url)"
     )
     command.add_argument("--endpoint-url", help="another AWS endpoint, e.g. the local cloud's")
     command.add_argument("--region", help="AWS region (default: your AWS configuration's)")
@@ -276,6 +431,9 @@ def main(args: Any, client: Client, emit: Emit) -> int:
     import sys
 
     name = str(args.for_command)
+    if args.queue_url and not name.startswith("redrive-"):
+        print(f"scheduled-table: --queue-url is for the redrive commands, not {name}", file=sys.stderr)
+        return 2
     if args.in_lambda:
         if name not in ("backfill", "reconcile"):
             print(f"scheduled-table: --in-lambda is for backfill and reconcile, not {name}", file=sys.stderr)
@@ -289,7 +447,13 @@ def main(args: Any, client: Client, emit: Emit) -> int:
     except Exception as error:  # refused, say: the one who runs this needs to read the function
         print(f"scheduled-table: cannot read the stack of {args.function!r}: {error}", file=sys.stderr)
         return 2
-    emit(pretty(name, resources_of(stack, backfill_function=args.in_lambda)))
+
+    def warn(text: str) -> None:
+        print(f"scheduled-table: {text}", file=sys.stderr)
+
+    keys = keys_of(client, stack, target=TARGET in COMMANDS[name], warn=warn)
+    resources = resources_of(stack, backfill_function=args.in_lambda, keys=keys, queue_url=args.queue_url)
+    emit(pretty(name, resources))
     return 0
 
 
@@ -301,7 +465,8 @@ EXAMPLE_REGION, EXAMPLE_ACCOUNT = "us-east-1", "111122223333"
 
 
 def example() -> Resources:
-    """The example stack of the docs: `reminders`, eventbridge mode, an SQS target, a stream DLQ."""
+    """The example stack of the docs: `reminders`, eventbridge mode, an SQS target, a stream DLQ; the table and the
+    target encrypted with customer-managed keys."""
 
     def arn(service: str, resource: str) -> str:
         return f"arn:aws:{service}:{EXAMPLE_REGION}:{EXAMPLE_ACCOUNT}:{resource}"
@@ -319,6 +484,8 @@ def example() -> Resources:
         mode="eventbridge",
         target={"kind": "sqs", "arn": arn("sqs", "reminder-jobs")},
         backfill_function=arn("lambda", "function:reminders-backfill-4b5c6d"),
+        table_key=arn("kms", "key/1234abcd-12ab-34cd-56ef-1234567890ab"),
+        target_key=arn("kms", "key/0987dcba-09fe-87dc-65ba-ab0987654321"),
     )
 
 
@@ -332,17 +499,21 @@ def compact(document: str) -> str:
 def page_section() -> str:
     """The generated part of docs/operations.md: each command's policy for the example stack."""
     shown = [
-        ("inspect", "inspect"),
-        ("redrive-poison", "redrive poison"),
-        ("redrive-stream", "redrive stream"),
-        ("redrive-target", "redrive target"),
-        ("backfill", "backfill"),
-        ("reconcile", "reconcile"),
-        ("backfill-in-lambda", "backfill --in-lambda (reconcile --in-lambda: the same without the ledger statement)"),
+        ("inspect", "`scheduled-table inspect`"),
+        ("redrive-poison", "`scheduled-table redrive poison`"),
+        ("redrive-stream", "`scheduled-table redrive stream`"),
+        ("redrive-target", "`scheduled-table redrive target`"),
+        ("backfill", "`scheduled-table backfill`"),
+        ("reconcile", "`scheduled-table reconcile`"),
+        (
+            "backfill-in-lambda",
+            "`scheduled-table backfill --in-lambda` (`reconcile --in-lambda`: the same without the ledger statement)",
+        ),
+        ("policy", "`scheduled-table policy` itself (`scheduled-table policy policy`: what printing the others reads)"),
     ]
     parts = [PAGE_START]
     for name, title in shown:
-        parts += [f"`scheduled-table {title}`:", "", "```json", compact(policy(name, example())), "```", ""]
+        parts += [f"{title}:", "", "```json", compact(policy(name, example())), "```", ""]
     return "\n".join([*parts, PAGE_END])
 
 

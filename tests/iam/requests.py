@@ -364,12 +364,13 @@ def default_key_policy(account: str) -> str:
 
 # How each service answers a call KMS refused: (HTTP status, error code). SQS reports its KmsAccessDenied error as
 # the query-compatible code KMS.AccessDeniedException; SNS KMSAccessDenied; DynamoDB AccessDeniedException, naming
-# the kms: action.
+# the kms: action; Step Functions KmsAccessDeniedException (its service model's error).
 _KMS_DENIED: dict[str, tuple[int, str]] = {
     "sqs": (400, "KMS.AccessDeniedException"),
     "sns": (400, "KMSAccessDenied"),
     "dynamodb": (400, "AccessDeniedException"),
     "dynamodbstreams": (400, "AccessDeniedException"),
+    "stepfunctions": (400, "KmsAccessDeniedException"),
 }
 
 

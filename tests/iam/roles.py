@@ -43,9 +43,9 @@ def standin_arn(kind: str) -> str:
 # Stand-ins for the customer-managed keys an option set names (the test's keys replace them).
 TABLE_KEY_STANDIN = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/STANDINTABLEKEY"
 TARGET_KEY_STANDIN = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/STANDINTARGETKEY"
-# The targets whose option names their key (`kms_key_arn`), and whose senders use it: a queue, a topic (an event
-# bus's key is used by EventBridge itself; a state machine's key use is not modelled by tests/iam/requests.py).
-KEYED_TARGETS = ("sqs", "sns")
+# The targets whose option names their key (`kms_key_arn`), and whose senders use it: a queue, a topic, a state
+# machine (an event bus's key is used by EventBridge itself).
+KEYED_TARGETS = ("sns", "sqs", "stepfunctions")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,9 @@ import pytest
 from components.filters import eventbridge_filters
 from components.ops.cli import main
 from tests.handlers.conftest import Env
+from tests.iam import requests
 from tests.iam.operator import Calls, enforcing
+from tests.iam.roles import ACCOUNT
 from tests.redrive.conftest import Function, aws, bodies, queue
 from tests.redrive.test_stream_and_target import on_failure, scheduler_dead_letter, stream_dlq_url
 
@@ -45,9 +47,13 @@ def without(document: dict[str, Any], action: str) -> dict[str, Any]:
 
 
 def as_operator(
-    function: Function, argv: list[str], granted: dict[str, Any], **overrides: Any
+    function: Function,
+    argv: list[str],
+    granted: dict[str, Any],
+    encryption: requests.Encryption = requests.NO_KEYS,
+    **overrides: Any,
 ) -> tuple[int, list[str], Calls]:
-    client, calls = enforcing(aws(function, **overrides), granted)
+    client, calls = enforcing(aws(function, **overrides), granted, encryption)
     lines: list[str] = []
     status = main([*argv, "--function", function.name], client=client, emit=lines.append)
     return status, lines, calls
@@ -243,7 +249,7 @@ def test_backfill_in_lambda_runs_under_its_policy_which_invokes_only_the_backfil
     granted = policy(function, "backfill", "--in-lambda", "items-backfill")
     argv = ["backfill", "--segments", "2", "--in-lambda", "items-backfill"]
 
-    status, lines, calls = as_operator(function, argv, granted, **{"lambda": Lambda()})
+    status, lines, calls = as_operator(function, argv, granted, requests.NO_KEYS, **{"lambda": Lambda()})
 
     assert (status, calls.refused) == (0, []), lines
     assert invoked == ["items-backfill", "items-backfill"]
@@ -385,3 +391,264 @@ def test_every_call_of_the_operators_code_is_in_a_commands_declaration() -> None
     declared = {a for needs in COMMANDS.values() for n in needs if isinstance(n, Need) for a in n.actions}
     undeclared = {m: a - declared - {"lambda:ListFunctions"} for m, a in calls.items()}
     assert {m: a for m, a in undeclared.items() if a} == {}
+
+
+# -- customer-managed keys: the operator's policy grants the use of the keys the services say encrypt the stack ------
+
+
+def customer_key() -> str:
+    """A customer-managed key (its ARN), with AWS's default key policy: the account's IAM policies decide its use."""
+    import boto3
+
+    from tests.conftest import REGION
+
+    return str(boto3.client("kms", region_name=REGION).create_key()["KeyMetadata"]["Arn"])
+
+
+def encrypted(*pairs: tuple[str, str]) -> requests.Encryption:
+    """Resources (ARN) encrypted with keys (ARN), each key with the default key policy."""
+    keys = {key for _, key in pairs}
+    return requests.Encryption(tuple(pairs), tuple((k, requests.default_key_policy(ACCOUNT)) for k in sorted(keys)))
+
+
+def test_redrive_target_to_a_queue_encrypted_with_a_customer_key_is_granted_that_keys_use(stack: Any) -> None:
+    """The target queue is encrypted with a customer-managed key the configuration does not carry: `policy` asks SQS
+    and KMS, and grants the send's use of it (GenerateDataKey, Decrypt: the queue kind's declaration). Without it,
+    KMS refuses the send and the dead letter stays in the target DLQ, visible; with it, it is delivered.
+    Before: the policy had no KMS statement, and the redrive was refused."""
+    env, function, name = stack
+    key = customer_key()
+    target_url = env.sqs.create_queue(QueueName=name, Attributes={"KmsMasterKeyId": key})["QueueUrl"]
+    target_arn = env.config["target"]["arn"]
+    body = json.dumps({"keys": {"PK": "a", "SK": "A"}, "dueAt": PAST, "occurrenceId": "a-A-occ"})
+    scheduler_dead_letter(env, body)
+    keys = encrypted((target_arn, key))
+    granted = policy(function, "redrive-target")
+    assert [s for s in granted["Statement"] if s["Resource"] == [key]] == [
+        {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [key]}
+    ]
+
+    status, lines, calls = as_operator(function, ["redrive", "target"], without(granted, "kms:GenerateDataKey"), keys)
+
+    assert ("kms:GenerateDataKey", key) in calls.refused and status == 1, lines
+    dead_letters = env.sqs.get_queue_url(QueueName=env.target_dlq_arn.rsplit(":", 1)[1])["QueueUrl"]
+    assert bodies(env, target_url) == [] and len(bodies(env, dead_letters)) == 1
+
+    status, lines, calls = as_operator(function, ["redrive", "target"], granted, keys)
+
+    assert (status, calls.refused) == (0, []), lines
+    assert ("kms:GenerateDataKey", key, True) in calls.made
+    assert len(bodies(env, target_url)) == 1 and bodies(env, dead_letters) == []
+
+
+class KeyedTable:
+    """DynamoDB as it answers for a table made with a customer-managed key (moto keeps no key given after the table
+    was made): DescribeTable reports the key; every other call is moto's."""
+
+    def __init__(self, inner: Any, table: str, key: str) -> None:
+        self._inner, self._table, self._key = inner, table, key
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def describe_table(self, TableName: str) -> Any:
+        answer = self._inner.describe_table(TableName=TableName)
+        if TableName == self._table:
+            answer["Table"]["SSEDescription"] = {"Status": "ENABLED", "SSEType": "KMS", "KMSMasterKeyArn": self._key}
+        return answer
+
+
+@pytest.mark.parametrize(
+    ("command", "argv", "uses"),
+    [
+        ("redrive-poison", ["redrive", "poison"], ["kms:Decrypt"]),  # reads the item to judge the order
+        ("inspect", ["inspect"], ["kms:Decrypt"]),  # scans the table
+        ("backfill", ["backfill", "--segments", "2"], ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]),
+    ],
+)
+def test_a_table_encrypted_with_a_customer_key_grants_its_use_to_commands_that_read_or_write_it(
+    stack: Any, command: str, argv: list[str], uses: list[str]
+) -> None:
+    """The table's key (DescribeTable's SSEDescription, resolved by KMS): kms:Decrypt for a command that reads
+    items, the writers' actions for one that writes them (backfill writes the ledger, which the table's key
+    encrypts too). Without kms:Decrypt the command is refused by KMS and loses nothing."""
+    import boto3
+
+    from tests.conftest import REGION
+
+    env, function, name = stack
+    queue(env, name)
+    env.stream.read()
+    key = customer_key()
+    table = KeyedTable(boto3.client("dynamodb", region_name=REGION), env.table, key)
+    ledger = (env.config.get("eventbridge") or {}).get("ledgerTable")
+    keys = encrypted(*((requests.table_arn(t, enforce_where()), key) for t in (env.table, ledger) if t))
+    lines: list[str] = []
+    status = main(
+        ["policy", command, "--function", function.name], client=aws(function, dynamodb=table), emit=lines.append
+    )
+    granted = json.loads("\n".join(lines))
+    assert status == 0 and [s["Action"] for s in granted["Statement"] if s["Resource"] == [key]] == [uses]
+
+    status, lines, calls = as_operator(function, argv, without(granted, "kms:Decrypt"), keys, dynamodb=table)
+
+    assert ("kms:Decrypt", key) in calls.refused and status in (1, 2), lines
+    assert len(bodies(env, env.poison_url)) == 2
+
+    status, lines, calls = as_operator(function, argv, granted, keys, dynamodb=table)
+
+    assert (status, calls.refused) == (0, []), lines
+
+
+def enforce_where() -> requests.Where:
+    from tests.iam.enforce import WHERE
+
+    return WHERE
+
+
+# -- the redrive target paths that do not send to the target, and a queue named by --queue-url -----------------------
+
+
+def test_redrive_target_of_precise_ttl_calls_scheduler_s_universal_target_again_under_its_policy(env: Env) -> None:
+    """Precise ttl's dead letters are Scheduler's universal target `dynamodb:updateItem` (the item's fire): the
+    policy grants UpdateItem on the table, and not the target's send (the executor sends when the fire reaches it)."""
+    import copy
+
+    import ttl
+
+    from components.filters import ttl_filters
+    from tests.handlers.test_ttl import ttl_section
+    from tests.redrive.test_stream_and_target import scheduler_dead_letter
+
+    config = copy.deepcopy(env.config)
+    config["mode"], config["ttl"] = "ttl", ttl_section(env.ledger())
+    config["ttl"]["precise"] = True
+    env.config = config
+    function = Function(env, ttl.handle_batch, ttl_filters("dueAt", precise=True))
+    env.put({"PK": "a", "SK": "A", "dueAt": 100})
+    keys = {"PK": {"S": "a"}, "SK": {"S": "A"}}
+    user_target = env.config["target"]["arn"]
+    env.config["target"]["arn"] = ttl.UPDATE_ITEM_UNIVERSAL_TARGET  # the dead letter's TARGET_ARN is Scheduler's
+    scheduler_dead_letter(env, json.dumps(ttl.fire_request(env.table, keys, "dueAt", {"N": "100"})))
+    env.config["target"]["arn"] = user_target
+    granted = policy(function, "redrive-target")
+
+    status, lines, calls = as_operator(function, ["redrive", "target"], granted)
+
+    assert (status, calls.refused) == (0, []), lines
+    table = f"arn:aws:dynamodb:eu-west-1:123456789012:table/{env.table}"
+    assert ("dynamodb:UpdateItem", table, True) in calls.made
+    item = env.ddb.get_item(TableName=env.table, Key=keys)["Item"]
+    assert "dueAt" not in item and item[ttl.FIRED] == {"N": "100"}  # fired, as Scheduler would have
+    assert not any(user_target in s["Resource"] for s in granted["Statement"])  # no send to the target
+
+
+def test_redrive_target_of_second_precision_sends_to_the_release_queue_under_its_policy(env: Env) -> None:
+    """A second-precision dead letter goes back into the release queue (held until its second, past here): the
+    policy grants SendMessage on the release queue, and that is the send the run makes."""
+    from datetime import UTC, datetime, timedelta
+
+    from tests.redrive.test_ordering import consumer, release_dead_letter, release_setup
+
+    url, tdlq = release_setup(env)
+    function = consumer(env)
+    due = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
+    release_dead_letter(env, tdlq, due)
+    granted = policy(function, "redrive-target")
+
+    status, lines, calls = as_operator(function, ["redrive", "target"], granted)
+
+    assert (status, calls.refused) == (0, []), lines
+    release = env.config["eventbridge"]["release"]["queueArn"]
+    assert ("sqs:SendMessage", release, True) in calls.made
+    assert len(bodies(env, url)) == 1 and bodies(env, tdlq) == []
+
+    # Without the release queue's send: refused, and the dead letter is kept, visible.
+    release_dead_letter(env, tdlq, due)
+    status, lines, calls = as_operator(function, ["redrive", "target"], without(granted, "sqs:SendMessage"))
+    assert ("sqs:SendMessage", release) in calls.refused and status == 1, lines
+    assert len(bodies(env, tdlq)) == 1
+
+
+def test_redrive_poison_from_a_queue_named_by_queue_url_runs_under_the_policy_printed_with_it(stack: Any) -> None:
+    """`redrive poison --queue-url URL` reads that queue (a copy of the poison queue, say): the policy printed with
+    the same --queue-url grants reading it, the stack's own is still looked up; without it the read is refused."""
+    env, function, name = stack
+    target, _ = queue(env, name)
+    copy_url, copy_arn = queue(env, f"poison-copy-{env.table}")
+    for message in env.sqs.receive_message(QueueUrl=env.poison_url, MaxNumberOfMessages=10)["Messages"]:
+        env.sqs.send_message(QueueUrl=copy_url, MessageBody=message["Body"])
+        env.sqs.delete_message(QueueUrl=env.poison_url, ReceiptHandle=message["ReceiptHandle"])
+    argv = ["redrive", "poison", "--queue-url", copy_url]
+
+    status, lines, calls = as_operator(function, argv, policy(function, "redrive-poison"))
+
+    assert ("sqs:ReceiveMessage", copy_arn) in calls.refused and status in (1, 2), lines
+    assert len(bodies(env, copy_url)) == 2
+
+    granted = policy(function, "redrive-poison", "--queue-url", copy_url)
+    status, lines, calls = as_operator(function, argv, granted)
+
+    assert (status, calls.refused) == (0, []), lines
+    assert len(bodies(env, target)) == 2 and bodies(env, copy_url) == []
+    held = [s["Resource"] for s in granted["Statement"] if "sqs:ReceiveMessage" in s["Action"]]
+    assert held == [[copy_arn]]  # the named queue only, not the stack's poison queue
+
+
+# -- a refusal mid-run, for each queue a redrive reads: what it hid is given back, or it says until when -------------
+
+
+def held_queue(env: Env, function: Function, source: str) -> str:
+    """One message in the queue `redrive <source>` reads (poison: the fixture's two already are); its URL."""
+    if source == "stream":
+        env.put({"PK": "c", "SK": "A", "dueAt": PAST})
+        env.sqs.send_message(QueueUrl=stream_dlq_url(env), MessageBody=on_failure(env, env.event()["Records"]))
+        return stream_dlq_url(env)
+    if source == "target":
+        body = json.dumps({"keys": {"PK": "a", "SK": "A"}, "dueAt": PAST, "occurrenceId": "a-A-occ"})
+        scheduler_dead_letter(env, body)
+        return str(env.sqs.get_queue_url(QueueName=env.target_dlq_arn.rsplit(":", 1)[1])["QueueUrl"])
+    return env.poison_url
+
+
+@pytest.mark.parametrize(
+    ("source", "action"),
+    [("poison", "dynamodb:GetItem"), ("stream", "dynamodb:GetShardIterator"), ("target", "sqs:SendMessage")],
+)
+def test_a_refusal_mid_run_of_each_redrive_names_the_action_and_gives_back_what_it_held(
+    stack: Any, source: str, action: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each redrive, refused a call it makes once it holds messages (the item's read, the stream's read, the
+    target's send): exits 1, the refused action is named, and every message it held is visible again."""
+    env, function, name = stack
+    queue(env, name)  # the target exists: what refuses is IAM
+    url = held_queue(env, function, source)
+    before = len(bodies(env, url))
+    granted = without(policy(function, f"redrive-{source}"), action)
+
+    status, lines, calls = as_operator(function, ["redrive", source], granted)
+
+    said = capsys.readouterr().err + "\n".join(lines)
+    assert status == 1 and action in {a for a, _ in calls.refused}, said
+    assert f"not authorized to perform: {action}" in said, said
+    assert len(bodies(env, url)) == before >= 1  # given back, visible: nothing hidden, nothing lost
+
+
+@pytest.mark.parametrize("source", ["poison", "stream", "target"])
+def test_each_redrive_refused_its_visibility_reset_says_until_when_its_messages_stay_hidden(
+    stack: Any, source: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The work still fails (the target still missing; the replayed batch failing again): the run must give the
+    messages back and may not (no sqs:ChangeMessageVisibility): it says until when they stay hidden, exits 1."""
+    env, function, _ = stack
+    url = held_queue(env, function, source)
+    function.answer = lambda batch: {"batchItemFailures": [{"itemIdentifier": batch[0]["dynamodb"]["SequenceNumber"]}]}
+    granted = without(policy(function, f"redrive-{source}"), "sqs:ChangeMessageVisibility")
+
+    status, lines, calls = as_operator(function, ["redrive", source], granted)
+
+    said = capsys.readouterr().err
+    assert status == 1 and "sqs:ChangeMessageVisibility" in {a for a, _ in calls.refused}, (said, lines)
+    assert "could not be made visible again" in said and "they stay hidden until " in said, said
+    assert "nothing is lost" in said
+    assert bodies(env, url) == []  # hidden for now, as said
