@@ -15,7 +15,14 @@ from . import target_types
 from .arns import kms_key_problem
 from .existing import TABLE_OPTIONS, ExistingTable, existing_table_problem
 from .overrides import OVERRIDES_DOC, FunctionOverrides, from_mappings, overrides_problem, roles_of
-from .queues import EXISTING_QUEUE_DOC, MAX_QUEUE_MESSAGE_BYTES, QUEUE_OPTIONS, ExistingQueue, existing_queue_problem
+from .queues import (
+    EXISTING_QUEUE_DOC,
+    MAX_QUEUE_MESSAGE_BYTES,
+    QUEUE_OPTIONS,
+    ExistingQueue,
+    existing_queue_problem,
+    shared_queue_problem,
+)
 from .queues import from_mapping as queue_from_mapping
 from .suggest import keyword_hints
 from .targets import Target, is_target, resource_problem, scheduler_problem, topic_arn_problem
@@ -513,6 +520,9 @@ def _queues(args: ScheduledTableArgs) -> None:
         problem = existing_queue_problem(option, given, has_target_dlq=has_target_dlq, mode=str(args.mode))
         if problem:
             raise ValueError(problem)
+    problem = shared_queue_problem({option: getattr(args, option) for option in QUEUE_OPTIONS})
+    if problem:
+        raise ValueError(problem)
     dlq = args.existing_target_dlq
     if args.mode is Mode.POLLING and dlq is not None and dlq.max_message_bytes < MAX_QUEUE_MESSAGE_BYTES:
         # The processor dead-letters the whole item (handlers/polling.py), trimmed to fit 1 MiB only.

@@ -140,6 +140,24 @@ def existing_queue_problem(option: str, given: Any, *, has_target_dlq: bool, mod
     return problem
 
 
+def shared_queue_problem(given: Mapping[str, ExistingQueue | None]) -> str | None:
+    """One queue given for two of the options (their ARNs as plain strings): `scheduled-table redrive poison`,
+    `redrive stream` and `redrive target` each read their queue as one kind of message, and the backfill function,
+    which may send to the poison queue but not the stream DLQ, would lose its grant."""
+    seen: dict[str, str] = {}
+    for option, queue in given.items():
+        arn = queue.queue_arn if queue is not None else None
+        if not isinstance(arn, str):
+            continue
+        if arn in seen:
+            return (
+                f"{option}.queue_arn: {arn!r} is also {seen[arn]}; the redrive commands read each queue as one kind "
+                "of message (parked records, failed stream batches, undelivered due events): give each its own queue"
+            )
+        seen[arn] = option
+    return None
+
+
 def _text_problem(field_name: str, value: object) -> str | None:
     """A Pulumi resource where its `.arn` belongs (`queue_arn=queue`), or a value of another type."""
     if value is None or isinstance(value, str | pulumi.Output) or inspect.isawaitable(value):

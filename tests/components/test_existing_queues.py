@@ -13,15 +13,18 @@ import pytest
 
 from components import ExistingQueue, ScheduledTable, ScheduledTableArgs
 from components.inputs import args_from_inputs
+from components.stack_config import DictConfig, args_from_config
 from components.testing import run_with_mocks
+from tests.components.conftest import NoConfig
 
 ACCOUNT = "123456789012"
 PARKED = f"arn:aws:sqs:eu-west-1:{ACCOUNT}:parked"
 DLQ = f"arn:aws:sqs:eu-west-1:{ACCOUNT}:dead-letters"
+STREAM_DLQ = f"arn:aws:sqs:eu-west-1:{ACCOUNT}:failed-batches"
 KEY = f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 ALL_THREE: dict[str, Any] = {
     "existing_poison_queue": ExistingQueue(PARKED, kms_key_arn=KEY),
-    "existing_stream_dlq": ExistingQueue(DLQ, kms_key_arn=KEY),
+    "existing_stream_dlq": ExistingQueue(STREAM_DLQ, kms_key_arn=KEY),
     "existing_target_dlq": ExistingQueue(DLQ, kms_key_arn=KEY, max_message_bytes=1048576),
 }
 
@@ -66,7 +69,7 @@ def test_the_component_makes_no_queue_it_was_given_and_the_handlers_mapping_and_
         == f"https://sqs.eu-west-1.amazonaws.com/{ACCOUNT}/dead-letters"
     )
     mapping = stack.one("r-scheduler-mapping").inputs
-    assert mapping["destinationConfig"]["onFailure"]["destinationArn"] == DLQ
+    assert mapping["destinationConfig"]["onFailure"]["destinationArn"] == STREAM_DLQ
     release = json.loads(stack.one("r-release").inputs["redrivePolicy"])
     assert release["deadLetterTargetArn"] == DLQ
 
@@ -74,7 +77,7 @@ def test_the_component_makes_no_queue_it_was_given_and_the_handlers_mapping_and_
 def test_every_writer_may_send_to_the_users_queues_and_use_their_key_and_nothing_more() -> None:
     stack = _built(precision="second", **ALL_THREE)
     # The scheduling function parks in the poison queue, and its mapping sends failed batches to the stream DLQ.
-    assert {PARKED, DLQ} <= _granted(stack, "scheduler", "sqs:SendMessage")
+    assert {PARKED, STREAM_DLQ} <= _granted(stack, "scheduler", "sqs:SendMessage")
     assert {PARKED, DLQ} <= _granted(stack, "releaser", "sqs:SendMessage")
     assert _granted(stack, "scheduler-exec", "sqs:SendMessage") >= {DLQ}
     for role in ("scheduler", "releaser", "scheduler-exec"):
@@ -83,7 +86,7 @@ def test_every_writer_may_send_to_the_users_queues_and_use_their_key_and_nothing
     # Given nothing but the queues, no role may do anything else with them.
     for role in ("scheduler", "releaser", "scheduler-exec"):
         for statement in _statements(stack, role):
-            if {PARKED, DLQ} & set(statement["Resource"]):
+            if {PARKED, STREAM_DLQ, DLQ} & set(statement["Resource"]):
                 assert statement["Action"] == ["sqs:SendMessage"], (role, statement)
 
 
@@ -113,11 +116,11 @@ def test_the_users_queues_are_alarmed_by_name_as_the_components_own_are() -> Non
     dimensions = {a.name: a.inputs["dimensions"] for a in stack.of_type(":MetricAlarm") if "not-empty" in a.name}
     assert dimensions == {
         "r-poison-not-empty-alarm": {"QueueName": "parked"},
-        "r-stream-dlq-not-empty-alarm": {"QueueName": "dead-letters"},
+        "r-stream-dlq-not-empty-alarm": {"QueueName": "failed-batches"},
         "r-target-dlq-not-empty-alarm": {"QueueName": "dead-letters"},
     }
     body = json.loads(stack.one("r-dashboard").inputs["dashboardBody"])
-    assert "parked" in json.dumps(body) and "dead-letters" in json.dumps(body)
+    assert all(name in json.dumps(body) for name in ("parked", "failed-batches", "dead-letters"))
 
 
 def test_the_outputs_name_the_users_queues() -> None:
@@ -133,7 +136,7 @@ def test_the_outputs_name_the_users_queues() -> None:
 
     stack = run_with_mocks(program)
     url = f"https://sqs.eu-west-1.amazonaws.com/{ACCOUNT}/"
-    assert stack.result == {"poison": url + "parked", "stream": url + "dead-letters", "dlq": url + "dead-letters"}
+    assert stack.result == {"poison": url + "parked", "stream": url + "failed-batches", "dlq": url + "dead-letters"}
     assert holder["c"].poison_queue is None and holder["c"].stream_dlq is None and "poison" not in holder["c"].queues
 
 
@@ -148,6 +151,13 @@ def test_the_provider_form_takes_camel_case_objects() -> None:
         {"mode": "ttl", "existingPoisonQueue": {"queueArn": PARKED, "kmsKeyArn": KEY, "maxMessageBytes": 65536}}
     )
     assert args.existing_poison_queue == ExistingQueue(PARKED, KEY, 65536)
+
+
+def test_a_stack_files_queues_are_read() -> None:
+    """`existingPoisonQueue:` in Pulumi.<stack>.yaml (or a `tables` entry), as YAML gives it."""
+    entry = {"mode": "ttl", "existingPoisonQueue": {"queueArn": PARKED, "maxMessageBytes": 65536}}
+    args = args_from_config(DictConfig(entry, NoConfig()))
+    assert args.existing_poison_queue == ExistingQueue(PARKED, None, 65536)
 
 
 # -- mistakes, named with the field and the fix -----------------------------------------------------------------
@@ -241,6 +251,14 @@ def test_polling_refuses_a_target_dlq_smaller_than_its_dead_letters() -> None:
         "existing_target_dlq.max_message_bytes: 262144 is less than 1 MiB, and the polling processor parks whole "
         "items there (up to DynamoDB's 400 KB each, larger as JSON); raise the queue's maxMessageSize to 1048576 "
         "(max_message_size on aws.sqs.Queue) and set max_message_bytes=1048576"
+    )
+
+
+def test_one_queue_for_two_options_is_refused() -> None:
+    assert _refused(existing_poison_queue=ExistingQueue(PARKED), existing_stream_dlq=ExistingQueue(PARKED)) == (
+        f"existing_stream_dlq.queue_arn: {PARKED!r} is also existing_poison_queue; the redrive commands read each "
+        "queue as one kind of message (parked records, failed stream batches, undelivered due events): give each its "
+        "own queue"
     )
 
 
