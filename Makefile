@@ -73,11 +73,15 @@ bench: $(STAMP)
 # per-item accounting; writes the Soak section of bench/latest.md and docs/assets/plots/soak_*.png. `make soak
 # N=40000` scales it; RATE (items written per second) and FAULTS (the injected fault rate) are stated in the report.
 # RATE 10 is what a 2-core machine keeps up with (at 100 the writes fall behind and lateness measures the backlog).
+# HERD: items due in one minute in each of two more tables (eventbridge through the local Scheduler's invocation
+# throttle, polling fanned out), judged against docs/performance.md's herd arithmetic. Not in the plain soak (its
+# burst would be the other modes' lateness): `make soak N=0 HERD=10000` runs the herd alone (about 45 minutes).
 N ?= 20000
 RATE ?= 10
 FAULTS ?= 0.02
+HERD ?= 0
 soak: $(STAMP)
-	$(PY) -m bench.soak --items $(N) --rate $(RATE) --faults $(FAULTS)
+	$(PY) -m bench.soak --items $(N) --rate $(RATE) --faults $(FAULTS) --herd $(HERD)
 
 # The release's files in dist/: the sdist, then the wheel built from it (so the sdist is known to hold everything the
 # wheel needs: the component, the handlers, the local cloud), both checked as PyPI will render and accept them.

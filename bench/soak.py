@@ -1,6 +1,7 @@
 """`make soak`: every mode end to end at volume, under faults, in the local cloud; per-item accounting at the end.
 
-    python -m bench.soak [--items 20000] [--rate 10] [--faults 0.02] [--redeliver 0.3] [--out bench/latest.md]
+    python -m bench.soak [--items 20000] [--rate 10] [--faults 0.02] [--redeliver 0.3] [--herd 0]
+                         [--out bench/latest.md]
 
 The same stack `make demo` deploys (`Pulumi.local.yaml`, IAM enforced) in ministack, with the local cloud's AWS
 behaviours (Scheduler's minute, stream batches delivered again) and faults at a stated rate (localcloud/faults.py:
@@ -23,6 +24,13 @@ Scheduler's targets), when the same occurrence (same `occurrenceId`) is sent aga
 *cancelled but delivered*: an occurrence a cancel, a move or a delete removed (made at least 10 s before its minute)
 that still arrived. The driver may fall behind its plan on a loaded machine: a cancel it made later than that does
 not count as one (the old occurrence may arrive or not), and the report says how far behind the writes were.
+
+A herd (`--herd N`): N items in each of two more tables, all due at the same whole minute (a 09:00 rush), written
+beforehand at `--herd-rate` a second, a twentieth of them deleted before their minute (cancels that must hold):
+`eventbridge herd` (one schedule each, fired through the local Scheduler's invocation throttle,
+localcloud/throttle.py) and `polling herd` (fanned out: `HERD_SHARDS` shard keys, one processor invocation per
+group of them, `HERD_SHARD_GROUPS`), the polling herd a few minutes after the eventbridge one so each drains alone.
+Each is judged against what docs/performance.md's herd section says for its size at the local throttle (`herd_bounds`).
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from localcloud.scenarios import LOCAL_TTL, MINUTE_SCHEDULE, POLL_TICK, SECOND, Bound, percentile
+from localcloud.throttle import AWS_INVOCATIONS_PER_SECOND
 
 REPO = Path(__file__).resolve().parent.parent
 PLOTS_DIR = REPO / "docs" / "assets" / "plots"
@@ -62,6 +71,7 @@ MODES: tuple[tuple[str, str, Bound | None, bool], ...] = (
 P99_BOUND = {"eventbridge second"}  # bounds stated at p99 (docs/guarantees.md); the others bound every delivery
 # The modes Scheduler delivers (or, for second precision, releases): their bounds add Scheduler's delay.
 SCHEDULER_DELIVERED = {
+    "eventbridge herd",
     "eventbridge minute",
     "eventbridge second",
     "eventbridge offsets",
@@ -73,6 +83,22 @@ ZONE = "Asia/Kolkata"
 PLAYERS = 100
 WRITE_BACK = 0.2  # the share of deliveries whose consumer writes back to the item
 CANCEL_MARGIN = 10.0  # a cancel holds when made this long before its minute (docs/guarantees.md)
+# The herd's two workloads (their tables are added to the stack for the run, `herd_config`): name, table.
+HERD_MODES: tuple[tuple[str, str], ...] = (("eventbridge herd", "herd"), ("polling herd", "herdjobs"))
+# Every workload's table, by mode.
+ALL_MODES: dict[str, str] = {mode: table for mode, table, *_ in MODES} | dict(HERD_MODES)
+HERD_SHARDS = 8
+HERD_SHARD_GROUPS = 4  # processor invocations a tick, each with its own workers: what two cores can run at once
+HERD_CANCELLED = 0.05  # the share of a herd's items deleted before their minute
+HERD_CANCEL_AFTER = 5.0  # seconds after its write
+# docs/performance.md's herd section: one fanned-out processor invocation drains about 120 items/s (modelled from
+# `make bench BENCH=herd`'s measured per-item calls and CPU, for a Lambda's 0.58 vCPU at 1,024 MB).
+MODELLED_INVOCATION_RATE = 120.0
+# The two herd tables' stream handlers (the eventbridge handler's schedules, the polling assigner's index entries)
+# took about 25 records a second between them on a shared 2-core machine (`make soak N=0 HERD=1000`, 2026-11-27):
+# a herd's minute is a second per 10 items after its last write, so every schedule exists before it.
+HERD_LEAD_ITEMS = 10.0
+SCHEDULER_SWEEP = 1.0  # the local Scheduler looks for due schedules every second (localcloud/aws_behaviour.py)
 
 
 # -- accounting (pure) -------------------------------------------------------------------------------------------
@@ -252,6 +278,7 @@ class Plan:
     sums: dict[str, int] = field(default_factory=dict)
     mix: dict[str, int] = field(default_factory=dict)
     last_due: float = 0.0
+    herd_minutes: dict[str, float] = field(default_factory=dict)  # each herd's due minute
 
 
 def iso_z(epoch: float) -> str:
@@ -285,6 +312,84 @@ def plan(items: int, rate: float, start: float, rng: random.Random) -> Plan:
         _plan_item(result, mode, table, n // len(MODES), written, rng)
     result.ops.sort()
     return result
+
+
+def herd_bounds(size: int, scheduler_rate: float) -> dict[str, Bound]:
+    """What docs/performance.md's herd section says of `size` items due in one minute, at the local throttle.
+
+    eventbridge: Scheduler fires them at its invocation throttle, so the last is about size / rate after the minute
+    began, and never sooner than the minute's end (at 1,000/s: 100,000 end about 100 s after it began). The local
+    Scheduler's throttle is AWS's scaled (localcloud/throttle.py), so a local herd drains as one `1,000 / rate` times
+    larger does on AWS. polling fanned out: the poll interval + the tick's work (`POLL_TICK`, 12 s here) + the drain
+    of `size` items by `HERD_SHARD_GROUPS` invocations at the modelled rate each."""
+    drain = size / scheduler_rate if scheduler_rate > 0 else 0.0
+    scale = AWS_INVOCATIONS_PER_SECOND / scheduler_rate if scheduler_rate > 0 else 1.0
+    fanned = size / (HERD_SHARD_GROUPS * MODELLED_INVOCATION_RATE)
+    return {
+        "eventbridge herd": Bound(
+            max(60.0, drain) + SCHEDULER_SWEEP,
+            f"{size:,} at the throttle's {scheduler_rate:g}/s (as {size * scale:,.0f} at AWS's 1,000/s): the last "
+            f"about {drain:.0f} s after the minute began, never before its end, + {SCHEDULER_SWEEP:g} s for the "
+            "local sweep",
+        ),
+        "polling herd": Bound(
+            POLL_TICK.seconds + fanned,
+            f"{POLL_TICK.seconds:.0f} s (the interval + the tick's work) + {size:,} drained by {HERD_SHARD_GROUPS} "
+            f"invocations at the modelled {MODELLED_INVOCATION_RATE:g} items/s each ({fanned:.0f} s)",
+        ),
+    }
+
+
+def plan_herd(result: Plan, size: int, rate: float, start: float, lead: float, scheduler_rate: float) -> None:
+    """`size` items in each herd table, written `rate` a second from `start`, a twentieth deleted again; all of a
+    table due at one whole minute at least `lead` s after the last write (the stream handlers' backlog drains
+    first), the polling herd's minute after the eventbridge herd has drained (so neither slows the other)."""
+    written_until = start + size / rate
+    due = next_minute(written_until + lead)
+    drained = max(60.0, size / scheduler_rate if scheduler_rate > 0 else 0.0)
+    minutes = {"eventbridge herd": due, "polling herd": due + 60.0 * (int(drained // 60) + 2)}
+    cancelled = set(range(0, size, round(1 / HERD_CANCELLED)))
+    for mode, table in HERD_MODES:
+        result.items[mode] = size
+        result.expected[mode], result.cancelled[mode], result.cancelled_by[mode] = [], [], []
+        at_minute = minutes[mode]
+        result.mix["herd"] = result.mix.get("herd", 0) + size
+        for i in range(size):
+            written = start + i / rate
+            keys = {"PK": f"HERD#{i:05}", "SK": "ITEM"}
+            result.ops.append(Op(written, table, keys, {**keys, "dueAt": iso_z(at_minute)}))
+            if i in cancelled:
+                delete = Op(written + HERD_CANCEL_AFTER, table, keys)
+                result.ops.append(delete)
+                result.cancelled[mode].append((keys["PK"], at_minute))
+                result.cancelled_by[mode].append(((keys["PK"], at_minute), delete))
+            else:
+                result.expected[mode].append((keys["PK"], at_minute))
+        result.last_due = max(result.last_due, at_minute)
+    result.herd_minutes = minutes
+    result.ops.sort()
+
+
+def herd_config(size: int, directory: Path) -> Path:
+    """The local stack's configuration with the herd's two tables added: `herd` (eventbridge) and `herdjobs`
+    (polling, fanned out over `HERD_SHARD_GROUPS` invocations), both timed by `dueAt`."""
+    import yaml
+
+    document = yaml.safe_load((REPO / "Pulumi.local.yaml").read_text())
+    tables = document["config"]["scheduled-table:tables"]
+    tables.append({"name": "herd", "mode": "eventbridge", "timeAttribute": "dueAt"})
+    tables.append(
+        {
+            "name": "herdjobs",
+            "mode": "polling",
+            "timeAttribute": "dueAt",
+            "shards": HERD_SHARDS,
+            "shardGroups": HERD_SHARD_GROUPS,
+        }
+    )
+    path = directory / "Pulumi.local.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
 
 
 def _choose(rng: random.Random) -> str:
@@ -414,7 +519,7 @@ class Driver:
         self.outputs = outputs
         self.region = region
         self.rng = rng
-        self.arrivals: dict[str, list[Arrival]] = {mode: [] for mode, *_ in MODES}
+        self.arrivals: dict[str, list[Arrival]] = {mode: [] for mode in ALL_MODES}
         self.write_backs: list[tuple[str, dict[str, Any]]] = []
         self.written = 0
         self.ops_left = -1  # until the writer starts
@@ -454,15 +559,21 @@ class Driver:
     def mode_of(table: str, body: dict[str, Any]) -> str:
         if table == "clinic":
             return "eventbridge offsets" if body["keys"]["SK"] == "APPT" else "eventbridge recurring"
-        return next(mode for mode, t, *_ in MODES if t == table)
+        return next(mode for mode, t in ALL_MODES.items() if t == table)
 
     def tick(self) -> None:
         from localcloud.emulators import fire_rule
 
+        rules = [
+            out["tick_rule_name"]
+            for out in self.outputs.values()
+            if isinstance(out, dict) and out.get("tick_rule_name")
+        ]
         while not self.stop.wait(TICK_EVERY):
-            # A missed tick is a late one; the rule's own minute tick also runs.
-            with contextlib.suppress(Exception):
-                self.ticks += fire_rule(self.client, self.outputs["jobs"]["tick_rule_name"], self.region)
+            for rule in rules:  # jobs' and, in a herd run, herdjobs'
+                # A missed tick is a late one; the rule's own minute tick also runs.
+                with contextlib.suppress(Exception):
+                    self.ticks += fire_rule(self.client, rule, self.region)
 
     # the writer
 
@@ -629,6 +740,10 @@ class Run:
     seed: int
     date: str
     rate: float
+    scheduler_rate: float = 0.0
+    throttled: dict[str, Any] = field(default_factory=dict)  # the local Scheduler's throttle: what it did
+    herd: list[str] = field(default_factory=list)  # the report's lines on the herd
+    herd_size: int = 0
 
     @property
     def ok(self) -> bool:
@@ -649,18 +764,40 @@ def verdict_line(run: Run) -> str:
     )
 
 
-def soak(items: int, rate: float, fault_rate: float, redeliver: float, timeout: float, dump: Path | None = None) -> Run:
+@dataclass(frozen=True)
+class Herd:
+    """The herd's settings: items per table, written `rate` a second, due at least `lead` s after the last write."""
+
+    size: int = 0
+    rate: float = 100.0
+    lead: float | None = None  # None: a second per HERD_LEAD_ITEMS items (the stream handlers' pace, measured)
+
+
+def soak(
+    items: int,
+    rate: float,
+    fault_rate: float,
+    redeliver: float,
+    timeout: float,
+    dump: Path | None = None,
+    herd: Herd | None = None,
+) -> Run:
     from localcloud.deploy import LOCAL_STACK, up
     from localcloud.emulators import Emulators
     from localcloud.provision import clients
     from localcloud.scenarios import TTL_DELAYS, verify_sender
     from localcloud.server import Ministack
+    from localcloud.throttle import configured_rate, throttle_state
     from localcloud.window import seed
 
+    herd = herd or Herd()
     began = time.monotonic()
+    scheduler_rate = configured_rate()  # ministack's process reads the same variable
+    scratch = Path(tempfile.mkdtemp(prefix="soak-"))
+    config = herd_config(herd.size, scratch) if herd.size else None
     with Ministack(redeliver=redeliver, faults=fault_rate) as cloud:
         print(f"ministack up at {cloud.endpoint}; log: {cloud.log_path}; LOCALCLOUD_SEED={seed()}", flush=True)
-        deployment = up(cloud.endpoint, LOCAL_STACK)
+        deployment = up(cloud.endpoint, LOCAL_STACK, config_file=config)
         verify_sender(deployment)
         print(f"deployed stack '{LOCAL_STACK}': {len(deployment.resources)} resources", flush=True)
         client = clients(cloud.endpoint, deployment.region)
@@ -668,8 +805,12 @@ def soak(items: int, rate: float, fault_rate: float, redeliver: float, timeout: 
         with Emulators(cloud.endpoint, deployment.region, ttl_delays=TTL_DELAYS):
             start = time.time() + 2.0
             work = plan(items, rate, start, rng)
+            if herd.size:
+                lead = herd.lead if herd.lead is not None else max(60.0, herd.size / HERD_LEAD_ITEMS)
+                plan_herd(work, herd.size, herd.rate, start, lead, scheduler_rate)
             driver = Driver(client, deployment.outputs, deployment.region, random.Random(seed() + 3))
-            tables = sorted({t for mode, t, *_ in MODES if mode != "aggregate"})
+            tables = sorted({t for mode, t, *_ in MODES if mode != "aggregate" and work.items[mode]})
+            tables += [table for _, table in HERD_MODES if herd.size]
             threads = [threading.Thread(target=driver.drain, args=(t,), daemon=True) for t in tables]
             threads.append(threading.Thread(target=driver.tick, daemon=True))
             threads.append(threading.Thread(target=driver.write_back, daemon=True))
@@ -677,9 +818,12 @@ def soak(items: int, rate: float, fault_rate: float, redeliver: float, timeout: 
             for thread in [*threads, writer]:
                 thread.start()
             print(
-                f"writing {sum(work.items.values()):,} items ({len(work.ops):,} writes) at {rate:g}/s; last due "
+                f"writing {sum(work.items[m] for m, *_ in MODES):,} items at {rate:g}/s"
+                + (f" and a herd of {herd.size:,} a table at {herd.rate:g}/s" if herd.size else "")
+                + f" ({len(work.ops):,} writes); last due "
                 f"{work.last_due - start:.0f}s in; faults at {fault_rate:.1%}, {redeliver:.0%} of stream batches "
-                "delivered again",
+                f"delivered again; Scheduler's invocations throttled at {scheduler_rate:g}/s"
+                + "".join(f"; {mode} due {m - start:.0f}s in" for mode, m in work.herd_minutes.items()),
                 flush=True,
             )
             # Past the last due time and the widest bound, the run ends once nothing has arrived for a while: what
@@ -696,7 +840,9 @@ def soak(items: int, rate: float, fault_rate: float, redeliver: float, timeout: 
                     break
                 if time.time() - last_report > 30:
                     last_report = time.time()
-                    got = ", ".join(f"{m} {len(a)}/{len(work.expected[m])}" for m, a in driver.arrivals.items())
+                    got = ", ".join(
+                        f"{m} {len(a)}/{len(work.expected[m])}" for m, a in driver.arrivals.items() if work.items[m]
+                    )
                     print(
                         f"  {time.time() - start:5.0f}s: {driver.written:,} writes, arrivals/expected: {got}, "
                         f"{driver.written_back:,} write-backs, faults {sum(cloud.injected().values()):,}, "
@@ -712,6 +858,7 @@ def soak(items: int, rate: float, fault_rate: float, redeliver: float, timeout: 
             totals = read_totals(client, deployment.outputs["scores"]["table_name"], work.sums)
             dead = dead_letter_reasons(client, deployment.outputs)
             faults, redelivered, retries = cloud.injected(), cloud.redelivered(), cloud.held()
+            throttled = throttle_state(cloud.endpoint)
         if dump is not None:  # the local cloud's log (the functions' lines among it) goes with the run's data
             with contextlib.suppress(OSError):
                 shutil.copyfile(cloud.log_path, dump.with_suffix(".log"))
@@ -727,7 +874,11 @@ def soak(items: int, rate: float, fault_rate: float, redeliver: float, timeout: 
         dump.write_text(json.dumps({**document, "sums": work.sums}, indent=0))
     delivered_at = max((a.at for found in driver.arrivals.values() for a in found), default=time.time())
     accounts = []
-    for mode, table, bound, at_least_once in MODES:
+    bounds = herd_bounds(herd.size, scheduler_rate)
+    herd_modes = [(mode, table, bounds[mode], False) for mode, table in HERD_MODES if herd.size]
+    for mode, table, bound, at_least_once in [*MODES, *herd_modes]:
+        if not work.items[mode]:
+            continue  # a herd-only run (`--items 0`)
         if mode == "aggregate":
             accounts.append(account_totals(mode, work.items[mode], work.sums, totals))
             continue
@@ -748,7 +899,7 @@ def soak(items: int, rate: float, fault_rate: float, redeliver: float, timeout: 
         )
     return Run(
         accounts=accounts,
-        items=sum(work.items.values()),
+        items=sum(work.items[mode] for mode, *_ in MODES),
         written=driver.written,
         written_back=driver.written_back,
         wall_seconds=time.monotonic() - began,
@@ -764,7 +915,38 @@ def soak(items: int, rate: float, fault_rate: float, redeliver: float, timeout: 
         seed=seed(),
         date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         rate=rate,
+        scheduler_rate=scheduler_rate,
+        throttled=throttled,
+        herd=herd_facts(herd, work.herd_minutes, driver.arrivals, bounds),
+        herd_size=herd.size,
     )
+
+
+def herd_facts(
+    herd: Herd, minutes: Mapping[str, float], arrivals: Mapping[str, list[Arrival]], bounds: Mapping[str, Bound]
+) -> list[str]:
+    """Per herd, in words: when its minute was, when its first and last deliveries were sent, and the rate between
+    them (the drain rate the throttle or the fan-out allowed), beside the bound it is judged against."""
+    if not herd.size:
+        return []
+    lines = []
+    for mode, _ in HERD_MODES:
+        sent = sorted(a.at for a in arrivals.get(mode, []))
+        minute = minutes[mode]
+        if not sent:
+            lines.append(f"- {mode}: due {datetime.fromtimestamp(minute, UTC):%H:%M} UTC, nothing arrived.")
+            continue
+        # The drain rate over the first 99% (the last percent includes firings Scheduler retried seconds later).
+        most = sent[: max(1, int(len(sent) * 0.99))]
+        span = most[-1] - most[0]
+        drained = f"{(len(most) - 1) / span:.0f}/s" if span > 0 else "at once"
+        lines.append(
+            f"- {mode}: {herd.size:,} items due at {datetime.fromtimestamp(minute, UTC):%H:%M}:00 UTC; the first "
+            f"delivery sent {sent[0] - minute:.1f} s after, 99% by {most[-1] - minute:.1f} s ({len(most):,} in "
+            f"{span:.1f} s: {drained}), the last {sent[-1] - minute:.1f} s after; bound "
+            f"{bounds[mode].seconds:.0f} s: {bounds[mode].why}."
+        )
+    return lines
 
 
 # -- the report ----------------------------------------------------------------------------------------------------
@@ -798,6 +980,24 @@ def duplicate_lines(run: Run) -> list[str]:
     return ["Duplicates beyond the documented cases:", "", *lines, ""] if lines else []
 
 
+def throttle_line(run: Run) -> str:
+    """The local Scheduler's invocation throttle: its rate, AWS's it stands for, what it delayed."""
+    if not run.scheduler_rate:
+        return "Scheduler's invocation throttle: not emulated (`LOCALCLOUD_SCHEDULER_RATE=0`)."
+    done = run.throttled
+    delayed = (
+        f"; {done.get('granted', 0):,} firings took a turn, {done.get('delayed', 0):,} of them delayed, the longest "
+        f"by {float(done.get('most_delayed', 0.0)):.1f} s"
+        if done
+        else ""
+    )
+    return (
+        f"Scheduler's invocation throttle (localcloud/throttle.py): {run.scheduler_rate:g} firings/s, AWS's default "
+        f"{AWS_INVOCATIONS_PER_SECOND:,.0f}/s scaled 1:{AWS_INVOCATIONS_PER_SECOND / run.scheduler_rate:g} to two "
+        f"cores{delayed}."
+    )
+
+
 def section(run: Run, plots: list[Path], report_dir: Path) -> str:
     """The Markdown section for bench/latest.md."""
     delivered = sum(a.delivered for a in run.accounts if a.bound is not None)
@@ -806,7 +1006,7 @@ def section(run: Run, plots: list[Path], report_dir: Path) -> str:
     lines = [
         "## Soak",
         "",
-        f"`make soak N={run.items}` on {run.date} ({os.cpu_count()} CPUs; load average at the end "
+        f"`make soak N={run.items} HERD={run.herd_size}` on {run.date} ({os.cpu_count()} CPUs; load average at the end "
         f"{', '.join(f'{v:.1f}' for v in run.load)}; `LOCALCLOUD_SEED={run.seed}`): the local stack in ministack, IAM "
         f"enforced, every mode fed {run.items:,} items in all at {run.rate:g} items/s ({run.written:,} writes: "
         + ", ".join(f"{n:,} {kind}" for kind, n in sorted(run.mix.items()))
@@ -845,6 +1045,9 @@ def section(run: Run, plots: list[Path], report_dir: Path) -> str:
         + ". Stream batches delivered again: "
         + f"{sum(run.redelivered.values()):,}.",
         "",
+        throttle_line(run),
+        "",
+        *(["Herds:", "", *run.herd, ""] if run.herd else []),
         *duplicate_lines(run),
         "Left in a dead-letter or poison queue: "
         + (
@@ -894,6 +1097,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faults", type=float, default=0.02, help="the rate of every injected fault")
     parser.add_argument("--redeliver", type=float, default=0.3, help="the share of stream batches delivered again")
     parser.add_argument("--timeout", type=float, default=3600.0, help="give up waiting after this many seconds")
+    parser.add_argument("--herd", type=int, default=0, help="items due in one minute, in eventbridge and in polling")
+    parser.add_argument("--herd-rate", type=float, default=Herd.rate, help="the herd's items written a second")
+    parser.add_argument(
+        "--herd-lead", type=float, default=None, help="seconds from the herd's last write to its minute (at least)"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "latest.md")
     parser.add_argument(
         "--dump",
@@ -904,7 +1112,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from .report import replace_soak_section
 
-    run = soak(args.items, args.rate, args.faults, args.redeliver, args.timeout, args.dump)
+    herd = Herd(args.herd, args.herd_rate, args.herd_lead)
+    run = soak(args.items, args.rate, args.faults, args.redeliver, args.timeout, args.dump, herd)
     # The docs site's plots are redrawn only by a run that writes the repository's report; any other run draws
     # beside its own report.
     default = args.out.resolve() == (REPO / "bench" / "latest.md").resolve()

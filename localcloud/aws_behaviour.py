@@ -16,6 +16,8 @@
   `Target.Input` (256 KiB), a function's environment (4 KB), and an event invoke config's
   `MaximumEventAgeInSeconds` (60-21600), each refused with AWS's error code.
 
+- Scheduler's invocation throttle (AWS: 1,000 firings a second, over it delayed, never dropped), scaled 1:10 to
+  100 a second (`LOCALCLOUD_SCHEDULER_RATE`): see localcloud/throttle.py.
 - Faults (`LOCALCLOUD_FAULTS=<fraction>`, `make soak` only): throttling and 5xx answers, targets refusing
   Scheduler's firings and functions timing out mid-batch, at a stated rate: see localcloud/faults.py.
 - Lists in pages: ministack's ListSchedules answers only its first 100 schedules; here it pages with `NextToken`.
@@ -38,7 +40,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from . import faults, ttl
+from . import faults, throttle, ttl
 from .component import constants
 from .endpoints import UNIVERSAL_SCHEDULES_PATH, Response, first, json_answer, serve
 from .window import MinuteWindow, seed
@@ -327,6 +329,7 @@ def main() -> None:
     fault_rate = float(os.environ.get(faults.FAULTS_VARIABLE, "0") or 0)
     if fault_rate > 0:  # `make soak`: throttling, 5xx and timeouts at a stated rate (localcloud/faults.py)
         faults.install(fault_rate, seed(), os.environ.get(faults.FAULT_LOG_VARIABLE))
+    throttle.install()  # after IAM and the faults: the whole firing waits its turn (LOCALCLOUD_SCHEDULER_RATE)
     poll_each_mapping()  # last: each mapping's poller runs the poll as patched above
     from ministack.app import main as ministack_main
 

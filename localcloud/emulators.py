@@ -6,7 +6,8 @@
 - `UniversalTargets`: Scheduler's universal targets (`arn:aws:scheduler:::aws-sdk:<service>:<action>`), which
   ministack drops. The local cloud's ministack lists them (one request a second); each definition is read when it
   appears or changes, the API is called with the schedule's `Input` when due, failures go to the
-  schedule's dead-letter queue, and `ActionAfterCompletion` is honoured.
+  schedule's dead-letter queue, and `ActionAfterCompletion` is honoured. Each firing first waits its turn from
+  Scheduler's invocation throttle, the one the templated targets' firings take theirs from (localcloud/throttle.py).
 
 IAM: what AWS does on the component's behalf is done here with the credentials of the role AWS would use
 (`RoleSessions`, sessions handed out by the local cloud's ministack, see localcloud/iam.py): a universal target's
@@ -44,6 +45,7 @@ from .component import constants, error_code, runtime_module
 from .endpoints import UNIVERSAL_SCHEDULES_PATH, ask
 from .iam import DENIED, DENIED_CODES, SCHEDULER_PRINCIPAL, SERVICE_SESSION_PATH
 from .provision import NOT_FOUND, clients, name_from_arn
+from .throttle import remote_turn
 from .ttl import TTL_PATH
 from .window import MinuteWindow, seed
 
@@ -242,7 +244,10 @@ class UniversalTargets:
         default_factory=lambda: ThreadPoolExecutor(max_workers=FIRING_THREADS, thread_name_prefix="localcloud-fire")
     )
     _counting: threading.Lock = field(default_factory=threading.Lock)
-    sleep: Callable[[float], None] = time.sleep  # the waits between retries (a test's clock)
+    sleep: Callable[[float], None] = time.sleep  # the waits between retries and for a turn (a test's clock)
+    # Scheduler's invocation throttle (localcloud/throttle.py), shared with the templated targets' firings in
+    # ministack's process: the seconds this firing waits for its turn. None: not throttled.
+    turn: Callable[[], float] | None = None
 
     def close(self) -> None:
         """Let the firings under way finish; no more start."""
@@ -311,6 +316,9 @@ class UniversalTargets:
         attempts = int(policy.get("MaximumRetryAttempts", DEFAULT_RETRY_ATTEMPTS))
         deadline = captured.due + float(policy.get("MaximumEventAgeInSeconds", DEFAULT_EVENT_AGE_SECONDS))
         retries, wait = 0, RETRY_FIRST_WAIT_SECONDS
+        queued = self.turn() if self.turn is not None else 0.0
+        if queued > 0:
+            self.sleep(queued)  # over the throttle: later, never dropped
         while True:
             try:
                 getattr(self._as_role(captured, service), method)(**request)
@@ -405,7 +413,8 @@ class Emulators:
     ) -> None:
         client = clients(endpoint, region)
         self.ttl = TtlService(endpoint, delay=ttl_delay, delays=dict(ttl_delays or {}))
-        self.universal = UniversalTargets(client, endpoint, region, roles=RoleSessions(endpoint, region))
+        roles = RoleSessions(endpoint, region)
+        self.universal = UniversalTargets(client, endpoint, region, roles=roles, turn=remote_turn(endpoint))
         self.interval = interval
         self.errors = 0
         self._stop = threading.Event()

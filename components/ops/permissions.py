@@ -245,20 +245,39 @@ REPLAY = (
     Need(("scheduler:GetSchedule",), EVENTBRIDGE_SCHEDULES),
     Need(("lambda:InvokeFunction",), FUNCTION),
 )
-# A scan run by the operator (ops.backfill.run with handlers/backfill*.py): read the table, look schedules and the
-# ledger up, park what cannot be fed, feed the consumer.
-SCAN = (
-    Need(("dynamodb:BatchGetItem", "dynamodb:DescribeTable", "dynamodb:Scan"), TABLE),
-    Need(("dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), LEDGER),
-    Need(("dynamodb:GetItem", "dynamodb:UpdateItem"), _aggregate_table),
-    Need(("scheduler:GetSchedule",), SCHEDULES),
-    Need(("sqs:SendMessage",), POISON),
-    Need(("lambda:InvokeFunction",), FUNCTION),
-)
+
+
+def engine_needs(on: dict[str, Resolve], *, without: tuple[str, ...] = ()) -> tuple[Need, ...]:
+    """The backfill engine's own calls (handlers/backfill*.py, each module's actions per resource in its
+    `AWS_ACTIONS_ON`) on the resources `on` names (by handlers/backfill_resources.py's names), but for the modules in
+    `without`."""
+    from ..backfill_function import declared
+
+    return tuple(Need(actions, on[resource]) for resource, actions in declared(without).items() if resource in on)
+
+
+# The engine's resources as the operator's run finds them. Not the checkpoint: only the backfill function runs
+# `reconcile_every` (handlers/backfill_every.py).
+ENGINE_ON: dict[str, Resolve] = {
+    "table": TABLE,
+    "marker": LEDGER,
+    "totals": _aggregate_table,
+    "schedules": SCHEDULES,
+    "poison": POISON,
+    "*": ANY_IF_GROUP,
+}
+# A scan run by the operator (ops.backfill.run with handlers/backfill*.py; the sweep is reconcile's): read the
+# table, look schedules and the ledger up, park what cannot be fed, feed the consumer. The ledger's own class
+# (st_core.idempotency, through backfill_timed and the sweep) reads, releases and forgets occurrences.
+LEDGER_CLASS = Need(("dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:UpdateItem"), LEDGER)
+FEED = Need(("lambda:InvokeFunction",), FUNCTION)
+SCAN = (*engine_needs(ENGINE_ON, without=("backfill_every", "backfill_sweep")), LEDGER_CLASS, FEED)
+RECONCILE_SCAN = (*engine_needs(ENGINE_ON, without=("backfill_every",)), LEDGER_CLASS, FEED)
+# --in-lambda: the function scans; the operator settles aggregate's totals once every segment is done.
 FANOUT = (
     *DISCOVER,
     Need(("dynamodb:DescribeTable",), TABLE),
-    Need(("dynamodb:GetItem", "dynamodb:UpdateItem"), _aggregate_table),
+    *engine_needs({"totals": _aggregate_table}),
     Need(("lambda:GetFunctionConfiguration", "lambda:InvokeFunction"), BACKFILL_FUNCTION),  # checked, then invoked
 )
 TARGET = "target"  # the target's own send (dispatch.send_now), built as the functions' (direct_dispatch_statements)
@@ -290,15 +309,14 @@ COMMANDS: dict[str, tuple[Need | str, ...]] = {
     "backfill": (*DISCOVER, *SCAN),
     "reconcile": (
         *DISCOVER,
-        *SCAN,
+        *RECONCILE_SCAN,
         Need(("scheduler:DeleteSchedule",), SCHEDULES),  # a schedule its item no longer holds
-        Need(("scheduler:ListSchedules",), ANY_IF_GROUP),
     ),
     # --in-lambda: the backfill function scans and acts with its own role; the operator invokes it, and settles
     # aggregate's totals once every segment is done.
     "reconcile-in-lambda": FANOUT,
     # A first backfill of an eventbridge table also reads and then writes its marker in the ledger.
-    "backfill-in-lambda": (*FANOUT, Need(("dynamodb:GetItem", "dynamodb:PutItem"), EVENTBRIDGE_LEDGER)),
+    "backfill-in-lambda": (*FANOUT, *engine_needs({"marker": EVENTBRIDGE_LEDGER})),
     # `scheduled-table policy` itself: finds the stack, then asks what encrypts the table and the target (keys_of).
     "policy": (
         *DISCOVER,

@@ -63,7 +63,8 @@ def test_the_fan_outs_invocations_add_a_request_per_group_per_tick() -> None:
 def test_a_tiny_herd_is_delivered_once_each_before_it_is_timed(groups: int) -> None:
     with aws():
         drain = bench_herd.drain(24, 4, groups, latency=0)
-    assert drain.items == 24 and drain.calls >= 3 * 24  # a claim, a send and a completion each, at least
+    # a claim and a completion each, at least, and a send for every 10
+    assert drain.items == 24 and drain.calls >= 2 * 24 + 24 / 10
     assert drain.invocations == groups
 
 

@@ -8,18 +8,25 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench.report import SOAK_BEGIN, SOAK_END, replace_soak_section, soak_section
 from bench.soak import (
+    HERD_MODES,
     MODES,
     Account,
     Arrival,
+    Herd,
     Op,
     Run,
     account,
     account_totals,
     held_in_time,
+    herd_bounds,
+    herd_facts,
     occurrence_key,
     plan,
+    plan_herd,
     verdict_line,
 )
 from localcloud.faults import batch_failed, fault_response
@@ -270,3 +277,39 @@ def test_a_firing_the_target_refused_is_retried_and_its_hold_kept(tmp_path: Path
     assert faults.counts == {"target throttled (Scheduler retried)": 1}
     eventbridge._invoke_target({"Input": json.dumps({"occurrenceId": "o-2", "table": "t"})}, event, {})
     assert list(faults.held) == ["t/o-1"]
+
+
+def test_a_herd_is_due_at_one_minute_after_its_writes_with_cancels_that_hold() -> None:
+    work = plan(0, 10.0, DUE, random.Random(1))
+    plan_herd(work, 1000, 100.0, DUE, lead=60.0, scheduler_rate=100.0)
+    assert sum(work.items[mode] for mode, *_ in MODES) == 0
+    for mode, table in HERD_MODES:
+        minute = work.herd_minutes[mode]
+        assert minute % 60 == 0 and minute >= DUE + 1000 / 100.0 + 60.0
+        assert {due for _, due in work.expected[mode]} == {minute} and len(work.expected[mode]) == 950
+        assert len(work.cancelled[mode]) == 50 and not set(work.expected[mode]) & set(work.cancelled[mode])
+        deletes = [op for op in work.ops if op.table == table and op.item is None]
+        assert len(deletes) == 50 and all(op.at <= minute - 60 for op in deletes)  # in time to hold
+    # The polling herd's minute comes after the eventbridge herd has drained, so neither slows the other.
+    assert work.herd_minutes["polling herd"] >= work.herd_minutes["eventbridge herd"] + 120
+
+
+def test_a_herds_bound_is_the_docs_drain_at_the_local_throttle() -> None:
+    large, small = herd_bounds(10_000, 100.0), herd_bounds(1_000, 100.0)
+    assert large["eventbridge herd"].seconds == 101.0  # 10,000 at 100/s end 100 s after the minute began (+1 s sweep)
+    assert "as 100,000 at AWS's 1,000/s" in large["eventbridge herd"].why
+    assert small["eventbridge herd"].seconds == 61.0  # under the throttle: within the minute
+    assert large["polling herd"].seconds == pytest.approx(12.0 + 10_000 / (4 * 120.0))
+
+
+def test_the_herd_lines_give_each_herds_drain() -> None:
+    minute = 1_800_000_000.0
+    sent = [Arrival(f"HERD#{n}", minute, f"o{n}", f"m{n}", minute + 10 + n / 100) for n in range(1000)]
+    lines = herd_facts(
+        Herd(1000),
+        {"eventbridge herd": minute, "polling herd": minute},
+        {"eventbridge herd": sent},
+        herd_bounds(1000, 100.0),
+    )
+    assert "the first delivery sent 10.0 s after" in lines[0] and "(990 in 9.9 s: 100/s)" in lines[0]
+    assert lines[1].endswith("nothing arrived.")
