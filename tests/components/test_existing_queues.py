@@ -13,7 +13,9 @@ import pytest
 
 from components import ExistingQueue, ScheduledTable, ScheduledTableArgs
 from components.inputs import args_from_inputs
+from components.stack_config import DictConfig, args_from_config
 from components.testing import run_with_mocks
+from tests.components.conftest import NoConfig
 
 ACCOUNT = "123456789012"
 PARKED = f"arn:aws:sqs:eu-west-1:{ACCOUNT}:parked"
@@ -149,6 +151,13 @@ def test_the_provider_form_takes_camel_case_objects() -> None:
         {"mode": "ttl", "existingPoisonQueue": {"queueArn": PARKED, "kmsKeyArn": KEY, "maxMessageBytes": 65536}}
     )
     assert args.existing_poison_queue == ExistingQueue(PARKED, KEY, 65536)
+
+
+def test_a_stack_files_queues_are_read() -> None:
+    """`existingPoisonQueue:` in Pulumi.<stack>.yaml (or a `tables` entry), as YAML gives it."""
+    entry = {"mode": "ttl", "existingPoisonQueue": {"queueArn": PARKED, "maxMessageBytes": 65536}}
+    args = args_from_config(DictConfig(entry, NoConfig()))
+    assert args.existing_poison_queue == ExistingQueue(PARKED, None, 65536)
 
 
 # -- mistakes, named with the field and the fix -----------------------------------------------------------------

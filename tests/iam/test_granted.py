@@ -285,6 +285,16 @@ def allows(patterns: list[str], action: str) -> bool:
     return any(fnmatch.fnmatchcase(action.lower(), p.lower()) for p in patterns)
 
 
+# Each mode with a target, and its variants whose functions or roles differ (a releaser, Scheduler's role in ttl).
+TARGETED_VARIANTS: tuple[tuple[str, dict[str, bool]], ...] = (
+    ("eventbridge", {}),
+    ("eventbridge", {"precision_second": True}),
+    ("ttl", {}),
+    ("ttl", {"precise": True}),
+    ("polling", {}),
+)
+
+
 def option_sets() -> list[Options]:
     found: list[Options] = []
     for kind in KINDS:
@@ -303,13 +313,7 @@ def option_sets() -> list[Options]:
     found.append(Options(mode="aggregate", kind="none"))
     # Customer-managed keys on the table and on the target (a queue, a topic), in every mode.
     for kind in KEYED_TARGETS:
-        for mode, extra in (
-            ("eventbridge", {}),
-            ("eventbridge", {"precision_second": True}),
-            ("ttl", {}),
-            ("ttl", {"precise": True}),
-            ("polling", {}),
-        ):
+        for mode, extra in TARGETED_VARIANTS:
             found.append(Options(mode=mode, kind=kind, table_key=True, target_key=True, **extra))  # type: ignore[arg-type]
         found.append(Options(mode="eventbridge", kind=kind, target_key=True))
     found.append(Options(mode="ttl", kind="sqs", precise=True, table_key=True))
@@ -320,17 +324,10 @@ def option_sets() -> list[Options]:
     found.append(Options(mode="polling", kind="sqs", vpc=True))
     found.append(Options(mode="aggregate", kind="none", vpc=True))
     # The user's own poison queue and DLQs (ExistingQueue), with and without their customer-managed key.
-    for mode, extra in (
-        ("eventbridge", {}),
-        ("eventbridge", {"precision_second": True}),
-        ("ttl", {}),
-        ("ttl", {"precise": True}),
-        ("polling", {}),
-        ("aggregate", {}),
-    ):
-        kind = "none" if mode == "aggregate" else "sqs"
+    for mode, extra in TARGETED_VARIANTS:
         for key in (False, True):
-            found.append(Options(mode=mode, kind=kind, own_queues=True, queue_key=key, **extra))  # type: ignore[arg-type]
+            found.append(Options(mode=mode, kind="sqs", own_queues=True, queue_key=key, **extra))  # type: ignore[arg-type]
+    found += [Options(mode="aggregate", kind="none", own_queues=True, queue_key=key) for key in (False, True)]
     return found
 
 
