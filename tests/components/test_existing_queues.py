@@ -283,6 +283,15 @@ def test_one_queue_for_two_options_is_refused() -> None:
     )
 
 
+def test_second_precision_refuses_a_target_dlq_smaller_than_its_release_messages() -> None:
+    assert _refused(precision="second", existing_target_dlq=ExistingQueue(DLQ)) == (
+        "existing_target_dlq.max_message_bytes: 262144 is less than 1 MiB, and release messages of up to 1 MiB are "
+        "parked or redriven there at precision 'second'; raise the queue's maxMessageSize to 1048576 "
+        "(max_message_size on aws.sqs.Queue) and set max_message_bytes=1048576"
+    )
+    ScheduledTableArgs(mode="eventbridge", existing_target_dlq=ExistingQueue(DLQ))  # minute precision: Scheduler's
+
+
 def test_an_unknown_key_in_a_dict_is_named() -> None:
     assert _refused(existing_poison_queue={"queueArn": PARKED, "size": 1}) == (
         "existing_poison_queue.size: unknown key; use one of queue_arn, kms_key_arn, max_message_bytes"
