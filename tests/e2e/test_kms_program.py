@@ -5,8 +5,9 @@ functions' reads, writes and sends, each mapping's stream reads, Scheduler's sen
 use of the bus's key). Every mode delivers; with one KMS grant or key-policy statement removed, exactly the call that
 needed it fails, as AWS fails it.
 
-The component's own queues (stream DLQ, poison, target DLQ, release, due) are encrypted with SQS's own key
-(`sqs_managed_sse_enabled`), which needs no KMS permission: there is no customer key on them to take away.
+The queues the component makes (stream DLQ, poison, target DLQ, release, due) are encrypted with SQS's own key
+(`sqs_managed_sse_enabled`), which needs no KMS permission; the user's own poison queue and Scheduler dead-letter
+queue (`ExistingQueue` with `kms_key_arn`) are encrypted with the user's key, and are sent to with it.
 
 Scheduler (eventbridge mode, minute precision) sends to the encrypted queue and puts on the encrypted bus itself, as
 its role, anywhere in the due minute; the TTL process deletes an expired item five seconds after its time
@@ -35,7 +36,9 @@ import json
 
 import pulumi
 import pulumi_aws as aws
-from scheduled_table import EventBusTarget, QueueTarget, ScheduledTable, ScheduledTableArgs, TopicTarget
+from scheduled_table import (
+    EventBusTarget, ExistingQueue, QueueTarget, ScheduledTable, ScheduledTableArgs, TopicTarget
+)
 
 account = aws.get_caller_identity().account_id
 root = {"Sid": "Admin", "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{account}:root"}, "Action": "kms:*",
@@ -63,13 +66,18 @@ rule = aws.cloudwatch.EventRule(
     "due-on-bus", event_bus_name=bus.name, event_pattern=json.dumps({"source": ["scheduled-table"]})
 )
 aws.cloudwatch.EventTarget("due-on-bus-inbox", rule=rule.name, event_bus_name=bus.name, arn=bus_inbox.arn)
+# The user's own poison queue and Scheduler dead-letter queue, encrypted (with the tables' key: the Scheduler test
+# takes the target key from Scheduler's role, not this one)
+parked = aws.sqs.Queue("parked", kms_master_key_id=table_key.arn)
+dead = aws.sqs.Queue("dead", kms_master_key_id=table_key.arn)
 common = dict(kms_key_arn=table_key.arn, deletion_protection=False, alarms=False, dashboard=False)
 made = {
     "orders": ScheduledTable("orders", ScheduledTableArgs(
         mode="eventbridge", time_attribute="shipAt", target=QueueTarget(inbox.arn, kms_key_arn=target_key.arn),
-        **common)),
+        existing_target_dlq=ExistingQueue(dead.arn, kms_key_arn=table_key.arn), **common)),
     "tickets": ScheduledTable("tickets", ScheduledTableArgs(
-        mode="eventbridge", time_attribute="openAt", target=EventBusTarget(bus.arn), **common)),
+        mode="eventbridge", time_attribute="openAt", target=EventBusTarget(bus.arn),
+        existing_poison_queue=ExistingQueue(parked.arn, kms_key_arn=table_key.arn), **common)),
     "offers": ScheduledTable("offers", ScheduledTableArgs(
         mode="ttl", precise=True, time_attribute="endsAt", target=TopicTarget(alerts.arn, kms_key_arn=target_key.arn),
         **common)),
@@ -82,7 +90,8 @@ made = {
 for name, component in made.items():
     pulumi.export(f"{name}_table", component.table_name)
     pulumi.export(f"{name}_poison", component.poison_queue_url)
-pulumi.export("orders_target_dlq", made["orders"].target_dlq_url)
+pulumi.export("orders_target_dlq", dead.url)
+pulumi.export("parked_url", parked.url)
 pulumi.export("jobs_tick", made["jobs"].tick_rule_name)
 pulumi.export("inbox_url", inbox.url)
 pulumi.export("alerts_inbox_url", alerts_inbox.url)
@@ -198,6 +207,7 @@ def test_every_mode_delivers_through_the_encrypted_tables_and_targets(
     _put(client, deployed["offers_table"], _due("OFFER#1", "endsAt", now + 5))
     _put(client, deployed["sessions_table"], _due("SESSION#1", "expiresAt", now + 2))
     _put(client, deployed["scores_table"], {"PK": {"S": "SCORE#1"}, "SK": {"S": "USER#ada"}, "Score": {"N": "5"}})
+    _put(client, deployed["tickets_table"], {"PK": {"S": "TICKET#0"}, "SK": {"S": "DUE"}, "openAt": {"S": "someday"}})
     # THEN each due event arrives in its encrypted target: Scheduler's own send to the queue and put on the bus, the
     # ttl executors' sends to the queue and the topic, polling's processor's put on the bus; the totals in the table
     inbox: list[dict[str, Any]] = []
@@ -226,7 +236,11 @@ def test_every_mode_delivers_through_the_encrypted_tables_and_targets(
         TableName=deployed["scores_table"], Key={"PK": {"S": "USER#ada"}, "SK": {"S": "TOTAL"}}
     )
     assert total["Item"]["totalScore"] == {"N": "5"}
-    for mode in MODES:  # nothing was parked
+    # AND the bad ticket was parked in the user's encrypted poison queue, with its reason; nothing else was parked
+    parked: list[dict[str, Any]] = []
+    assert _wait(lambda: _bodies(client, deployed["parked_url"], parked)), "the bad ticket was not parked"
+    assert "TICKET#0" in json.dumps(parked) and "openAt" in json.dumps(parked), parked
+    for mode in MODES:
         assert _bodies(client, deployed[f"{mode}_poison"], []) == [], mode
 
 
@@ -290,7 +304,8 @@ def test_without_the_key_policy_statement_for_schedulers_role_its_send_is_dead_l
         now = int(time.time())
         _put(client, deployed["orders_table"], _due("ORDER#3", "shipAt", now + 5))
         _put(client, deployed["sessions_table"], _due("SESSION#4", "expiresAt", now))
-        # THEN Scheduler's send of the order is refused its key and dead-lettered, naming the key use
+        # THEN Scheduler's send of the order is refused its key and dead-lettered (into the user's dead-letter queue,
+        # encrypted with the other key, which the role may use), naming the key use
         dead: list[dict[str, Any]] = []
         sent = _wait(lambda: _bodies(client, deployed["orders_target_dlq"], dead), SCHEDULER_WAIT_SECONDS)
         assert sent, "no dead letter within the wait"
