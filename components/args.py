@@ -524,12 +524,18 @@ def _queues(args: ScheduledTableArgs) -> None:
     if problem:
         raise ValueError(problem)
     dlq = args.existing_target_dlq
-    if args.mode is Mode.POLLING and dlq is not None and dlq.max_message_bytes < MAX_QUEUE_MESSAGE_BYTES:
-        # The processor dead-letters the whole item (handlers/polling.py), trimmed to fit 1 MiB only.
+    # What reaches the target DLQ whole, and may be up to 1 MiB: the polling processor's dead letters (the item,
+    # trimmed to fit 1 MiB only) and, at second precision, release messages (from the component's 1 MiB release
+    # queue, by the release function and by the release queue's redrive).
+    whole = None
+    if args.mode is Mode.POLLING:
+        whole = "the polling processor parks whole items there (up to DynamoDB's 400 KB each, larger as JSON)"
+    elif args.mode is Mode.EVENTBRIDGE and args.precision == "second":
+        whole = "release messages of up to 1 MiB are parked or redriven there at precision 'second'"
+    if whole and dlq is not None and dlq.max_message_bytes < MAX_QUEUE_MESSAGE_BYTES:
         _fail(
             "existing_target_dlq.max_message_bytes",
-            f"{dlq.max_message_bytes} is less than 1 MiB, and the polling processor parks whole items there (up to "
-            "DynamoDB's 400 KB each, larger as JSON)",
+            f"{dlq.max_message_bytes} is less than 1 MiB, and {whole}",
             f"raise the queue's maxMessageSize to {MAX_QUEUE_MESSAGE_BYTES} (max_message_size on aws.sqs.Queue) and "
             f"set max_message_bytes={MAX_QUEUE_MESSAGE_BYTES}",
         )

@@ -23,6 +23,7 @@ from .existing import (
     table_arn_of,
     table_key_problem,
     table_problems,
+    table_reference,
 )
 from .filters import filter_patterns, within_filter_limit
 from .overrides import FunctionOverrides, function_settings
@@ -479,7 +480,9 @@ def build_scheduling(
 def handler_config(ctx: BuildContext, values: dict[str, pulumi.Input[str]]) -> pulumi.Output[str]:
     """The handler's config document, from the shared values and a mode's own (`runtime_config.needed_values`)."""
     shared = {
-        Value.TABLE: ctx.table.name,
+        Value.TABLE: pulumi.Output.all(ctx.table.name, ctx.table.arn, ctx.home_arn).apply(
+            lambda v: table_reference(*v)
+        ),
         Value.TARGET_ARN: ctx.target_arn,
         Value.POISON_QUEUE_URL: ctx.poison_queue.url,
     }

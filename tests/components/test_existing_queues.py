@@ -104,6 +104,27 @@ def test_without_a_key_no_role_is_granted_kms() -> None:
     assert invoke["destinationConfig"]["onFailure"]["destination"] == DLQ
 
 
+def test_the_backfill_function_may_use_the_poison_queues_key_and_not_the_stream_dlqs_own() -> None:
+    other = KEY.replace("1234abcd", "5678efab")
+    stack = _built(
+        mode="ttl",
+        backfill_function=True,
+        existing_poison_queue=ExistingQueue(PARKED, kms_key_arn=KEY),
+        existing_stream_dlq=ExistingQueue(STREAM_DLQ, kms_key_arn=other),
+    )
+    assert _granted(stack, "executor", "kms:GenerateDataKey") == {KEY, other}
+    assert _granted(stack, "backfill", "kms:GenerateDataKey") == {KEY}  # it parks; the mapping is the executor's
+    sends = _granted(stack, "backfill", "sqs:SendMessage")
+    assert PARKED in sends and STREAM_DLQ not in sends
+    shared = _built(
+        mode="ttl",
+        backfill_function=True,
+        existing_poison_queue=ExistingQueue(PARKED, kms_key_arn=KEY),
+        existing_stream_dlq=ExistingQueue(STREAM_DLQ, kms_key_arn=KEY),
+    )
+    assert _granted(shared, "backfill", "kms:GenerateDataKey") == {KEY}
+
+
 def test_precise_ttls_scheduler_parks_in_the_users_dlq() -> None:
     stack = _built(mode="ttl", precise=True, existing_target_dlq=ExistingQueue(DLQ, kms_key_arn=KEY))
     assert _granted(stack, "scheduler-exec", "sqs:SendMessage") == {DLQ}
@@ -260,6 +281,15 @@ def test_one_queue_for_two_options_is_refused() -> None:
         "queue as one kind of message (parked records, failed stream batches, undelivered due events): give each its "
         "own queue"
     )
+
+
+def test_second_precision_refuses_a_target_dlq_smaller_than_its_release_messages() -> None:
+    assert _refused(precision="second", existing_target_dlq=ExistingQueue(DLQ)) == (
+        "existing_target_dlq.max_message_bytes: 262144 is less than 1 MiB, and release messages of up to 1 MiB are "
+        "parked or redriven there at precision 'second'; raise the queue's maxMessageSize to 1048576 "
+        "(max_message_size on aws.sqs.Queue) and set max_message_bytes=1048576"
+    )
+    ScheduledTableArgs(mode="eventbridge", existing_target_dlq=ExistingQueue(DLQ))  # minute precision: Scheduler's
 
 
 def test_an_unknown_key_in_a_dict_is_named() -> None:
