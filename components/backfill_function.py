@@ -4,14 +4,16 @@
 It runs the mode's own handler in-process on synthetic stream records, so it needs what the consumer needs to act (its
 policy's statements, the same configuration document) but not the stream: the statement that reads the table's stream,
 and the send to the stream DLQ (the consumer's mapping's, not its code's), are dropped, and what a backfill adds is
-granted on this table and group only: Scan (and the consistent reads that follow live writes, DescribeTable for the key
-schema) on the table, GetSchedule on the schedules the consumer manages (what exists already), ListSchedules
-(reconcile's sweep; IAM has no resource for it: "*"). Nothing is created when the option is off.
+granted on this table and group only, as the backfill modules declare it (handlers/backfill*.py, each module's
+actions per resource in its `AWS_ACTIONS_ON`): the scan and the consistent reads that follow live writes on the table,
+reading the schedules the consumer manages, listing them (reconcile's sweep; IAM has no resource for it: "*"), the
+checkpoint of `reconcile_every` in the ledger, aggregate's totals. Nothing is created when the option is off.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from .policies import VPC_ACCESS_ACTIONS, Statement
@@ -29,43 +31,96 @@ TIMEOUT_SECONDS = 900
 STREAM_ACTIONS = frozenset(
     {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
 )
-TABLE_ACTIONS = ["dynamodb:BatchGetItem", "dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:Scan"]
-# `reconcile_every`: its checkpoint item in the ledger (handlers/backfill_every.AWS_ACTIONS); polling's and
-# aggregate's consumers only put markers there.
-CHECKPOINT_ACTIONS = ["dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+
+
+def declared(without: Collection[str] = ()) -> dict[str, tuple[str, ...]]:
+    """Resource (handlers/backfill_resources.py, in its order) -> the actions the backfill modules declare they call
+    on it (each `handlers/backfill*.py`'s `AWS_ACTIONS_ON`), but for the modules named in `without`."""
+    from .packaging import handler_module, handlers_dir
+
+    found: dict[str, set[str]] = {}
+    for name in sorted(p.stem for p in handlers_dir().glob("backfill*.py")):
+        if name not in without:
+            for resource, actions in getattr(handler_module(name), "AWS_ACTIONS_ON", {}).items():
+                found.setdefault(resource, set()).update(actions)
+    order = handler_module("backfill_resources").RESOURCES
+    return {r: tuple(sorted(found[r])) for r in sorted(found, key=order.index)}
+
+
+def own_statements(
+    *, mode: str, table_arn: str, managed: list[str], checkpoint_ledger_arn: str | None
+) -> list[Statement]:
+    """What the backfill modules' own calls need on this stack's resources (each resource the modules name, by
+    ARN): one statement per set of ARNs."""
+    from .packaging import handler_module
+
+    named = handler_module("backfill_resources")
+    arns = {
+        named.TABLE: [table_arn],
+        named.TOTALS: [table_arn] if mode == "aggregate" else [],  # settled after reconciling aggregate's items only
+        named.MARKER: [],  # the operator's: `scheduled-table backfill` reads and writes it around the fan-out
+        named.CHECKPOINT: [checkpoint_ledger_arn] if checkpoint_ledger_arn else [],
+        named.POISON: [],  # the consumer's send statement names it (kept)
+        named.SCHEDULES: managed,
+        named.ANY: ["*"] if managed else [],  # listed by the sweep of the modes that make schedules
+    }
+    found: list[Statement] = []
+    for resource, actions in declared().items():
+        if not arns[resource]:
+            continue
+        same = next((s for s in found if s["Resource"] == arns[resource]), None)
+        if same is None:
+            found.append({"Effect": "Allow", "Action": sorted(actions), "Resource": list(arns[resource])})
+        else:
+            same["Action"] = sorted({*same["Action"], *actions})
+    return found
 
 
 def backfill_statements(
-    consumer: list[Statement], *, table_arn: str, stream_dlq_arn: str, checkpoint_ledger_arn: str | None = None
+    consumer: list[Statement],
+    *,
+    mode: str,
+    table_arn: str,
+    stream_dlq_arn: str,
+    checkpoint_ledger_arn: str | None = None,
+    stream_dlq_key_arn: str | None = None,
 ) -> list[Statement]:
     """The backfill function's statements from the consumer's: the same, without reading the stream or sending to
     the stream DLQ (the consumer's event source mapping sends there, with the consumer's role; a backfill has no
-    mapping), plus the scan and reads on this table, and reading the schedules the consumer manages (the same
-    resources)."""
+    mapping), plus what the backfill modules declare on this table, the schedules the consumer manages (the same
+    resources) and the checkpoint ledger."""
     kept = [_without_resource(s, "sqs:SendMessage", stream_dlq_arn) for s in consumer]
     kept = [s for s in kept if s["Resource"] and not (set(_actions(s)) & STREAM_ACTIONS)]
+    # A stream DLQ of the user's with a key of its own (`stream_dlq_key_arn`: not the poison queue's): its use too.
+    kept = [s for s in kept if not (stream_dlq_key_arn and _resources(s) == [stream_dlq_key_arn])]
     # A consumer in a VPC: its network-interface actions are its own (build_lambda grants the backfill's if it is).
     kept = [s for s in kept if not set(_actions(s)) <= set(VPC_ACCESS_ACTIONS)]
-    kept.append({"Effect": "Allow", "Action": list(TABLE_ACTIONS), "Resource": [table_arn]})
     managed = sorted({r for s in consumer if "scheduler:CreateSchedule" in _actions(s) for r in _resources(s)})
-    if managed:
-        kept.append({"Effect": "Allow", "Action": ["scheduler:GetSchedule"], "Resource": managed})
-        # ListSchedules has no resource-level permission in IAM: "*" is the only resource it takes.
-        kept.append({"Effect": "Allow", "Action": ["scheduler:ListSchedules"], "Resource": ["*"]})
-    if checkpoint_ledger_arn is not None:
-        kept.append({"Effect": "Allow", "Action": list(CHECKPOINT_ACTIONS), "Resource": [checkpoint_ledger_arn]})
-    return kept
+    return kept + own_statements(
+        mode=mode, table_arn=table_arn, managed=managed, checkpoint_ledger_arn=checkpoint_ledger_arn
+    )
 
 
 def backfill_policy(
-    consumer_document: str, *, table_arn: str, stream_dlq_arn: str, checkpoint_ledger_arn: str | None = None
+    consumer_document: str,
+    *,
+    mode: str,
+    table_arn: str,
+    stream_dlq_arn: str,
+    checkpoint_ledger_arn: str | None = None,
+    stream_dlq_key_arn: str | None = None,
 ) -> str:
     """The policy document, from the consumer's (a JSON policy document, as its RolePolicy holds it)."""
     from .policies import document
 
     statements = json.loads(consumer_document)["Statement"]
     kept = backfill_statements(
-        statements, table_arn=table_arn, stream_dlq_arn=stream_dlq_arn, checkpoint_ledger_arn=checkpoint_ledger_arn
+        statements,
+        mode=mode,
+        table_arn=table_arn,
+        stream_dlq_arn=stream_dlq_arn,
+        checkpoint_ledger_arn=checkpoint_ledger_arn,
+        stream_dlq_key_arn=stream_dlq_key_arn,
     )
     return document(kept)
 
@@ -99,11 +154,13 @@ def build_backfill(
     *,
     owner: Owner,
     consumer: Consumer,
+    mode: str,
     table_arn: Any,
     stream_dlq_arn: Any,
     log_retention_days: int,
     checkpoint_ledger_arn: Any = None,
     overrides: FunctionOverrides | None = None,
+    stream_dlq_key_arn: Any = None,
 ) -> aws.lambda_.Function:
     """The backfill function of one ScheduledTable (`{name}-backfill`), made as every function is
     (builders.build_lambda): the consumer's code, runtime, memory and configuration, the handler `backfill.handler`,
@@ -114,10 +171,18 @@ def build_backfill(
 
     def policy(log_group_arn: pulumi.Output[str]) -> pulumi.Output[str]:
         return pulumi.Output.all(
-            consumer.policy.policy, table_arn, stream_dlq_arn, log_group_arn, checkpoint_ledger_arn
+            consumer.policy.policy, table_arn, stream_dlq_arn, log_group_arn, checkpoint_ledger_arn, stream_dlq_key_arn
         ).apply(
             lambda v: _with_own_logs(
-                backfill_policy(v[0], table_arn=v[1], stream_dlq_arn=v[2], checkpoint_ledger_arn=v[4]), v[3]
+                backfill_policy(
+                    v[0],
+                    mode=mode,
+                    table_arn=v[1],
+                    stream_dlq_arn=v[2],
+                    checkpoint_ledger_arn=v[4],
+                    stream_dlq_key_arn=v[5],
+                ),
+                v[3],
             )
         )
 

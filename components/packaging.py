@@ -155,6 +155,23 @@ def runtime_module(name: str) -> ModuleType:
     return importlib.import_module(f"{_ALIAS}.{name}")
 
 
+class ShadowedError(ImportError):
+    """Another module of a handler module's name comes first on the path."""
+
+
+def handler_module(name: str) -> ModuleType:
+    """A top-level handler module (e.g. `backfill`), imported as the Lambda imports it: the handlers folder on the
+    path (appended: nothing of the caller's is shadowed), its `st_core` imports resolved there. Raises
+    `ShadowedError` when another module of that name is found first."""
+    folder = handlers_dir()
+    if str(folder) not in sys.path:
+        sys.path.append(str(folder))
+    module = importlib.import_module(name)
+    if Path(str(module.__file__)).resolve() != (folder / f"{name}.py").resolve():
+        raise ShadowedError(f"another module named {name} ({module.__file__}) shadows scheduled-table's")
+    return module
+
+
 # The names and limits the handlers share with everything else (handlers/st_core/constants.py) and the handlers'
 # reading of an AWS error's code, loaded from the shipped files. The type checker reads the same files from the
 # handlers' folder (mypy_path), so every use is checked against the real names.

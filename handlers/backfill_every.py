@@ -18,12 +18,15 @@ from collections.abc import Callable
 from typing import Any
 
 from backfill_report import Tally
+from backfill_resources import CHECKPOINT, flat
 from backfill_scan import PAGE_ITEMS
 from st_core.clients import CLIENTS, Clients
 from st_core.config import HandlerConfig
 
-# The AWS actions this module's own calls need (checked by tests/iam): the checkpoint item in the ledger.
-AWS_ACTIONS = ("dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
+# The AWS actions this module's own calls need, by resource (handlers/backfill_resources.py; checked by tests/iam):
+# the checkpoint item in the ledger.
+AWS_ACTIONS_ON = {CHECKPOINT: ("dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem")}
+AWS_ACTIONS = flat(AWS_ACTIONS_ON)
 
 CHECKPOINT = "scheduled-table#reconcile"
 NAMESPACE = "ScheduledTable"

@@ -18,12 +18,15 @@ from typing import Any
 
 from backfill_records import Failure, Feed, Record, change, describe, identity, same, wire
 from backfill_report import Tally
+from backfill_resources import POISON, TABLE, flat
 from backfill_scan import Clock, Throttle
 from st_core.clients import CLIENTS, Clients
 from st_core.config import HandlerConfig
 
-# The AWS actions this module's own calls need (checked by tests/iam): read items back, park what cannot be fed.
-AWS_ACTIONS = ("dynamodb:BatchGetItem", "sqs:SendMessage")
+# The AWS actions this module's own calls need, by resource (handlers/backfill_resources.py; checked by tests/iam):
+# read items back, park what cannot be fed.
+AWS_ACTIONS_ON = {TABLE: ("dynamodb:BatchGetItem",), POISON: ("sqs:SendMessage",)}
+AWS_ACTIONS = flat(AWS_ACTIONS_ON)
 
 # Feeds of one item that follow live writes before it is parked as "kept changing".
 ROUNDS = 5
@@ -91,10 +94,16 @@ class Run:
 
     def park(self, record: Record, reason: str) -> None:
         """To the poison queue with the reason (never lost): `redrive poison` replays it once fixed."""
-        from st_core.poison import poison_message
+        from st_core.poison import message_limit, poison_message
 
+        config = self.config
         body = poison_message(
-            record=record, reason=reason, error="Backfill", mode=self.config["mode"], table=self.config["table"]
+            record=record,
+            reason=reason,
+            error="Backfill",
+            mode=config["mode"],
+            table=config["table"],
+            limit=message_limit(config),
         )
         self.clients.get("sqs").send_message(QueueUrl=self.config["poisonQueueUrl"], MessageBody=body)
 

@@ -10,11 +10,14 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from backfill_records import Record, wire
+from backfill_resources import TABLE, flat
 from st_core.clients import Clients
 from st_core.config import HandlerConfig
 
-# The AWS actions this module's own calls need (checked by tests/iam): scan the table.
-AWS_ACTIONS = ("dynamodb:Scan",)
+# The AWS actions this module's own calls need, by resource (handlers/backfill_resources.py; checked by tests/iam):
+# scan the table.
+AWS_ACTIONS_ON = {TABLE: ("dynamodb:Scan",)}
+AWS_ACTIONS = flat(AWS_ACTIONS_ON)
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], None]

@@ -14,11 +14,14 @@ from typing import Any
 
 from backfill_feed import Run, feed_settled
 from backfill_records import Record, change, describe, identity, stream
+from backfill_resources import ANY, TABLE, flat
 from backfill_timed import calls_for, ledger, schedule
 
-# The AWS actions this module's own calls need (checked by tests/iam): list the group's schedules, the table's key
-# schema (to type the keys a due event carries as plain values).
-AWS_ACTIONS = ("dynamodb:DescribeTable", "scheduler:ListSchedules")
+# The AWS actions this module's own calls need, by resource (handlers/backfill_resources.py; checked by tests/iam):
+# list the group's schedules (no resource-level permission), the table's key schema (to type the keys a due event
+# carries as plain values).
+AWS_ACTIONS_ON = {TABLE: ("dynamodb:DescribeTable",), ANY: ("scheduler:ListSchedules",)}
+AWS_ACTIONS = flat(AWS_ACTIONS_ON)
 
 
 class Sweep:

@@ -12,11 +12,13 @@ from typing import Any, NamedTuple
 
 from backfill_feed import Run, feed_settled
 from backfill_records import Record, change, describe, stream
+from backfill_resources import MARKER, SCHEDULES, flat
 from st_core.schedules import MIN_LEAD
 
-# The AWS actions this module's own calls need (checked by tests/iam): look a schedule up; read and write backfill's
-# own marker in the ledger (the first backfill has run).
-AWS_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "scheduler:GetSchedule")
+# The AWS actions this module's own calls need, by resource (handlers/backfill_resources.py; checked by tests/iam):
+# look a schedule up; read and write backfill's own marker in the ledger (the first backfill has run).
+AWS_ACTIONS_ON = {SCHEDULES: ("scheduler:GetSchedule",), MARKER: ("dynamodb:GetItem", "dynamodb:PutItem")}
+AWS_ACTIONS = flat(AWS_ACTIONS_ON)
 
 # How much earlier than `windowSeconds` after its due time reconcile stops trusting the ledger's silence about an
 # occurrence: the release schedule's lead (second precision: its marker counts from the release, up to a minute

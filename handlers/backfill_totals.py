@@ -13,10 +13,13 @@ from typing import Any
 
 from backfill_feed import Run
 from backfill_records import Record, change, describe, same, stream, wire
+from backfill_resources import TOTALS, flat
 from backfill_scan import Sleep
 
-# The AWS actions this module's own calls need (checked by tests/iam): read a total, replace one that drifted.
-AWS_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
+# The AWS actions this module's own calls need, by resource (handlers/backfill_resources.py; checked by tests/iam):
+# read a total, replace one that drifted.
+AWS_ACTIONS_ON = {TOTALS: ("dynamodb:GetItem", "dynamodb:UpdateItem")}
+AWS_ACTIONS = flat(AWS_ACTIONS_ON)
 
 # How long a record may take from its write to its total (stream lag); the total of a group with a record applied
 # later than this before the scan began is left alone (busy).

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
 from types import ModuleType
 
 from .aws import RedriveError
@@ -12,15 +9,9 @@ from .aws import RedriveError
 
 def engine() -> ModuleType:
     """`handlers/backfill.py`, the shipped engine (its `st_core` imports need the handlers folder on the path)."""
-    from ..packaging import handlers_dir
+    from ..packaging import ShadowedError, handler_module
 
-    folder = handlers_dir()
-    if str(folder) not in sys.path:
-        sys.path.append(str(folder))
-    module = importlib.import_module("backfill")
-    if Path(str(module.__file__)).resolve() != (folder / "backfill.py").resolve():
-        raise RedriveError(
-            f"another module named backfill ({module.__file__}) shadows scheduled-table's: run the command from "
-            "another directory or environment"
-        )
-    return module
+    try:
+        return handler_module("backfill")
+    except ShadowedError as error:
+        raise RedriveError(f"{error}: run the command from another directory or environment") from None

@@ -39,7 +39,7 @@ CONSUMER = [
 
 
 def test_the_policy_is_the_consumers_without_the_stream_plus_the_scan() -> None:
-    statements = backfill_statements(CONSUMER, table_arn=TABLE, stream_dlq_arn=STREAM_DLQ)
+    statements = backfill_statements(CONSUMER, mode="eventbridge", table_arn=TABLE, stream_dlq_arn=STREAM_DLQ)
     actions = {a for s in statements for a in s["Action"]}
     assert not actions & STREAM_ACTIONS
     assert {"dynamodb:Scan", "dynamodb:BatchGetItem", "scheduler:CreateSchedule", "scheduler:GetSchedule"} <= actions
@@ -52,13 +52,13 @@ def test_the_policy_is_the_consumers_without_the_stream_plus_the_scan() -> None:
 def test_the_backfill_role_sends_to_the_poison_queue_and_not_to_the_stream_dlq() -> None:
     # Only the consumer's event source mapping sends to the stream DLQ (with the consumer's role); a backfill has no
     # mapping, and its code parks in the poison queue only.
-    statements = backfill_statements(CONSUMER, table_arn=TABLE, stream_dlq_arn=STREAM_DLQ)
+    statements = backfill_statements(CONSUMER, mode="eventbridge", table_arn=TABLE, stream_dlq_arn=STREAM_DLQ)
     sends = [s for s in statements if "sqs:SendMessage" in s["Action"]]
     assert sends == [{"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": [POISON]}]
 
 
 def test_a_consumer_without_schedules_gets_no_scheduler_permission() -> None:
-    statements = backfill_statements(CONSUMER[:3], table_arn=TABLE, stream_dlq_arn=STREAM_DLQ)
+    statements = backfill_statements(CONSUMER[:3], mode="polling", table_arn=TABLE, stream_dlq_arn=STREAM_DLQ)
     assert not any(a.startswith("scheduler:") for s in statements for a in s["Action"])
 
 
@@ -81,7 +81,12 @@ def test_build_backfill_deploys_the_entry_point_with_the_consumers_code_and_conf
         consumer = Consumer(function=function, role=role, log_group=logs, policy=policy)
         owner = Owner(name="items", parent=None, tags={}, made=Made())  # type: ignore[arg-type]
         made = build_backfill(
-            owner=owner, consumer=consumer, table_arn=TABLE, stream_dlq_arn=STREAM_DLQ, log_retention_days=14
+            owner=owner,
+            consumer=consumer,
+            mode="eventbridge",
+            table_arn=TABLE,
+            stream_dlq_arn=STREAM_DLQ,
+            log_retention_days=14,
         )
         return {"name": made.name}
 

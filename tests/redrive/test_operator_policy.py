@@ -652,3 +652,34 @@ def test_each_redrive_refused_its_visibility_reset_says_until_when_its_messages_
     assert "could not be made visible again" in said and "they stay hidden until " in said, said
     assert "nothing is lost" in said
     assert bodies(env, url) == []  # hidden for now, as said
+
+
+def test_a_poison_queue_of_the_users_encrypted_with_a_customer_key_is_granted_that_keys_use(stack: Any) -> None:
+    """A queue of the user's in place of the poison queue (`existing_poison_queue`), encrypted with a customer-managed
+    key: `policy` asks SQS for its key and grants what each command does with it: a receive decrypts (inspect's peek,
+    the redrive's read), a send makes a data key (backfill parks there). Without kms:Decrypt the redrive is refused
+    at its first read, and nothing is hidden.
+    Before: the policies had no statement for a queue's key."""
+    env, function, name = stack
+    target, _ = queue(env, name)
+    key = customer_key()
+    env.sqs.set_queue_attributes(QueueUrl=env.poison_url, Attributes={"KmsMasterKeyId": key})
+    poison = f"arn:aws:sqs:eu-west-1:123456789012:{env.poison_url.rsplit('/', 1)[1]}"
+    keys = encrypted((poison, key))
+
+    def keyed(command: str) -> list[list[str]]:
+        return [s["Action"] for s in policy(function, command)["Statement"] if s["Resource"] == [key]]
+
+    assert keyed("inspect") == keyed("redrive-poison") == [["kms:Decrypt"]]
+    assert keyed("backfill") == [["kms:Decrypt", "kms:GenerateDataKey"]]
+    granted = policy(function, "redrive-poison")
+
+    status, lines, calls = as_operator(function, ["redrive", "poison"], without(granted, "kms:Decrypt"), keys)
+
+    assert ("kms:Decrypt", key) in calls.refused and status in (1, 2), lines
+    assert len(bodies(env, env.poison_url)) == 2
+
+    status, lines, calls = as_operator(function, ["redrive", "poison"], granted, keys)
+
+    assert (status, calls.refused) == (0, []), lines
+    assert len(bodies(env, target)) == 2 and bodies(env, env.poison_url) == []
