@@ -69,6 +69,9 @@ class ItemWrites:
 # the index entry; the claim is a conditional update of the item that moves its index entry (a delete and a put);
 # the completion updates the item and removes its entry.
 TODAY_WRITES = ItemWrites(assign=(4, 1), claim=(1, 2), completion=(1, 1))
+# `polling` as built, for writers that index their own items (`pending_attributes`): the user's write puts the
+# entry (one index unit), and the assigner's filter passes no item that already has a status: no assign.
+PRE_INDEXED_TODAY_WRITES = ItemWrites(assign=(0, 1), claim=(1, 2), completion=(1, 1))
 # Designs costed on paper (docs/performance.md, "A herd"), not built:
 # - a lease per shard key instead of a claim per item: an invocation takes its shard keys with one conditional
 #   write each (nothing per item), reads what the page showed with one consistent BatchGetItem (the cancel and

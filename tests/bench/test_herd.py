@@ -88,6 +88,8 @@ def test_a_designs_writes_are_counted_by_step() -> None:
     lease = herd_model.SHARD_LEASE_WRITES  # no claim per item; a consistent read of a page's items, 100 a call
     assert (lease.total(), lease.drain_index(), lease.drain_calls()) == (7, 1, pytest.approx(1.01))
     assert herd_model.PRE_INDEXED_WRITES.total() == herd_model.ENTRIES_WRITES.total() == 3
+    # built: a writer's own index entry (pending_attributes) spares the assign and its ledger marker
+    assert herd_model.PRE_INDEXED_TODAY_WRITES.total() == 6 and herd_model.PRE_INDEXED_TODAY_WRITES.drain_index() == 3
 
 
 def test_the_cost_per_million_is_computed_from_the_designs_usage() -> None:

@@ -10,9 +10,9 @@ The queues the component makes (stream DLQ, poison, target DLQ, release, due) ar
 queue (`ExistingQueue` with `kms_key_arn`) are encrypted with the user's key, and are sent to with it.
 
 Scheduler (eventbridge mode, minute precision) sends to the encrypted queue and puts on the encrypted bus itself, as
-its role, anywhere in the due minute; the TTL process deletes an expired item five seconds after its time
-(localcloud's TtlService); polling's tick is fired as soon as the item is written (`fire_rule`, as `make demo` does;
-its minute tick runs too)."""
+its role, anywhere in the due minute, and deletes the precise ttl table's items (with its table-key grant); the TTL
+process deletes the plain ttl table's expired items five seconds after their time (localcloud's TtlService);
+polling's tick is fired as soon as the item is written (`fire_rule`, as `make demo` does; its minute tick runs too)."""
 
 from __future__ import annotations
 
@@ -107,6 +107,7 @@ WAIT_SECONDS = 60.0
 # is written, plus the stream's and the sweep's seconds on a loaded machine.
 SCHEDULER_WAIT_SECONDS = 150.0
 FIRE_EVERY_SECONDS = 5.0
+PRECISE_TTL_DELAY = 200.0
 MODES = ("orders", "tickets", "offers", "sessions", "jobs", "scores")
 
 
@@ -118,7 +119,9 @@ def deployed(tmp_path_factory: pytest.TempPathFactory, fresh_cloud: Ministack) -
     deployment = up(fresh_cloud.endpoint, project_dir=folder)
     policies = {r.name: (r.outputs["role"], r.name, r.inputs["policy"]) for r in deployment.of_type(":RolePolicy")}
     roles = {r.name: r.outputs["arn"] for r in deployment.of_type("iam/role:Role")}
-    with Emulators(deployment.endpoint, deployment.region):
+    # The precise table's items outlive their due time by far, so Scheduler's deletion (as its role, on the
+    # encrypted table: the table key's grant) is what removes them, not TTL
+    with Emulators(deployment.endpoint, deployment.region, ttl_delays={"offers-table": PRECISE_TTL_DELAY}):
         yield {**deployment.outputs, "policies": policies, "roles": roles}
 
 
