@@ -450,6 +450,11 @@ def _plan_item(result: Plan, mode: str, table: str, i: int, written: float, rng:
         result.cancelled_by[mode] += [(occurrence, cancelling) for occurrence in occurrences(due)]
 
 
+def arrived_so_far(work: Plan, arrivals: Mapping[str, list[Arrival]]) -> str:
+    """The progress line's arrivals against expectations, for the workloads the run has (a plain soak has no herd)."""
+    return ", ".join(f"{m} {len(a)}/{len(work.expected[m])}" for m, a in arrivals.items() if work.items.get(m))
+
+
 def held_in_time(
     cancelled_by: Iterable[tuple[tuple[str, float], Op]],
 ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
@@ -850,9 +855,7 @@ def soak(
                     break
                 if time.time() - last_report > 30:
                     last_report = time.time()
-                    got = ", ".join(
-                        f"{m} {len(a)}/{len(work.expected[m])}" for m, a in driver.arrivals.items() if work.items[m]
-                    )
+                    got = arrived_so_far(work, driver.arrivals)
                     print(
                         f"  {time.time() - start:5.0f}s: {driver.written:,} writes, arrivals/expected: {got}, "
                         f"{driver.written_back:,} write-backs, faults {sum(cloud.injected().values()):,}, "
