@@ -29,7 +29,8 @@ A herd (`--herd N`): N items in each of two more tables, all due at the same who
 beforehand at `--herd-rate` a second, a twentieth of them deleted before their minute (cancels that must hold):
 `eventbridge herd` (one schedule each, fired through the local Scheduler's invocation throttle,
 localcloud/throttle.py) and `polling herd` (fanned out: `HERD_SHARDS` shard keys, one processor invocation per
-group of them, `HERD_SHARD_GROUPS`), the polling herd a few minutes after the eventbridge one so each drains alone.
+group of them, `HERD_SHARD_GROUPS`; its rule ticked once a minute, as deployed), the polling herd a few minutes
+after the eventbridge one so each drains alone.
 Each is judged against what docs/performance.md's herd section says for its size at the local throttle (`herd_bounds`).
 """
 
