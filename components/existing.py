@@ -230,4 +230,4 @@ def table_reference(name: str, table_arn: str | None, home_arn: str | None) -> s
     table_parts, home_parts = (table_arn or "").split(":"), (home_arn or "").split(":")
     if len(table_parts) < 6 or table_parts[2] != "dynamodb" or len(home_parts) < 6:
         return name  # not known yet (mocks that echo inputs)
-    return table_arn if table_parts[4] != home_parts[4] else name
+    return str(table_arn) if table_parts[4] != home_parts[4] else name
