@@ -92,15 +92,17 @@ _foreign: contextvars.ContextVar[dict[str, tuple[str, str]] | None] = contextvar
 def scope_tables_by_owner() -> None:
     """Each of DynamoDB's per-account stores resolves another account's table, named in the request by ARN, in its
     owner's account."""
-    from ministack.core.responses import AccountRegionScopedDict
+    from ministack.core.responses import AccountRegionScopedDict, get_account_id, get_region
     from ministack.services import dynamodb
 
     class TableScope(AccountRegionScopedDict):
         __slots__ = ()
 
         def _scoped(self, key: Any) -> tuple[Any, ...]:
+            """As AccountRegionScopedDict's (the request's account and region), but for the request's foreign
+            tables."""
             owned = owner_scope(key, _foreign.get() or {})
-            return owned if owned is not None else tuple(super()._scoped(key))
+            return owned if owned is not None else (get_account_id(), get_region(), key)
 
     for value in list(vars(dynamodb).values()):
         if type(value) is AccountRegionScopedDict:
