@@ -115,6 +115,15 @@ def scheduler_execution_policy(target: list[Statement], target_dlq_arn: str) -> 
     return document([*target, {"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": [target_dlq_arn]}])
 
 
+# What an event source mapping does with its function's role to read the table's stream.
+STREAM_READ_ACTIONS = (
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:ListStreams",
+)
+
+
 def stream_consumer_statements(
     *, table_arn: str | None, log_group_arn: str, send_queue_arns: list[str | None], kms_key_arn: str | None
 ) -> list[Statement]:
@@ -125,12 +134,7 @@ def stream_consumer_statements(
         statements.append(
             {
                 "Effect": "Allow",
-                "Action": [
-                    "dynamodb:DescribeStream",
-                    "dynamodb:GetRecords",
-                    "dynamodb:GetShardIterator",
-                    "dynamodb:ListStreams",
-                ],
+                "Action": list(STREAM_READ_ACTIONS),
                 "Resource": [f"{table_arn}/stream/*"],
             }
         )
