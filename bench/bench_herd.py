@@ -16,6 +16,8 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -179,8 +181,24 @@ class FanOutClients(BenchClients):
         return self.local if service == "lambda" else super().get(service)
 
 
-def drain(items: int, shards: int, groups: int, latency: float = LATENCY_SECONDS) -> Drain:
-    """Load a herd, drain it with one tick (`groups` 1) or fanned out, check it, and report the time."""
+@contextmanager
+def sends_per_call(entries: int | None) -> Iterator[None]:
+    """The processor sending at most `entries` due events a call (None: as built, the target's batch of 10): the
+    benchmark's before-and-after of batched sends, one run with each."""
+    import polling
+
+    built = polling.batch_entries
+    if entries is not None:
+        polling.batch_entries = lambda target: entries
+    try:
+        yield
+    finally:
+        polling.batch_entries = built
+
+
+def drain(items: int, shards: int, groups: int, latency: float = LATENCY_SECONDS, per_call: int | None = None) -> Drain:
+    """Load a herd, drain it with one tick (`groups` 1) or fanned out, check it, and report the time. `per_call`
+    1: the processor sends one due event a call (as it did before batched sends)."""
     from polling import fan_out, process
 
     now = float(int(time.time()))
@@ -197,7 +215,7 @@ def drain(items: int, shards: int, groups: int, latency: float = LATENCY_SECONDS
         with lock:
             calls.append(clients.log.total())
 
-    with cpu_split() as cpu:
+    with cpu_split() as cpu, sends_per_call(per_call):
         started = time.perf_counter()
         if groups == 1:
             tick(None)
@@ -210,77 +228,120 @@ def drain(items: int, shards: int, groups: int, latency: float = LATENCY_SECONDS
             calls.append(clients.log.total() + len(local.threads))
         seconds = time.perf_counter() - started
     herd.check_delivered()
-    design = "one tick (today)" if groups == 1 else f"fanned out, {groups} groups"
+    design = "one tick" if groups == 1 else f"fanned out, {groups} groups"
+    design += ", one send a call (before)" if per_call == 1 else ""
     invocations = 1 if groups == 1 else min(groups, shards)
     return Drain(design, invocations, shards, items, seconds, sum(calls), cpu.describe(), cpu.client + cpu.rest)
 
 
 def measure(items: int = ITEMS, latency: float = LATENCY_SECONDS) -> list[Drain]:
-    """Today's tick over 8 shards; one fanned-out invocation over one shard (the per-invocation and per-shard rate
-    of the new design); the fan-out over 8 shards in 8 groups, all at once."""
+    """The single tick over 8 shards sending one due event a call (before batched sends) and ten (as built); one
+    invocation over one shard (the per-invocation and per-shard rate of the fan-out); the fan-out over 8 shards in
+    8 groups, all at once."""
     return [
+        drain(items, SHARDS, 1, latency, per_call=1),
         drain(items, SHARDS, 1, latency),
         drain(max(1, items // SHARDS), 1, 1, latency),
         drain(items, SHARDS, SHARDS, latency),
     ]
 
 
-def designs(measured: list[Drain], latency: float = LATENCY_SECONDS) -> tuple[herd_model.Design, herd_model.Design]:
-    """The two designs the model compares: today's single tick (8 shards) and the fan-out at `MODEL_SHARDS` shards
-    in `MODEL_GROUPS` groups. An invocation's rate on AWS is modelled from what the runs measured per item (calls,
-    and the handler's and botocore's CPU: a shared machine's wall time says little, its CPU per item more); the
-    fan-out's is from the fanned-out run, its own queries and invokes included."""
-    today, fanned = measured[0], measured[-1]
+def designs(measured: list[Drain], latency: float = LATENCY_SECONDS) -> list[herd_model.Design]:
+    """The designs the model compares: the single tick (8 shards) before and after batched sends, the fan-out at
+    `MODEL_SHARDS` shards in `MODEL_GROUPS` groups as built (items the assigner indexed, and items their writers
+    index: the herd measured here is loaded that way), and the fan-out with the writes of the designs costed on
+    paper (`herd_model`'s SHARD_LEASE_WRITES, PRE_INDEXED_WRITES, ENTRIES_WRITES). An invocation's rate on AWS is
+    modelled from what the runs measured per item (calls, and the handler's and botocore's CPU: a shared machine's
+    wall time says little, its CPU per item more); the fan-out's is from the fanned-out run, its own queries and
+    invokes included; a paper design's from the same run, with its own DynamoDB calls per item in place of the
+    claim and completion (its CPU per item taken as measured: pessimistic, it does less)."""
+    before, today, fanned = measured[0], measured[1], measured[-1]
 
-    def rate(drain: Drain) -> float:
-        return herd_model.invocation_rate(drain.calls / drain.items, drain.cpu_seconds / drain.items, WORKERS, latency)
+    def rate(drain: Drain, writes: herd_model.ItemWrites = herd_model.TODAY_WRITES) -> float:
+        calls = drain.calls / drain.items - herd_model.TODAY_WRITES.drain_calls() + writes.drain_calls()
+        return herd_model.invocation_rate(calls, drain.cpu_seconds / drain.items, WORKERS, latency)
 
-    return (
-        herd_model.Design("polling today (1 tick, 8 shards)", 1, SHARDS, rate(today)),
+    fan = f"{MODEL_GROUPS} groups, {MODEL_SHARDS} shards"
+    paper = (
+        ("lease per shard key", herd_model.SHARD_LEASE_WRITES),
+        ("lease per shard key, writers index their items", herd_model.PRE_INDEXED_WRITES),
+        ("due entries apart from the items", herd_model.ENTRIES_WRITES),
+    )
+    return [
+        herd_model.Design("polling, 1 tick, 8 shards, one send a call (before)", 1, SHARDS, rate(before)),
+        herd_model.Design("polling, 1 tick, 8 shards", 1, SHARDS, rate(today)),
+        herd_model.Design(f"polling fanned out ({fan})", MODEL_GROUPS, MODEL_SHARDS, rate(fanned)),
         herd_model.Design(
-            f"polling fanned out ({MODEL_GROUPS} groups, {MODEL_SHARDS} shards)",
+            f"polling fanned out, writers index their items ({fan})",
             MODEL_GROUPS,
             MODEL_SHARDS,
             rate(fanned),
+            writes=herd_model.PRE_INDEXED_TODAY_WRITES,
         ),
-    )
-
-
-def model_rows(today: herd_model.Design, fanned: herd_model.Design, base_cost: float, eventbridge_cost: float) -> str:
-    rows: list[list[Any]] = []
-    for items in (100_000, 1_000_000):
-        for herd in (
-            herd_model.eventbridge_herd(items),
-            herd_model.polling_herd(today, items),
-            herd_model.polling_herd(fanned, items),
-        ):
-            if herd.design == "eventbridge":
-                cost = eventbridge_cost
-            else:
-                design = today if herd.design == today.name else fanned
-                cost = herd_model.cost_per_million(base_cost, herd, design)
-            rows.append(
-                [
-                    f"{items:,}",
-                    herd.design,
-                    f"{herd.rate:,.0f}/s ({herd.limit})",
-                    f"{herd.drain_seconds:,.0f} s",
-                    f"{herd.last_late_seconds:,.0f} s",
-                    herd.concurrency,
-                    f"${cost:.2f}",
-                ]
+        *(
+            herd_model.Design(
+                f"paper: {label} ({fan})", MODEL_GROUPS, MODEL_SHARDS, rate(fanned, writes), writes=writes
             )
+            for label, writes in paper
+        ),
+    ]
+
+
+def model_rows(models: list[herd_model.Design], eventbridge_cost: float, reads_per_due: float = 1.0) -> str:
+    """The herd model's table: each design at 100,000 and 1,000,000 items due in a minute, with its cost per million
+    (`bench_scale`'s prices on `herd_model.polling_usage`, the fan-out's invocations added)."""
+    from .bench_scale import cost_per_million
+
+    rows: list[list[Any]] = []
+    goal = GOAL_COST_RATIO * eventbridge_cost
+    for items in (100_000, 1_000_000):
+        herd = herd_model.eventbridge_herd(items)
+        rows.append(_row(herd, eventbridge_cost, goal))
+        for design in models:
+            herd = herd_model.polling_herd(design, items)
+            before = design.name.endswith("(before)")
+            usage = herd_model.polling_usage(design.writes, reads_per_due, 1 if before else herd_model.SENDS_PER_CALL)
+            rows.append(_row(herd, herd_model.cost_per_million(cost_per_million(usage), herd, design), goal))
     pending = 100_000_000
     note = (
         f"Pending {pending:,}: eventbridge {herd_model.eventbridge_pending(pending).detail} (needs an increase); "
-        f"polling fanned out {herd_model.polling_pending(fanned, pending).detail}. Index write units per item: "
-        f"{herd_model.INDEX_WRITES_PER_ITEM} (claim moves the entry, completion removes it); each shard key is one "
-        "partition (1,000 WCU/s); on-demand table-level quota 40,000 WCU/s; Lambda concurrency 1,000 shared; "
-        "Scheduler's invocation throttle 1,000/s and 10,000,000 schedules a Region. Cost per million: the mode's "
-        "per-item cost from `bench scale` plus the fan-out's invocations."
+        f"polling fanned out {herd_model.polling_pending(models[2], pending).detail}. Write units per item (table and "
+        "ledger + due index: assign, claim, completion): as built "
+        f"{_units(herd_model.TODAY_WRITES)}; as built, writers indexing their items "
+        f"{_units(herd_model.PRE_INDEXED_TODAY_WRITES)}; lease per shard key "
+        f"{_units(herd_model.SHARD_LEASE_WRITES)}; the same, writers indexing their items "
+        f"{_units(herd_model.PRE_INDEXED_WRITES)}; due entries apart "
+        f"{_units(herd_model.ENTRIES_WRITES)}. Each shard key is one partition (1,000 WCU/s); on-demand table-level "
+        "quota 40,000 WCU/s; Lambda concurrency 1,000 shared; Scheduler's invocation throttle 1,000/s and "
+        "10,000,000 schedules a Region. Cost per million: the design's per-item usage at `bench scale`'s prices "
+        f"plus the fan-out's invocations; the goal is at most {GOAL_COST_RATIO}x eventbridge's (${goal:.2f}). "
+        "`paper:` designs are costed, not built."
     )
     header = ["due in a minute", "design", "drain rate (what sets it)", "drain", "latest", "concurrency", "per 1M"]
     return table("herd model: at AWS's default quotas, from the measured rates", header, rows, note)
+
+
+# The herd goal's cost: at most 20% above eventbridge's per million.
+GOAL_COST_RATIO = 1.2
+
+
+def _row(herd: herd_model.Herd, cost: float, goal: float) -> list[Any]:
+    return [
+        f"{herd.items:,}",
+        herd.design,
+        f"{herd.rate:,.0f}/s ({herd.limit})",
+        f"{herd.drain_seconds:,.0f} s",
+        f"{herd.last_late_seconds:,.0f} s",
+        herd.concurrency,
+        f"${cost:.2f}" + (" (over the goal)" if cost > goal else ""),
+    ]
+
+
+def _units(writes: herd_model.ItemWrites) -> str:
+    steps = " + ".join(f"{t:g}/{i:g}" for t, i in (writes.assign, writes.claim, writes.completion))
+    return f"{steps} = {writes.total():g}" + (
+        f", {writes.consistent_reads:g} consistent read unit(s)" if writes.consistent_reads else ""
+    )
 
 
 def run() -> tuple[str, dict[str, float]]:
@@ -321,20 +382,24 @@ def run() -> tuple[str, dict[str, float]]:
     ]
     text = table("herd: drain rate per invocation and per shard (measured)", header, rows, note)
     usage = per_action({})
-    base = cost_per_million(usage["polling"])
-    today, fanned = designs(measured)
+    models = designs(measured)
     text += (
         f"\nModelled per invocation on AWS (1,024 MB, about {herd_model.VCPU_AT_DEFAULT_MEMORY:.2f} vCPU; "
-        f"{WORKERS} workers; {LATENCY_SECONDS * 1000:.0f} ms a call): today {today.per_invocation:,.0f} items/s, "
-        f"fanned out {fanned.per_invocation:,.0f} items/s an invocation.\n"
+        f"{WORKERS} workers; {LATENCY_SECONDS * 1000:.0f} ms a call): "
+        + "; ".join(f"{d.name} {d.per_invocation:,.0f} items/s" for d in models)
+        + ".\n"
     )
-    text += "\n" + model_rows(today, fanned, base, cost_per_million(usage["eventbridge"]))
+    text += "\n" + model_rows(models, cost_per_million(usage["eventbridge"]))
+    fanned = models[2]
     figures = {
-        "herd_today_items_per_s": measured[0].rate,
-        "herd_group_items_per_s": measured[1].rate,
+        "herd_before_items_per_s": measured[0].rate,
+        "herd_today_items_per_s": measured[1].rate,
+        "herd_group_items_per_s": measured[2].rate,
         "herd_model_invocation_items_per_s": fanned.per_invocation,
-        "herd_fanned_items_per_s": measured[2].rate,
+        "herd_fanned_items_per_s": measured[3].rate,
+        "herd_before_calls_per_item": measured[0].calls / measured[0].items,
+        "herd_today_calls_per_item": measured[1].calls / measured[1].items,
         "herd_model_fanned_1m_drain_s": herd_model.polling_herd(fanned, 1_000_000).drain_seconds,
-        "herd_model_today_1m_drain_s": herd_model.polling_herd(today, 1_000_000).drain_seconds,
+        "herd_model_today_1m_drain_s": herd_model.polling_herd(models[1], 1_000_000).drain_seconds,
     }
     return text, figures

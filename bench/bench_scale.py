@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .harness import table
+from .herd_model import TODAY_WRITES, polling_usage
 
 # us-east-1 list prices, on demand. DynamoDB: after AWS's November 2024 reduction (as summarised by airbyte.com's
 # DynamoDB pricing guide); the others from the AWS pricing pages as this author knows them. Taken 2026-11-21:
@@ -49,17 +50,9 @@ def per_action(figures: dict[str, float]) -> dict[str, dict[str, float]]:
     # remake an old time's schedule), its schedule, Scheduler's UpdateItem that fires the item, the executor's delete
     # of it, the ledger's claim and complete (tests/handlers/test_ttl.py measures the calls and records per item)
     ttl_precise = {**ttl, "api_calls": 7.0, "writes": 4.0, "reads": 1.0, "scheduler": 1.0}
-    reads_per_due = figures.get("polling_reads_per_due_100000", 1.0)
-    # assign, claim, done: each a table write and an index write (the claim moves the item's index entry: a delete
-    # and a put); the assign is a transaction with the record's ledger marker (two units for each of its two writes)
-    polling = {
-        "api_calls": 4.0,
-        "writes": 10.0,
-        "reads": 0.5 * reads_per_due,
-        "scheduler": 0.0,
-        "sqs": 1.0,
-        "lambda": 2 * lambda_share,
-    }
+    # assign (a transaction with the record's ledger marker), claim and done, each also written to the index; the
+    # due events sent ten a call (herd_model.TODAY_WRITES, polling_usage)
+    polling = polling_usage(TODAY_WRITES, figures.get("polling_reads_per_due_100000", 1.0))
     aggregate = {
         "api_calls": figures.get("aggregate_requests_ratio", 1.6) ** -1,
         "writes": figures.get("aggregate_wu_per_score", figures.get("aggregate_units_per_score_ours", 0.64)),
@@ -122,7 +115,7 @@ def run(figures: dict[str, float]) -> tuple[str, dict[str, float]]:
         "Each cell: AWS API calls / DynamoDB read units / write units for that many actions, from the per-item "
         "figures measured above (eventbridge calls per record, polling reads per due item, aggregate write units "
         "per score) and each mode's design (ttl: ledger claim and completion; polling: assign, with the record's "
-        "ledger marker, claim and done, each also written to the index). "
+        "ledger marker, claim and done, each also written to the index, the due events sent ten a call). "
         f"Lambda at {int(MEMORY_GB * 1024)} MB, batches of {BATCH}, {SECONDS_PER_BATCH} s a batch. "
         f"Polling also costs ${polling_fixed_per_month():.2f} a month with nothing due (1-minute rule, 8 shards). "
         + PRICE_NOTE

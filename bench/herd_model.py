@@ -38,13 +38,76 @@ class Quotas:
     partition_bytes: int = 10 * 1024**3  # what one partition holds before DynamoDB splits it
 
 
-# Per delivered item, in `polling`: the claim (a table write; the index entry moves: a delete and a put) and the
-# completion (a table write; the index entry goes: a delete).
-INDEX_WRITES_PER_ITEM = 3
-TABLE_WRITES_PER_ITEM = 2
+@dataclass(frozen=True)
+class ItemWrites:
+    """DynamoDB write units one delivered item costs a `polling` design, by step, each as (the table or the ledger,
+    the due index). An item of up to 1 KB: a write is one unit, in a transaction two; an index entry written, moved
+    (a delete and a put: two) or removed is the index's own units."""
+
+    assign: tuple[float, float]  # the item enters the due index (at write time, not during the drain)
+    claim: tuple[float, float]  # the drain takes it
+    completion: tuple[float, float]  # the drain marks it done (out of the index)
+    consistent_reads: float = 0.0  # read units of the drain's own consistent reads, per item
+
+    def total(self) -> float:
+        return sum(table + index for table, index in (self.assign, self.claim, self.completion))
+
+    def drain_index(self) -> float:
+        """What the drain writes to the index: the load on a shard key's partition while the herd drains."""
+        return self.claim[1] + self.completion[1]
+
+    def drain_table(self) -> float:
+        return self.claim[0] + self.completion[0]
+
+    def drain_calls(self) -> float:
+        """DynamoDB requests the drain makes per item (a step with no unit is no request; reads 100 keys a call)."""
+        steps = (self.claim, self.completion)
+        return sum(1.0 for table, index in steps if table + index) + (0.01 if self.consistent_reads else 0.0)
+
+
+# `polling` as built: the assign is a transaction (the item, and the record's ledger marker: two units each) plus
+# the index entry; the claim is a conditional update of the item that moves its index entry (a delete and a put);
+# the completion updates the item and removes its entry.
+TODAY_WRITES = ItemWrites(assign=(4, 1), claim=(1, 2), completion=(1, 1))
+# `polling` as built, for writers that index their own items (`pending_attributes`): the user's write puts the
+# entry (one index unit), and the assigner's filter passes no item that already has a status: no assign.
+PRE_INDEXED_TODAY_WRITES = ItemWrites(assign=(0, 1), claim=(1, 2), completion=(1, 1))
+# Designs costed on paper (docs/performance.md, "A herd"), not built:
+# - a lease per shard key instead of a claim per item: an invocation takes its shard keys with one conditional
+#   write each (nothing per item), reads what the page showed with one consistent BatchGetItem (the cancel and
+#   move check the claim's condition made, one read unit an item) and completes each sent item conditionally;
+SHARD_LEASE_WRITES = ItemWrites(assign=(4, 1), claim=(0, 0), completion=(1, 1), consistent_reads=1.0)
+# - the same, with writers indexing their own items (`pending_attributes`): no assigner write, no ledger marker;
+#   the item's index entry is written with the user's own write (one index unit);
+PRE_INDEXED_WRITES = ItemWrites(assign=(0, 1), claim=(0, 0), completion=(1, 1), consistent_reads=1.0)
+# - due entries apart from the item (a small item per pending occurrence in a table of the component's, keyed by
+#   shard key and due time, which plays the index's part): the assigner puts one entry (no transaction: its key
+#   holds the record's sequence number, so a redelivered record rewrites the same entry), the drain (with a lease
+#   per shard key) deletes it and writes the item's delivered-up-to mark in the ledger, which its consistent check
+#   reads with the item (a redelivered record's entry, its occurrence delivered, is dropped there).
+ENTRIES_WRITES = ItemWrites(assign=(0, 1), claim=(0, 0), completion=(1, 1), consistent_reads=2.0)
+# Index write units per item while a herd drains, as built (the existing arithmetic's name).
+INDEX_WRITES_PER_ITEM = TODAY_WRITES.drain_index()
 # Reads per item: a 100-item page of ~1 KB items, eventually consistent (half a unit per 4 KB).
 INDEX_READS_PER_ITEM = 0.5 * 100 * 1 / 4 / 100
 ITEM_BYTES = 1024
+# Due events per target request: SendMessageBatch and PutEvents take 10.
+SENDS_PER_CALL = 10
+
+
+def polling_usage(writes: ItemWrites, reads_per_due: float, sends_per_call: int = SENDS_PER_CALL) -> dict[str, float]:
+    """One delivered item's billed usage in `polling` (bench_scale's `per_action` shape): the design's writes, the
+    index pages (`reads_per_due` items read per item delivered, half a unit each) and its consistent reads, one
+    target request per `sends_per_call` items, and its share of two batches' invocations (the assigner's, the
+    processor's)."""
+    return {
+        "api_calls": 1.0 + writes.drain_calls() + 1 / sends_per_call,
+        "writes": writes.total(),
+        "reads": 0.5 * reads_per_due + writes.consistent_reads,
+        "scheduler": 0.0,
+        "sqs": 1 / sends_per_call,
+        "lambda": 2 / 100,
+    }
 
 
 def invocation_rate(
@@ -69,6 +132,7 @@ class Design:
     per_invocation: float
     interval: float = MINUTE
     working: float = 50.0
+    writes: ItemWrites = TODAY_WRITES
 
 
 @dataclass(frozen=True)
@@ -87,11 +151,12 @@ class Herd:
 def polling_rate(design: Design, quotas: Quotas = Quotas()) -> tuple[float, str]:
     """The drain rate (items a second, while the ticks work) and which cap sets it."""
     usable = min(design.invocations, quotas.lambda_concurrency)
-    caps = {
-        "invocations": usable * design.per_invocation,
-        "index partitions (1,000 WCU/s each)": design.shards * quotas.partition_write_units / INDEX_WRITES_PER_ITEM,
-        "table-level write quota": quotas.table_write_units / INDEX_WRITES_PER_ITEM,
-    }
+    index, table = design.writes.drain_index(), design.writes.drain_table()
+    caps = {"invocations": usable * design.per_invocation}
+    if index:
+        caps["index partitions (1,000 WCU/s each)"] = design.shards * quotas.partition_write_units / index
+    # The table and each of its indexes have their own on-demand quota: the busier of the two binds.
+    caps["table-level write quota"] = quotas.table_write_units / max(index, table)
     limit = min(caps, key=lambda name: caps[name])
     rate = caps[limit]
     if usable < design.invocations and limit == "invocations":

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from .existing import ExistingTable
     from .overrides import FunctionOverrides, VpcConfig
     from .pending import pending_attributes
+    from .queues import ExistingQueue
     from .targets import (
         EmailTarget,
         EventBusTarget,
@@ -32,6 +33,7 @@ _MODULES = {
     "ScheduledTable": "component",
     "DueEvent": "due_event",
     "due_event_schema": "due_event",
+    "ExistingQueue": "queues",
     "ExistingTable": "existing",
     "FunctionOverrides": "overrides",
     "VpcConfig": "overrides",
@@ -68,6 +70,7 @@ __all__ = [
     "DueEvent",
     "EmailTarget",
     "EventBusTarget",
+    "ExistingQueue",
     "ExistingTable",
     "FunctionOverrides",
     "FunctionTarget",

@@ -15,6 +15,15 @@ from . import target_types
 from .arns import kms_key_problem
 from .existing import TABLE_OPTIONS, ExistingTable, existing_table_problem
 from .overrides import OVERRIDES_DOC, FunctionOverrides, from_mappings, overrides_problem, roles_of
+from .queues import (
+    EXISTING_QUEUE_DOC,
+    MAX_QUEUE_MESSAGE_BYTES,
+    QUEUE_OPTIONS,
+    ExistingQueue,
+    existing_queue_problem,
+    shared_queue_problem,
+)
+from .queues import from_mapping as queue_from_mapping
 from .suggest import keyword_hints
 from .targets import Target, is_target, resource_problem, scheduler_problem, topic_arn_problem
 from .types import KeyType, LambdaArchitecture, Mode, ModeName
@@ -120,6 +129,10 @@ class ScheduledTableArgs:
     default_delay_seconds: int | None = None
     max_attempts: int = 5
     retry_backoff_seconds: int = 60
+    # Queues of your own (components/queues.py), each used instead of the one the component would make
+    existing_poison_queue: ExistingQueue | None = None
+    existing_stream_dlq: ExistingQueue | None = None
+    existing_target_dlq: ExistingQueue | None = None
     # Operations
     alarms: bool = True
     # An SNS topic for the alarms. If it is encrypted, its KMS key's policy must let cloudwatch.amazonaws.com use
@@ -144,6 +157,8 @@ class ScheduledTableArgs:
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", _mode(self.mode))
         object.__setattr__(self, "function_overrides", from_mappings(self.function_overrides))
+        for option in QUEUE_OPTIONS:
+            object.__setattr__(self, option, queue_from_mapping(option, getattr(self, option)))
         for rule in _RULES:
             rule(self)
 
@@ -498,6 +513,34 @@ def _aggregate(args: ScheduledTableArgs) -> None:
         )
 
 
+def _queues(args: ScheduledTableArgs) -> None:
+    has_target_dlq = args.mode in (Mode.EVENTBRIDGE, Mode.POLLING) or (args.mode is Mode.TTL and args.precise)
+    for option in QUEUE_OPTIONS:
+        given = getattr(args, option)
+        problem = existing_queue_problem(option, given, has_target_dlq=has_target_dlq, mode=str(args.mode))
+        if problem:
+            raise ValueError(problem)
+    problem = shared_queue_problem({option: getattr(args, option) for option in QUEUE_OPTIONS})
+    if problem:
+        raise ValueError(problem)
+    dlq = args.existing_target_dlq
+    # What reaches the target DLQ whole, and may be up to 1 MiB: the polling processor's dead letters (the item,
+    # trimmed to fit 1 MiB only) and, at second precision, release messages (from the component's 1 MiB release
+    # queue, by the release function and by the release queue's redrive).
+    whole = None
+    if args.mode is Mode.POLLING:
+        whole = "the polling processor parks whole items there (up to DynamoDB's 400 KB each, larger as JSON)"
+    elif args.mode is Mode.EVENTBRIDGE and args.precision == "second":
+        whole = "release messages of up to 1 MiB are parked or redriven there at precision 'second'"
+    if whole and dlq is not None and dlq.max_message_bytes < MAX_QUEUE_MESSAGE_BYTES:
+        _fail(
+            "existing_target_dlq.max_message_bytes",
+            f"{dlq.max_message_bytes} is less than 1 MiB, and {whole}",
+            f"raise the queue's maxMessageSize to {MAX_QUEUE_MESSAGE_BYTES} (max_message_size on aws.sqs.Queue) and "
+            f"set max_message_bytes={MAX_QUEUE_MESSAGE_BYTES}",
+        )
+
+
 def _operations(args: ScheduledTableArgs) -> None:
     if args.alarm_topic_arn is not None and args.create_alarm_topic:
         _fail("create_alarm_topic", "conflicts with alarm_topic_arn", "give a topic or ask for one, not both")
@@ -560,6 +603,7 @@ _RULES = (
     _ttl,
     _polling,
     _aggregate,
+    _queues,
     _operations,
     _reconcile,
     _tags,
@@ -691,6 +735,11 @@ OPTION_DOCS: dict[str, str] = {
     "default_delay_seconds": "`polling` mode: the delay for items with neither; `None` sends them to the poison queue",
     "max_attempts": "`polling` mode: dispatch attempts before the target DLQ, 1-100",
     "retry_backoff_seconds": "`polling` mode: first retry delay, doubled each attempt",
+    **{
+        option: f"{what}: `ExistingQueue(queue_arn, kms_key_arn, max_message_bytes)` (or a dict of those keys), "
+        + EXISTING_QUEUE_DOC
+        for option, what in QUEUE_OPTIONS.items()
+    },
     "alarms": (
         "CloudWatch alarms: any message in a DLQ or poison queue, any function error, a stream consumer's iterator age"
     ),

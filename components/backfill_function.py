@@ -81,6 +81,7 @@ def backfill_statements(
     table_arn: str,
     stream_dlq_arn: str,
     checkpoint_ledger_arn: str | None = None,
+    stream_dlq_key_arn: str | None = None,
 ) -> list[Statement]:
     """The backfill function's statements from the consumer's: the same, without reading the stream or sending to
     the stream DLQ (the consumer's event source mapping sends there, with the consumer's role; a backfill has no
@@ -88,6 +89,8 @@ def backfill_statements(
     resources) and the checkpoint ledger."""
     kept = [_without_resource(s, "sqs:SendMessage", stream_dlq_arn) for s in consumer]
     kept = [s for s in kept if s["Resource"] and not (set(_actions(s)) & STREAM_ACTIONS)]
+    # A stream DLQ of the user's with a key of its own (`stream_dlq_key_arn`: not the poison queue's): its use too.
+    kept = [s for s in kept if not (stream_dlq_key_arn and _resources(s) == [stream_dlq_key_arn])]
     # A consumer in a VPC: its network-interface actions are its own (build_lambda grants the backfill's if it is).
     kept = [s for s in kept if not set(_actions(s)) <= set(VPC_ACCESS_ACTIONS)]
     managed = sorted({r for s in consumer if "scheduler:CreateSchedule" in _actions(s) for r in _resources(s)})
@@ -103,6 +106,7 @@ def backfill_policy(
     table_arn: str,
     stream_dlq_arn: str,
     checkpoint_ledger_arn: str | None = None,
+    stream_dlq_key_arn: str | None = None,
 ) -> str:
     """The policy document, from the consumer's (a JSON policy document, as its RolePolicy holds it)."""
     from .policies import document
@@ -114,6 +118,7 @@ def backfill_policy(
         table_arn=table_arn,
         stream_dlq_arn=stream_dlq_arn,
         checkpoint_ledger_arn=checkpoint_ledger_arn,
+        stream_dlq_key_arn=stream_dlq_key_arn,
     )
     return document(kept)
 
@@ -153,6 +158,7 @@ def build_backfill(
     log_retention_days: int,
     checkpoint_ledger_arn: Any = None,
     overrides: FunctionOverrides | None = None,
+    stream_dlq_key_arn: Any = None,
 ) -> aws.lambda_.Function:
     """The backfill function of one ScheduledTable (`{name}-backfill`), made as every function is
     (builders.build_lambda): the consumer's code, runtime, memory and configuration, the handler `backfill.handler`,
@@ -163,10 +169,18 @@ def build_backfill(
 
     def policy(log_group_arn: pulumi.Output[str]) -> pulumi.Output[str]:
         return pulumi.Output.all(
-            consumer.policy.policy, table_arn, stream_dlq_arn, log_group_arn, checkpoint_ledger_arn
+            consumer.policy.policy, table_arn, stream_dlq_arn, log_group_arn, checkpoint_ledger_arn, stream_dlq_key_arn
         ).apply(
             lambda v: _with_own_logs(
-                backfill_policy(v[0], mode=mode, table_arn=v[1], stream_dlq_arn=v[2], checkpoint_ledger_arn=v[4]), v[3]
+                backfill_policy(
+                    v[0],
+                    mode=mode,
+                    table_arn=v[1],
+                    stream_dlq_arn=v[2],
+                    checkpoint_ledger_arn=v[4],
+                    stream_dlq_key_arn=v[5],
+                ),
+                v[3],
             )
         )
 

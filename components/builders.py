@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import pulumi
 import pulumi_aws as aws
@@ -23,11 +23,13 @@ from .existing import (
     table_arn_of,
     table_key_problem,
     table_problems,
+    table_reference,
 )
 from .filters import filter_patterns, within_filter_limit
 from .overrides import FunctionOverrides, function_settings
 from .packaging import constants, handler_archive, runtime_module
-from .parts import BuildContext, Consumer, Owner, Scheduling, TableRef
+from .parts import BuildContext, Consumer, Owner, QueueRef, Scheduling, TableRef
+from .queues import ExistingQueue, placement_problem, queue_arn_problem, queue_name, queue_url
 from .runtime_config import Value, function_environment, handler_document
 from .targets import EmailTarget
 
@@ -197,6 +199,64 @@ def build_queue(owner: Owner, role: str, retention: int = DLQ_RETENTION_SECONDS)
     return queue
 
 
+def owned_queue(queue: aws.sqs.Queue) -> QueueRef:
+    """A queue the component made, as its senders see it: SQS-managed encryption, 1 MiB messages."""
+    return QueueRef(arn=queue.arn, url=queue.url, max_message_bytes=constants.OWNED_QUEUE_MESSAGE_BYTES, resource=queue)
+
+
+def build_dead_letter_queue(
+    owner: Owner,
+    role: str,
+    given: ExistingQueue | None,
+    *,
+    option: str,
+    home_arn: pulumi.Input[str] | None,
+    rename: Callable[[str], str] = str,
+) -> QueueRef:
+    """The queue for `role` ("poison", "stream-dlq", "target-dlq"): the user's (`given`, option `option`), checked
+    once its ARN and the deploying account and Region (`home_arn`: an ARN there) are known, and raising then, which
+    fails the deploy naming the option; or a new one (`build_queue`). The user's is recorded by name for the alarms."""
+    if given is None:
+        return owned_queue(build_queue(owner, role))
+
+    def check(values: list[Any]) -> str:
+        arn, home = values
+        if arn is None:  # mocks that echo inputs: nothing to check
+            return cast(str, arn)
+        problem = queue_arn_problem(option, arn)
+        if problem is None and home not in (None, arns.UNKNOWN_ARN):
+            problem = placement_problem(option, arn, home)
+        if problem:
+            raise ValueError(rename(problem))
+        return cast(str, arn)
+
+    arn = pulumi.Output.all(given.queue_arn, home_arn).apply(check)
+    owner.made.given_queue_names[role] = arn.apply(lambda a: queue_name(a or arns.UNKNOWN_ARN))
+    return QueueRef(
+        arn=arn,
+        url=arn.apply(lambda a: queue_url(a or arns.UNKNOWN_ARN)),
+        max_message_bytes=given.max_message_bytes,
+        key_arn=given.kms_key_arn,
+    )
+
+
+def deploying_arn(owner: Owner) -> pulumi.Output[str]:
+    """An ARN in the account and Region the stack deploys to, from the caller identity and the provider's Region:
+    looked up only when no queue of the component's own can tell (the user brought the poison queue)."""
+    opts = pulumi.InvokeOutputOptions(parent=owner.parent)
+    identity = aws.get_caller_identity_output(opts=opts)
+    region = aws.get_region_output(opts=opts)
+
+    def arn(values: list[Any]) -> str:
+        caller, where = values
+        if not caller or not where:  # mocks that echo inputs
+            return arns.UNKNOWN_ARN
+        partition, _, _, account, _ = arns.arn_parts(caller)
+        return f"arn:{partition}:sqs:{where}:{account}:scheduled-table"
+
+    return pulumi.Output.all(identity.arn, region.region).apply(arn)
+
+
 def build_lambda(
     owner: Owner,
     role: str,
@@ -250,7 +310,7 @@ def build_function(
     extra_statements: pulumi.Output[list[policies.Statement]],
     config: pulumi.Output[str],
     stream: bool,
-    send_queues: list[aws.sqs.Queue],
+    send_queues: list[QueueRef],
 ) -> Consumer:
     """A handler of the mode (`build_lambda`) with its least-privilege policy; `stream` adds reading this table's
     stream. Recorded by role for the alarms and the dashboard."""
@@ -262,14 +322,16 @@ def build_function(
             log_group_arn,
             pulumi.Output.from_input(a.kms_key_arn),
             extra_statements,
-            *[q.arn for q in send_queues],
+            [q.arn for q in send_queues],
+            [q.key_arn for q in send_queues],
         ).apply(
             lambda v: policies.document(
                 policies.stream_consumer_statements(
                     table_arn=v[0] if stream else None,
                     log_group_arn=v[1],
-                    send_queue_arns=list(v[4:]),
+                    send_queue_arns=list(v[4]),
                     kms_key_arn=v[2],
+                    send_queue_key_arns=list(v[5]),
                 )
                 + v[3]
                 + policies.tracing_statements(a.tracing)
@@ -365,15 +427,27 @@ def target_statements(ctx: BuildContext, build: Callable[..., list[policies.Stat
     )
 
 
+def build_target_dlq(ctx: BuildContext) -> QueueRef:
+    """The target DLQ: the user's (`existing_target_dlq`) or a new one."""
+    return build_dead_letter_queue(
+        ctx.owner,
+        "target-dlq",
+        ctx.args.existing_target_dlq,
+        option="existing_target_dlq",
+        home_arn=ctx.home_arn,
+        rename=ctx.rename,
+    )
+
+
 def build_scheduling(
-    ctx: BuildContext, fire_statements: pulumi.Output[list[policies.Statement]], target_dlq: aws.sqs.Queue | None = None
+    ctx: BuildContext, fire_statements: pulumi.Output[list[policies.Statement]], target_dlq: QueueRef | None = None
 ) -> Scheduling:
     """Schedule group, target DLQ (`target_dlq`, if the mode made it first) and the role Scheduler assumes
-    (allowed `fire_statements` and the DLQ), plus what the consumer needs to manage schedules in that group and
-    pass that role."""
+    (allowed `fire_statements` and the DLQ, and its key), plus what the consumer needs to manage schedules in that
+    group and pass that role."""
     owner = ctx.owner
     group = aws.scheduler.ScheduleGroup(f"{owner.name}-schedules", tags=dict(owner.tags), opts=owner.child)
-    target_dlq = target_dlq or build_queue(owner, "target-dlq")
+    target_dlq = target_dlq or build_target_dlq(ctx)
     role = aws.iam.Role(
         f"{owner.name}-scheduler-exec-role",
         description=descriptions.scheduler_role(owner.name),
@@ -387,8 +461,8 @@ def build_scheduling(
     aws.iam.RolePolicy(
         f"{owner.name}-scheduler-exec-policy",
         role=role.id,
-        policy=pulumi.Output.all(fire_statements, target_dlq.arn).apply(
-            lambda v: policies.scheduler_execution_policy(v[0], v[1])
+        policy=pulumi.Output.all(fire_statements, target_dlq.arn, target_dlq.key_arn).apply(
+            lambda v: policies.scheduler_execution_policy(v[0], v[1], v[2])
         ),
         opts=owner.child,
     )
@@ -406,7 +480,9 @@ def build_scheduling(
 def handler_config(ctx: BuildContext, values: dict[str, pulumi.Input[str]]) -> pulumi.Output[str]:
     """The handler's config document, from the shared values and a mode's own (`runtime_config.needed_values`)."""
     shared = {
-        Value.TABLE: ctx.table.name,
+        Value.TABLE: pulumi.Output.all(ctx.table.name, ctx.table.arn, ctx.home_arn).apply(
+            lambda v: table_reference(*v)
+        ),
         Value.TARGET_ARN: ctx.target_arn,
         Value.POISON_QUEUE_URL: ctx.poison_queue.url,
     }

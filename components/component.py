@@ -14,11 +14,12 @@ from . import aggregate, eventbridge, polling, ttl
 from .args import Mode, ScheduledTableArgs
 from .arns import kms_key_problem
 from .backfill_function import build_backfill, build_reconcile_every, ledger_arn
-from .builders import build_queue, build_table
+from .builders import build_dead_letter_queue, build_queue, build_table, deploying_arn
 from .inputs import args_from_inputs, provider_message
 from .observability import build_operations
 from .parts import BuildContext, Made, ModeResult, Owner, TableRef
 from .provider_inputs import ScheduledTableInputs
+from .queues import QUEUE_OPTIONS
 from .runtime_config import target_kind
 from .targets import checked_arn, topic_arn_problem
 
@@ -80,10 +81,23 @@ class ScheduledTable(pulumi.ComponentResource):
         self.table_name = self.table.name
         self.table_arn = self.table.arn
         self.stream_arn = self.table.stream_arn
-        self.stream_dlq: aws.sqs.Queue = build_queue(owner, "stream-dlq")
-        self.poison_queue: aws.sqs.Queue = build_queue(owner, "poison")
-        self.stream_dlq_url = self.stream_dlq.url
-        self.poison_queue_url = self.poison_queue.url
+        # The poison queue and the stream DLQ: the user's (ExistingQueue) or the component's own. An owned poison
+        # queue's ARN tells the deploying account and Region (every child is made there), with no lookup; with the
+        # user's, the caller identity and Region are looked up instead (the queues are checked against them).
+        poison_given = args.existing_poison_queue
+        home: pulumi.Output[str] | None = deploying_arn(owner) if poison_given is not None else None
+        poison = build_dead_letter_queue(
+            owner, "poison", poison_given, option="existing_poison_queue", home_arn=home, rename=rename
+        )
+        home = home if home is not None else poison.arn
+        stream_dlq = build_dead_letter_queue(
+            owner, "stream-dlq", args.existing_stream_dlq, option="existing_stream_dlq", home_arn=home, rename=rename
+        )
+        # The queues the component made (None for one the user gave).
+        self.stream_dlq: aws.sqs.Queue | None = stream_dlq.resource
+        self.poison_queue: aws.sqs.Queue | None = poison.resource
+        self.stream_dlq_url = stream_dlq.url
+        self.poison_queue_url = poison.url
 
         # The target: the one given, a queue of the component's own (the due queue), or none (aggregate writes its
         # totals to the table itself).
@@ -96,25 +110,25 @@ class ScheduledTable(pulumi.ComponentResource):
             self.due_queue_url, self.due_queue_arn = self.due_queue.url, self.due_queue.arn
             self.target_arn = self.due_queue.arn
         elif args.target is not None:
-            # The poison queue is in the deploying region: the target must be too (targets.region_problem).
+            # `home` is in the deploying region: the target must be too (targets.region_problem).
             self.target_arn = checked_arn(
                 args.target,
                 scheduler_delivers=args.mode is Mode.EVENTBRIDGE,
                 rename=rename,
-                stack_region_of=self.poison_queue.arn,
+                stack_region_of=home,
             )
 
         ctx = BuildContext(
             owner=owner,
             args=args,
             table=self.table,
-            stream_dlq=self.stream_dlq,
-            poison_queue=self.poison_queue,
+            stream_dlq=stream_dlq,
+            poison_queue=poison,
             target_kind=self.target_kind,
             target_arn=self.target_arn,
-            # The deploying account's own, whoever's the table is: the poison queue's ARN (made in the deploying
-            # account and region, as every child is; no lookup of the caller identity needed).
-            home_arn=self.poison_queue.arn,
+            # The deploying account's own, whoever's the table is (and whoever's the queues are: checked to be it).
+            home_arn=home,
+            rename=rename,
         )
         built = MODE_BUILDERS[Mode(args.mode)](ctx)
         self.schedule_group_name = built.schedule_group_name
@@ -130,12 +144,16 @@ class ScheduledTable(pulumi.ComponentResource):
                 consumer=built.consumer,
                 mode=args.mode,
                 table_arn=self.table.arn,
-                stream_dlq_arn=self.stream_dlq.arn,
+                stream_dlq_arn=stream_dlq.arn,
+                # Its key is the consumer's mapping's to use, unless the poison queue's too (the backfill parks).
+                stream_dlq_key_arn=pulumi.Output.all(stream_dlq.key_arn, poison.key_arn).apply(
+                    lambda keys: keys[0] if keys[0] != keys[1] else None
+                ),
                 log_retention_days=args.log_retention_days,
                 overrides=args.function_overrides.get("backfill"),
                 checkpoint_ledger_arn=None
                 if args.reconcile_every is None or built.ledger_table_name is None
-                else pulumi.Output.all(self.poison_queue.arn, built.ledger_table_name).apply(lambda v: ledger_arn(*v)),
+                else pulumi.Output.all(home, built.ledger_table_name).apply(lambda v: ledger_arn(*v)),
             )
             self.backfill_function_name = backfill.name
             if args.reconcile_every is not None:  # reconcile run by itself, in slices, through the backfill function
@@ -201,6 +219,11 @@ def checked_outputs(args: ScheduledTableArgs, rename: Callable[[str], str]) -> S
         changes["kms_key_arn"] = checked("kms_key_arn", args.kms_key_arn, kms_key_problem)
     if args.alarm_topic_arn is not None and not isinstance(args.alarm_topic_arn, str):
         changes["alarm_topic_arn"] = checked("alarm_topic_arn", args.alarm_topic_arn, topic_arn_problem)
+    for option in QUEUE_OPTIONS:
+        given = getattr(args, option)
+        if given is not None and given.kms_key_arn is not None and not isinstance(given.kms_key_arn, str):
+            key = checked(f"{option}.kms_key_arn", given.kms_key_arn, kms_key_problem)
+            changes[option] = dataclasses.replace(given, kms_key_arn=key)
     target = args.target
     if target is not None:
         key = getattr(target, "kms_key_arn", None)  # the kinds a customer key can encrypt have the option

@@ -15,15 +15,16 @@ from . import policies
 from .builders import (
     build_function,
     build_ledger,
-    build_queue,
     build_scheduling,
     build_stream_consumer,
+    build_target_dlq,
     handler_config,
+    owned_queue,
     target_statements,
 )
 from .filters import eventbridge_filters
 from .packaging import constants
-from .parts import BuildContext, Consumer, ModeResult, flatten
+from .parts import BuildContext, Consumer, ModeResult, QueueRef, flatten
 from .runtime_config import Value, lease_seconds
 
 # A release message that failed this many receives (a target failing for a while, a consumer crashing) goes to the
@@ -43,7 +44,7 @@ def build(ctx: BuildContext) -> ModeResult:
     target_dlq = release_queue = None
     values: dict[str, pulumi.Input[str]] = {Value.LEDGER_TABLE: ledger.name}
     if a.precision == "second":
-        target_dlq = build_queue(ctx.owner, "target-dlq")
+        target_dlq = build_target_dlq(ctx)
         release_queue = _release_queue(ctx, target_dlq)
         # Scheduler sends one-time occurrences to the release queue; recurring items' schedules still deliver to the
         # target themselves (their firings are minutes), so the role keeps the target's statements.
@@ -91,7 +92,7 @@ def build(ctx: BuildContext) -> ModeResult:
     )
 
 
-def _release_queue(ctx: BuildContext, target_dlq: aws.sqs.Queue) -> aws.sqs.Queue:
+def _release_queue(ctx: BuildContext, target_dlq: QueueRef) -> aws.sqs.Queue:
     """Holds each due event until its second (per-message DelaySeconds); after `RELEASE_MAX_RECEIVES` failed
     receives a message goes to the target DLQ. Its visibility timeout outlasts the function's timeout (AWS requires
     at least that for an event source mapping) and equals the ledger's lease, so a retry finds a crashed run's claim
@@ -114,7 +115,7 @@ def _release_queue(ctx: BuildContext, target_dlq: aws.sqs.Queue) -> aws.sqs.Queu
 def _releaser(
     ctx: BuildContext,
     release_queue: aws.sqs.Queue,
-    target_dlq: aws.sqs.Queue,
+    target_dlq: QueueRef,
     delivery: list[pulumi.Output[list[policies.Statement]]],
     config: pulumi.Output[str],
 ) -> Consumer:
@@ -129,7 +130,7 @@ def _releaser(
         extra_statements=statements.apply(flatten),
         config=config,
         stream=False,
-        send_queues=[release_queue, ctx.poison_queue, target_dlq],
+        send_queues=[owned_queue(release_queue), ctx.poison_queue, target_dlq],
     )
     mapping = aws.lambda_.EventSourceMapping(
         f"{ctx.owner.name}-release-mapping",

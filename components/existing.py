@@ -221,3 +221,13 @@ def same_table(name: object, stream_arn: object) -> str | None:
     if table != name:
         return f"the stream ARN belongs to table {table!r}, not {name!r}; pass that table's name and stream ARN"
     return None
+
+
+def table_reference(name: str, table_arn: str | None, home_arn: str | None) -> str:
+    """What the functions name the table by in their DynamoDB calls: its name when it is in the deploying account
+    (`home_arn`'s), its ARN when it is another account's (DynamoDB looks a plain name up in the caller's own account,
+    where there is no such table; another account's table is named by its ARN)."""
+    table_parts, home_parts = (table_arn or "").split(":"), (home_arn or "").split(":")
+    if len(table_parts) < 6 or table_parts[2] != "dynamodb" or len(home_parts) < 6:
+        return name  # not known yet (mocks that echo inputs)
+    return table_arn if table_parts[4] != home_parts[4] else name

@@ -8,29 +8,46 @@ from typing import Any
 # A time attribute is a string (ISO-8601) or a number (epoch seconds); `exists` only matches leaf values, so each
 # DynamoDB type tag needs its own pattern.
 _TIME_TYPES = ("S", "N")
-# The other types an `exists` filter can see (leaf values: binary, boolean, null, and sets, whose members are
-# leaves). A due attribute of one of them is no time the mode can use: the function must see it to park the
-# record with its reason. A map (M) or list (L) holds objects, which no leaf filter matches: `inspect` lists those.
-UNUSABLE_LEAF_TYPES = ("B", "BOOL", "NULL", "SS", "NS", "BS")
+# The other types an `exists` filter can see (leaf values: null, boolean, binary, and sets, whose members are
+# leaves). A due attribute of one of them is no time the mode can use: the function must see it to park the record
+# with its reason. A map (M) or list (L) holds objects, which no leaf filter matches: `inspect` lists those.
+#
+# Lambda's filter syntax has no `$or` across fields (the Lambda developer guide's "Filter rule syntax" lists none;
+# the EventBridge guide's comparison operators table marks "Or (multiple fields)", `$or`, as unsupported by
+# EventBridge Pipes, which filters as Lambda does): each type is a filter of its own, and a mapping takes five by
+# default. So the mode's own filters come first and these fill what is left, in this order: NULL first (a null
+# otherwise reads as "no due time"), then BOOL; the types left out never reach the function, and `inspect` (which
+# scans for every type the stack's filters do not pass) and `reconcile` (which parks them) report them.
+UNUSABLE_LEAF_TYPES = ("NULL", "BOOL", "B", "SS", "NS", "BS")
+# Lambda's default quota of filters per event source mapping.
+MAX_FILTERS = 5
 
 
-def unusable_due_filter(time_attribute: str) -> dict[str, Any]:
-    """Inserts and updates whose due attribute is of a type no due time can be (UNUSABLE_LEAF_TYPES), in one filter:
-    `$or` over the type tags (EventBridge pattern syntax, which Lambda's event filtering uses), so that the mode
-    still fits Lambda's five filters per mapping. Writes without the attribute never match it."""
-    either = [{tag: [{"exists": True}]} for tag in UNUSABLE_LEAF_TYPES]
-    return {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": {time_attribute: {"$or": either}}}}
+def unusable_due_filters(time_attribute: str, room: int) -> list[dict[str, Any]]:
+    """Inserts and updates whose due attribute is of a type no due time can be: one filter per type, the first
+    `room` of UNUSABLE_LEAF_TYPES. Writes without the attribute never match them."""
+    return [
+        {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": {time_attribute: {tag: [{"exists": True}]}}}}
+        for tag in UNUSABLE_LEAF_TYPES[: max(0, room)]
+    ]
+
+
+def is_unusable_due_filter(pattern: dict[str, Any]) -> bool:
+    """Whether `pattern` is one of `unusable_due_filters` (the ones a mapping can do without)."""
+    image = (pattern.get("dynamodb") or {}).get("NewImage") or {}
+    return len(image) == 1 and all(
+        isinstance(v, dict) and list(v) in ([t] for t in UNUSABLE_LEAF_TYPES) for v in image.values()
+    )
 
 
 def eventbridge_filters(time_attribute: str) -> list[dict[str, Any]]:
-    """INSERT/MODIFY of items that carry the time attribute (of any leaf type: an unusable one is parked with its
-    reason); MODIFY/REMOVE of items that carried a time (S or N: nothing was scheduled for another type). Five
-    filters, Lambda's default limit."""
+    """INSERT/MODIFY of items that carry a time (S or N), MODIFY/REMOVE of items that carried one (nothing was
+    scheduled for another type); the fifth filter passes a null due attribute, to be parked with its reason."""
     patterns: list[dict[str, Any]] = []
     for image, events in (("NewImage", ["INSERT", "MODIFY"]), ("OldImage", ["MODIFY", "REMOVE"])):
         for tag in _TIME_TYPES:
             patterns.append({"eventName": events, "dynamodb": {image: {time_attribute: {tag: [{"exists": True}]}}}})
-    return [*patterns, unusable_due_filter(time_attribute)]
+    return [*patterns, *unusable_due_filters(time_attribute, MAX_FILTERS - len(patterns))]
 
 
 TTL_SERVICE = {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]}
@@ -45,8 +62,8 @@ def ttl_filters(time_attribute: str, precise: bool) -> list[dict[str, Any]]:
     numeric due time, which covers users' deletes (a cancel, or due), TTL's deletions, a due time removed, and the
     schedule's fire (`SET stFiredAt = <due> REMOVE <due attribute>`, see handlers/ttl.py). Not passed: the
     executor's own delete of a fired item (it holds no due time), and removes or updates of items whose due time was
-    a string (never scheduled, nothing to undo). Inserts and updates whose due attribute is of another leaf type
-    (binary, boolean, null, a set) pass too, to be parked with their reason. Four filters of Lambda's five."""
+    a string (never scheduled, nothing to undo). Inserts and updates whose due attribute is null or a boolean pass
+    too, in the two filters left of Lambda's five, to be parked with their reason."""
     if precise:
         patterns: list[dict[str, Any]] = [
             {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": {time_attribute: {tag: [{"exists": True}]}}}}
@@ -55,7 +72,7 @@ def ttl_filters(time_attribute: str, precise: bool) -> list[dict[str, Any]]:
         patterns.append(
             {"eventName": ["MODIFY", "REMOVE"], "dynamodb": {"OldImage": {time_attribute: {"N": [{"exists": True}]}}}}
         )
-        return [*patterns, unusable_due_filter(time_attribute)]
+        return [*patterns, *unusable_due_filters(time_attribute, MAX_FILTERS - len(patterns))]
     return [{"eventName": ["REMOVE"], "userIdentity": TTL_SERVICE}]
 
 
@@ -84,19 +101,18 @@ def aggregate_filters(partition_key: str, prefix: str, on_change: str) -> list[d
     return [{"eventName": events, "dynamodb": {"Keys": {partition_key: {"S": [{"prefix": prefix}]}}}}]
 
 
-# Lambda's default quota of filters per event source mapping.
-MAX_FILTERS = 5
-
-
 def within_filter_limit(patterns: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The same records passed in at most MAX_FILTERS filters: the patterns from the fifth on joined into one by a
-    top-level `$or` (Lambda ORs its filters, and `$or` ORs the patterns it lists, so nothing passes that did not and
-    nothing is dropped). A mode already using all five filters may then add one (another account's table adds the
-    stream view type check) without a quota increase."""
-    if len(patterns) <= MAX_FILTERS:
-        return patterns
-    head, tail = patterns[: MAX_FILTERS - 1], patterns[MAX_FILTERS - 1 :]
-    return [*head, {"$or": tail}]
+    """At most MAX_FILTERS filters: a filter a mode needs may be added (another account's table adds the stream view
+    type check) in place of the last unusable-type ones (`unusable_due_filters`), whose types then reach the
+    function no longer and are reported by `inspect` and `reconcile` instead. ValueError when the needed ones alone
+    are too many."""
+    kept = list(patterns)
+    while len(kept) > MAX_FILTERS:
+        optional = [i for i, p in enumerate(kept) if is_unusable_due_filter(p)]
+        if not optional:
+            raise ValueError(f"an event source mapping takes at most {MAX_FILTERS} filters, {len(kept)} are needed")
+        del kept[optional[-1]]
+    return kept
 
 
 def filter_patterns(patterns: list[dict[str, Any]]) -> list[str]:

@@ -17,6 +17,7 @@ from . import target_types
 from .args import ScheduledTableArgs
 from .existing import ExistingTable
 from .overrides import FunctionOverrides, VpcConfig
+from .queues import QUEUE_OPTIONS, ExistingQueue
 from .stack_config import check_keys
 from .targets import Target
 
@@ -158,6 +159,12 @@ def _renames() -> list[tuple[str, str]]:
     pairs += [(f.name, input_name(f.name)) for f in dataclasses.fields(ExistingTable)]
     pairs += [(f.name, input_name(f.name)) for f in dataclasses.fields(FunctionOverrides)]
     pairs += [(f.name, input_name(f.name)) for f in dataclasses.fields(VpcConfig)]
+    # `queue_arn` alone is a QueueTarget's `arn`: an ExistingQueue's is named with its option.
+    pairs += [
+        (f"{option}.{f.name}", f"{input_name(option)}.{input_name(f.name)}")
+        for option in QUEUE_OPTIONS
+        for f in dataclasses.fields(ExistingQueue)
+    ]
     pairs += [(f.name, input_name(f.name)) for f in dataclasses.fields(ScheduledTableArgs)]
     return sorted({p for p in pairs if p[0] != p[1]}, key=lambda p: -len(p[0]))
 

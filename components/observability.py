@@ -8,7 +8,7 @@ import pulumi
 import pulumi_aws as aws
 
 from . import arns, operations, policies
-from .parts import BuildContext, Owner
+from .parts import BuildContext, Made, Owner
 
 
 def build_operations(ctx: BuildContext) -> pulumi.Output[str] | None:
@@ -24,9 +24,8 @@ def build_operations(ctx: BuildContext) -> pulumi.Output[str] | None:
             alarm_topic_arn = pulumi.Output.from_input(topic)
         # (logical name suffix, spec): names are known now, the specs once the resources have names.
         specs: list[tuple[str, pulumi.Output[operations.AlarmSpec]]] = []
-        for role, queue in made.queues.items():
-            if role != "due":  # the due queue is the target: messages there are the point
-                specs.append((f"{role}-not-empty", queue.name.apply(partial(operations.queue_alarm, role))))
+        for role, name in alarmed_queues(made).items():
+            specs.append((f"{role}-not-empty", name.apply(partial(operations.queue_alarm, role))))
         for role, function in made.functions.items():
             specs.append((f"{role}-errors", function.name.apply(partial(operations.function_errors_alarm, role))))
         for role, function in made.stream_functions.items():
@@ -37,7 +36,7 @@ def build_operations(ctx: BuildContext) -> pulumi.Output[str] | None:
         for suffix, spec in specs:
             build_alarm(owner, suffix, spec, topic)
     if a.dashboard:
-        names = {role: q.name for role, q in made.queues.items() if role != "due"}
+        names = alarmed_queues(made)
         body = pulumi.Output.all(
             ctx.table.name,
             ctx.table.arn,
@@ -61,6 +60,14 @@ def build_operations(ctx: BuildContext) -> pulumi.Output[str] | None:
             opts=owner.child,
         )
     return alarm_topic_arn
+
+
+def alarmed_queues(made: Made) -> dict[str, pulumi.Output[str]]:
+    """The name of every dead-letter and poison queue by role, the component's own and the user's (an alarm needs
+    only the queue's name, so one on a queue the component does not own works the same); not the due queue, the
+    target, where messages are the point."""
+    owned = {role: queue.name for role, queue in made.queues.items() if role != "due"}
+    return {**owned, **made.given_queue_names}
 
 
 def build_alarm_topic(ctx: BuildContext) -> aws.sns.Topic:

@@ -4,7 +4,7 @@ other module of the component but the IAM types, so every builder and mode modul
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import pulumi
@@ -24,6 +24,19 @@ class TableRef:
     resource: aws.dynamodb.Table | None = None  # the table the component made; None for an existing table
 
 
+@dataclass(frozen=True)
+class QueueRef:
+    """What the component needs of a queue it sends to, whether it made it or was given it (ExistingQueue): its
+    ARN and URL, the customer-managed key its writers must be allowed to use (None: SQS-managed or AWS-managed
+    encryption), and the largest message it takes."""
+
+    arn: pulumi.Output[str]
+    url: pulumi.Output[str]
+    max_message_bytes: int
+    key_arn: pulumi.Input[str] | None = None
+    resource: aws.sqs.Queue | None = None  # the queue the component made; None for the user's
+
+
 @dataclass
 class Made:
     """Every function and queue a build made, by role: the alarms and the dashboard are made from these."""
@@ -31,6 +44,8 @@ class Made:
     functions: dict[str, aws.lambda_.Function] = field(default_factory=dict)
     stream_functions: dict[str, aws.lambda_.Function] = field(default_factory=dict)
     queues: dict[str, aws.sqs.Queue] = field(default_factory=dict)
+    # The user's queues used in place of one (ExistingQueue), by the same roles: their names, for the alarms.
+    given_queue_names: dict[str, pulumi.Output[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -59,11 +74,13 @@ class BuildContext:
     owner: Owner
     args: ScheduledTableArgs
     table: TableRef
-    stream_dlq: aws.sqs.Queue
-    poison_queue: aws.sqs.Queue
+    stream_dlq: QueueRef
+    poison_queue: QueueRef
     target_kind: str
     target_arn: pulumi.Input[str]
     home_arn: pulumi.Output[str]
+    # How a deploy-time failure names the options: as written in Python, or as the provider's camelCase inputs.
+    rename: Callable[[str], str] = str
 
 
 @dataclass(frozen=True)
@@ -83,7 +100,7 @@ class Scheduling:
     the consumer needs and the values of the handler's `scheduler` config."""
 
     group: aws.scheduler.ScheduleGroup
-    target_dlq: aws.sqs.Queue
+    target_dlq: QueueRef
     consumer_statements: pulumi.Output[list[policies.Statement]]
     values: dict[str, pulumi.Input[str]]
 

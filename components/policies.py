@@ -110,9 +110,17 @@ def key_statements(key_arn: str | None, actions: Sequence[str]) -> list[Statemen
     return [{"Effect": "Allow", "Action": sorted(actions), "Resource": [key_arn]}] if key_arn and actions else []
 
 
-def scheduler_execution_policy(target: list[Statement], target_dlq_arn: str) -> str:
-    """What Scheduler may do when a schedule fires: call the target, or park the event in the target DLQ."""
-    return document([*target, {"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": [target_dlq_arn]}])
+# What a sender to an SQS queue encrypted with a customer-managed key needs of that key.
+QUEUE_KEY_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
+
+
+def scheduler_execution_policy(
+    target: list[Statement], target_dlq_arn: str, target_dlq_key_arn: str | None = None
+) -> str:
+    """What Scheduler may do when a schedule fires: call the target, or park the event in the target DLQ (and use
+    the DLQ's own key, a user's queue encrypted with a customer-managed one)."""
+    dlq = {"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": [target_dlq_arn]}
+    return document([*target, dlq, *key_statements(target_dlq_key_arn, QUEUE_KEY_ACTIONS)])
 
 
 # What an event source mapping does with its function's role to read the table's stream.
@@ -125,10 +133,16 @@ STREAM_READ_ACTIONS = (
 
 
 def stream_consumer_statements(
-    *, table_arn: str | None, log_group_arn: str, send_queue_arns: list[str | None], kms_key_arn: str | None
+    *,
+    table_arn: str | None,
+    log_group_arn: str,
+    send_queue_arns: list[str | None],
+    kms_key_arn: str | None,
+    send_queue_key_arns: Sequence[str | None] = (),
 ) -> list[Statement]:
-    """What every handler needs: write its own logs, reach its queues, use the table's own KMS key (if any); with
-    `table_arn`, read that table's stream."""
+    """What every handler needs: write its own logs, reach its queues (and use the customer-managed keys of those
+    that have one: a user's ExistingQueue), use the table's own KMS key (if any); with `table_arn`, read that
+    table's stream."""
     statements: list[Statement] = []
     if table_arn is not None:
         statements.append(
@@ -147,9 +161,11 @@ def stream_consumer_statements(
         {
             "Effect": "Allow",
             "Action": ["sqs:SendMessage"],
-            "Resource": sorted(a or UNKNOWN_ARN for a in send_queue_arns),
+            "Resource": sorted({a or UNKNOWN_ARN for a in send_queue_arns}),
         },
     ]
+    for key in sorted({k for k in send_queue_key_arns if k}):
+        statements += key_statements(key, QUEUE_KEY_ACTIONS)
     return statements + key_statements(kms_key_arn, TABLE_KEY_ACTIONS)
 
 

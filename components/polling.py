@@ -10,8 +10,8 @@ from . import policies
 from .builders import (
     build_function,
     build_ledger,
-    build_queue,
     build_stream_consumer,
+    build_target_dlq,
     handler_config,
     target_statements,
 )
@@ -25,7 +25,7 @@ def build(ctx: BuildContext) -> ModeResult:
     """A rule ticks -> processor takes due items from the sharded index; the assigner indexes new items."""
     a = ctx.args
     pending = runtime_module("pending")
-    target_dlq = build_queue(ctx.owner, "target-dlq")
+    target_dlq = build_target_dlq(ctx)
     # The assigner indexes an item and marks the record in the ledger in one transaction (once per record).
     ledger = build_ledger(ctx)
     config = handler_config(ctx, {Value.TARGET_DLQ_URL: target_dlq.url, Value.LEDGER_TABLE: ledger.name})

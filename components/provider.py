@@ -32,6 +32,7 @@ from .existing import ExistingTable
 from .inputs import NO_SORT_KEY, args_from_inputs, input_name, provider_message, target_fields
 from .overrides import FUNCTION_OVERRIDES_DOCS, OVERRIDES_DOC, VPC_CONFIG_DOCS, FunctionOverrides, VpcConfig
 from .provider_inputs import ScheduledTableInputs
+from .queues import EXISTING_QUEUE_DOC, EXISTING_QUEUE_DOCS, QUEUE_OPTIONS, ExistingQueue
 from .targets import TARGET_TYPES
 
 __all__ = [
@@ -59,6 +60,10 @@ PROVIDER_DOCS: dict[str, str] = {
         "per function, by role: `{role: {memoryMb, reservedConcurrency, vpc: {subnetIds, securityGroupIds}, layers, "
         "logRetentionDays, architecture}}`, " + OVERRIDES_DOC
     ),
+    **{
+        option: provider_message(f"{what}: `{{queueArn, kmsKeyArn, maxMessageBytes}}`, " + EXISTING_QUEUE_DOC)
+        for option, what in QUEUE_OPTIONS.items()
+    },
     "sort_key": 'the table\'s sort key attribute; `"none"` for a table without one',
     "target": (
         'what receives the due event: `{kind, ...}` with that kind\'s fields (`{kind: "queue", arn: queue.arn}`); '
@@ -167,7 +172,7 @@ class _Inputs:
             return f"list[{self.annotation(hint_args[0], field_name, where)}]"
         if origin is dict and hint_args[:1] == (str,):
             return f"dict[str, {self.annotation(hint_args[1], field_name, where)}]"
-        if hint in (ExistingTable, FunctionOverrides, VpcConfig):
+        if hint in (ExistingTable, FunctionOverrides, VpcConfig, ExistingQueue):
             return str(hint.__name__)
         raise TypeError(
             f"{where}.{field_name}: no provider input type for {hint!r}; teach components/provider.py "
@@ -221,6 +226,12 @@ class _Inputs:
             _hints(FunctionOverrides),
             [(f, provider_message(FUNCTION_OVERRIDES_DOCS[f.name])) for f in dataclasses.fields(FunctionOverrides)],
         )
+        queue = self.typed_dict(
+            "ExistingQueue",
+            "A standard SQS queue of yours, used instead of one the component would make.",
+            _hints(ExistingQueue),
+            [(f, provider_message(EXISTING_QUEUE_DOCS[f.name])) for f in dataclasses.fields(ExistingQueue)],
+        )
         kinds = _Enum("TargetKind", tuple(target_types.by_stack_type()), ["kind"])
         enums = [self.render_enum(e) for e in [*self.enums.values(), kinds]]
         header = [
@@ -234,7 +245,7 @@ class _Inputs:
             "",
             "import pulumi",
         ]
-        blocks = [*enums, target, existing, vpc, overrides, scheduled]
+        blocks = [*enums, target, existing, vpc, overrides, queue, scheduled]
         return "\n".join(header) + "\n\n\n" + "\n\n\n".join(blocks) + "\n"
 
     def target(self) -> str:

@@ -219,6 +219,24 @@ class FunctionOverrides(TypedDict, total=False):
     """`arm64` or `x86_64` (over `lambdaArchitecture`). Default: not set."""
 
 
+class ExistingQueue(TypedDict, total=False):
+    """A standard SQS queue of yours, used instead of one the component would make."""
+
+    queue_arn: Required[pulumi.Input[str]]
+    """The queue's ARN (its `arn` output, not the Queue itself nor its URL); a standard queue. Required."""
+    kms_key_arn: pulumi.Input[str] | None
+    (
+        "The customer-managed KMS key that encrypts the queue, if any; every writer (the functions' roles, Scheduler's "
+        "role) is granted kms:GenerateDataKey and kms:Decrypt on it. Its key policy is yours: it must let the "
+        "account's IAM policies grant that (the default key policy does). Default: not set."
+    )
+    max_message_bytes: int
+    (
+        "The queue's `maxMessageSize`, 1024-1048576: a parked record larger than this is sent with only its keys and a "
+        "note. Default: `262144`."
+    )
+
+
 class ScheduledTableInputs(TypedDict, total=False):
     """ScheduledTableArgs as the provider takes it (camelCase in the schema); ScheduledTable also accepts it."""
 
@@ -398,6 +416,33 @@ class ScheduledTableInputs(TypedDict, total=False):
     """`polling` mode: dispatch attempts before the target DLQ, 1-100. Default: `5`."""
     retry_backoff_seconds: int
     """`polling` mode: first retry delay, doubled each attempt. Default: `60`."""
+    existing_poison_queue: ExistingQueue | None
+    (
+        "The poison queue: records and items that can never succeed, each with its reason (the stream consumers, the "
+        "release function and the backfill function send there): `{queueArn, kmsKeyArn, maxMessageBytes}`, instead of "
+        "the queue the component makes, which it then does not make. A standard queue (FIFO is refused: the handlers "
+        "park without a message group, and neither Lambda's on-failure destination nor Scheduler's DLQ may be FIFO) in "
+        "the stack's account and Region (checked when the ARN is known); the component grants its writers "
+        "sqs:SendMessage on it (and the KMS key's use) and alarms on it. Default: not set."
+    )
+    existing_stream_dlq: ExistingQueue | None
+    (
+        "The stream DLQ: the stream mapping's on-failure destination (Lambda sends a record of each batch it gave up "
+        "on, with the consumer's role): `{queueArn, kmsKeyArn, maxMessageBytes}`, instead of the queue the component "
+        "makes, which it then does not make. A standard queue (FIFO is refused: the handlers park without a message "
+        "group, and neither Lambda's on-failure destination nor Scheduler's DLQ may be FIFO) in the stack's account "
+        "and Region (checked when the ARN is known); the component grants its writers sqs:SendMessage on it (and the "
+        "KMS key's use) and alarms on it. Default: not set."
+    )
+    existing_target_dlq: ExistingQueue | None
+    (
+        "The target DLQ: Scheduler's dead-letter queue (`eventbridge`, precise `ttl`), the release function's and the "
+        "polling processor's (`polling`) for due events the target refused: `{queueArn, kmsKeyArn, maxMessageBytes}`, "
+        "instead of the queue the component makes, which it then does not make. A standard queue (FIFO is refused: the "
+        "handlers park without a message group, and neither Lambda's on-failure destination nor Scheduler's DLQ may be "
+        "FIFO) in the stack's account and Region (checked when the ARN is known); the component grants its writers "
+        "sqs:SendMessage on it (and the KMS key's use) and alarms on it. Default: not set."
+    )
     alarms: bool
     (
         "CloudWatch alarms: any message in a DLQ or poison queue, any function error, a stream consumer's iterator "

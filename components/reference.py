@@ -17,6 +17,7 @@ from . import target_types
 from .args import OPTION_DOCS, ScheduledTableArgs, describe_defaults
 from .existing import ExistingTable
 from .provider import EXISTING_TABLE_DOCS, target_field_docs
+from .queues import EXISTING_QUEUE_DOCS, ExistingQueue
 from .stack_config import DUE_QUEUE
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
@@ -93,11 +94,17 @@ def page() -> str:
             default = "(required)" if required else _default(f.default)
             doc = docs["arn" if f.name == cls.arn_field else f.name]
             lines.append(f"| `{cls.__name__}` (`{kind}`) | `{f.name}` | {default} | {_cell(doc)} |")
-    lines += ["", "## ExistingTable", "", "| option | default | notes |", "| --- | --- | --- |"]
-    for f in dataclasses.fields(ExistingTable):
-        default = "(required)" if f.default is dataclasses.MISSING else _default(f.default)
-        lines.append(f"| `{f.name}` | {default} | {_cell(EXISTING_TABLE_DOCS[f.name])} |")
+    lines += _fields_table(ExistingTable, EXISTING_TABLE_DOCS) + _fields_table(ExistingQueue, EXISTING_QUEUE_DOCS)
     return "\n".join(lines) + "\n"
+
+
+def _fields_table(cls: type, docs: dict[str, str]) -> list[str]:
+    """A section for a record an option takes (`ExistingTable`, `ExistingQueue`): one row per field."""
+    lines = ["", f"## {cls.__name__}", "", "| option | default | notes |", "| --- | --- | --- |"]
+    for f in dataclasses.fields(cls):
+        default = "(required)" if f.default is dataclasses.MISSING else _default(f.default)
+        lines.append(f"| `{f.name}` | {default} | {_cell(docs[f.name])} |")
+    return lines
 
 
 def main() -> int:

@@ -80,6 +80,8 @@ def handler_document(args: ScheduledTableArgs, values: Mapping[str, str]) -> str
         "maxWorkers": args.max_workers,
         **_sections(args, values),
     }
+    if args.existing_poison_queue is not None:  # the component's own takes 1 MiB, the handlers' default
+        config["poisonMaxMessageBytes"] = args.existing_poison_queue.max_message_bytes
     return json.dumps(config, sort_keys=True, separators=(",", ":"))
 
 

@@ -11,6 +11,7 @@ from typing import Any, Protocol, cast
 from . import target_types
 from .args import ScheduledTableArgs, describe_defaults
 from .existing import TABLE_OPTIONS, ExistingTable
+from .queues import QUEUE_OPTIONS
 from .suggest import closest, unknown_key_hint
 from .target_base import declaration
 from .targets import Target
@@ -151,6 +152,8 @@ def args_from_config(config: ConfigSource) -> ScheduledTableArgs:
             values[name] = target_from_config(config.get_object(key))
         elif name == "existing_table":
             _set(values, name, existing_from_config(config.get_object(key)))
+        elif name in QUEUE_OPTIONS:  # `{queueArn, kmsKeyArn, maxMessageBytes}`, made an ExistingQueue by the args
+            _set(values, name, config.get_object(key))
         elif name == "sort_key":
             raw = config.get(key)
             if raw is not None:

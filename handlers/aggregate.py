@@ -59,7 +59,7 @@ from st_core.clients import CLIENTS, Clients
 from st_core.config import load_config
 from st_core.errors import PermanentError, TransientError, error_code, is_transient
 from st_core.idempotency import DIGEST_BYTES, marker_put, record_digest
-from st_core.poison import PoisonQueue
+from st_core.poison import PoisonQueue, message_limit
 from st_core.stream import (
     AttributeValue,
     BatchResponse,
@@ -598,7 +598,9 @@ def handle_batch(
 ) -> BatchResponse:
     settings = config["aggregate"]
     horizon = int(settings["horizonSeconds"])
-    poison = PoisonQueue(config["poisonQueueUrl"], mode=MODE, table=config["table"], clients=clients)
+    poison = PoisonQueue(
+        config["poisonQueueUrl"], mode=MODE, table=config["table"], clients=clients, limit=message_limit(config)
+    )
     records, malformed = split_event(event)
     park_malformed(poison, malformed)
     collected = Collected()

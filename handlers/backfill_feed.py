@@ -94,10 +94,16 @@ class Run:
 
     def park(self, record: Record, reason: str) -> None:
         """To the poison queue with the reason (never lost): `redrive poison` replays it once fixed."""
-        from st_core.poison import poison_message
+        from st_core.poison import message_limit, poison_message
 
+        config = self.config
         body = poison_message(
-            record=record, reason=reason, error="Backfill", mode=self.config["mode"], table=self.config["table"]
+            record=record,
+            reason=reason,
+            error="Backfill",
+            mode=config["mode"],
+            table=config["table"],
+            limit=message_limit(config),
         )
         self.clients.get("sqs").send_message(QueueUrl=self.config["poisonQueueUrl"], MessageBody=body)
 

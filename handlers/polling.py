@@ -22,12 +22,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import Enum
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from st_core import log
 from st_core.clients import CLIENTS, Clients
 from st_core.config import load_config
-from st_core.dispatch import due_event, send_now, target_input
+from st_core.dispatch import batch_entries, due_event, send_many, target_input
 from st_core.errors import PermanentError, advice, error_code, is_transient, kms_reason, persist
 from st_core.naming import item_keys, key_names, occurrence_id
 from st_core.pending import (
@@ -368,23 +369,38 @@ class Processor:
         return min(PAGE_SIZE, int(handled / spent * available))
 
     def _run_page(self, items: list[dict[str, Any]], shard: _Shard) -> tuple[list[Outcome], Exception | None]:
-        """Claim every item of the page on the pool, then dispatch each claimed one (claims go before every waiting
-        dispatch, so what this tick read is claimed, out of other ticks' sight, before more is dispatched)."""
+        """Claim every item of the page on the pool, then dispatch the claimed ones, as many a call as the target
+        takes (`dispatch.batch_entries`: 10 to a queue or a bus), each batch on the pool (claims go before every
+        waiting dispatch, so what this tick read is claimed, out of other ticks' sight, before more is
+        dispatched)."""
         takes = [shard.pool.submit(self._take, raw, shard, first=True) for raw in items]
         outcomes: list[Outcome] = []
+        claimed: list[dict[str, Any]] = []
         error: Exception | None = None
         for take in takes:
             try:
                 taken = take.result()
-                outcomes.append(taken.result() if isinstance(taken, Future) else taken)
             except Exception as exc:  # every item is waited for before the shard stops
+                error = error or exc
+                continue
+            if isinstance(taken, Outcome):
+                outcomes.append(taken)
+            else:
+                claimed.append(taken)
+        size = batch_entries(self.config["target"])
+        runs = [shard.pool.submit(self._run, claimed[n : n + size]) for n in range(0, len(claimed), size)]
+        for run in runs:
+            try:
+                outcomes.extend(run.result())
+            except Exception as exc:
                 error = error or exc
         return outcomes, error
 
     def _key(self, raw: dict[str, Any]) -> dict[str, Any]:
         return {k: raw[k] for k in self.keys}
 
-    def _take(self, raw: dict[str, Any], shard: _Shard) -> Outcome | Future[Outcome]:
+    def _take(self, raw: dict[str, Any], shard: _Shard) -> Outcome | dict[str, Any]:
+        """Claim one item the page read: the item (to dispatch) when this tick took it, else what became of it."""
         if self._out_of_time():
             return Outcome.LEFT
         key, due = self._key(raw), int(raw[DUE]["N"])
@@ -395,7 +411,7 @@ class Processor:
             return Outcome.SKIPPED
         claim = self._try_claim(key, due, self.lease, raw)
         if claim is Claim.TAKEN:
-            return shard.pool.submit(self._run, raw, key)
+            return raw
         if claim is Claim.YOUNGER:
             shard.yielded.set()
             return Outcome.YIELDED
@@ -403,34 +419,47 @@ class Processor:
             shard.older.set()
         return Outcome.SKIPPED
 
-    def _run(self, raw: dict[str, Any], key: dict[str, Any]) -> Outcome:
-        """Dispatch a claimed item, then complete it (or back it off, or dead-letter it)."""
-        due, lease = task_due(raw), self.lease
-        item = without_index(decode_image(raw) or {})
-        named = item_keys(key, self.config)
-        keys = named.plain
-        moment = datetime.fromtimestamp(due, UTC)
-        occurrence = occurrence_id(named, moment)
-        try:
-            event = due_event(
-                mode=MODE, table=self.config["table"], keys=keys, due=moment, item=item, occurrence=occurrence
+    def _run(self, claimed: list[dict[str, Any]]) -> list[Outcome]:
+        """Dispatch claimed items in one call to the target where it takes a batch (`dispatch.send_many`), then
+        complete each the target took, and back off (or dead-letter) each it refused, by itself: one refused
+        entry is retried alone, never with the ones already sent."""
+        lease, target = self.lease, self.config["target"]
+        outcomes: list[Outcome] = []
+        ready: list[tuple[dict[str, Any], dict[str, Any], int, str, str]] = []
+        for raw in claimed:
+            key, due = self._key(raw), task_due(raw)
+            named = item_keys(key, self.config)
+            moment = datetime.fromtimestamp(due, UTC)
+            occurrence = occurrence_id(named, moment)
+            try:
+                item = without_index(decode_image(raw) or {})
+                event = due_event(
+                    mode=MODE,
+                    table=self.config["table"],
+                    keys=named.plain,
+                    due=moment,
+                    item=item,
+                    occurrence=occurrence,
+                )
+                payload = target_input(target, event)
+            except Exception as exc:
+                outcomes.append(self._failed(key, raw, lease, exc))
+                continue
+            ready.append((raw, key, due, occurrence, payload))
+        refused = send_many(target, [(payload, occurrence) for *_, occurrence, payload in ready], clients=self.clients)
+        for (raw, key, due, _, _), error in zip(ready, refused, strict=True):
+            if error is not None:
+                outcomes.append(self._failed(key, raw, lease, error))
+                continue
+            persist(partial(self._done, key, lease))
+            log.info(
+                "dispatched",
+                keys=decode_image(key),
+                dueAt=format_due(datetime.fromtimestamp(due, UTC)),
+                lateSeconds=round(self.now() - due, 3),
             )
-            send_now(
-                self.config["target"],
-                target_input(self.config["target"], event),
-                occurrence=occurrence,
-                clients=self.clients,
-            )
-        except Exception as exc:
-            return self._failed(key, raw, lease, exc)
-        persist(lambda: self._done(key, lease))
-        log.info(
-            "dispatched",
-            keys=decode_image(key),
-            dueAt=format_due(datetime.fromtimestamp(due, UTC)),
-            lateSeconds=round(self.now() - due, 3),
-        )
-        return Outcome.DISPATCHED
+            outcomes.append(Outcome.DISPATCHED)
+        return outcomes
 
     def _moved(self, raw: dict[str, Any]) -> int | None:
         """The due time the item's time attribute gives, when it is not the one of the occurrence the index entry

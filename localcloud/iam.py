@@ -18,7 +18,9 @@ out for the calls this project makes.
   DynamoDB: reads kms:Decrypt, writes also kms:Encrypt and kms:GenerateDataKey; the same table as the tests',
   tests/iam/requests.py). ministack's SQS, SNS and DynamoDB never call KMS: `check_kms_keys` does, answering a
   refusal as each service does (SQS KMS.AccessDeniedException, SNS KMSAccessDenied, DynamoDB
-  AccessDeniedException). AWS-managed keys (no key record here) need nothing.
+  AccessDeniedException). AWS-managed keys (no key record here) need nothing. An event bus's customer key is used
+  by EventBridge itself, not the sender: `check_bus_keys` drops an event whose bus's key policy does not allow
+  `events.amazonaws.com` (PutEvents still answers), so no rule of the bus sees it.
 - Event source mappings: Lambda reads a function's stream or queue, and sends a failed stream batch's record to its
   on-failure destination, with the function's execution role (and the keys of what it reads or sends to);
   ministack does it as itself. `check_mappings` evaluates each batch's reads, and each on-failure send, as the
@@ -708,12 +710,83 @@ def check_mappings() -> None:
     lambda_svc._send_ddb_stream_failure_record = send_as_role
 
 
+EVENTS_PRINCIPAL = "events.amazonaws.com"
+# What EventBridge does with a bus's customer-managed key, as itself (the key policy must allow
+# `events.amazonaws.com`; the sender needs no KMS permission): it makes a data key to store each event, and decrypts
+# it to match the bus's rules (the EventBridge user guide, "Authorizing EventBridge to use a customer managed key").
+BUS_KEY_USES = ("kms:GenerateDataKey", "kms:Decrypt")
+
+
+def bus_key_refusal(bus_arn: str, key_arn: str, policy: Any, region: str) -> str:
+    """Why EventBridge may not use the bus's key `key_arn` (its key policy, `policy`, does not allow
+    `events.amazonaws.com` each of BUS_KEY_USES, with the bus as `aws:SourceArn`, its account as
+    `aws:SourceAccount` and as the encryption context), or "" if it may."""
+    from ministack.core.iam_evaluator import EvalContext, evaluate_resource_policy
+
+    context = {
+        "aws:sourcearn": bus_arn,
+        "aws:sourceaccount": bus_arn.split(":")[4] if bus_arn.count(":") >= 5 else "",
+        "kms:encryptioncontext:aws:events:event-bus:arn": bus_arn,
+    }
+    for use in BUS_KEY_USES:
+        ctx = EvalContext(
+            principal_arn=EVENTS_PRINCIPAL,
+            principal_type="Service",
+            principal_account="",
+            action=use,
+            resource_arn=key_arn,
+            region=region,
+            service_context=context,
+        )
+        if evaluate_resource_policy(policy or None, ctx, service=EVENTS_PRINCIPAL).decision != "Allow":
+            return (
+                f"the key policy of {key_arn} does not allow {EVENTS_PRINCIPAL} to perform {use} for event bus "
+                f"{bus_arn}: EventBridge cannot store or match the event"
+            )
+    return ""
+
+
+def bus_key(bus: dict[str, Any]) -> dict[str, Any] | None:
+    """The key record of the customer-managed key encrypting the bus (None: none, or AWS's own)."""
+    from ministack.services import kms
+
+    key = bus.get("KmsKeyIdentifier")
+    record = kms._resolve_key(key) if key else None
+    if not record or record.get("KeyManager", "CUSTOMER") != "CUSTOMER":
+        return None
+    return dict(record)
+
+
+def check_bus_keys() -> None:
+    """An event on a bus encrypted with a customer-managed key (put by anyone: a function's PutEvents, Scheduler's
+    templated target, another rule) is stored and matched by EventBridge with that key, as itself: when the key
+    policy does not allow `events.amazonaws.com`, PutEvents still answers, but no rule of the bus ever sees the event
+    (AWS sends it to the bus's own dead-letter queue if it has one: not modelled here, it is logged and dropped)."""
+    from ministack.core.responses import get_region
+    from ministack.services import eventbridge
+
+    dispatch = eventbridge._dispatch_event
+
+    def dispatch_with_key(event: dict, view: Any = None) -> Any:
+        bus = eventbridge._event_buses.get(event.get("EventBusName", "default")) or {}
+        record = bus_key(bus) if enabled() and bus else None
+        if record is not None:
+            refusal = bus_key_refusal(str(bus.get("Arn", "")), str(record["Arn"]), record.get("Policy"), get_region())
+            if refusal:
+                log.warning("event %s on bus %s dropped: %s", event.get("EventId"), bus.get("Name"), refusal)
+                return None
+        return dispatch(event, view)
+
+    eventbridge._dispatch_event = dispatch_with_key
+
+
 def install() -> None:
     patch_scheduler_resources()
     patch_sqs_batch_actions()
     patch_ses_send_email()
     check_pass_role()
     check_kms_keys()
+    check_bus_keys()
     check_mappings()
     serve_service_sessions()
     authorize_scheduler_targets()

@@ -129,7 +129,16 @@ class Provisioner:
 
     def lookups(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
         """The data sources the program may call, answered from the local AWS."""
-        return {"aws:dynamodb/getTable:getTable": self.get_table}
+        return {
+            "aws:dynamodb/getTable:getTable": self.get_table,
+            "aws:index/getCallerIdentity:getCallerIdentity": self.caller_identity,
+        }
+
+    def caller_identity(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Who deploys, as the local AWS says (a key policy naming the account's root needs the account ministack
+        makes the resources in, not the mocks' made-up one)."""
+        found = self.client("sts").get_caller_identity()
+        return {"accountId": found["Account"], "arn": found["Arn"], "id": found["Account"], "userId": found["UserId"]}
 
     def ensure_table(self, name: str, args: Any, stream: bool = True) -> bool:
         """Make a table the stack expects to exist but does not own (an `ExistingTable` given by name), as a user's
@@ -753,18 +762,25 @@ def _apply_rule(p: Provisioner, name: str, inputs: dict[str, Any]) -> tuple[str,
 
 
 def _delete_rule(p: Provisioner, name: str, inputs: dict[str, Any]) -> None:
-    events = p.client("events")
-    targets = events.list_targets_by_rule(Rule=name)["Targets"]
+    events, bus = p.client("events"), _on_bus(inputs)
+    targets = events.list_targets_by_rule(Rule=name, **bus)["Targets"]
     if targets:
-        events.remove_targets(Rule=name, Ids=[t["Id"] for t in targets])
-    events.delete_rule(Name=name)
+        events.remove_targets(Rule=name, Ids=[t["Id"] for t in targets], **bus)
+    events.delete_rule(Name=name, **bus)
 
 
 def _apply_event_bus(p: Provisioner, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """A user's own event bus (an `EventBusTarget`'s): made if absent, as on AWS."""
     events = p.client("events")
     found = _exists(lambda: events.describe_event_bus(Name=name))
-    arn = found["Arn"] if found is not None else events.create_event_bus(Name=name)["EventBusArn"]
+    # Encrypted with a customer-managed key if the program names one (EventBridge then uses it as itself).
+    key = {"KmsKeyIdentifier": inputs["kmsKeyIdentifier"]} if inputs.get("kmsKeyIdentifier") else {}
+    if found is None:
+        arn = events.create_event_bus(Name=name, **key)["EventBusArn"]
+    else:
+        arn = found["Arn"]
+        if key.get("KmsKeyIdentifier") != found.get("KmsKeyIdentifier"):
+            events.update_event_bus(Name=name, **key)
     return name, {**inputs, "name": name, "arn": arn}
 
 
@@ -789,15 +805,38 @@ def _event_target(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     return target
 
 
+def _on_bus(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The `EventBusName` of a rule's or target's request: the program's bus, or none (the default bus)."""
+    return {"EventBusName": inputs["eventBusName"]} if inputs.get("eventBusName") else {}
+
+
 def _apply_event_target(p: Provisioner, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     target = _event_target(name, inputs)
-    p.client("events").put_targets(Rule=inputs["rule"], Targets=[target])
+    p.client("events").put_targets(Rule=inputs["rule"], Targets=[target], **_on_bus(inputs))
     return f"{inputs['rule']}-{target['Id']}", {**inputs, "targetId": target["Id"]}
 
 
 def _delete_event_target(p: Provisioner, name: str, inputs: dict[str, Any]) -> None:
     target = _event_target(name, inputs)
-    p.client("events").remove_targets(Rule=inputs["rule"], Ids=[target["Id"]])
+    p.client("events").remove_targets(Rule=inputs["rule"], Ids=[target["Id"]], **_on_bus(inputs))
+
+
+# -- SNS subscriptions (a user's program subscribing its own queue to its own topic) -------------------------------
+
+
+def _apply_subscription(p: Provisioner, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    attributes = {"RawMessageDelivery": "true"} if inputs.get("rawMessageDelivery") else {}
+    arn = p.client("sns").subscribe(
+        TopicArn=inputs["topic"], Protocol=inputs["protocol"], Endpoint=inputs["endpoint"], Attributes=attributes
+    )["SubscriptionArn"]
+    return arn, {**inputs, "arn": arn}
+
+
+def _delete_subscription(p: Provisioner, name: str, inputs: dict[str, Any]) -> None:
+    sns = p.client("sns")
+    for subscription in sns.list_subscriptions_by_topic(TopicArn=inputs["topic"]).get("Subscriptions", []):
+        if subscription.get("Endpoint") == inputs["endpoint"]:
+            sns.unsubscribe(SubscriptionArn=subscription["SubscriptionArn"])
 
 
 # -- Pulumi-only --------------------------------------------------------------------------------------------------
@@ -818,6 +857,7 @@ KINDS: dict[str, Kind] = {
     "aws:cloudwatch/metricAlarm:MetricAlarm": Kind(_apply_alarm, _delete_alarm),
     "aws:cloudwatch/dashboard:Dashboard": Kind(_apply_dashboard, _delete_dashboard),
     "aws:sns/topic:Topic": Kind(_apply_topic, _delete_topic),
+    "aws:sns/topicSubscription:TopicSubscription": Kind(_apply_subscription, _delete_subscription),
     "aws:kms/key:Key": Kind(_apply_key, _delete_key),
     "aws:iam/role:Role": Kind(_apply_role, _delete_role),
     "aws:iam/rolePolicy:RolePolicy": Kind(_apply_role_policy, _delete_role_policy),

@@ -10,6 +10,7 @@ def test_public_api_is_exactly_this() -> None:
         "DueEvent",
         "EmailTarget",
         "EventBusTarget",
+        "ExistingQueue",
         "ExistingTable",
         "FunctionOverrides",
         "FunctionTarget",

@@ -204,24 +204,49 @@ def filters_by_type(config: dict[str, Any]) -> bool:
     return mode == "eventbridge" or (mode == "ttl" and bool((config.get("ttl") or {}).get("precise")))
 
 
+def unpassed_types(stack: Stack) -> list[str]:
+    """The types of due attribute the stack's mapping passes to the function in no filter (its patterns as deployed,
+    read from the mapping; the component's for the mode if none were read): a map and a list always (filters test
+    leaf values), and the leaf types left out of Lambda's five filters (components/filters.py)."""
+    from ..filters import eventbridge_filters, ttl_filters
+
+    config = stack.config
+    attribute = str(config["timeAttribute"])
+    patterns = stack.filters or (
+        eventbridge_filters(attribute) if config.get("mode") == "eventbridge" else ttl_filters(attribute, precise=True)
+    )
+    passed = {
+        tag
+        for pattern in patterns
+        for tag in (((pattern.get("dynamodb") or {}).get("NewImage") or {}).get(attribute) or {})
+    }
+    return [tag for tag in runtime_module("stream").TYPE_NAMES if tag not in passed]
+
+
 def unmatchable(client: Client, stack: Stack, limit: int = SAMPLE, pages: int = SCAN_PAGES) -> Pending | None:
-    """Items whose due attribute is a map or a list, found by a scan of the table (nothing is written), or None for
-    a mode whose filter does not look at the attribute's type. At most `pages` scan pages (1 MB each) are read, so
+    """Items whose due attribute is of a type the mapping's filters do not pass (a map or a list; a binary or a set
+    when the filters had no room for them), found by a scan of the table (nothing is written), or None for a mode
+    whose filter does not look at the attribute's type. At most `pages` scan pages (1 MB each) are read, so
     inspecting a large table stays quick and cheap; the note says so when it stopped before the end (`reconcile
     --dry-run` reads the whole table and reports them all)."""
     config = stack.config
     if not filters_by_type(config):
         return None
     attribute = str(config["timeAttribute"])
+    types = unpassed_types(stack)
     keys = [str(config["partitionKey"])] + ([str(config["sortKey"])] if config.get("sortKey") else [])
     names = {f"#k{i}": name for i, name in enumerate(keys)} | {"#d": attribute}
     request: dict[str, Any] = {
         "TableName": config["table"],
-        "FilterExpression": "attribute_type(#d, :m) OR attribute_type(#d, :l)",
+        "FilterExpression": " OR ".join(f"attribute_type(#d, :t{i})" for i in range(len(types))),
         "ProjectionExpression": ", ".join(names),
         "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": {":m": {"S": "M"}, ":l": {"S": "L"}},
+        "ExpressionAttributeValues": {f":t{i}": {"S": tag} for i, tag in enumerate(types)},
     }
+    type_names = runtime_module("stream").TYPE_NAMES
+    source = f"items whose {attribute} is " + (
+        "a map or a list" if types == ["M", "L"] else f"of a type no filter passes ({', '.join(types)})"
+    )
     count, sample = 0, list[tuple[str, str]]()
     for _ in range(pages):
         page = client("dynamodb").scan(**request)
@@ -230,14 +255,14 @@ def unmatchable(client: Client, stack: Stack, limit: int = SAMPLE, pages: int = 
             if len(sample) < limit:
                 shown = {k: next(iter(v.values())) for k, v in item.items() if k != attribute}
                 kind = str(next(iter(item.get(attribute) or {"?": None})))
-                what = f"{attribute} is a DynamoDB {kind} ({runtime_module('stream').TYPE_NAMES.get(kind, '?')})"
+                what = f"{attribute} is a DynamoDB {kind} ({type_names.get(kind, '?')})"
                 sample.append((json.dumps(shown, sort_keys=True, default=str)[:120], what))
         if not page.get("LastEvaluatedKey"):
             note = "never seen by the mapping's filter: write the due time as a string or a number" if count else ""
-            return Pending(f"items whose {attribute} is a map or a list", count, sample, note)
+            return Pending(source, count, sample, note)
         request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
     partial = f"at least: the first {pages} scan pages of the table read; `reconcile --dry-run` reads it all"
-    return Pending(f"items whose {attribute} is a map or a list", count, sample, partial)
+    return Pending(source, count, sample, partial)
 
 
 def queues(client: Client, stack: Stack, limit: int = SAMPLE) -> list[Parked]:

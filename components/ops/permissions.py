@@ -23,7 +23,17 @@ from .aws import Client, Emit
 from .redrive.discovery import RedriveError, Stack, discover, queue_url
 
 ANY = "*"  # IAM has no resource-level permission for the action (ListEventSourceMappings, ListSchedules)
-Keys = tuple[str | None, str | None]  # the table's customer-managed key, the target's (None: none, or AWS's own)
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The customer-managed keys of the stack's resources, as their services report them (`keys_of`; None: none, or
+    AWS's own): the table's (its stream, indexes and the ledger are encrypted with it too), the target's, and the
+    key of each queue the commands read or send to that has one (a queue of the user's, `existing_*`), by ARN."""
+
+    table: str | None = None
+    target: str | None = None
+    queues: tuple[tuple[str, str], ...] = ()  # (queue ARN, key ARN)
 
 
 @dataclass(frozen=True)
@@ -44,19 +54,16 @@ class Resources:
     precise: bool = False
     target: dict[str, Any] | None = None
     backfill_function: str | None = None  # --in-lambda
-    # The customer-managed keys the stack's resources are encrypted with, as their services report them (`keys_of`):
-    # the table's (its stream, indexes and the ledger are encrypted with it too) and the target's.
-    table_key: str | None = None
-    target_key: str | None = None
+    keys: Keys = Keys()  # the customer-managed keys its resources are encrypted with
     given_queue: str | None = None  # --queue-url: the queue a redrive reads instead of its stack's own (ARN)
 
 
 def resources_of(
-    stack: Stack, *, backfill_function: str | None = None, keys: Keys = (None, None), queue_url: str | None = None
+    stack: Stack, *, backfill_function: str | None = None, keys: Keys = Keys(), queue_url: str | None = None
 ) -> Resources:
     """What the command finds from the consumer function, as ARNs (account and region from the function's); `keys`:
-    the table's and the target's customer-managed keys (`keys_of`); `queue_url`: the queue a redrive is told to read
-    instead of its stack's (`--queue-url`)."""
+    the customer-managed keys of its resources (`keys_of`); `queue_url`: the queue a redrive is told to read instead
+    of its stack's (`--queue-url`)."""
     partition, _, region, account, _ = arn_parts(stack.function_arn)
     config = stack.config
 
@@ -64,9 +71,7 @@ def resources_of(
         return f"arn:{partition}:{service}:{region}:{account}:{resource}"
 
     def queue(url_or_arn: str) -> str:
-        """A queue of the stack by ARN; one named by URL is the function's account's and region's (the URL's host is
-        another endpoint's in the local cloud)."""
-        return url_or_arn if url_or_arn.startswith("arn:") else arn("sqs", url_or_arn.rstrip("/").rsplit("/", 1)[-1])
+        return queue_arn(stack.function_arn, url_or_arn)
 
     section = config.get(config.get("mode", "")) or {}
     group = (config.get("scheduler") or {}).get("group")
@@ -92,43 +97,72 @@ def resources_of(
         precise=bool((config.get("ttl") or {}).get("precise")),
         target=config.get("target"),
         backfill_function=backfill,
-        table_key=keys[0],
-        target_key=keys[1],
+        keys=keys,
         given_queue=queue(queue_url) if queue_url else None,
     )
 
 
-# -- the keys: what the services say encrypts the table and the target ---------------------------------------------
+def queue_arn(function_arn: str, url_or_arn: str) -> str:
+    """A queue of the stack by ARN; one named by URL is the function's account's and region's (the URL's host is
+    another endpoint's in the local cloud)."""
+    if url_or_arn.startswith("arn:"):
+        return url_or_arn
+    partition, _, region, account, _ = arn_parts(function_arn)
+    return f"arn:{partition}:sqs:{region}:{account}:{url_or_arn.rstrip('/').rsplit('/', 1)[-1]}"
 
 
-def keys_of(client: Client, stack: Stack, *, target: bool, warn: Callable[[str], None]) -> Keys:
-    """The customer-managed keys of the stack's table (DescribeTable's SSEDescription) and, with `target`, of its
-    target (the queue's or topic's KmsMasterKeyId, the state machine's encryptionConfiguration), each resolved to its
-    ARN by KMS (DescribeKey), None when AWS manages it (its key policy lets the account's callers use it through the
+# -- the keys: what the services say encrypts the table, the queues and the target ---------------------------------
+
+
+def keys_of(
+    client: Client, stack: Stack, *, target: bool, warn: Callable[[str], None], queue_url: str | None = None
+) -> Keys:
+    """The customer-managed keys of the stack's table (DescribeTable's SSEDescription), of its poison queue, stream
+    DLQ and target DLQ and the queue `queue_url` (each queue's KmsMasterKeyId) and, with `target`, of its target
+    (the queue's or topic's KmsMasterKeyId, the state machine's encryptionConfiguration), each resolved to its ARN by
+    KMS (DescribeKey), None when AWS manages it (its key policy lets the account's callers use it through the
     service: no grant needed). The configuration does not carry the keys, and a key the user never named to the
     component is refused all the same: the services are asked. A lookup refused or failing is `warn`ed about (what
     to add by hand if the resource is encrypted) and leaves that key out."""
     config = stack.config
-    table_key = None
-    try:
-        sse = client("dynamodb").describe_table(TableName=config["table"])["Table"].get("SSEDescription") or {}
-        if sse.get("SSEType") == "KMS" and sse.get("KMSMasterKeyArn"):
-            table_key = _customer_key(client, str(sse["KMSMasterKeyArn"]))
-    except Exception as error:
-        if not isinstance(getattr(error, "response", None), dict):
-            raise
-        warn(_unread(f"table {config['table']}", error))
+    queues: dict[str, str] = {}
+    for url in dict.fromkeys(u for u in (stack.poison_url, stack.stream_dlq_url, stack.target_dlq_url, queue_url) if u):
+        try:
+            answer = client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["KmsMasterKeyId"])
+            named = (answer.get("Attributes") or {}).get("KmsMasterKeyId")
+            key = _customer_key(client, str(named)) if named else None
+        except Exception as error:
+            if not isinstance(getattr(error, "response", None), dict):
+                raise
+            warn(_unread(f"queue {url}", error))
+            continue
+        if key:
+            queues[queue_arn(stack.function_arn, url)] = key
+    table, found = _table_key(client, stack, warn), tuple(sorted(queues.items()))
     kind, arn = str((config.get("target") or {}).get("kind", "")), str((config.get("target") or {}).get("arn", ""))
     if not target or not arn or not target_type(kind).KMS_ACTIONS:
-        return table_key, None
+        return Keys(table, None, found)
     try:
         named = _target_key_id(client, kind, arn)
-        return table_key, _customer_key(client, named) if named else None
+        return Keys(table, _customer_key(client, named) if named else None, found)
     except Exception as error:
         if not isinstance(getattr(error, "response", None), dict):
             raise
         warn(_unread(f"target {arn}", error))
-        return table_key, None
+        return Keys(table, None, found)
+
+
+def _table_key(client: Client, stack: Stack, warn: Callable[[str], None]) -> str | None:
+    table = stack.config["table"]
+    try:
+        sse = client("dynamodb").describe_table(TableName=table)["Table"].get("SSEDescription") or {}
+        if sse.get("SSEType") == "KMS" and sse.get("KMSMasterKeyArn"):
+            return _customer_key(client, str(sse["KMSMasterKeyArn"]))
+    except Exception as error:
+        if not isinstance(getattr(error, "response", None), dict):
+            raise
+        warn(_unread(f"table {table}", error))
+    return None
 
 
 def _target_key_id(client: Client, kind: str, arn: str) -> str | None:
@@ -273,6 +307,22 @@ LEDGER_CLASS = Need(("dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Update
 FEED = Need(("lambda:InvokeFunction",), FUNCTION)
 SCAN = (*engine_needs(ENGINE_ON, without=("backfill_every", "backfill_sweep")), LEDGER_CLASS, FEED)
 RECONCILE_SCAN = (*engine_needs(ENGINE_ON, without=("backfill_every",)), LEDGER_CLASS, FEED)
+
+
+def _swept(resolve: Resolve) -> Resolve:
+    """`resolve`, in the modes whose reconcile sweeps the schedule group (eventbridge, precise ttl)."""
+    return lambda r: resolve(r) if r.mode == "eventbridge" or (r.mode == "ttl" and r.precise) else []
+
+
+# reconcile --in-lambda: after the function's segments, the operator's process sweeps the schedule group for
+# schedules no item asks for (ops.backfill.run, handlers/backfill_sweep.py): the engine's calls but the scan's, each
+# on its resource in the modes that sweep, and the deletes.
+SWEEP = (
+    *engine_needs({k: _swept(v) for k, v in ENGINE_ON.items()}, without=("backfill_every", "backfill_scan")),
+    Need(LEDGER_CLASS.actions, _swept(LEDGER)),
+    Need(FEED.actions, _swept(FUNCTION)),
+    Need(("scheduler:DeleteSchedule",), _swept(SCHEDULES)),
+)
 # --in-lambda: the function scans; the operator settles aggregate's totals once every segment is done.
 FANOUT = (
     *DISCOVER,
@@ -314,13 +364,14 @@ COMMANDS: dict[str, tuple[Need | str, ...]] = {
     ),
     # --in-lambda: the backfill function scans and acts with its own role; the operator invokes it, and settles
     # aggregate's totals once every segment is done.
-    "reconcile-in-lambda": FANOUT,
+    "reconcile-in-lambda": (*FANOUT, *SWEEP),
     # A first backfill of an eventbridge table also reads and then writes its marker in the ledger.
     "backfill-in-lambda": (*FANOUT, *engine_needs({"marker": EVENTBRIDGE_LEDGER})),
     # `scheduled-table policy` itself: finds the stack, then asks what encrypts the table and the target (keys_of).
     "policy": (
         *DISCOVER,
         Need(("dynamodb:DescribeTable",), TABLE),
+        Need(("sqs:GetQueueAttributes",), lambda r: [*PARKED(r), r.given_queue]),
         Need(("sqs:GetQueueAttributes", "sqs:GetQueueUrl"), _target_of("sqs")),
         Need(("sns:GetTopicAttributes",), _target_of("sns")),
         Need(("states:DescribeStateMachine",), _target_of("stepfunctions")),
@@ -331,7 +382,7 @@ COMMANDS: dict[str, tuple[Need | str, ...]] = {
 
 def statements(command: str, resources: Resources) -> list[Statement]:
     """The statements of one command's policy for this stack: one per declared need the stack has resources for;
-    then the use of the table's customer-managed key its table calls make (`_table_key_statements`)."""
+    then the use of the customer-managed keys its calls make (`_key_statements`)."""
     found: list[Statement] = []
     for need in COMMANDS[command]:
         if isinstance(need, str):
@@ -343,30 +394,48 @@ def statements(command: str, resources: Resources) -> list[Statement]:
             same["Action"] = sorted({*same["Action"], *need.actions})
         elif arns:
             found.append({"Effect": "Allow", "Action": sorted(need.actions), "Resource": arns})
-    return found + _table_key_statements(found, resources)
+    return found + _key_statements(found, resources)
 
 
-# What a DynamoDB call does with the table's customer-managed key (the same key encrypts the table's indexes, its
-# stream and the ledger): a read decrypts; a write also encrypts, under a new data key (the functions' writers get
-# the same, components.policies.TABLE_KEY_ACTIONS). DescribeTable and GetShardIterator read no item.
+# What a call does with the key of the resource it acts on. The table's (the same key encrypts the table's indexes,
+# its stream and the ledger): a read decrypts; a write also encrypts, under a new data key (the functions' writers
+# get the same, components.policies.TABLE_KEY_ACTIONS); DescribeTable and GetShardIterator read no item. A queue's:
+# a receive decrypts; a send is a queue sender's (the queue kind's KMS_ACTIONS, st_core/target_types/sqs.py).
 TABLE_KEY_READS = frozenset(f"dynamodb:{a}" for a in ("BatchGetItem", "GetItem", "GetRecords", "Query", "Scan"))
 TABLE_KEY_WRITES = frozenset(f"dynamodb:{a}" for a in ("BatchWriteItem", "DeleteItem", "PutItem", "UpdateItem"))
 
 
-def _table_key_statements(found: list[Statement], r: Resources) -> list[Statement]:
-    """kms:Decrypt on the table's key where the command reads items or stream records, and the writers' actions
-    where it writes them: derived from the statements the command's declarations gave, so a new call on the table
-    brings its key use with it."""
-    if r.table_key is None:
-        return []
+def key_uses(action: str, *, table: bool) -> tuple[str, ...]:
+    """The kms: actions `action` makes with the key of a table (`table`) or of a queue it acts on."""
+    if table and action in TABLE_KEY_WRITES:
+        return tuple(TABLE_KEY_ACTIONS)
+    if (table and action in TABLE_KEY_READS) or (not table and action == "sqs:ReceiveMessage"):
+        return ("kms:Decrypt",)
+    if table:
+        return ()
+        return ("kms:Decrypt",)
+    return tuple(target_type("sqs").KMS_ACTIONS) if action == "sqs:SendMessage" else ()
 
-    def keyed(arn: str) -> bool:
-        return arn in (r.table, r.ledger) or arn.startswith(f"{r.table}/")
 
-    used = {a for s in found if any(keyed(arn) for arn in s["Resource"]) for a in s["Action"]}
-    if used & TABLE_KEY_WRITES:
-        return key_statements(r.table_key, TABLE_KEY_ACTIONS)
-    return key_statements(r.table_key, ["kms:Decrypt"]) if used & TABLE_KEY_READS else []
+def _key_statements(found: list[Statement], r: Resources) -> list[Statement]:
+    """The use of each customer-managed key the command's calls make, one statement per key: derived from the
+    statements the command's declarations gave, so a new call on a keyed resource brings its key use with it."""
+    queues = dict(r.keys.queues)
+
+    def key_of(arn: str) -> tuple[str | None, bool]:
+        if arn in (r.table, r.ledger) or arn.startswith(f"{r.table}/"):
+            return r.keys.table, True
+        return queues.get(arn), False
+
+    uses: dict[str, set[str]] = {}
+    for statement in found:
+        for arn in statement["Resource"]:
+            key, table = key_of(arn)
+            if key is not None:
+                uses.setdefault(key, set()).update(
+                    a for action in statement["Action"] for a in key_uses(action, table=table)
+                )
+    return [s for key, actions in sorted(uses.items()) for s in key_statements(key, sorted(actions))]
 
 
 def _target_statements(command: str, r: Resources) -> list[Statement]:
@@ -382,7 +451,7 @@ def _target_statements(command: str, r: Resources) -> list[Statement]:
         home_arn=r.function,
         sender=email.get("sender"),
         configuration_set=email.get("configurationSet"),
-        target_key_arn=r.target_key,
+        target_key_arn=r.keys.target,
     )
 
 
@@ -451,7 +520,7 @@ def main(args: Any, client: Client, emit: Emit) -> int:
     def warn(text: str) -> None:
         print(f"scheduled-table: {text}", file=sys.stderr)
 
-    keys = keys_of(client, stack, target=TARGET in COMMANDS[name], warn=warn)
+    keys = keys_of(client, stack, target=TARGET in COMMANDS[name], warn=warn, queue_url=args.queue_url)
     resources = resources_of(stack, backfill_function=args.in_lambda, keys=keys, queue_url=args.queue_url)
     emit(pretty(name, resources))
     return 0
@@ -484,8 +553,10 @@ def example() -> Resources:
         mode="eventbridge",
         target={"kind": "sqs", "arn": arn("sqs", "reminder-jobs")},
         backfill_function=arn("lambda", "function:reminders-backfill-4b5c6d"),
-        table_key=arn("kms", "key/1234abcd-12ab-34cd-56ef-1234567890ab"),
-        target_key=arn("kms", "key/0987dcba-09fe-87dc-65ba-ab0987654321"),
+        keys=Keys(
+            table=arn("kms", "key/1234abcd-12ab-34cd-56ef-1234567890ab"),
+            target=arn("kms", "key/0987dcba-09fe-87dc-65ba-ab0987654321"),
+        ),
     )
 
 
@@ -505,10 +576,8 @@ def page_section() -> str:
         ("redrive-target", "`scheduled-table redrive target`"),
         ("backfill", "`scheduled-table backfill`"),
         ("reconcile", "`scheduled-table reconcile`"),
-        (
-            "backfill-in-lambda",
-            "`scheduled-table backfill --in-lambda` (`reconcile --in-lambda`: the same without the ledger statement)",
-        ),
+        ("backfill-in-lambda", "`scheduled-table backfill --in-lambda`"),
+        ("reconcile-in-lambda", "`scheduled-table reconcile --in-lambda` (the sweep of the schedule group runs here)"),
         ("policy", "`scheduled-table policy` itself (`scheduled-table policy policy`: what printing the others reads)"),
     ]
     parts = [PAGE_START]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from . import log
 from .clients import Clients
 from .errors import PermanentError, advice, error_code, is_transient, kms_reason
-from .poison import PoisonQueue
+from .poison import PoisonQueue, message_limit
 from .stream import BatchResponse, DynamoDBStreamEvent, DynamoDBStreamRecord, key_identity, sequence_number, split_event
 
 if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see st_core/shapes.py)
@@ -148,7 +148,9 @@ def handle_stream_batch(
     every item (work deferred to the end of the batch) and returns sequence numbers to retry from; `counts` adds the
     mode's action counts to the batch's one summary line."""
     started = time.perf_counter()
-    poison = PoisonQueue(config["poisonQueueUrl"], mode=mode, table=config["table"], clients=clients)
+    poison = PoisonQueue(
+        config["poisonQueueUrl"], mode=mode, table=config["table"], clients=clients, limit=message_limit(config)
+    )
     records, malformed = split_event(event)
     park_malformed(poison, malformed)
     if prepare is not None:

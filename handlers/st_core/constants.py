@@ -43,6 +43,8 @@ SCHEDULER_INPUT_BYTES = 256 * KIB
 # EventBridge PutEvents: an entry's Source, DetailType and Detail (UTF-8 bytes) plus 14 for a Time together stay
 # within 256 KiB; ENVELOPE_BYTES covers the longest Source (256) and DetailType (128) an EventBusTarget allows.
 EVENTBRIDGE_ENTRY_BYTES = 256 * KIB
+# SendMessageBatch, PutEvents and PublishBatch take at most 10 entries a call.
+BATCH_ENTRIES = 10
 # SQS FIFO: MessageGroupId and MessageDeduplicationId are 1-128 alphanumeric or punctuation characters.
 SQS_FIFO_ID_CHARS = 128
 # Step Functions: an execution name is 1-80 characters.

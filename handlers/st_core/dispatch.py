@@ -7,6 +7,7 @@ Every mode sends the same document, so a consumer written for one mode works wit
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
@@ -132,3 +133,61 @@ def schedule_target(arn: str, scheduler: SchedulerConfig, payload: str) -> dict[
 def send_now(target: TargetConfig, payload: str, *, occurrence: str, clients: Clients = CLIENTS) -> None:
     """Deliver a payload to the target immediately. `occurrence` names this firing where the target dedupes."""
     target_types.of(target["kind"]).send(clients, target, payload, occurrence)
+
+
+def batch_entries(target: TargetConfig) -> int:
+    """How many due events one call to the target takes: its kind's batch call's (SendMessageBatch, PutEvents: 10),
+    or 1 for a kind that has none."""
+    return int(getattr(target_types.of(target["kind"]), "BATCH_ENTRIES", 1))
+
+
+def packed(sizes: Sequence[int], entries: int, limit: int) -> list[list[int]]:
+    """The positions of `sizes` (bytes) in consecutive batches of at most `entries` whose sizes add up to at most
+    `limit`; an entry over `limit` by itself is a batch of its own (sent alone, by the single call)."""
+    batches: list[list[int]] = []
+    used = 0
+    for position, bytes_ in enumerate(sizes):
+        if batches and len(batches[-1]) < entries and used + bytes_ <= limit and used <= limit:
+            batches[-1].append(position)
+            used += bytes_
+        else:
+            batches.append([position])
+            used = bytes_
+    return batches
+
+
+def send_many(
+    target: TargetConfig, batch: Sequence[tuple[str, str]], *, clients: Clients = CLIENTS
+) -> list[Exception | None]:
+    """Deliver several (payload, occurrence) at once: a tenth of the requests where the target's kind has a batch
+    call (`send_batch`), one `send_now` each where it has not. Per entry, None when the target took it, else the
+    error that refused it, so each is retried or parked by itself: an entry the service refused (a batch call
+    answers 200 listing it) or the whole call's failure is never taken as sent, and what was taken is never sent
+    again by this call."""
+    kind = target_types.of(target["kind"])
+    results: list[Exception | None] = [None] * len(batch)
+    # A kind's batch call is optional (TargetType declares what every kind has): sqs and events declare one.
+    send_batch = getattr(kind, "send_batch", None)
+    if send_batch is None:
+        for position, (payload, occurrence) in enumerate(batch):
+            try:
+                kind.send(clients, target, payload, occurrence)
+            except Exception as exc:
+                results[position] = exc
+        return results
+    entries, limit = batch_entries(target), int(getattr(kind, "BATCH_BYTES", 0))
+    sizes = [size(payload) + constants.ENVELOPE_BYTES for payload, _ in batch]
+    for positions in packed(sizes, entries, limit):
+        try:
+            if len(positions) == 1 and sizes[positions[0]] > limit:
+                payload, occurrence = batch[positions[0]]
+                kind.send(clients, target, payload, occurrence)
+                continue
+            refused = send_batch(clients, target, [batch[p] for p in positions])
+        except Exception as exc:  # the call itself failed: none of its entries was taken
+            for position in positions:
+                results[position] = exc
+            continue
+        for position, error in zip(positions, refused, strict=True):
+            results[position] = error
+    return results

@@ -95,6 +95,17 @@ def is_transient(exc: BaseException) -> bool:
     )
 
 
+def refused_entry(code: str | None, message: str | None, operation: str) -> Exception:
+    """One entry of a batch call that the service refused while answering 200 (SendMessageBatch's `Failed`,
+    PutEvents' `ErrorCode`), as the error the single call would have raised: classified like any other (a throttle
+    or internal failure retried, a refusal of the request parked with AWS's reason), never taken as sent. No code at
+    all is AWS's own failure, which retrying clears."""
+    from botocore.exceptions import ClientError
+
+    error = {"Code": code or "InternalFailure", "Message": message or "the entry was not accepted"}
+    return ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}, operation)
+
+
 def error_code(exc: BaseException) -> str:
     """The AWS error code of a botocore ClientError, or the exception's class name."""
     response = getattr(exc, "response", None)

@@ -48,7 +48,7 @@ from .dispatch import schedule_target, send_now
 from .errors import PermanentError, advice, error_code, is_transient, persist
 from .idempotency import Ledger
 from .jsontext import dumps, size
-from .poison import PoisonQueue
+from .poison import PoisonQueue, message_limit
 from .stream import decode_image, to_request
 from .timeparse import format_due, minute_start, parse_due, zone
 
@@ -257,7 +257,9 @@ class Releaser:
         self.now = now
         self.sleep = sleep
         self.ledger = Ledger.of(config["eventbridge"], clients)
-        self.poison = PoisonQueue(config["poisonQueueUrl"], mode=MODE, table=config["table"], clients=clients)
+        self.poison = PoisonQueue(
+            config["poisonQueueUrl"], mode=MODE, table=config["table"], clients=clients, limit=message_limit(config)
+        )
         self.counts: Counter[str] = Counter()
         self.latest = 0.0  # the latest delivery after its second in this batch, seconds
         self._lock = Lock()

@@ -109,6 +109,7 @@ class HandlerConfig(TypedDict):
     timeAttribute: str
     target: TargetConfig
     poisonQueueUrl: str
+    poisonMaxMessageBytes: NotRequired[int]  # a user's poison queue's MaximumMessageSize (1 MiB when absent)
     maxWorkers: int
     scheduler: NotRequired[SchedulerConfig]
     eventbridge: NotRequired[EventBridgeConfig]

@@ -32,6 +32,22 @@ OUTPUT_NAMES = (
 )
 
 
+class NoConfig:
+    """A stack configuration that sets nothing (the fallback of a `tables` entry read with DictConfig)."""
+
+    def get(self, key: str) -> None:
+        return None
+
+    def get_bool(self, key: str) -> None:
+        return None
+
+    def get_int(self, key: str) -> None:
+        return None
+
+    def get_object(self, key: str) -> None:
+        return None
+
+
 class Built:
     def __init__(self, mocks: ScheduledTableMocks, component: ScheduledTable, outputs: dict[str, Any]) -> None:
         self.mocks = mocks

@@ -304,6 +304,10 @@ def test_a_table_in_another_account_is_not_looked_up_and_its_keys_only_records_a
     record = keys_only_record()
     assert passes(patterns, record)
     assert record_problem(record).startswith("the table's stream view type is KEYS_ONLY; ScheduledTable needs")
+    # AND the functions name the table by its ARN: DynamoDB looks a plain name up in the caller's own account
+    assert built.handler_config()["table"] == OTHER_ACCOUNT_STREAM.split("/stream/")[0]
+    own = build(mode=mode, existing_table=ExistingTable(name=TABLE, stream_arn=STREAM), invokes=given(mode))
+    assert own.handler_config()["table"] == TABLE
 
 
 # -- issue 24.4: a name and a stream ARN of two tables are refused when they are Outputs too -------------------------

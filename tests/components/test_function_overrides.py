@@ -14,6 +14,7 @@ from components.inputs import args_from_inputs
 from components.policies import VPC_ACCESS_ACTIONS
 from components.stack_config import DictConfig, args_from_config
 from components.testing import run_with_mocks
+from tests.components.conftest import NoConfig
 
 LAYER = "arn:aws:lambda:eu-west-1:123456789012:layer:powertools:3"
 VPC = VpcConfig(subnet_ids=["subnet-0a", "subnet-0b"], security_group_ids=["sg-0a"])
@@ -213,19 +214,5 @@ def test_each_mistake_names_the_field_and_the_fix(args: dict[str, Any], message:
 def test_a_stack_files_overrides_are_read() -> None:
     """`functionOverrides:` in Pulumi.<stack>.yaml (or a `tables` entry), as YAML gives it."""
     entry = {"mode": "polling", "functionOverrides": {"processor": {"memoryMb": 3008, "reservedConcurrency": 2}}}
-    args = args_from_config(DictConfig(entry, _NoConfig()))
+    args = args_from_config(DictConfig(entry, NoConfig()))
     assert args.function_overrides == {"processor": FunctionOverrides(memory_mb=3008, reserved_concurrency=2)}
-
-
-class _NoConfig:
-    def get(self, key: str) -> None:
-        return None
-
-    def get_bool(self, key: str) -> None:
-        return None
-
-    def get_int(self, key: str) -> None:
-        return None
-
-    def get_object(self, key: str) -> None:
-        return None

@@ -110,3 +110,61 @@ class FaultReport:
 
 
 REPORTS: list[FaultReport] = []
+
+
+class _Answered:
+    """The HTTP side of an answer a hook gives instead of the service (botocore reads only its status)."""
+
+    def __init__(self) -> None:
+        self.status_code = 200
+        self.headers: dict[str, str] = {}
+
+
+class RefusedEntries:
+    """SQS answering a SendMessageBatch with some entries in `Failed` (200, the others sent), as it does when it
+    refuses an entry (an internal error, or a sender fault): `refuse(entry)` picks them, `code` and `sender_fault`
+    are what SQS lists for each. A refused entry is taken out of the request before it is built, so it never reaches
+    the queue (nor any other hook watching what is sent); a call left with no entry is answered without being made.
+    `refused` keeps the bodies refused, in order."""
+
+    def __init__(
+        self, refuse: Callable[[dict[str, Any]], bool], code: str = "InternalError", sender_fault: bool = False
+    ) -> None:
+        self.refuse = refuse
+        self.code = code
+        self.sender_fault = sender_fault
+        self.refused: list[str] = []
+        self._local = threading.local()
+        self._lock = threading.Lock()
+
+    def attach(self, client: Any) -> Any:
+        events = client.meta.events
+        events.register_first("before-parameter-build.sqs.SendMessageBatch", self._take_out)
+        events.register("before-call.sqs.SendMessageBatch", self._answer_if_empty)
+        events.register("after-call.sqs.SendMessageBatch", self._list_failed)
+        return client
+
+    def detach(self, client: Any) -> None:
+        events = client.meta.events
+        events.unregister("before-parameter-build.sqs.SendMessageBatch", self._take_out)
+        events.unregister("before-call.sqs.SendMessageBatch", self._answer_if_empty)
+        events.unregister("after-call.sqs.SendMessageBatch", self._list_failed)
+
+    def _take_out(self, params: dict[str, Any], **_: Any) -> None:
+        refused = [entry for entry in params["Entries"] if self.refuse(entry)]
+        params["Entries"] = [entry for entry in params["Entries"] if entry not in refused]
+        self._local.failed = [
+            {"Id": e["Id"], "Code": self.code, "SenderFault": self.sender_fault, "Message": "refused"} for e in refused
+        ]
+        self._local.empty = not params["Entries"]
+        with self._lock:
+            self.refused += [entry["MessageBody"] for entry in refused]
+
+    def _answer_if_empty(self, **_: Any) -> tuple[_Answered, dict[str, Any]] | None:
+        if not self._local.empty:
+            return None
+        return _Answered(), {"Successful": [], "Failed": []}
+
+    def _list_failed(self, parsed: dict[str, Any], **_: Any) -> None:
+        parsed["Failed"] = list(parsed.get("Failed") or []) + self._local.failed
+        self._local.failed = []

@@ -74,8 +74,9 @@ class Sent:
 
 @dataclass
 class TargetQueue:
-    """The due queue as its consumer sees it, with the instant each message was sent: the handlers' SendMessage
-    calls to it are stamped with `clock()` (the invocation's clock, sleeps included) as they are made."""
+    """The due queue as its consumer sees it, with the instant each message was sent: the handlers' SendMessage and
+    SendMessageBatch calls to it are stamped with `clock()` (the invocation's clock, sleeps included) as they are
+    made."""
 
     env: Env
     clock: Callable[[], datetime]
@@ -83,12 +84,14 @@ class TargetQueue:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def watch(self) -> None:
-        CLIENTS.get("sqs").meta.events.register("before-parameter-build.sqs.SendMessage", self._stamp)
+        for operation in ("SendMessage", "SendMessageBatch"):
+            CLIENTS.get("sqs").meta.events.register(f"before-parameter-build.sqs.{operation}", self._stamp)
 
     def _stamp(self, params: dict[str, Any], **_: Any) -> None:
         if params.get("QueueUrl") == self.env.due_queue_url:
             with self._lock:
-                self._sends.append((params["MessageBody"], self.clock()))
+                for entry in params.get("Entries", [params]):  # a batch's messages are sent at its call
+                    self._sends.append((entry["MessageBody"], self.clock()))
 
     def receive(self, *, at: datetime | None = None) -> list[Sent]:
         """Everything the queue received since the last call. A message the handlers sent carries its send time;

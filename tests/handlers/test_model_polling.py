@@ -31,6 +31,7 @@ from st_core.pending import without_index
 
 from components.filters import filter_patterns, polling_filters
 from tests.handlers.conftest import Env
+from tests.handlers.faults import RefusedEntries
 from tests.handlers.model_support import StreamDelivery, TargetQueue, due_time, model_env, model_test
 from tests.iam.enforce import acting
 from tests.support.patterns import LambdaFilter
@@ -280,6 +281,23 @@ class PollingModel(StreamDelivery):
         self._collect()
         self._read()
 
+    @rule(seconds=st.integers(0, 120), refused=st.sets(st.integers(0, 9), min_size=1))
+    def tick_refusing_entries(self, seconds: int, refused: set[int]) -> None:
+        """Time passes and the rule ticks, but SQS refuses some entries of each SendMessageBatch (a 200 listing them
+        in `Failed`, an internal error): those are not sent, and run once after their backoff; the rest run now."""
+        self.now += timedelta(seconds=seconds)
+        moment = self.now.timestamp()
+        refusal = RefusedEntries(lambda entry: int(entry["Id"]) in refused)
+        refusal.attach(CLIENTS.get("sqs"))
+        try:
+            with acting("processor", self.env.config):
+                report = polling.process(self.env.config, now=lambda: moment)
+        finally:
+            refusal.detach(CLIENTS.get("sqs"))
+        assert report.failed == 0 and report.retried == len(refusal.refused), report
+        self._collect()
+        self._read()
+
     @rule(seconds=st.integers(0, 120))
     def tick_dies(self, seconds: int) -> None:
         """Time passes and the processor dies after claiming what is due, before dispatching any of it: those
@@ -359,13 +377,14 @@ def _key(pk: str) -> dict[str, Any]:
 class _DiesAfterClaiming(polling.Processor):
     """A processor whose Lambda dies after its claims: nothing it claimed is dispatched or completed."""
 
-    def _run(self, raw: dict[str, Any], key: dict[str, Any]) -> polling.Outcome:
-        return polling.Outcome.SKIPPED
+    def _run(self, claimed: list[dict[str, Any]]) -> list[polling.Outcome]:
+        return [polling.Outcome.SKIPPED] * len(claimed)
 
 
 def _env() -> Env:
     env = model_env(due_index=True)
     env.config["polling"]["shards"] = 4
+    env.config["polling"]["maxAttempts"] = 1000  # refused sends back off and run later, never dead-lettered
     return env
 
 

@@ -135,7 +135,8 @@ def _break_target(polling_env: Env, code: str = "ServiceUnavailable", status: in
             {"Error": {"Code": code, "Message": "down"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "SendMessage"
         )
 
-    CLIENTS.get("sqs").meta.events.register("before-call.sqs.SendMessage", fail)
+    for operation in ("SendMessage", "SendMessageBatch"):  # the processor sends up to 10 due events a call
+        CLIENTS.get("sqs").meta.events.register(f"before-call.sqs.{operation}", fail)
 
 
 def test_a_failed_dispatch_backs_off_then_lands_in_the_dead_letter_queue(polling_env: Env) -> None:

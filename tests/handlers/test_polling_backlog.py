@@ -28,7 +28,7 @@ def polling_env(env: Env) -> Iterator[Env]:
 
 class CountingClients:
     """The handlers' client registry, counting what the Queries read and keeping every Query's parameters; `on_send`
-    runs before each SendMessage (the moment an item is being dispatched)."""
+    runs before each item a SendMessage or SendMessageBatch sends (the moment an item is being dispatched)."""
 
     def __init__(self, on_send: Callable[[], None] | None = None) -> None:
         self.read = 0
@@ -44,7 +44,8 @@ class CountingClients:
                 client = boto3.client(service, region_name=REGION)
                 client.meta.events.register("provide-client-params.dynamodb.Query", self._query)
                 client.meta.events.register("after-call.dynamodb.Query", self._scanned)
-                client.meta.events.register("before-call.sqs.SendMessage", self._send)
+                client.meta.events.register("before-parameter-build.sqs.SendMessage", self._send)
+                client.meta.events.register("before-parameter-build.sqs.SendMessageBatch", self._send)
                 self._clients[service] = client
             return self._clients[service]
 
@@ -56,11 +57,13 @@ class CountingClients:
         with self._lock:
             self.read += int(parsed.get("ScannedCount", 0))
 
-    def _send(self, **_: Any) -> None:
-        with self._lock:
-            self.sends += 1
-        if self.on_send is not None:
-            self.on_send()
+    def _send(self, params: dict[str, Any], **_: Any) -> None:
+        """Once for each due event sent, a batch's (SendMessageBatch) as for single ones."""
+        for _entry in params.get("Entries", [params]):
+            with self._lock:
+                self.sends += 1
+            if self.on_send is not None:
+                self.on_send()
 
 
 def tick(env: Env, clients: CountingClients, now: float = NOW, **kwargs: Any) -> Any:

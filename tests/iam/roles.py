@@ -43,6 +43,7 @@ def standin_arn(kind: str) -> str:
 # Stand-ins for the customer-managed keys an option set names (the test's keys replace them).
 TABLE_KEY_STANDIN = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/STANDINTABLEKEY"
 TARGET_KEY_STANDIN = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/STANDINTARGETKEY"
+QUEUE_KEY_STANDIN = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/STANDINQUEUEKEY"
 # The targets whose option names their key (`kms_key_arn`), and whose senders use it: a queue, a topic, a state
 # machine (an event bus's key is used by EventBridge itself).
 KEYED_TARGETS = ("sns", "sqs", "stepfunctions")
@@ -64,6 +65,8 @@ class Options:
     table_key: bool = False  # the table (and so the ledger) encrypted with a customer-managed key: `kms_key_arn`
     target_key: bool = False  # the target encrypted with one, named by the target's `kms_key_arn`
     vpc: bool = False  # every function in a VPC (`function_overrides` with a VpcConfig for each role)
+    own_queues: bool = False  # the user's poison queue, stream DLQ and target DLQ (ExistingQueue), not the component's
+    queue_key: bool = False  # those encrypted with a customer-managed key, named by each one's `kms_key_arn`
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,8 @@ def args_of(options: Options) -> dict[str, Any]:
         args["shard_groups"] = options.shard_groups
     if options.table_key:
         args["kms_key_arn"] = TABLE_KEY_STANDIN
+    if options.own_queues:
+        args.update(_own_queues(options))
     if options.vpc:
         from components.overrides import FunctionOverrides, VpcConfig, roles_of
 
@@ -147,6 +152,20 @@ def args_of(options: Options) -> dict[str, Any]:
         roles = roles_of(options.mode, backfill=False, second_precision=options.precision_second)
         args["function_overrides"] = {role: FunctionOverrides(vpc=vpc) for role in roles}
     return args
+
+
+def _own_queues(options: Options) -> dict[str, Any]:
+    """The user's queues for every option the mode takes (the polling processor's dead letters need 1 MiB)."""
+    from components.queues import ExistingQueue
+
+    key = QUEUE_KEY_STANDIN if options.queue_key else None
+    found = {
+        "existing_poison_queue": ExistingQueue(f"arn:aws:sqs:{REGION}:{ACCOUNT}:users-poison", key),
+        "existing_stream_dlq": ExistingQueue(f"arn:aws:sqs:{REGION}:{ACCOUNT}:users-stream-dlq", key),
+    }
+    if options.mode in ("eventbridge", "polling") or options.precise:
+        found["existing_target_dlq"] = ExistingQueue(f"arn:aws:sqs:{REGION}:{ACCOUNT}:users-target-dlq", key, 1048576)
+    return found
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import pytest
 from botocore import xform_name
 from st_core import target_types
 
-from components.policies import VPC_ACCESS_ACTIONS
+from components.policies import QUEUE_KEY_ACTIONS, VPC_ACCESS_ACTIONS
 from tests.iam import requests
 from tests.iam.roles import KEYED_TARGETS, Options, rendered
 
@@ -261,6 +261,8 @@ def key_actions(actions: set[str], options: Options) -> set[str]:
     for action in actions:
         if action.startswith("dynamodb:") and options.table_key:
             found |= set(requests.KEY_ACTIONS.get(action, ()))
+    if options.queue_key and "sqs:SendMessage" in actions:  # every role writes to one of the user's queues
+        found |= set(QUEUE_KEY_ACTIONS)
     if options.target_key and options.kind in KEYED_TARGETS:
         declared = target_types.of(options.kind)
         if actions & {*declared.SEND_ACTIONS, *declared.SCHEDULER_ACTIONS}:
@@ -283,6 +285,16 @@ def allows(patterns: list[str], action: str) -> bool:
     return any(fnmatch.fnmatchcase(action.lower(), p.lower()) for p in patterns)
 
 
+# Each mode with a target, and its variants whose functions or roles differ (a releaser, Scheduler's role in ttl).
+TARGETED_VARIANTS: tuple[tuple[str, dict[str, bool]], ...] = (
+    ("eventbridge", {}),
+    ("eventbridge", {"precision_second": True}),
+    ("ttl", {}),
+    ("ttl", {"precise": True}),
+    ("polling", {}),
+)
+
+
 def option_sets() -> list[Options]:
     found: list[Options] = []
     for kind in KINDS:
@@ -301,13 +313,7 @@ def option_sets() -> list[Options]:
     found.append(Options(mode="aggregate", kind="none"))
     # Customer-managed keys on the table and on the target (a queue, a topic), in every mode.
     for kind in KEYED_TARGETS:
-        for mode, extra in (
-            ("eventbridge", {}),
-            ("eventbridge", {"precision_second": True}),
-            ("ttl", {}),
-            ("ttl", {"precise": True}),
-            ("polling", {}),
-        ):
+        for mode, extra in TARGETED_VARIANTS:
             found.append(Options(mode=mode, kind=kind, table_key=True, target_key=True, **extra))  # type: ignore[arg-type]
         found.append(Options(mode="eventbridge", kind=kind, target_key=True))
     found.append(Options(mode="ttl", kind="sqs", precise=True, table_key=True))
@@ -317,6 +323,11 @@ def option_sets() -> list[Options]:
     found.append(Options(mode="ttl", kind="sqs", precise=True, vpc=True))
     found.append(Options(mode="polling", kind="sqs", vpc=True))
     found.append(Options(mode="aggregate", kind="none", vpc=True))
+    # The user's own poison queue and DLQs (ExistingQueue), with and without their customer-managed key.
+    for mode, extra in TARGETED_VARIANTS:
+        for key in (False, True):
+            found.append(Options(mode=mode, kind="sqs", own_queues=True, queue_key=key, **extra))  # type: ignore[arg-type]
+    found += [Options(mode="aggregate", kind="none", own_queues=True, queue_key=key) for key in (False, True)]
     return found
 
 
@@ -326,6 +337,8 @@ def _id(options: Options) -> str:
     polling = [options.on_done, *([f"groups{options.shard_groups}"] if options.shard_groups > 1 else [])]
     keys = [n for n, on in (("table-key", options.table_key), ("target-key", options.target_key)) if on]
     keys += ["vpc"] if options.vpc else []
+    keys += ["own-queues"] if options.own_queues else []
+    keys += ["queue-key"] if options.queue_key else []
     return "-".join([options.mode, kind, *extra, *(polling if options.mode == "polling" else []), *keys])
 
 
@@ -349,12 +362,13 @@ def test_each_function_is_granted_what_its_code_calls_and_nothing_more(options: 
 def scheduler_expected(options: Options) -> set[str]:
     if options.mode == "ttl":
         fire = {"dynamodb:UpdateItem"}  # the item's fire (stFiredAt)
-        return fire | {"sqs:SendMessage"} | key_actions(fire, options)  # and the DLQ
+        dlq = set(QUEUE_KEY_ACTIONS) if options.queue_key else set()  # a user's DLQ's key
+        return fire | {"sqs:SendMessage"} | key_actions(fire, options) | dlq  # and the DLQ
     actions = set(target_types.of(options.kind).SCHEDULER_ACTIONS)
     delivered = key_actions(actions, options)  # the target's key, by the target's action (not the release queue's)
     if options.precision_second:
         actions.add("sqs:SendMessage")  # one-time occurrences go to the release queue
-    return actions | {"sqs:SendMessage"} | delivered
+    return actions | {"sqs:SendMessage"} | delivered | (set(QUEUE_KEY_ACTIONS) if options.queue_key else set())
 
 
 @pytest.mark.parametrize("options", [o for o in option_sets() if o.mode == "eventbridge" or o.precise], ids=_id)

@@ -22,6 +22,7 @@ from components import ScheduledTableArgs, component, provider, target_types
 from components.args import OPTION_DOCS, Mode, describe_defaults
 from components.existing import ExistingTable
 from components.overrides import FunctionOverrides
+from components.queues import ExistingQueue
 from components.target_base import TargetBase
 from components.targets import TARGET_TYPES
 
@@ -68,7 +69,7 @@ def _expected(hint: Any) -> dict[str, Any]:
     if origin is dict:
         values = _expected(args[1])
         return {"type": "object", "values": values.get("type") or values["ref"], "plain": True}
-    if hint in (ExistingTable, FunctionOverrides):
+    if hint in (ExistingTable, FunctionOverrides, ExistingQueue):
         return {"ref": hint.__name__, "plain": True}
     raise AssertionError(f"no expectation for {hint!r}: extend tests/provider/test_schema.py")
 

@@ -185,14 +185,19 @@ def test_every_option_has_help() -> None:
                 assert action.help, f"{name} {action.option_strings or action.dest}"
 
 
-def test_items_whose_due_attribute_is_a_map_or_a_list_are_reported(env: Env) -> None:
-    """No leaf filter matches a map or a list, so such an item never reaches the function and nothing is parked
-    for it: inspect finds them by a scan of the table, with their keys and the type."""
+def test_items_whose_due_attribute_no_filter_passes_are_reported(env: Env) -> None:
+    """No leaf filter matches a map or a list, and Lambda's five filters leave no room for every other type (in
+    eventbridge a boolean, a binary and the sets): such an item never reaches the function and nothing is parked
+    for it. inspect finds them by a scan of the table for the types the mapping's filters do not pass, with their
+    keys and the type; a null, which a filter passes (and the function parks), is not listed."""
     function = consumer(env)
     env.ddb.put_item(
         TableName=env.table, Item={"PK": {"S": "m"}, "SK": {"S": "A"}, "dueAt": {"M": {"at": {"S": FUTURE}}}}
     )
     env.ddb.put_item(TableName=env.table, Item={"PK": {"S": "l"}, "SK": {"S": "A"}, "dueAt": {"L": [{"S": FUTURE}]}})
+    env.ddb.put_item(TableName=env.table, Item={"PK": {"S": "b"}, "SK": {"S": "A"}, "dueAt": {"BOOL": True}})
+    env.ddb.put_item(TableName=env.table, Item={"PK": {"S": "ss"}, "SK": {"S": "A"}, "dueAt": {"SS": [FUTURE]}})
+    env.ddb.put_item(TableName=env.table, Item={"PK": {"S": "null"}, "SK": {"S": "A"}, "dueAt": {"NULL": True}})
     env.put({"PK": "fine", "SK": "A", "dueAt": FUTURE})
     env.put({"PK": "plain", "SK": "A"})
 
@@ -200,10 +205,12 @@ def test_items_whose_due_attribute_is_a_map_or_a_list_are_reported(env: Env) -> 
 
     assert status == 0, lines
     note = "never seen by the mapping's filter: write the due time as a string or a number"
-    start = lines.index(f"  items whose dueAt is a map or a list: 2 ({note})")
-    assert sorted(lines[start + 1 : start + 3]) == [
+    start = lines.index(f"  items whose dueAt is of a type no filter passes (B, BOOL, M, L, SS, NS, BS): 4 ({note})")
+    assert sorted(lines[start + 1 : start + 5]) == [
+        '    {"PK": "b", "SK": "A"}  dueAt is a DynamoDB BOOL (boolean)',
         '    {"PK": "l", "SK": "A"}  dueAt is a DynamoDB L (list)',
         '    {"PK": "m", "SK": "A"}  dueAt is a DynamoDB M (map)',
+        '    {"PK": "ss", "SK": "A"}  dueAt is a DynamoDB SS (string set)',
     ], lines
 
 

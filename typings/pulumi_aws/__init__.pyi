@@ -14,4 +14,5 @@ from .get_caller_identity import get_caller_identity as get_caller_identity
 from .get_caller_identity import get_caller_identity_output as get_caller_identity_output
 from .get_partition import get_partition as get_partition
 from .get_region import get_region as get_region
+from .get_region import get_region_output as get_region_output
 from .provider import Provider as Provider

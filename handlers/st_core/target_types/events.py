@@ -6,9 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import constants
+from ..errors import refused_entry
 from . import GRANT_ARN
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..clients import Clients
     from ..config import TargetConfig
 
@@ -26,6 +29,9 @@ SCHEDULER_ARN = ""
 # EventBridge uses a bus's customer key itself (its key policy must allow events.amazonaws.com): a sender needs none.
 KMS_ACTIONS: tuple[str, ...] = ()
 PAYLOAD_BYTES = constants.EVENTBRIDGE_ENTRY_BYTES
+# PutEvents takes 10 entries a call, 256 KiB in all.
+BATCH_ENTRIES = constants.BATCH_ENTRIES
+BATCH_BYTES = constants.EVENTBRIDGE_ENTRY_BYTES
 AWS_ACTIONS = SEND_ACTIONS
 
 
@@ -36,20 +42,24 @@ def request(target: TargetConfig, event: dict[str, Any]) -> dict[str, Any] | Non
 def send(clients: Clients, target: TargetConfig, payload: str, occurrence: str) -> None:
     """PutEvents answers 200 even when it refused the entry: a refused entry raises, as the call's error would, so
     the record is retried (ThrottlingException, InternalFailure) or parked with AWS's reason, never dropped."""
-    entry = {"EventBusName": target["arn"], "Source": target["source"], "DetailType": target["detailType"]}
-    response = clients.get("events").put_events(Entries=[{**entry, "Detail": payload}])
-    results = response.get("Entries") or [{}]
-    refused = [r for r in results if r.get("ErrorCode") or not r.get("EventId")]
-    if not response.get("FailedEntryCount") and not refused:
-        return
-    from botocore.exceptions import ClientError
+    refused = send_batch(clients, target, [(payload, occurrence)])[0]
+    if refused is not None:
+        raise refused
 
-    # No code at all: AWS's own failure, which retrying clears.
-    code = next((str(r["ErrorCode"]) for r in refused if r.get("ErrorCode")), "InternalFailure")
-    message = next((str(r["ErrorMessage"]) for r in refused if r.get("ErrorMessage")), "the entry was not accepted")
-    raise ClientError(
-        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": 400}}, "PutEvents"
-    )
+
+def send_batch(clients: Clients, target: TargetConfig, batch: Sequence[tuple[str, str]]) -> list[Exception | None]:
+    """One PutEvents of up to BATCH_ENTRIES due events (payload, occurrence): per entry, None when the bus took it,
+    else the error its refusal stands for (the call answers 200 with the entry's ErrorCode)."""
+    entry = {"EventBusName": target["arn"], "Source": target["source"], "DetailType": target["detailType"]}
+    response = clients.get("events").put_events(Entries=[{**entry, "Detail": payload} for payload, _ in batch])
+    results = list(response.get("Entries") or [])
+    results += [{}] * (len(batch) - len(results))  # an entry AWS did not answer for was not taken
+    return [
+        None
+        if result.get("EventId") and not result.get("ErrorCode")
+        else refused_entry(result.get("ErrorCode"), result.get("ErrorMessage"), "PutEvents")
+        for result in results[: len(batch)]
+    ]
 
 
 def scheduler_parameters(target: TargetConfig, payload: str) -> dict[str, Any]:

@@ -6,11 +6,13 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from .. import constants
-from ..errors import PermanentError
+from ..errors import PermanentError, refused_entry
 from ..fifo import fifo_parameters, is_fifo, message_group
 from . import GRANT_ARN
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..clients import Clients
     from ..config import TargetConfig
 
@@ -29,6 +31,10 @@ SCHEDULER_ARN = ""
 # A new message is encrypted with a data key (GenerateDataKey), which SQS may reuse (Decrypt).
 KMS_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
 PAYLOAD_BYTES = constants.SQS_DEFAULT_MESSAGE_BYTES
+# SendMessageBatch takes 10 messages a call, 256 KiB in all (the batch limit of a queue made before SQS took
+# 1 MiB messages; the least any queue takes). A larger message goes alone, by SendMessage.
+BATCH_ENTRIES = constants.BATCH_ENTRIES
+BATCH_BYTES = constants.SQS_DEFAULT_MESSAGE_BYTES
 AWS_ACTIONS = SEND_ACTIONS
 
 
@@ -40,6 +46,28 @@ def send(clients: Clients, target: TargetConfig, payload: str, occurrence: str) 
     sqs = clients.get("sqs")
     fifo = fifo_parameters(target, payload, occurrence)
     sqs.send_message(QueueUrl=queue_url(sqs, target["arn"]), MessageBody=payload, **fifo)
+
+
+def send_batch(clients: Clients, target: TargetConfig, batch: Sequence[tuple[str, str]]) -> list[Exception | None]:
+    """One SendMessageBatch of up to BATCH_ENTRIES due events (payload, occurrence), a FIFO queue's each with its
+    group and deduplication id: per entry, None when SQS took it, else the error of its refusal (the call answers
+    200 and lists it in `Failed`; one listed in neither was not taken)."""
+    sqs = clients.get("sqs")
+    entries = [
+        {"Id": str(n), "MessageBody": payload, **fifo_parameters(target, payload, occurrence)}
+        for n, (payload, occurrence) in enumerate(batch)
+    ]
+    response = sqs.send_message_batch(QueueUrl=queue_url(sqs, target["arn"]), Entries=entries)
+    taken = {str(entry.get("Id")) for entry in response.get("Successful") or []}
+    failed = {str(entry.get("Id")): entry for entry in response.get("Failed") or []}
+    return [
+        None
+        if entry["Id"] in taken and entry["Id"] not in failed
+        else refused_entry(
+            failed.get(entry["Id"], {}).get("Code"), failed.get(entry["Id"], {}).get("Message"), "SendMessageBatch"
+        )
+        for entry in entries
+    ]
 
 
 def scheduler_parameters(target: TargetConfig, payload: str) -> dict[str, Any]:

@@ -1,0 +1,211 @@
+"""polling's batched sends: the processor sends what it claimed up to 10 due events a call (SendMessageBatch to a
+queue, PutEvents to a bus), so a herd costs a tenth of the requests. A batch call answers 200 even when it refused
+some entries: each refused entry is backed off (or dead-lettered) by itself, never taken as sent, and what the
+target took is completed once and never sent again."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import polling
+import pytest
+from botocore.exceptions import ClientError
+from st_core import dispatch
+from st_core.clients import CLIENTS
+
+from tests.conftest import REGION
+from tests.handlers.conftest import Env, with_due_index
+from tests.handlers.faults import RefusedEntries
+from tests.handlers.test_polling import item as status
+from tests.handlers.test_polling import pending
+
+NOW = float(int(time.time()))
+
+
+@pytest.fixture
+def polling_env(env: Env) -> Iterator[Env]:
+    env = with_due_index(env)
+    env.config["polling"]["shards"] = 1
+    yield env
+
+
+def received(env: Env) -> Counter[str]:
+    return Counter(m["keys"]["PK"] for m in env.messages(env.due_queue_url))
+
+
+def calls(operations: tuple[str, ...]) -> Counter[str]:
+    """How many calls of each operation the handlers' SQS client makes from now on, and how many entries."""
+    counted: Counter[str] = Counter()
+
+    def count(params: dict[str, Any], model: Any, **_: Any) -> None:
+        counted[model.name] += 1
+        counted["entries"] += len(params.get("Entries", [params]))
+
+    for operation in operations:
+        CLIENTS.get("sqs").meta.events.register(f"before-parameter-build.sqs.{operation}", count)
+    return counted
+
+
+def test_a_tick_sends_its_due_events_ten_a_call(polling_env: Env) -> None:
+    for n in range(25):
+        pending(polling_env, f"r{n:02}", NOW - 5)
+    counted = calls(("SendMessage", "SendMessageBatch"))
+    assert polling.process(polling_env.config, now=lambda: NOW).dispatched == 25
+    assert counted["SendMessage"] == 0 and counted["entries"] == 25
+    assert 3 <= counted["SendMessageBatch"] <= 5  # 10 a call; the cold first page is smaller (16 items)
+    assert received(polling_env) == Counter({f"r{n:02}": 1 for n in range(25)})
+
+
+def test_a_refused_entry_is_backed_off_alone_and_the_others_are_done_once(polling_env: Env) -> None:
+    for n in range(10):
+        pending(polling_env, f"r{n}", NOW - 5)
+    # GIVEN SQS refusing two entries of the batch (200, listed in Failed, an internal error)
+    refusal = RefusedEntries(lambda entry: json.loads(entry["MessageBody"])["keys"]["PK"] in ("r3", "r7"))
+    refusal.attach(CLIENTS.get("sqs"))
+    report = polling.process(polling_env.config, now=lambda: NOW)
+    # THEN the eight it took are done and received once; the two it refused wait for their backoff
+    assert (report.dispatched, report.retried) == (8, 2) and len(refusal.refused) == 2
+    assert received(polling_env) == Counter({f"r{n}": 1 for n in range(10) if n not in (3, 7)})
+    for pk in ("r3", "r7"):
+        backed_off = status(polling_env, pk)
+        assert backed_off["stStatus"]["S"] == "RETRY" and backed_off["stAttempts"]["N"] == "1"
+        assert backed_off["stDue"]["N"] == str(int(NOW) + 60) and "InternalError" in backed_off["stError"]["S"]
+    assert polling.process(polling_env.config, now=lambda: NOW + 30).dispatched == 0  # not before the backoff
+    # WHEN SQS takes them again: only those two are sent, once each
+    refusal.refuse = lambda entry: False
+    assert polling.process(polling_env.config, now=lambda: NOW + 61).dispatched == 2
+    assert received(polling_env) == Counter({"r3": 1, "r7": 1})
+    assert all(status(polling_env, f"r{n}")["stStatus"]["S"] == "DONE" for n in range(10))
+
+
+def test_an_entry_refused_for_good_is_dead_lettered_with_the_reason(polling_env: Env) -> None:
+    for n in range(3):
+        pending(polling_env, f"r{n}", NOW - 5)
+    refusal = RefusedEntries(
+        lambda entry: json.loads(entry["MessageBody"])["keys"]["PK"] == "r1",
+        code="InvalidParameterValue",
+        sender_fault=True,
+    )
+    refusal.attach(CLIENTS.get("sqs"))
+    report = polling.process(polling_env.config, now=lambda: NOW)
+    assert (report.dispatched, report.failed) == (2, 1)
+    assert status(polling_env, "r1")["stStatus"]["S"] == "FAILED" and "stDue" not in status(polling_env, "r1")
+    CLIENTS.reset()
+    sqs = boto3.client("sqs", region_name=REGION)
+    [letter] = [
+        json.loads(m["Body"])
+        for m in sqs.receive_message(QueueUrl=polling_env.config["polling"]["deadLetterUrl"])["Messages"]
+    ]
+    assert letter["keys"]["PK"] == "r1" and "InvalidParameterValue" in letter["reason"]
+    assert received(polling_env) == Counter({"r0": 1, "r2": 1})
+
+
+def test_a_failed_batch_call_backs_off_every_entry_and_sends_none_twice(polling_env: Env) -> None:
+    for n in range(4):
+        pending(polling_env, f"r{n}", NOW - 5)
+    throttled = iter([True])
+
+    def throttle(**_: Any) -> None:
+        if next(throttled, False):
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "SendMessageBatch")
+
+    CLIENTS.get("sqs").meta.events.register("before-call.sqs.SendMessageBatch", throttle)
+    assert polling.process(polling_env.config, now=lambda: NOW).retried == 4
+    assert received(polling_env) == Counter()
+    assert polling.process(polling_env.config, now=lambda: NOW + 61).dispatched == 4
+    assert received(polling_env) == Counter({f"r{n}": 1 for n in range(4)})
+
+
+# -- dispatch.send_many, the registry's batch path ------------------------------------------------------------------
+
+
+class Recorder:
+    """A client registry whose SQS and EventBridge clients record calls and answer as AWS does."""
+
+    def __init__(self, refuse: set[int] | None = None) -> None:
+        self.calls: list[tuple[str, int]] = []
+        self.refuse = refuse or set()
+
+    def get(self, service: str) -> Recorder:
+        return self
+
+    def get_queue_url(self, **_: Any) -> dict[str, str]:
+        return {"QueueUrl": "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs"}
+
+    def send_message(self, **_: Any) -> dict[str, str]:
+        self.calls.append(("SendMessage", 1))
+        return {"MessageId": "m"}
+
+    def send_message_batch(self, Entries: list[dict[str, Any]], **_: Any) -> dict[str, Any]:
+        self.calls.append(("SendMessageBatch", len(Entries)))
+        return {
+            "Successful": [{"Id": e["Id"], "MessageId": "m"} for e in Entries if int(e["Id"]) not in self.refuse],
+            "Failed": [
+                {"Id": e["Id"], "Code": "InternalError", "SenderFault": False, "Message": "try again"}
+                for e in Entries
+                if int(e["Id"]) in self.refuse
+            ],
+        }
+
+    def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        self.calls.append(("PutEvents", len(Entries)))
+        answers = [
+            {"ErrorCode": "ThrottlingException", "ErrorMessage": "slow"} if n in self.refuse else {"EventId": "e"}
+            for n in range(len(Entries))
+        ]
+        return {"FailedEntryCount": len(self.refuse), "Entries": answers}
+
+
+QUEUE = {"kind": "sqs", "arn": "arn:aws:sqs:eu-west-1:123456789012:jobs"}
+BUS = {
+    "kind": "events",
+    "arn": "arn:aws:events:eu-west-1:123456789012:event-bus/orders",
+    "source": "scheduled-table",
+    "detailType": "due",
+}
+
+
+def test_batches_hold_ten_entries_and_at_most_the_calls_bytes() -> None:
+    assert dispatch.packed([1] * 25, 10, 100) == [list(range(10)), list(range(10, 20)), list(range(20, 25))]
+    # 50 + 60 would pass 100: a new batch; 200 alone is over the limit: a batch of its own
+    assert dispatch.packed([50, 60, 10, 200, 5], 10, 100) == [[0], [1, 2], [3], [4]]
+    assert dispatch.packed([], 10, 100) == []
+
+
+def test_send_many_reports_each_refused_entry_and_sends_the_oversized_alone() -> None:
+    clients = Recorder(refuse={1})
+    batch = [("a", "o1"), ("b", "o2"), ("x" * 300 * 1024, "o3"), ("c", "o4")]
+    results = dispatch.send_many(QUEUE, batch, clients=clients)  # type: ignore[arg-type]
+    assert [r is None for r in results] == [True, False, True, True]
+    assert "InternalError" in str(results[1])
+    # 300 KiB is over SendMessageBatch's 256 KiB: SendMessage by itself, between the batches around it
+    assert clients.calls == [("SendMessageBatch", 2), ("SendMessage", 1), ("SendMessageBatch", 1)]
+
+
+def test_put_events_entries_refused_in_a_200_are_errors_of_their_own() -> None:
+    clients = Recorder(refuse={0, 2})
+    results = dispatch.send_many(BUS, [("{}", f"o{n}") for n in range(12)], clients=clients)  # type: ignore[arg-type]
+    assert clients.calls == [("PutEvents", 10), ("PutEvents", 2)]
+    refused = [n for n, r in enumerate(results) if r is not None]
+    assert refused == [0, 2, 10] and "ThrottlingException" in str(results[0])
+
+
+def test_a_kind_without_a_batch_call_is_sent_one_call_an_entry() -> None:
+    sent: list[str] = []
+
+    class Lambda:
+        def invoke(self, **kwargs: Any) -> None:
+            sent.append(kwargs["Payload"].decode())
+
+    class Clients:
+        def get(self, service: str) -> Lambda:
+            return Lambda()
+
+    target = {"kind": "lambda", "arn": "arn:aws:lambda:eu-west-1:123456789012:function:notify"}
+    results = dispatch.send_many(target, [("1", "o1"), ("2", "o2")], clients=Clients())  # type: ignore[arg-type]
+    assert results == [None, None] and sent == ["1", "2"] and dispatch.batch_entries(target) == 1  # type: ignore[arg-type]
