@@ -307,6 +307,22 @@ LEDGER_CLASS = Need(("dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Update
 FEED = Need(("lambda:InvokeFunction",), FUNCTION)
 SCAN = (*engine_needs(ENGINE_ON, without=("backfill_every", "backfill_sweep")), LEDGER_CLASS, FEED)
 RECONCILE_SCAN = (*engine_needs(ENGINE_ON, without=("backfill_every",)), LEDGER_CLASS, FEED)
+
+
+def _swept(resolve: Resolve) -> Resolve:
+    """`resolve`, in the modes whose reconcile sweeps the schedule group (eventbridge, precise ttl)."""
+    return lambda r: resolve(r) if r.mode == "eventbridge" or (r.mode == "ttl" and r.precise) else []
+
+
+# reconcile --in-lambda: after the function's segments, the operator's process sweeps the schedule group for
+# schedules no item asks for (ops.backfill.run, handlers/backfill_sweep.py): the engine's calls but the scan's, each
+# on its resource in the modes that sweep, and the deletes.
+SWEEP = (
+    *engine_needs({k: _swept(v) for k, v in ENGINE_ON.items()}, without=("backfill_every", "backfill_scan")),
+    Need(LEDGER_CLASS.actions, _swept(LEDGER)),
+    Need(FEED.actions, _swept(FUNCTION)),
+    Need(("scheduler:DeleteSchedule",), _swept(SCHEDULES)),
+)
 # --in-lambda: the function scans; the operator settles aggregate's totals once every segment is done.
 FANOUT = (
     *DISCOVER,
@@ -348,7 +364,7 @@ COMMANDS: dict[str, tuple[Need | str, ...]] = {
     ),
     # --in-lambda: the backfill function scans and acts with its own role; the operator invokes it, and settles
     # aggregate's totals once every segment is done.
-    "reconcile-in-lambda": FANOUT,
+    "reconcile-in-lambda": (*FANOUT, *SWEEP),
     # A first backfill of an eventbridge table also reads and then writes its marker in the ledger.
     "backfill-in-lambda": (*FANOUT, *engine_needs({"marker": EVENTBRIDGE_LEDGER})),
     # `scheduled-table policy` itself: finds the stack, then asks what encrypts the table and the target (keys_of).
@@ -560,10 +576,8 @@ def page_section() -> str:
         ("redrive-target", "`scheduled-table redrive target`"),
         ("backfill", "`scheduled-table backfill`"),
         ("reconcile", "`scheduled-table reconcile`"),
-        (
-            "backfill-in-lambda",
-            "`scheduled-table backfill --in-lambda` (`reconcile --in-lambda`: the same without the ledger statement)",
-        ),
+        ("backfill-in-lambda", "`scheduled-table backfill --in-lambda`"),
+        ("reconcile-in-lambda", "`scheduled-table reconcile --in-lambda` (the sweep of the schedule group runs here)"),
         ("policy", "`scheduled-table policy` itself (`scheduled-table policy policy`: what printing the others reads)"),
     ]
     parts = [PAGE_START]

@@ -169,6 +169,13 @@ def _write_schedule(action: str, params: dict[str, Any], where: Where) -> list[R
     ]
 
 
+def _key(key_id: str, where: Where) -> str:
+    """A KMS key named by ARN, alias name or key ID."""
+    if key_id.startswith("arn:"):
+        return key_id
+    return where.arn("kms", key_id if key_id.startswith("alias/") else f"key/{key_id}")
+
+
 def _invoke(params: dict[str, Any], where: Where) -> str:
     return function_arn(params["FunctionName"], params.get("Qualifier"), where)
 
@@ -226,6 +233,10 @@ _RESOLVERS: dict[tuple[str, str], Resolver] = {
     ("lambda", "GetFunctionConfiguration"): _on(_invoke),
     ("lambda", "ListEventSourceMappings"): _on(lambda p, w: "*"),
     ("scheduler", "ListSchedules"): _on(lambda p, w: "*"),
+    # What `scheduled-table policy` reads of the stack's encryption (the queues' with GetQueueAttributes).
+    ("kms", "DescribeKey"): _on(lambda p, w: _key(str(p["KeyId"]), w)),
+    ("sns", "GetTopicAttributes"): _on(lambda p, w: str(p["TopicArn"])),
+    ("stepfunctions", "DescribeStateMachine"): _on(lambda p, w: str(p["stateMachineArn"])),
     # A DynamoDB Streams shard iterator begins with its stream's ARN (`<stream ARN>|1|<opaque>`), as AWS's do.
     ("dynamodbstreams", "GetRecords"): _on(lambda p, w: str(p["ShardIterator"]).split("|", 1)[0]),
     ("stepfunctions", "StartExecution"): _on(lambda p, w: str(p["stateMachineArn"])),

@@ -54,6 +54,12 @@ CASES: dict[str, dict[str, object]] = {
     "ttl-precise": {"mode": "ttl", "precise": True},
     "polling": {"mode": "polling", "create_alarm_topic": True},
     "aggregate": {"mode": "aggregate", "create_alarm_topic": True},
+    # The user's queues: the deploying account and Region are looked up, and these mocks answer nothing.
+    "eventbridge-own-queues": {
+        "mode": "eventbridge",
+        "existing_poison_queue": {"queueArn": "arn:aws:sqs:eu-west-1:123456789012:parked"},
+        "existing_target_dlq": {"queueArn": "arn:aws:sqs:eu-west-1:123456789012:undone"},
+    },
 }
 
 

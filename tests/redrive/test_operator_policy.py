@@ -221,7 +221,12 @@ def test_the_policy_is_scoped_to_the_stacks_resources(stack: Any) -> None:
     assert anything["Action"] == ["lambda:ListEventSourceMappings"]
 
 
-def test_backfill_in_lambda_runs_under_its_policy_which_invokes_only_the_backfill_function(stack: Any) -> None:
+@pytest.mark.parametrize("command", ["backfill", "reconcile"])
+def test_the_fan_out_runs_under_its_policy_which_invokes_the_backfill_function(stack: Any, command: str) -> None:
+    """`backfill --in-lambda` and `reconcile --in-lambda`: the operator checks the backfill function and invokes it
+    per segment; the function scans and acts with its own role. reconcile's sweep of the schedule group then runs in
+    the operator's process (it may feed the consumer a write it follows).
+    Before: reconcile --in-lambda's policy left out the sweep, and it was refused scheduler:ListSchedules."""
     import io
 
     _, function, _ = stack
@@ -246,15 +251,17 @@ def test_backfill_in_lambda_runs_under_its_policy_which_invokes_only_the_backfil
             answer: dict[str, Any] = {"done": True, "startKey": None, "tally": {}}
             return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(answer).encode())}
 
-    granted = policy(function, "backfill", "--in-lambda", "items-backfill")
-    argv = ["backfill", "--segments", "2", "--in-lambda", "items-backfill"]
+    granted = policy(function, command, "--in-lambda", "items-backfill")
+    argv = [command, "--segments", "2", "--in-lambda", "items-backfill"]
 
     status, lines, calls = as_operator(function, argv, granted, requests.NO_KEYS, **{"lambda": Lambda()})
 
     assert (status, calls.refused) == (0, []), lines
     assert invoked == ["items-backfill", "items-backfill"]
     invokes = [s["Resource"] for s in granted["Statement"] if "lambda:InvokeFunction" in s["Action"]]
-    assert invokes == [["arn:aws:lambda:eu-west-1:123456789012:function:items-backfill"]]  # not the consumer
+    fanned = ["arn:aws:lambda:eu-west-1:123456789012:function:items-backfill"]
+    fed = [f"arn:aws:lambda:eu-west-1:123456789012:function:{function.name}"]  # the sweep's feed: reconcile only
+    assert sorted(invokes) == sorted([fanned, *([fed] if command == "reconcile" else [])])
 
 
 def test_the_scan_commands_grant_what_the_engines_modules_declare() -> None:
@@ -683,3 +690,21 @@ def test_a_poison_queue_of_the_users_encrypted_with_a_customer_key_is_granted_th
 
     assert (status, calls.refused) == (0, []), lines
     assert len(bodies(env, target)) == 2 and bodies(env, env.poison_url) == []
+
+
+def test_the_policy_command_runs_under_the_policy_it_prints_for_itself(stack: Any) -> None:
+    """`scheduled-table policy policy` grants what printing a policy reads: the stack (as every command finds it),
+    the table's and the queues' encryption, the target's, and the keys' metadata; printing redrive-target's policy
+    for a stack whose target is encrypted runs under exactly that, and finds the key."""
+    env, function, name = stack
+    key = customer_key()
+    env.sqs.create_queue(QueueName=name, Attributes={"KmsMasterKeyId": key})
+    granted = policy(function, "policy")
+    client, calls = enforcing(aws(function), granted)
+    lines: list[str] = []
+
+    status = main(["policy", "redrive-target", "--function", function.name], client=client, emit=lines.append)
+
+    assert (status, calls.refused) == (0, []), lines
+    assert {"dynamodb:DescribeTable", "sqs:GetQueueAttributes", "kms:DescribeKey"} <= calls.actions
+    assert key in "\n".join(lines)
