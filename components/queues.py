@@ -70,7 +70,8 @@ EXISTING_QUEUE_DOCS: dict[str, str] = {
     ),
     "max_message_bytes": (
         f"the queue's `maxMessageSize`, {constants.SQS_MIN_MESSAGE_BYTES}-{constants.SQS_MAX_MESSAGE_BYTES}: a "
-        "parked record larger than this is sent with only its keys and a note"
+        "parked record larger than this is sent with its keys, a note and as much of itself as fits; 1048576 for a "
+        "target DLQ in `polling` mode or at `precision` `second`"
     ),
 }
 # The options' description after their syntax (args.OPTION_DOCS, provider.PROVIDER_DOCS).

@@ -335,3 +335,13 @@ def test_the_provider_form_names_the_camel_case_input() -> None:
     inputs: Any = {"mode": "ttl", "existingPoisonQueue": {"queueArn": elsewhere}}
     with pytest.raises(ValueError, match=r"^existingPoisonQueue.queueArn: 'arn:aws:sqs:us-east-1:.* use a queue in"):
         run_with_mocks(lambda: ScheduledTable("r", inputs))
+
+
+def test_a_key_known_only_when_deploying_is_checked_then() -> None:
+    def program() -> None:
+        alias = aws.kms.Alias("parked", name="alias/parked", target_key_id="k")
+        given = ExistingQueue(PARKED, kms_key_arn=alias.name)
+        ScheduledTable("r", ScheduledTableArgs(mode="ttl", existing_poison_queue=given))
+
+    with pytest.raises(ValueError, match=r"^existing_poison_queue.kms_key_arn: 'alias/parked' is not a KMS key ARN;"):
+        run_with_mocks(program)
