@@ -121,6 +121,27 @@ def test_a_failed_batch_call_backs_off_every_entry_and_sends_none_twice(polling_
     assert received(polling_env) == Counter({f"r{n}": 1 for n in range(4)})
 
 
+def test_a_cancel_between_the_index_read_and_the_batch_is_not_sent_nor_written_back(polling_env: Env) -> None:
+    for n in range(5):
+        pending(polling_env, f"r{n}", NOW - 5)
+    cancelled = iter(["r1"])
+
+    def user_deletes(**_: Any) -> None:  # right after the page is read: the index (and the page) still show it
+        pk = next(cancelled, None)
+        if pk is not None:
+            polling_env.delete(pk, "T")
+
+    CLIENTS.get("dynamodb").meta.events.register("after-call.dynamodb.Query", user_deletes)
+    report = polling.process(polling_env.config, now=lambda: NOW)
+    assert (report.dispatched, report.skipped) == (4, 1)
+    assert received(polling_env) == Counter({"r0": 1, "r2": 1, "r3": 1, "r4": 1})
+    # no phantom: the claim refused, nothing wrote the deleted item back
+    assert (
+        polling_env.ddb.get_item(TableName=polling_env.table, Key={"PK": {"S": "r1"}, "SK": {"S": "T"}}).get("Item")
+        is None
+    )
+
+
 # -- dispatch.send_many, the registry's batch path ------------------------------------------------------------------
 
 
