@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
@@ -17,10 +17,11 @@ import pytest
 from botocore.exceptions import ClientError
 from st_core import dispatch
 from st_core.clients import CLIENTS
+from st_core.errors import PermanentError
 
 from tests.conftest import REGION
 from tests.handlers.conftest import Env, with_due_index
-from tests.handlers.faults import RefusedEntries
+from tests.handlers.faults import RefusedEntries, Throttled
 from tests.handlers.test_polling import item as status
 from tests.handlers.test_polling import pending
 
@@ -119,6 +120,75 @@ def test_a_failed_batch_call_backs_off_every_entry_and_sends_none_twice(polling_
     assert received(polling_env) == Counter()
     assert polling.process(polling_env.config, now=lambda: NOW + 61).dispatched == 4
     assert received(polling_env) == Counter({f"r{n}": 1 for n in range(4)})
+
+
+def completing(pk: str, status_value: str) -> Callable[[dict[str, Any]], bool]:
+    """Picks the processor's UpdateItem that settles `pk` (`:done`, `:failed` or `:retry`)."""
+    return lambda params: params["Key"]["PK"]["S"] == pk and f":{status_value}" in params["ExpressionAttributeValues"]
+
+
+def ten_due_in_one_batch(env: Env) -> None:
+    env.config["maxWorkers"] = 10  # the tick's first page is the ten: one batch
+    for n in range(10):
+        pending(env, f"r{n}", NOW - 5)
+
+
+def statuses(env: Env, count: int) -> dict[str, str]:
+    return {f"r{n}": status(env, f"r{n}")["stStatus"]["S"] for n in range(count)}
+
+
+def test_a_completion_throttled_for_good_leaves_its_entry_alone_claimed_and_the_rest_done_once(
+    polling_env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    ten_due_in_one_batch(polling_env)
+    # GIVEN DynamoDB throttling r2's completion, past the SDK's and the processor's retries (a herd's hot partition)
+    throttle = Throttled(completing("r2", "done"))
+    throttle.attach(CLIENTS.get("dynamodb"), "UpdateItem")
+    # WHEN the tick sends the ten in one batch: it fails (the error the alarm counts), after completing the others
+    with pytest.raises(ClientError, match="ProvisionedThroughputExceeded"):
+        polling.process(polling_env.config, now=lambda: NOW)
+    assert throttle.throttled == 5  # persist's five attempts
+    assert received(polling_env) == Counter({f"r{n}": 1 for n in range(10)})
+    assert statuses(polling_env, 10) == {f"r{n}": "CLAIMED" if n == 2 else "DONE" for n in range(10)}
+    [metric] = [json.loads(r.getMessage()) for r in caplog.records if '"_aws"' in r.getMessage()]
+    assert (metric["Dispatched"], metric["Unsettled"]) == (9, 1)
+    # THEN after the lease only r2 is sent again (at least once for the one whose completion failed), none other
+    throttle.detach()
+    lease = polling_env.config["polling"]["leaseSeconds"]
+    assert polling.process(polling_env.config, now=lambda: NOW + lease + 1).dispatched == 1
+    assert received(polling_env) == Counter({"r2": 1})
+    assert set(statuses(polling_env, 10).values()) == {"DONE"}
+
+
+def test_a_backoff_or_dead_letter_write_that_fails_leaves_the_rest_of_the_batch_settled(
+    polling_env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ten_due_in_one_batch(polling_env)
+    # GIVEN two items whose due event cannot be built (refused for good before any send: an email target's rendering
+    # over its limit, say), and SQS refusing two entries of the batch for good (a sender fault)...
+    build = polling.target_input
+
+    def target_input(target: Any, event: Any, **kwargs: Any) -> str:
+        if event["keys"]["PK"] in ("r1", "r4"):
+            raise PermanentError("the email rendered from this item is 300000 bytes, over the 262000 allowed")
+        return build(target, event, **kwargs)
+
+    monkeypatch.setattr(polling, "target_input", target_input)
+    refusal = RefusedEntries(
+        lambda entry: json.loads(entry["MessageBody"])["keys"]["PK"] in ("r6", "r8"),
+        code="InvalidParameterValue",
+        sender_fault=True,
+    )
+    refusal.attach(CLIENTS.get("sqs"))
+    # ... and DynamoDB throttling the write that parks r1 (before the send) and r6 (after it)
+    throttle = Throttled(lambda params: completing("r1", "failed")(params) or completing("r6", "failed")(params))
+    throttle.attach(CLIENTS.get("dynamodb"), "UpdateItem")
+    with pytest.raises(ClientError, match="ProvisionedThroughputExceeded"):
+        polling.process(polling_env.config, now=lambda: NOW)
+    # THEN the batch was still sent, and every other entry settled: r4 and r8 parked, the rest done, once each
+    assert received(polling_env) == Counter({f"r{n}": 1 for n in (0, 2, 3, 5, 7, 9)})
+    settled = {"r1": "CLAIMED", "r4": "FAILED", "r6": "CLAIMED", "r8": "FAILED"}
+    assert statuses(polling_env, 10) == {f"r{n}": settled.get(f"r{n}", "DONE") for n in range(10)}
 
 
 def test_a_cancel_between_the_index_read_and_the_batch_is_not_sent_nor_written_back(polling_env: Env) -> None:
