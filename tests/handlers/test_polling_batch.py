@@ -212,15 +212,39 @@ def test_a_cancel_between_the_index_read_and_the_batch_is_not_sent_nor_written_b
     )
 
 
+def test_a_batch_over_the_queues_own_size_limit_is_sent_one_entry_a_call(polling_env: Env) -> None:
+    # GIVEN a queue whose MaximumMessageSize (64 KiB) is below what a batch may total (256 KiB): SQS refuses the
+    # whole SendMessageBatch of five 20 KiB due events, though each fits the queue by itself
+    for n in range(5):
+        pending(polling_env, f"r{n}", NOW - 5, blob="x" * 20 * 1024)
+    refused: list[int] = []
+
+    def too_long(params: dict[str, Any], **_: Any) -> None:
+        if sum(len(entry["MessageBody"]) for entry in params["Entries"]) > 64 * 1024:
+            refused.append(len(params["Entries"]))
+            error = {"Code": "AWS.SimpleQueueService.BatchRequestTooLong", "Message": "Batch requests cannot be longer"}
+            raise ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}, "SendMessageBatch")
+
+    CLIENTS.get("sqs").meta.events.register("before-parameter-build.sqs.SendMessageBatch", too_long)
+    counted = calls(("SendMessage", "SendMessageBatch"))
+    # THEN each is sent alone and done, once; none is backed off or dead-lettered for its neighbours' size
+    report = polling.process(polling_env.config, now=lambda: NOW)
+    assert (report.dispatched, report.retried, report.failed) == (5, 0, 0) and refused == [5]
+    assert counted["SendMessage"] == 5
+    assert received(polling_env) == Counter({f"r{n}": 1 for n in range(5)})
+    assert set(statuses(polling_env, 5).values()) == {"DONE"}
+
+
 # -- dispatch.send_many, the registry's batch path ------------------------------------------------------------------
 
 
 class Recorder:
     """A client registry whose SQS and EventBridge clients record calls and answer as AWS does."""
 
-    def __init__(self, refuse: set[int] | None = None) -> None:
+    def __init__(self, refuse: set[int] | None = None, queue_bytes: int = 1024 * 1024) -> None:
         self.calls: list[tuple[str, int]] = []
         self.refuse = refuse or set()
+        self.queue_bytes = queue_bytes  # the queue's MaximumMessageSize, which bounds a batch's total too
 
     def get(self, service: str) -> Recorder:
         return self
@@ -228,12 +252,16 @@ class Recorder:
     def get_queue_url(self, **_: Any) -> dict[str, str]:
         return {"QueueUrl": "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs"}
 
-    def send_message(self, **_: Any) -> dict[str, str]:
+    def send_message(self, MessageBody: str, **_: Any) -> dict[str, str]:
         self.calls.append(("SendMessage", 1))
+        if len(MessageBody) > self.queue_bytes:
+            raise self._refused("InvalidParameterValue", "One or more parameters are invalid", "SendMessage")
         return {"MessageId": "m"}
 
     def send_message_batch(self, Entries: list[dict[str, Any]], **_: Any) -> dict[str, Any]:
         self.calls.append(("SendMessageBatch", len(Entries)))
+        if sum(len(e["MessageBody"]) for e in Entries) > self.queue_bytes:
+            raise self._refused("AWS.SimpleQueueService.BatchRequestTooLong", "too long", "SendMessageBatch")
         return {
             "Successful": [{"Id": e["Id"], "MessageId": "m"} for e in Entries if int(e["Id"]) not in self.refuse],
             "Failed": [
@@ -242,6 +270,10 @@ class Recorder:
                 if int(e["Id"]) in self.refuse
             ],
         }
+
+    @staticmethod
+    def _refused(code: str, message: str, operation: str) -> ClientError:
+        return ClientError({"Error": {"Code": code, "Message": message}}, operation)
 
     def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
         self.calls.append(("PutEvents", len(Entries)))
@@ -276,6 +308,17 @@ def test_send_many_reports_each_refused_entry_and_sends_the_oversized_alone() ->
     assert "InternalError" in str(results[1])
     # 300 KiB is over SendMessageBatch's 256 KiB: SendMessage by itself, between the batches around it
     assert clients.calls == [("SendMessageBatch", 2), ("SendMessage", 1), ("SendMessageBatch", 1)]
+
+
+def test_a_batch_refused_whole_for_its_total_size_sends_each_entry_alone() -> None:
+    # GIVEN a 64 KiB queue: three 30 KiB entries fit it one by one, not together; a 70 KiB one fits neither way
+    clients = Recorder(queue_bytes=64 * 1024)
+    batch = [("a" * 30 * 1024, "o1"), ("b" * 30 * 1024, "o2"), ("c" * 70 * 1024, "o3"), ("d" * 30 * 1024, "o4")]
+    results = dispatch.send_many(QUEUE, batch, clients=clients)  # type: ignore[arg-type]
+    # THEN the refused call is followed by one SendMessage an entry: the three that fit are sent, the other is
+    # refused by itself (parked with SQS's reason, its neighbours not)
+    assert clients.calls == [("SendMessageBatch", 4)] + [("SendMessage", 1)] * 4
+    assert [r is None for r in results] == [True, True, False, True] and "InvalidParameterValue" in str(results[2])
 
 
 def test_put_events_entries_refused_in_a_200_are_errors_of_their_own() -> None:
