@@ -643,7 +643,11 @@ class Processor:
         except Exception as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
-            log.warning("lease-lost", keys=decode_image(key), note="dispatched after the lease ran out")
+            log.warning(
+                "lease-lost",
+                keys=decode_image(key),
+                note="dispatched after the lease ran out, or after the item was deleted or replaced since its claim",
+            )
 
     def _failed(self, key: dict[str, Any], raw: dict[str, Any], lease: int, exc: Exception) -> Outcome:
         """Back the item off (back in the index at a later `stDue`, its `stTaskDue` kept, so the next attempt is the

@@ -191,7 +191,7 @@ def test_a_backoff_or_dead_letter_write_that_fails_leaves_the_rest_of_the_batch_
     assert statuses(polling_env, 10) == {f"r{n}": settled.get(f"r{n}", "DONE") for n in range(10)}
 
 
-def test_a_cancel_between_the_index_read_and_the_batch_is_not_sent_nor_written_back(polling_env: Env) -> None:
+def test_an_item_deleted_after_the_index_read_is_not_claimed_sent_nor_written_back(polling_env: Env) -> None:
     for n in range(5):
         pending(polling_env, f"r{n}", NOW - 5)
     cancelled = iter(["r1"])
@@ -206,10 +206,36 @@ def test_a_cancel_between_the_index_read_and_the_batch_is_not_sent_nor_written_b
     assert (report.dispatched, report.skipped) == (4, 1)
     assert received(polling_env) == Counter({"r0": 1, "r2": 1, "r3": 1, "r4": 1})
     # no phantom: the claim refused, nothing wrote the deleted item back
-    assert (
-        polling_env.ddb.get_item(TableName=polling_env.table, Key={"PK": {"S": "r1"}, "SK": {"S": "T"}}).get("Item")
-        is None
-    )
+    assert status(polling_env, "r1") == {}
+
+
+@pytest.mark.parametrize("on_done", ["mark", "delete"])
+def test_a_cancel_between_the_claim_and_the_batch_is_too_late_it_is_sent_once_and_not_written_back(
+    polling_env: Env, on_done: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A delete that lands after the claim, while the batch is on its way, does not stop the send (the due event
+    was built from the page): the item is sent once, its completion is refused (it no longer holds the claim), and
+    nothing writes the deleted item back."""
+    polling_env.config["polling"]["onDone"] = on_done
+    for n in range(5):
+        pending(polling_env, f"r{n}", NOW - 5)
+    cancelled = iter(["r1"])
+
+    def user_deletes(**_: Any) -> None:  # every item of the batch claimed, the batch about to be sent
+        pk = next(cancelled, None)
+        if pk is not None:
+            assert status(polling_env, pk)["stStatus"]["S"] == "CLAIMED"
+            polling_env.delete(pk, "T")
+
+    CLIENTS.get("sqs").meta.events.register("before-parameter-build.sqs.SendMessageBatch", user_deletes)
+    assert polling.process(polling_env.config, now=lambda: NOW).dispatched == 5
+    assert received(polling_env) == Counter({f"r{n}": 1 for n in range(5)})
+    assert status(polling_env, "r1") == {}
+    assert any('"lease-lost"' in r.getMessage() and '"r1"' in r.getMessage() for r in caplog.records)
+    # and no later tick sends it again
+    lease = polling_env.config["polling"]["leaseSeconds"]
+    assert polling.process(polling_env.config, now=lambda: NOW + lease + 1).dispatched == 0
+    assert received(polling_env) == Counter()
 
 
 def test_a_batch_over_the_queues_own_size_limit_is_sent_one_entry_a_call(polling_env: Env) -> None:
