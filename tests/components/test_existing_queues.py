@@ -304,8 +304,7 @@ def test_a_queue_in_another_region_is_refused_when_the_stack_deploys() -> None:
         _built(mode="ttl", precise=True, existing_target_dlq=ExistingQueue(elsewhere))
     assert str(raised.value) == (
         f"existing_target_dlq.queue_arn: '{elsewhere}' is in us-east-1, and this stack deploys to eu-west-1: the "
-        "queue must be in the stack's Region (Scheduler's DLQ must be in the schedule's, and the functions' SQS "
-        "clients are in theirs); use a queue in eu-west-1"
+        "functions send from the stack's Region, where a queue of another Region is not found; use a queue in eu-west-1"
     )
 
 
@@ -316,8 +315,8 @@ def test_a_queue_in_another_account_is_refused_when_the_stack_deploys(option: st
         _built(mode="ttl", **{option: ExistingQueue(theirs)})
     assert str(raised.value) == (
         f"{option}.queue_arn: '{theirs}' is in account 210987654321, and this stack deploys to account {ACCOUNT}: "
-        "the component can grant its writers only in its own account (and Scheduler's DLQ must be in the "
-        f"schedule's); use a queue in account {ACCOUNT}"
+        "the component can grant its writers only in its own account (another account's queue would need a queue "
+        f"policy of its own); use a queue in account {ACCOUNT}"
     )
 
 

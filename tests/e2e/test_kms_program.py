@@ -30,6 +30,8 @@ from localcloud.emulators import Emulators, fire_rule
 from localcloud.provision import clients
 from localcloud.server import Ministack
 
+from .conftest import wait_until as _wait
+
 PROJECT = "name: vault\nruntime: python\ndescription: a user's project, encrypted\n"
 PROGRAM = """\
 import json
@@ -127,16 +129,6 @@ def deployed(tmp_path_factory: pytest.TempPathFactory, fresh_cloud: Ministack) -
 
 def _client(cloud: Ministack) -> Callable[[str], Any]:
     return clients(cloud.endpoint, REGION)
-
-
-def _wait(condition: Callable[[], Any], seconds: float = WAIT_SECONDS) -> Any:
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(1.0)
-    return None
 
 
 def _bodies(client: Callable[[str], Any], url: str, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
