@@ -126,6 +126,7 @@ def run() -> tuple[str, dict[str, float]]:
     model: list[list[Any]] = []
     figures: dict[str, float] = {}
     segments_run = sized(SEGMENTS, (1, 2))
+    eventbridge_calls: dict[str, float] = {}
     for mode in _sizes():
         rates = {}
         calls: Counter[str] = Counter()
@@ -134,6 +135,8 @@ def run() -> tuple[str, dict[str, float]]:
             rates[segments] = count / seconds
             figures[f"backfill_{mode}_items_per_s_{segments}seg"] = rates[segments]
         per_item = {op: n / count for op, n in sorted(calls.items())}
+        if mode == "eventbridge":
+            eventbridge_calls = per_item
         scheduler = sum(n for op, n in per_item.items() if "Schedule" in op)
         rows.append(
             [
@@ -183,6 +186,6 @@ def run() -> tuple[str, dict[str, float]]:
             "transactions copies the table in moto (TransactWriteItems takes ~10 ms on AWS), so its model is a floor."
         ),
     )
-    fanned, fanned_figures = backfill_fanout.run()
+    fanned, fanned_figures = backfill_fanout.run(eventbridge_calls)  # the fan-out's items are named as these
     figures.update(fanned_figures)
     return text + "\n" + fanned, figures

@@ -31,7 +31,7 @@ in that interpreter, the handler's first client (`CLIENTS.get`, with its own ret
 more default `boto3.client(service)`: what our client costs beyond the reference's. Their sum, "added", is the
 figure the goal is judged on. Why not the paired difference of whole cold starts: on this shared machine, two
 interpreters doing the same `import boto3` + client land 50-100 ms of CPU apart (measured 2026-11-26: 245-480 ms
-over 20 runs), so a 10 ms goal cannot be read from the difference of two of them in 21 rounds; within one
+over 20 runs), so a 10 ms goal cannot be read from the difference of two of them in a few dozen rounds; within one
 interpreter the two sides of each difference share its speed. It leaves out nothing the handler runs: its import and
 its client are timed whole; what both sides pay (boto3, the service's models) is not ours to add.
 
@@ -66,7 +66,14 @@ from typing import Any
 from .coldstart_ab import IMPORTS, compare, summary
 from .harness import REGION, expect, sized, small, table
 
-RUNS = int(os.environ.get("BENCH_COLDSTART_RUNS", "21"))
+# How long it takes: every sample is a fresh interpreter that imports boto3 and makes a client, about 0.75 s of CPU
+# on this machine (2 cores, measured 2026-11-27). A round of the main table starts 53 of them (each of the 6
+# handlers: 3 from each archive and 2 references; Powertools: 3 and 2), the before/after 12 a round. At 21 rounds the
+# run started about 1,280 interpreters: 14 minutes at a load average of 0.5-1 (2026-11-26), and at 10 (2026-11-27)
+# only part of the first table in 20 minutes. 9 rounds (the median of 9 paired differences; the goal's figure,
+# measured within one interpreter, varies least) and 13 before/after rounds (the figure a change of the handlers is
+# judged on) start about 640: about 7 minutes on the idle machine.
+RUNS = int(os.environ.get("BENCH_COLDSTART_RUNS", "9"))
 AB_ROUNDS = int(os.environ.get("BENCH_COLDSTART_AB_ROUNDS", "13"))
 BASE = os.environ.get("BENCH_COLDSTART_BASE", "main")
 # The cold-start goal: at most this much added to a cold start over `import boto3` and the first client, every handler.

@@ -16,7 +16,7 @@ import json
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from .policies import VPC_ACCESS_ACTIONS, Statement
+from .policies import STREAM_READ_ACTIONS, VPC_ACCESS_ACTIONS, Statement
 
 if TYPE_CHECKING:
     import pulumi_aws as aws
@@ -28,9 +28,7 @@ HANDLER = "backfill.handler"
 # Each invocation runs one slice of a segment until its last 30 s (handlers/backfill_scan.MARGIN_SECONDS): the longest
 # Lambda allows, so a chain needs the fewest invocations.
 TIMEOUT_SECONDS = 900
-STREAM_ACTIONS = frozenset(
-    {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
-)
+STREAM_ACTIONS = frozenset(STREAM_READ_ACTIONS)
 
 
 def declared(without: Collection[str] = ()) -> dict[str, tuple[str, ...]]:

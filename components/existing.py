@@ -227,7 +227,9 @@ def table_reference(name: str, table_arn: str | None, home_arn: str | None) -> s
     """What the functions name the table by in their DynamoDB calls: its name when it is in the deploying account
     (`home_arn`'s), its ARN when it is another account's (DynamoDB looks a plain name up in the caller's own account,
     where there is no such table; another account's table is named by its ARN)."""
-    table_parts, home_parts = (table_arn or "").split(":"), (home_arn or "").split(":")
-    if len(table_parts) < 6 or table_parts[2] != "dynamodb" or len(home_parts) < 6:
+    if table_arn is None or home_arn is None:
         return name  # not known yet (mocks that echo inputs)
+    table_parts, home_parts = table_arn.split(":"), home_arn.split(":")
+    if len(table_parts) < 6 or table_parts[2] != "dynamodb" or len(home_parts) < 6:
+        return name
     return table_arn if table_parts[4] != home_parts[4] else name

@@ -123,6 +123,15 @@ def scheduler_execution_policy(
     return document([*target, dlq, *key_statements(target_dlq_key_arn, QUEUE_KEY_ACTIONS)])
 
 
+# What an event source mapping does with its function's role to read the table's stream.
+STREAM_READ_ACTIONS = (
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:ListStreams",
+)
+
+
 def stream_consumer_statements(
     *,
     table_arn: str | None,
@@ -139,12 +148,7 @@ def stream_consumer_statements(
         statements.append(
             {
                 "Effect": "Allow",
-                "Action": [
-                    "dynamodb:DescribeStream",
-                    "dynamodb:GetRecords",
-                    "dynamodb:GetShardIterator",
-                    "dynamodb:ListStreams",
-                ],
+                "Action": list(STREAM_READ_ACTIONS),
                 "Resource": [f"{table_arn}/stream/*"],
             }
         )

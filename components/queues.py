@@ -5,9 +5,10 @@ due queue is not here (the `target` option already takes the user's queue), nor 
 visibility timeout and redrive are the component's machinery, not a place anyone reads).
 
 Checked at construction with the field and the fix (a plain ARN; an Output when it resolves): a standard queue's
-ARN, in the account and Region the stack deploys to (Scheduler's DLQ must be; the functions' SQS clients are in
-their own Region; and only the deploying account's IAM policies can grant the writers). Imports only the ARN
-helpers and the handlers' constants, so the options, the builders and the provider can all use it."""
+ARN, in the account and Region the stack deploys to (the functions' SQS clients are in their own Region, where
+another Region's queue is not found; and only the deploying account's IAM policies can grant the writers).
+Imports only the ARN helpers and the handlers' constants, so the options, the builders and the provider can all use
+it."""
 
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ EXISTING_QUEUE_DOCS: dict[str, str] = {
     ),
     "max_message_bytes": (
         f"the queue's `maxMessageSize`, {constants.SQS_MIN_MESSAGE_BYTES}-{constants.SQS_MAX_MESSAGE_BYTES}: a "
-        "parked record larger than this is sent with only its keys and a note"
+        "parked record larger than this is sent with its keys, a note and as much of itself as fits; 1048576 for a "
+        "target DLQ in `polling` mode or at `precision` `second`"
     ),
 }
 # The options' description after their syntax (args.OPTION_DOCS, provider.PROVIDER_DOCS).
@@ -191,9 +193,9 @@ def queue_arn_problem(option: str, arn: str) -> str | None:
 
 def placement_problem(option: str, arn: str, home_arn: str) -> str | None:
     """Why the queue `arn` cannot be used from a stack deploying where `home_arn` is (None if it can): another
-    Region or another account. Scheduler's DLQ must be in the schedule's account and Region; the functions' SQS
-    clients are in their own Region; and a writer in the stack's account reaches another account's queue only if
-    that queue's policy allows it, which the component cannot write."""
+    Region or another account. The functions' SQS clients are in the stack's Region, where another Region's queue
+    is not found; and a writer in the stack's account reaches another account's queue only if that queue's policy
+    allows it, which the component cannot write."""
     partition, region, account = _placement(arn)
     home_partition, home_region, home_account = _placement(home_arn)
     if not region or not home_region:  # mocks that echo inputs, or an ARN checked elsewhere
@@ -201,15 +203,14 @@ def placement_problem(option: str, arn: str, home_arn: str) -> str | None:
     where = f"{option}.queue_arn: {arn!r}"
     if region != home_region or partition != home_partition:
         return (
-            f"{where} is in {region}, and this stack deploys to {home_region}: the queue must be in the stack's "
-            f"Region (Scheduler's DLQ must be in the schedule's, and the functions' SQS clients are in theirs); use a "
-            f"queue in {home_region}"
+            f"{where} is in {region}, and this stack deploys to {home_region}: the functions send from the stack's "
+            f"Region, where a queue of another Region is not found; use a queue in {home_region}"
         )
     if account != home_account:
         return (
             f"{where} is in account {account}, and this stack deploys to account {home_account}: the component can "
-            "grant its writers only in its own account (and Scheduler's DLQ must be in the schedule's); use a queue "
-            f"in account {home_account}"
+            "grant its writers only in its own account (another account's queue would need a queue policy of its own); "
+            f"use a queue in account {home_account}"
         )
     return None
 

@@ -199,10 +199,11 @@ def occurrences_of(image: dict[str, Any] | None, keys: ItemKeys, config: Handler
     return found
 
 
-def plan(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime) -> Plan:
-    """What one record means for the item's occurrences, given when its change happened (no AWS calls)."""
+def plan(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime, keys: ItemKeys | None = None) -> Plan:
+    """What one record means for the item's occurrences, given when its change happened (no AWS calls); `keys`: the
+    record's `item_keys`, where the caller has them already."""
     data = record["dynamodb"]
-    keys = item_keys(data["Keys"], config)
+    keys = item_keys(data["Keys"], config) if keys is None else keys
     name = record["eventName"]
     try:
         olds = occurrences_of(decode_image(data.get("OldImage")), keys, config)
@@ -301,6 +302,8 @@ class Scheduling:
         self._markers: list[tuple[str, float, str]] = []
         # Each record's plan, made once (`prepare` plans the batch to know which items to read), by record object.
         self._plans: dict[int, Plan] = {}
+        # Each record's item's key identity, worked out once (`prepare` and `_current` both ask), by record object.
+        self._identities: dict[int, str] = {}
         # The batch's items as they are now, by key identity (`prepare`); an item missing here is read on its own.
         self._items: Found = {}
         self._counts: Counter[str] = Counter()
@@ -349,7 +352,7 @@ class Scheduling:
                 s.action is Action.SCHEDULE or (s.action is Action.CANCEL and s.occurrence.recurrence is not None)
                 for s in step_plan.steps
             ):
-                keys[key_identity(record)] = record["dynamodb"]["Keys"]
+                keys[self._identity(record)] = record["dynamodb"]["Keys"]
         if keys:
             found = read_items(
                 self.clients, self.config["table"], keys, workers=self.config["maxWorkers"], sleep=self.sleep
@@ -388,13 +391,21 @@ class Scheduling:
         with self._lock:
             self._counts[action] += 1
 
+    def _identity(self, record: DynamoDBStreamRecord) -> str:
+        found = self._identities.get(id(record))
+        if found is None:
+            found = self._identities[id(record)] = key_identity(record)
+        return found
+
     def _plan(self, record: DynamoDBStreamRecord) -> Plan:
         known = self._plans.get(id(record))
         if known is not None:
             return known
         moment = changed_at(record)
         changed = datetime.fromtimestamp(moment, UTC) if moment is not None else self.now()
-        made = plan(record, self.config, changed)
+        keys = item_keys(record["dynamodb"]["Keys"], self.config)
+        self._identities[id(record)] = keys.identity  # `key_identity(record)`, worked out once
+        made = plan(record, self.config, changed, keys)
         self._plans[id(record)] = made
         return made
 
@@ -418,7 +429,8 @@ class Scheduling:
             # the item still holds is delivered below: a later write may have come after the time, when no
             # schedule is made for it. The item is read once per batch (`prepare`), after every record of it.
             self._count("stale")
-            log.debug("schedule-stale", schedule=occurrence.name, dueAt=format_due(occurrence.due))
+            if log.debugging():
+                log.debug("schedule-stale", schedule=occurrence.name, dueAt=format_due(occurrence.due))
             return
         if past:
             # Scheduler cannot fire in the past: delivered now, unless a schedule or an earlier run owns it.
@@ -451,7 +463,8 @@ class Scheduling:
                 chunk, self._markers = self._markers[:BATCH_WRITE_LIMIT], self._markers[BATCH_WRITE_LIMIT:]
         if chunk:
             self._write(chunk)
-        log.debug("scheduled", schedule=occurrence.name, dueAt=format_due(occurrence.due), fireAt=format_due(fire))
+        if log.debugging():
+            log.debug("scheduled", schedule=occurrence.name, dueAt=format_due(occurrence.due), fireAt=format_due(fire))
 
     def _may_be_firing(self, due: datetime, now: datetime) -> bool:
         if self.second:
@@ -644,7 +657,7 @@ class Scheduling:
     def _current(self, record: DynamoDBStreamRecord) -> dict[str, Any] | None:
         """The record's item as it is now: from the batch read (`prepare`), or, for an item that read did not
         settle, one consistent GetItem of its own."""
-        identity = key_identity(record)
+        identity = self._identity(record)
         with self._lock:
             if identity in self._items:
                 return self._items[identity]

@@ -89,6 +89,7 @@ class Outcome(Enum):
     SKIPPED = "skipped"  # not claimed: another processor has it, or it moved, was deleted or is done
     YIELDED = "yielded"  # not claimed: a younger tick took it, so this tick reads no more of the shard
     LEFT = "left"  # not taken: out of time (the next tick takes it)
+    UNSETTLED = "unsettled"  # claimed, but its completion or backoff failed: due again when its lease ends
 
 
 class Claim(Enum):
@@ -108,7 +109,7 @@ class TickReport:
     A plain class rather than a dataclass, which would generate and compile its methods on every cold start."""
 
     def __init__(self) -> None:
-        self.dispatched = self.retried = self.failed = self.skipped = 0
+        self.dispatched = self.retried = self.failed = self.skipped = self.unsettled = 0
         self.backlog = self.backlogged_shards = self.yielded_shards = 0
         self.out_of_time = False
         self.shards: dict[int, int] = {}
@@ -122,6 +123,7 @@ class TickReport:
         self.failed += outcomes.count(Outcome.FAILED)
         self.skipped += outcomes.count(Outcome.SKIPPED) + outcomes.count(Outcome.YIELDED)
         self.backlog += outcomes.count(Outcome.LEFT)
+        self.unsettled += outcomes.count(Outcome.UNSETTLED)
 
     def add(self, other: TickReport) -> None:
         self.dispatched += other.dispatched
@@ -129,6 +131,7 @@ class TickReport:
         self.failed += other.failed
         self.skipped += other.skipped
         self.backlog += other.backlog
+        self.unsettled += other.unsettled
         self.backlogged_shards += other.backlogged_shards
         self.yielded_shards += other.yielded_shards
         self.out_of_time |= other.out_of_time
@@ -248,6 +251,7 @@ class Processor:
             Dispatched=report.dispatched,
             Retried=report.retried,
             Failed=report.failed,
+            Unsettled=report.unsettled,
             Backlog=report.backlog,
             BackloggedShards=report.backlogged_shards,
         )
@@ -391,9 +395,12 @@ class Processor:
         runs = [shard.pool.submit(self._run, claimed[n : n + size]) for n in range(0, len(claimed), size)]
         for run in runs:
             try:
-                outcomes.extend(run.result())
+                done, failure = run.result()
             except Exception as exc:
                 error = error or exc
+                continue
+            outcomes.extend(done)
+            error = error or failure
         return outcomes, error
 
     def _key(self, raw: dict[str, Any]) -> dict[str, Any]:
@@ -419,12 +426,16 @@ class Processor:
             shard.older.set()
         return Outcome.SKIPPED
 
-    def _run(self, claimed: list[dict[str, Any]]) -> list[Outcome]:
+    def _run(self, claimed: list[dict[str, Any]]) -> tuple[list[Outcome], Exception | None]:
         """Dispatch claimed items in one call to the target where it takes a batch (`dispatch.send_many`), then
         complete each the target took, and back off (or dead-letter) each it refused, by itself: one refused
-        entry is retried alone, never with the ones already sent."""
+        entry is retried alone, never with the ones already sent. Each entry's bookkeeping is its own (`_settle`):
+        one that fails (a throttle outlasting the retries) leaves that entry claimed, and the others are still
+        completed, so none the target took is sent again; the first such error is returned, for the tick to fail
+        with after the rest is done."""
         lease, target = self.lease, self.config["target"]
         outcomes: list[Outcome] = []
+        errors: list[Exception] = []
         ready: list[tuple[dict[str, Any], dict[str, Any], int, str, str]] = []
         for raw in claimed:
             key, due = self._key(raw), task_due(raw)
@@ -443,23 +454,52 @@ class Processor:
                 )
                 payload = target_input(target, event)
             except Exception as exc:
-                outcomes.append(self._failed(key, raw, lease, exc))
+                self._settle(outcomes, errors, key, partial(self._failed, key, raw, lease, exc), sent=False)
                 continue
             ready.append((raw, key, due, occurrence, payload))
         refused = send_many(target, [(payload, occurrence) for *_, occurrence, payload in ready], clients=self.clients)
         for (raw, key, due, _, _), error in zip(ready, refused, strict=True):
             if error is not None:
-                outcomes.append(self._failed(key, raw, lease, error))
-                continue
-            persist(partial(self._done, key, lease))
-            log.info(
-                "dispatched",
+                self._settle(outcomes, errors, key, partial(self._failed, key, raw, lease, error), sent=False)
+            else:
+                self._settle(outcomes, errors, key, partial(self._dispatched, key, due, lease), sent=True)
+        return outcomes, errors[0] if errors else None
+
+    def _dispatched(self, key: dict[str, Any], due: int, lease: int) -> Outcome:
+        persist(partial(self._done, key, lease))
+        log.info(
+            "dispatched",
+            keys=decode_image(key),
+            dueAt=format_due(datetime.fromtimestamp(due, UTC)),
+            lateSeconds=round(self.now() - due, 3),
+        )
+        return Outcome.DISPATCHED
+
+    @staticmethod
+    def _settle(
+        outcomes: list[Outcome],
+        errors: list[Exception],
+        key: dict[str, Any],
+        step: Callable[[], Outcome],
+        *,
+        sent: bool,
+    ) -> None:
+        """Record one entry's outcome, by itself: a bookkeeping write that fails (the completion, the backoff, the
+        dead letter) is logged and kept in `errors`, and the entry counted UNSETTLED; it stays claimed, due again
+        when its lease ends: sent again then if it was sent (at least once, never lost), sent for the first time
+        if not."""
+        try:
+            outcomes.append(step())
+        except Exception as exc:
+            errors.append(exc)
+            outcomes.append(Outcome.UNSETTLED)
+            log.error(
+                "unsettled",
                 keys=decode_image(key),
-                dueAt=format_due(datetime.fromtimestamp(due, UTC)),
-                lateSeconds=round(self.now() - due, 3),
+                sent=sent,
+                reason=f"{type(exc).__name__}: {str(exc)[:500]}",
+                note="stays claimed: due again when its lease ends" + (", and sent again" if sent else ""),
             )
-            outcomes.append(Outcome.DISPATCHED)
-        return outcomes
 
     def _moved(self, raw: dict[str, Any]) -> int | None:
         """The due time the item's time attribute gives, when it is not the one of the occurrence the index entry
@@ -603,7 +643,11 @@ class Processor:
         except Exception as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
-            log.warning("lease-lost", keys=decode_image(key), note="dispatched after the lease ran out")
+            log.warning(
+                "lease-lost",
+                keys=decode_image(key),
+                note="dispatched after the lease ran out, or after the item was deleted or replaced since its claim",
+            )
 
     def _failed(self, key: dict[str, Any], raw: dict[str, Any], lease: int, exc: Exception) -> Outcome:
         """Back the item off (back in the index at a later `stDue`, its `stTaskDue` kept, so the next attempt is the

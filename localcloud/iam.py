@@ -25,6 +25,10 @@ out for the calls this project makes.
   on-failure destination, with the function's execution role (and the keys of what it reads or sends to);
   ministack does it as itself. `check_mappings` evaluates each batch's reads, and each on-failure send, as the
   function's role: a refused read delivers nothing, a refused send is lost (logged), as on AWS.
+- Another account's table and stream (localcloud/accounts.py): a call naming the table by ARN is served from its
+  owner's account when the caller's policy and the table's resource-based policy both allow it; a mapping on the
+  stream is created, and each of its batches read, only when the stream's resource-based policy allows the
+  function's role its reads too (`stream_policy_refusal`, `check_other_accounts_mappings`).
 - Scheduler's event bus targets: AWS puts the event with the target's `EventBridgeParameters` (Source,
   DetailType) and the schedule's Input as its detail; ministack put it as `aws.scheduler`/`Scheduled Event`, which
   no rule of the bus's matched. `authorize_scheduler_targets` gives it the target's, and checks PutEvents with them
@@ -49,6 +53,8 @@ import time
 from typing import Any
 from urllib.parse import unquote
 
+from . import accounts
+from .accounts import STREAM_POLICY_READS, arn_scope, is_other_accounts_stream, owned_key, stream_policy
 from .endpoints import Response, first, json_answer, serve
 
 log = logging.getLogger("localcloud.iam")
@@ -544,7 +550,8 @@ def resource_key(service: str, resource_arn: str) -> str | None:
         table = dynamodb._tables.get_scoped(account, region, rest.split("/")[1]) or {}
         sse = table.get("SSEDescription") or {}
         key = sse.get("KMSMasterKeyArn") if sse.get("SSEType") == "KMS" else None
-    record = kms._resolve_key(key) if key else None
+    # (another account's table has its key in that account: kms._resolve_key looks only in the caller's)
+    record = (owned_key(key) or kms._resolve_key(key)) if key else None
     if not record or record.get("KeyManager", "CUSTOMER") != "CUSTOMER":
         return None
     return str(record["Arn"])
@@ -658,12 +665,69 @@ def mapping_refusal(func: dict, event: Any) -> str:
             if denied is not None:
                 who = "" if isinstance(denied, AuthError) else denied.principal_arn
                 return f"User: {who} is not authorized to perform: {action} on resource: {arn}"
+        refused = stream_policy_refusal(str((func.get("config") or func).get("Role", "")), arn, get_region())
+        if refused:
+            return refused
         read = "dynamodb:GetRecords" if service == "dynamodb" else "sqs:ReceiveMessage"
         encrypted = arn.split("/stream/", 1)[0]
         refused = key_refusal(access_key, read, service, encrypted, get_region())
         if refused:
             return refused
     return ""
+
+
+def stream_policy_refusal(role_arn: str, stream_arn: str, region: str) -> str:
+    """Why the function's role may not read another account's DynamoDB stream: the stream's resource-based policy
+    does not allow its session each of STREAM_POLICY_READS (across accounts the owner's side must allow too); ""
+    when it may, or when the stream is the role's own account's (its policy alone decides)."""
+    from ministack.core.iam_evaluator import EvalContext, evaluate_resource_policy
+
+    scope = arn_scope(stream_arn) if "/stream/" in stream_arn else None
+    parts = role_arn.split(":")
+    if scope is None or len(parts) < 6 or scope[0] == parts[4]:
+        return ""
+    session = f"arn:aws:sts::{parts[4]}:assumed-role/{parts[5].rsplit('/', 1)[-1]}/{LAMBDA_PRINCIPAL.split('.')[0]}"
+    policy = stream_policy(stream_arn)
+    for action in STREAM_POLICY_READS:
+        ctx = EvalContext(
+            principal_arn=session,
+            principal_type="AssumedRole",
+            principal_account=parts[4],
+            action=action,
+            resource_arn=stream_arn,
+            region=region,
+        )
+        if not policy or evaluate_resource_policy(policy, ctx).decision != "Allow":
+            return (
+                f"User: {session} is not authorized to perform: {action} on resource: {stream_arn} because no "
+                f"resource-based policy allows the {action} action"
+            )
+    return ""
+
+
+def check_other_accounts_mappings() -> None:
+    """CreateEventSourceMapping on another account's DynamoDB stream: refused, as Lambda refuses it when it cannot
+    read the stream, unless the stream's resource-based policy allows the function's role its reads (the role's
+    own policy is checked on every batch, `check_mappings`)."""
+    from ministack.services import lambda_svc
+
+    create = lambda_svc._create_esm
+
+    def create_esm(data: dict) -> Any:
+        arn = str(data.get("EventSourceArn") or "")
+        if enabled() and is_other_accounts_stream(arn):
+            name, qualifier, err = lambda_svc._resolve_existing_esm_function(data.get("FunctionName", ""))
+            func, _ = lambda_svc._get_func_record_for_qualifier(name, qualifier) if not err else (None, None)
+            role = str(((func or {}).get("config") or {}).get("Role", ""))
+            refusal = stream_policy_refusal(role, arn, lambda_svc.get_region()) if func else ""
+            if refusal:
+                return lambda_svc._invalid_parameter_value(
+                    f"Cannot access stream {arn}. Please ensure the role can perform the GetRecords, "
+                    f"GetShardIterator, DescribeStream, and ListStreams Actions on your stream. {refusal}"
+                )
+        return create(data)
+
+    lambda_svc._create_esm = create_esm
 
 
 def check_mappings() -> None:
@@ -788,5 +852,7 @@ def install() -> None:
     check_kms_keys()
     check_bus_keys()
     check_mappings()
+    check_other_accounts_mappings()
+    accounts.install()  # after check_mappings: a mapping's batch is checked in the mapping's own account
     serve_service_sessions()
     authorize_scheduler_targets()

@@ -10,11 +10,30 @@ import json
 from decimal import Decimal
 from typing import Any
 
+# json.dumps(..., ensure_ascii=False, separators=(",", ":"), sort_keys=True), its encoder made once (json.dumps makes
+# one per call given any option).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
 
 def dumps(document: Any) -> str:
     """Like `json.dumps(document, ensure_ascii=False, separators=(",", ":"), sort_keys=True)`, with Decimals
     written as exact JSON numbers and anything else unknown as its string form."""
+    if _native(document):  # json's own encoder writes it exactly as `_parts` would, in a fraction of the time
+        return _ENCODER.encode(document)
     return "".join(_parts(document))
+
+
+def _native(value: Any) -> bool:
+    """Only JSON's own types (exactly: no subclasses, no Decimal), every key a string: the documents `json.dumps`
+    writes as `_parts` does (it sorts and writes keys of other types otherwise)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or kind is float or value is None:
+        return True
+    if kind is dict:
+        return all(type(key) is str and _native(item) for key, item in value.items())
+    if kind is list or kind is tuple:
+        return all(_native(item) for item in value)
+    return False
 
 
 def _parts(value: Any) -> list[str]:

@@ -99,6 +99,11 @@ def debug(action: str, **fields: Any) -> None:
     log(logging.DEBUG, action, **fields)
 
 
+def debugging() -> bool:
+    """Whether debug lines are written: a hot path skips working out fields (formatting times) no one reads."""
+    return _logger.isEnabledFor(logging.DEBUG)
+
+
 def metrics(
     namespace: str, dimensions: dict[str, str], *, properties: dict[str, Any] | None = None, **values: int | float
 ) -> None:

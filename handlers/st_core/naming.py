@@ -20,7 +20,10 @@ _PREFIX_CHARS = 64 - _HASH_CHARS - 1
 
 def schedule_name(key_identity: str, readable: str = "") -> str:
     """`<readable prefix>-<hash of the canonical keys>`, always 1-64 chars of [0-9a-zA-Z-_.]."""
-    digest = hashlib.sha256(key_identity.encode("utf-8")).hexdigest()[:_HASH_CHARS]
+    return _named(hashlib.sha256(key_identity.encode("utf-8")).hexdigest()[:_HASH_CHARS], readable)
+
+
+def _named(digest: str, readable: str) -> str:
     prefix = re.sub(_UNSAFE, "-", readable).strip("-.")[:_PREFIX_CHARS].rstrip("-.")
     return f"{prefix}-{digest}" if prefix else digest
 
@@ -65,8 +68,10 @@ def item_keys(typed_keys: Mapping[str, Any], config: Mapping[str, Any]) -> ItemK
 
 
 def _names(keys: ItemKeys, unique: str) -> tuple[str, ...]:
-    """`unique`'s name under each of the item's readable prefixes, distinct: the name first, then earlier names."""
-    return tuple(dict.fromkeys(schedule_name(unique, readable) for readable in keys.readables))
+    """`unique`'s name under each of the item's readable prefixes, distinct: the name first, then earlier names
+    (`schedule_name` of each; the hash, the same for all, computed once)."""
+    digest = hashlib.sha256(unique.encode("utf-8")).hexdigest()[:_HASH_CHARS]
+    return tuple(dict.fromkeys(_named(digest, readable) for readable in keys.readables))
 
 
 def occurrence_names(keys: ItemKeys, due: datetime, offset: int = 0) -> tuple[str, ...]:

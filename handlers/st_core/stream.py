@@ -180,11 +180,16 @@ def key_identity(record: DynamoDBStreamRecord) -> str:
     return identity_of(keys)
 
 
+# json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False), its encoder made once: json.dumps
+# makes one per call given any option, and each record's keys are named several times.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def identity_of(typed_keys: dict[str, Any]) -> str:
     """The canonical string of an item's keys in DynamoDB JSON: numbers normalised (1.0 and 1 are one key in
     DynamoDB), binary as base64 text, whichever form (Lambda's or boto3's) the keys came in."""
     canonical = {name: _canonical(value) for name, value in typed_keys.items()}
-    return json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(canonical)
 
 
 def sequence_number(record: object) -> str:

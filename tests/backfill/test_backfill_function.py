@@ -20,12 +20,7 @@ POISON = "arn:aws:sqs:eu-west-1:123456789012:items-poison"
 CONSUMER = [
     {
         "Effect": "Allow",
-        "Action": [
-            "dynamodb:DescribeStream",
-            "dynamodb:GetRecords",
-            "dynamodb:GetShardIterator",
-            "dynamodb:ListStreams",
-        ],
+        "Action": sorted(STREAM_ACTIONS),
         "Resource": [f"{TABLE}/stream/*"],
     },
     {"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"], "Resource": ["consumer-logs"]},

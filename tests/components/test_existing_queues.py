@@ -304,8 +304,7 @@ def test_a_queue_in_another_region_is_refused_when_the_stack_deploys() -> None:
         _built(mode="ttl", precise=True, existing_target_dlq=ExistingQueue(elsewhere))
     assert str(raised.value) == (
         f"existing_target_dlq.queue_arn: '{elsewhere}' is in us-east-1, and this stack deploys to eu-west-1: the "
-        "queue must be in the stack's Region (Scheduler's DLQ must be in the schedule's, and the functions' SQS "
-        "clients are in theirs); use a queue in eu-west-1"
+        "functions send from the stack's Region, where a queue of another Region is not found; use a queue in eu-west-1"
     )
 
 
@@ -316,8 +315,8 @@ def test_a_queue_in_another_account_is_refused_when_the_stack_deploys(option: st
         _built(mode="ttl", **{option: ExistingQueue(theirs)})
     assert str(raised.value) == (
         f"{option}.queue_arn: '{theirs}' is in account 210987654321, and this stack deploys to account {ACCOUNT}: "
-        "the component can grant its writers only in its own account (and Scheduler's DLQ must be in the "
-        f"schedule's); use a queue in account {ACCOUNT}"
+        "the component can grant its writers only in its own account (another account's queue would need a queue "
+        f"policy of its own); use a queue in account {ACCOUNT}"
     )
 
 
@@ -335,3 +334,13 @@ def test_the_provider_form_names_the_camel_case_input() -> None:
     inputs: Any = {"mode": "ttl", "existingPoisonQueue": {"queueArn": elsewhere}}
     with pytest.raises(ValueError, match=r"^existingPoisonQueue.queueArn: 'arn:aws:sqs:us-east-1:.* use a queue in"):
         run_with_mocks(lambda: ScheduledTable("r", inputs))
+
+
+def test_a_key_known_only_when_deploying_is_checked_then() -> None:
+    def program() -> None:
+        alias = aws.kms.Alias("parked", name="alias/parked", target_key_id="k")
+        given = ExistingQueue(PARKED, kms_key_arn=alias.name)
+        ScheduledTable("r", ScheduledTableArgs(mode="ttl", existing_poison_queue=given))
+
+    with pytest.raises(ValueError, match=r"^existing_poison_queue.kms_key_arn: 'alias/parked' is not a KMS key ARN;"):
+        run_with_mocks(program)

@@ -4,7 +4,8 @@ resets it before it deploys, so modules do not see each other's resources."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -56,3 +57,14 @@ def snapshot(endpoint: str, region: str = "eu-west-1") -> dict[str, Any]:
             g["Name"] for g in client("scheduler").list_schedule_groups()["ScheduleGroups"] if g["Name"] != "default"
         ),
     }
+
+
+def wait_until(condition: Callable[[], Any], seconds: float = 60.0) -> Any:
+    """The condition's first truthy answer, asked once a second for `seconds`; None if it never gave one."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(1.0)
+    return None

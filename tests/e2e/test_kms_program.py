@@ -30,6 +30,8 @@ from localcloud.emulators import Emulators, fire_rule
 from localcloud.provision import clients
 from localcloud.server import Ministack
 
+from .conftest import wait_until as _wait
+
 PROJECT = "name: vault\nruntime: python\ndescription: a user's project, encrypted\n"
 PROGRAM = """\
 import json
@@ -127,16 +129,6 @@ def deployed(tmp_path_factory: pytest.TempPathFactory, fresh_cloud: Ministack) -
 
 def _client(cloud: Ministack) -> Callable[[str], Any]:
     return clients(cloud.endpoint, REGION)
-
-
-def _wait(condition: Callable[[], Any], seconds: float = WAIT_SECONDS) -> Any:
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(1.0)
-    return None
 
 
 def _bodies(client: Callable[[str], Any], url: str, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -243,8 +235,9 @@ def test_every_mode_delivers_through_the_encrypted_tables_and_targets(
     parked: list[dict[str, Any]] = []
     assert _wait(lambda: _bodies(client, deployed["parked_url"], parked)), "the bad ticket was not parked"
     assert "TICKET#0" in json.dumps(parked) and "openAt" in json.dumps(parked), parked
-    for mode in MODES:
-        assert _bodies(client, deployed[f"{mode}_poison"], []) == [], mode
+    for mode in MODES:  # (another test's refused record may be parked there, once the IAM-propagation retries end)
+        elsewhere = json.dumps(_bodies(client, deployed[f"{mode}_poison"], []))
+        assert not [pk for pk in ("ORDER#1", "TICKET#1", "JOB#1", "OFFER#1", "SESSION#1") if pk in elsewhere], mode
 
 
 def test_without_the_executors_grant_on_the_target_key_its_send_is_refused(

@@ -168,3 +168,45 @@ class RefusedEntries:
     def _list_failed(self, parsed: dict[str, Any], **_: Any) -> None:
         parsed["Failed"] = list(parsed.get("Failed") or []) + self._local.failed
         self._local.failed = []
+
+
+class Throttled:
+    """A service throttling the calls `throttle(params)` picks, every time they are made, for longer than the SDK's
+    and the handler's own retries (DynamoDB's ProvisionedThroughputExceededException on a hot partition during a
+    herd, by default). Raised before the request is built, so the call never reaches the service; `throttled`
+    counts them."""
+
+    def __init__(
+        self, throttle: Callable[[dict[str, Any]], bool], code: str = "ProvisionedThroughputExceededException"
+    ) -> None:
+        self.throttle = throttle
+        self.code = code
+        self.throttled = 0
+        self._lock = threading.Lock()
+        self._events: list[tuple[Any, str]] = []
+
+    def attach(self, client: Any, *operations: str) -> Any:
+        service = client.meta.service_model.service_name
+        for operation in operations:
+            event = f"before-parameter-build.{service}.{operation}"
+            client.meta.events.register(event, self._check)
+            self._events.append((client, event))
+        return client
+
+    def detach(self) -> None:
+        for client, event in self._events:
+            client.meta.events.unregister(event, self._check)
+        self._events = []
+
+    def _check(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        if not self.throttle(params):
+            return
+        with self._lock:
+            self.throttled += 1
+        raise ClientError(
+            {
+                "Error": {"Code": self.code, "Message": "injected: the request rate is too high"},
+                "ResponseMetadata": {"HTTPStatusCode": 400},
+            },
+            model.name,
+        )

@@ -377,8 +377,8 @@ def _key(pk: str) -> dict[str, Any]:
 class _DiesAfterClaiming(polling.Processor):
     """A processor whose Lambda dies after its claims: nothing it claimed is dispatched or completed."""
 
-    def _run(self, claimed: list[dict[str, Any]]) -> list[polling.Outcome]:
-        return [polling.Outcome.SKIPPED] * len(claimed)
+    def _run(self, claimed: list[dict[str, Any]]) -> tuple[list[polling.Outcome], Exception | None]:
+        return [polling.Outcome.SKIPPED] * len(claimed), None
 
 
 def _env() -> Env:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
@@ -17,10 +17,11 @@ import pytest
 from botocore.exceptions import ClientError
 from st_core import dispatch
 from st_core.clients import CLIENTS
+from st_core.errors import PermanentError
 
 from tests.conftest import REGION
 from tests.handlers.conftest import Env, with_due_index
-from tests.handlers.faults import RefusedEntries
+from tests.handlers.faults import RefusedEntries, Throttled
 from tests.handlers.test_polling import item as status
 from tests.handlers.test_polling import pending
 
@@ -121,15 +122,155 @@ def test_a_failed_batch_call_backs_off_every_entry_and_sends_none_twice(polling_
     assert received(polling_env) == Counter({f"r{n}": 1 for n in range(4)})
 
 
+def completing(pk: str, status_value: str) -> Callable[[dict[str, Any]], bool]:
+    """Picks the processor's UpdateItem that settles `pk` (`:done`, `:failed` or `:retry`)."""
+    return lambda params: params["Key"]["PK"]["S"] == pk and f":{status_value}" in params["ExpressionAttributeValues"]
+
+
+def ten_due_in_one_batch(env: Env) -> None:
+    env.config["maxWorkers"] = 10  # the tick's first page is the ten: one batch
+    for n in range(10):
+        pending(env, f"r{n}", NOW - 5)
+
+
+def statuses(env: Env, count: int) -> dict[str, str]:
+    return {f"r{n}": status(env, f"r{n}")["stStatus"]["S"] for n in range(count)}
+
+
+def test_a_completion_throttled_for_good_leaves_its_entry_alone_claimed_and_the_rest_done_once(
+    polling_env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    ten_due_in_one_batch(polling_env)
+    # GIVEN DynamoDB throttling r2's completion, past the SDK's and the processor's retries (a herd's hot partition)
+    throttle = Throttled(completing("r2", "done"))
+    throttle.attach(CLIENTS.get("dynamodb"), "UpdateItem")
+    # WHEN the tick sends the ten in one batch: it fails (the error the alarm counts), after completing the others
+    with pytest.raises(ClientError, match="ProvisionedThroughputExceeded"):
+        polling.process(polling_env.config, now=lambda: NOW)
+    assert throttle.throttled == 5  # persist's five attempts
+    assert received(polling_env) == Counter({f"r{n}": 1 for n in range(10)})
+    assert statuses(polling_env, 10) == {f"r{n}": "CLAIMED" if n == 2 else "DONE" for n in range(10)}
+    [metric] = [json.loads(r.getMessage()) for r in caplog.records if '"_aws"' in r.getMessage()]
+    assert (metric["Dispatched"], metric["Unsettled"]) == (9, 1)
+    # THEN after the lease only r2 is sent again (at least once for the one whose completion failed), none other
+    throttle.detach()
+    lease = polling_env.config["polling"]["leaseSeconds"]
+    assert polling.process(polling_env.config, now=lambda: NOW + lease + 1).dispatched == 1
+    assert received(polling_env) == Counter({"r2": 1})
+    assert set(statuses(polling_env, 10).values()) == {"DONE"}
+
+
+def test_a_backoff_or_dead_letter_write_that_fails_leaves_the_rest_of_the_batch_settled(
+    polling_env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ten_due_in_one_batch(polling_env)
+    # GIVEN two items whose due event cannot be built (refused for good before any send: an email target's rendering
+    # over its limit, say), and SQS refusing two entries of the batch for good (a sender fault)...
+    build = polling.target_input
+
+    def target_input(target: Any, event: Any, **kwargs: Any) -> str:
+        if event["keys"]["PK"] in ("r1", "r4"):
+            raise PermanentError("the email rendered from this item is 300000 bytes, over the 262000 allowed")
+        return build(target, event, **kwargs)
+
+    monkeypatch.setattr(polling, "target_input", target_input)
+    refusal = RefusedEntries(
+        lambda entry: json.loads(entry["MessageBody"])["keys"]["PK"] in ("r6", "r8"),
+        code="InvalidParameterValue",
+        sender_fault=True,
+    )
+    refusal.attach(CLIENTS.get("sqs"))
+    # ... and DynamoDB throttling the write that parks r1 (before the send) and r6 (after it)
+    throttle = Throttled(lambda params: completing("r1", "failed")(params) or completing("r6", "failed")(params))
+    throttle.attach(CLIENTS.get("dynamodb"), "UpdateItem")
+    with pytest.raises(ClientError, match="ProvisionedThroughputExceeded"):
+        polling.process(polling_env.config, now=lambda: NOW)
+    # THEN the batch was still sent, and every other entry settled: r4 and r8 parked, the rest done, once each
+    assert received(polling_env) == Counter({f"r{n}": 1 for n in (0, 2, 3, 5, 7, 9)})
+    settled = {"r1": "CLAIMED", "r4": "FAILED", "r6": "CLAIMED", "r8": "FAILED"}
+    assert statuses(polling_env, 10) == {f"r{n}": settled.get(f"r{n}", "DONE") for n in range(10)}
+
+
+def test_an_item_deleted_after_the_index_read_is_not_claimed_sent_nor_written_back(polling_env: Env) -> None:
+    for n in range(5):
+        pending(polling_env, f"r{n}", NOW - 5)
+    cancelled = iter(["r1"])
+
+    def user_deletes(**_: Any) -> None:  # right after the page is read: the index (and the page) still show it
+        pk = next(cancelled, None)
+        if pk is not None:
+            polling_env.delete(pk, "T")
+
+    CLIENTS.get("dynamodb").meta.events.register("after-call.dynamodb.Query", user_deletes)
+    report = polling.process(polling_env.config, now=lambda: NOW)
+    assert (report.dispatched, report.skipped) == (4, 1)
+    assert received(polling_env) == Counter({"r0": 1, "r2": 1, "r3": 1, "r4": 1})
+    # no phantom: the claim refused, nothing wrote the deleted item back
+    assert status(polling_env, "r1") == {}
+
+
+@pytest.mark.parametrize("on_done", ["mark", "delete"])
+def test_a_cancel_between_the_claim_and_the_batch_is_too_late_it_is_sent_once_and_not_written_back(
+    polling_env: Env, on_done: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A delete that lands after the claim, while the batch is on its way, does not stop the send (the due event
+    was built from the page): the item is sent once, its completion is refused (it no longer holds the claim), and
+    nothing writes the deleted item back."""
+    polling_env.config["polling"]["onDone"] = on_done
+    for n in range(5):
+        pending(polling_env, f"r{n}", NOW - 5)
+    cancelled = iter(["r1"])
+
+    def user_deletes(**_: Any) -> None:  # every item of the batch claimed, the batch about to be sent
+        pk = next(cancelled, None)
+        if pk is not None:
+            assert status(polling_env, pk)["stStatus"]["S"] == "CLAIMED"
+            polling_env.delete(pk, "T")
+
+    CLIENTS.get("sqs").meta.events.register("before-parameter-build.sqs.SendMessageBatch", user_deletes)
+    assert polling.process(polling_env.config, now=lambda: NOW).dispatched == 5
+    assert received(polling_env) == Counter({f"r{n}": 1 for n in range(5)})
+    assert status(polling_env, "r1") == {}
+    assert any('"lease-lost"' in r.getMessage() and '"r1"' in r.getMessage() for r in caplog.records)
+    # and no later tick sends it again
+    lease = polling_env.config["polling"]["leaseSeconds"]
+    assert polling.process(polling_env.config, now=lambda: NOW + lease + 1).dispatched == 0
+    assert received(polling_env) == Counter()
+
+
+def test_a_batch_over_the_queues_own_size_limit_is_sent_one_entry_a_call(polling_env: Env) -> None:
+    # GIVEN a queue whose MaximumMessageSize (64 KiB) is below what a batch may total (256 KiB): SQS refuses the
+    # whole SendMessageBatch of five 20 KiB due events, though each fits the queue by itself
+    for n in range(5):
+        pending(polling_env, f"r{n}", NOW - 5, blob="x" * 20 * 1024)
+    refused: list[int] = []
+
+    def too_long(params: dict[str, Any], **_: Any) -> None:
+        if sum(len(entry["MessageBody"]) for entry in params["Entries"]) > 64 * 1024:
+            refused.append(len(params["Entries"]))
+            error = {"Code": "AWS.SimpleQueueService.BatchRequestTooLong", "Message": "Batch requests cannot be longer"}
+            raise ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}, "SendMessageBatch")
+
+    CLIENTS.get("sqs").meta.events.register("before-parameter-build.sqs.SendMessageBatch", too_long)
+    counted = calls(("SendMessage", "SendMessageBatch"))
+    # THEN each is sent alone and done, once; none is backed off or dead-lettered for its neighbours' size
+    report = polling.process(polling_env.config, now=lambda: NOW)
+    assert (report.dispatched, report.retried, report.failed) == (5, 0, 0) and refused == [5]
+    assert counted["SendMessage"] == 5
+    assert received(polling_env) == Counter({f"r{n}": 1 for n in range(5)})
+    assert set(statuses(polling_env, 5).values()) == {"DONE"}
+
+
 # -- dispatch.send_many, the registry's batch path ------------------------------------------------------------------
 
 
 class Recorder:
     """A client registry whose SQS and EventBridge clients record calls and answer as AWS does."""
 
-    def __init__(self, refuse: set[int] | None = None) -> None:
+    def __init__(self, refuse: set[int] | None = None, queue_bytes: int = 1024 * 1024) -> None:
         self.calls: list[tuple[str, int]] = []
         self.refuse = refuse or set()
+        self.queue_bytes = queue_bytes  # the queue's MaximumMessageSize, which bounds a batch's total too
 
     def get(self, service: str) -> Recorder:
         return self
@@ -137,12 +278,16 @@ class Recorder:
     def get_queue_url(self, **_: Any) -> dict[str, str]:
         return {"QueueUrl": "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs"}
 
-    def send_message(self, **_: Any) -> dict[str, str]:
+    def send_message(self, MessageBody: str, **_: Any) -> dict[str, str]:
         self.calls.append(("SendMessage", 1))
+        if len(MessageBody) > self.queue_bytes:
+            raise self._refused("InvalidParameterValue", "One or more parameters are invalid", "SendMessage")
         return {"MessageId": "m"}
 
     def send_message_batch(self, Entries: list[dict[str, Any]], **_: Any) -> dict[str, Any]:
         self.calls.append(("SendMessageBatch", len(Entries)))
+        if sum(len(e["MessageBody"]) for e in Entries) > self.queue_bytes:
+            raise self._refused("AWS.SimpleQueueService.BatchRequestTooLong", "too long", "SendMessageBatch")
         return {
             "Successful": [{"Id": e["Id"], "MessageId": "m"} for e in Entries if int(e["Id"]) not in self.refuse],
             "Failed": [
@@ -151,6 +296,10 @@ class Recorder:
                 if int(e["Id"]) in self.refuse
             ],
         }
+
+    @staticmethod
+    def _refused(code: str, message: str, operation: str) -> ClientError:
+        return ClientError({"Error": {"Code": code, "Message": message}}, operation)
 
     def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
         self.calls.append(("PutEvents", len(Entries)))
@@ -185,6 +334,17 @@ def test_send_many_reports_each_refused_entry_and_sends_the_oversized_alone() ->
     assert "InternalError" in str(results[1])
     # 300 KiB is over SendMessageBatch's 256 KiB: SendMessage by itself, between the batches around it
     assert clients.calls == [("SendMessageBatch", 2), ("SendMessage", 1), ("SendMessageBatch", 1)]
+
+
+def test_a_batch_refused_whole_for_its_total_size_sends_each_entry_alone() -> None:
+    # GIVEN a 64 KiB queue: three 30 KiB entries fit it one by one, not together; a 70 KiB one fits neither way
+    clients = Recorder(queue_bytes=64 * 1024)
+    batch = [("a" * 30 * 1024, "o1"), ("b" * 30 * 1024, "o2"), ("c" * 70 * 1024, "o3"), ("d" * 30 * 1024, "o4")]
+    results = dispatch.send_many(QUEUE, batch, clients=clients)  # type: ignore[arg-type]
+    # THEN the refused call is followed by one SendMessage an entry: the three that fit are sent, the other is
+    # refused by itself (parked with SQS's reason, its neighbours not)
+    assert clients.calls == [("SendMessageBatch", 4)] + [("SendMessage", 1)] * 4
+    assert [r is None for r in results] == [True, True, False, True] and "InvalidParameterValue" in str(results[2])
 
 
 def test_put_events_entries_refused_in_a_200_are_errors_of_their_own() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
@@ -85,6 +85,40 @@ def test_at_expression_and_due_format_are_utc() -> None:
     moment = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
     assert timeparse.at_expression(moment) == "at(2030-01-02T03:04:05)"
     assert timeparse.format_due(moment) == "2030-01-02T03:04:05Z"
+
+
+@pytest.mark.parametrize(
+    ("moment", "text"),
+    [
+        pytest.param(datetime(999, 1, 2, 3, 4, 5, tzinfo=UTC), "0999-01-02T03:04:05Z", id="year-below-1000"),
+        pytest.param(datetime(2030, 1, 2, 3, 4, 5, 999999, tzinfo=UTC), "2030-01-02T03:04:05Z", id="microseconds"),
+        pytest.param(
+            datetime(2030, 1, 1, 1, 30, tzinfo=timezone(timedelta(hours=2))), "2029-12-31T23:30:00Z", id="offset"
+        ),
+    ],
+)
+def test_due_times_are_written_in_utc_whole_seconds_and_four_digit_years(moment: datetime, text: str) -> None:
+    """format_due's text whatever the moment's zone, fraction or year (its cheaper isoformat form writes the same)."""
+    assert timeparse.format_due(moment) == text
+    assert timeparse.at_expression(moment) == f"at({text[:-1]})"
+
+
+def test_json_text_is_jsons_own_where_json_can_write_it_and_exact_where_it_cannot() -> None:
+    from enum import StrEnum
+
+    from st_core.jsontext import dumps
+
+    class Kind(StrEnum):
+        QUEUE = "queue"
+
+    native = {"b": [1, 2.5, None, True, "é"], "a": {"z": (1, 2), "y": "x"}}
+    assert dumps(native) == json.dumps(native, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    # Keys that are not strings are sorted as text (json would sort these as numbers: 1, 2, 10) and written as text.
+    assert dumps({1: "a", 10: "b", 2: "c"}) == '{"1":"a","10":"b","2":"c"}'
+    assert dumps({"n": Decimal("0.1000000000000000000000000000000000001"), "s": {"a"}}) == (
+        '{"n":0.1000000000000000000000000000000000001,"s":"{\'a\'}"}'
+    )
+    assert dumps({"k": Kind.QUEUE, "nan": Decimal("NaN")}) == '{"k":"queue","nan":"NaN"}'
 
 
 # -- names ------------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from pulumi.provider.server import ComponentInitError
 from components import (
     EmailTarget,
     EventBusTarget,
+    ExistingQueue,
     ExistingTable,
     FunctionTarget,
     QueueTarget,
@@ -364,3 +365,18 @@ def test_a_name_and_a_stream_arn_of_two_tables_fail_naming_the_input() -> None:
             "stream ARN; the name and the stream ARN must be the same table's"
         )
     )
+
+
+# -- the user's own queues, through the provider ------------------------------------------------------------------
+
+REFERENCES.setdefault("parked.arn", "arn:aws:sqs:eu-west-1:123456789012:parked-1a2b3c4")
+
+
+def test_the_users_queues_build_what_the_python_api_builds() -> None:
+    key = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    inputs = {"mode": "ttl", "existingPoisonQueue": {"queueArn": "${parked.arn}", "kmsKeyArn": key}}
+    from_provider = construct("parking", inputs)
+    given = ExistingQueue(REFERENCES["parked.arn"], kms_key_arn=key)
+    from_python = build("parking", ScheduledTableArgs(mode="ttl", existing_poison_queue=given))
+    assert resources(from_provider) == resources(from_python)
+    assert "parking-poison" not in {r.name for r in from_provider.resources}

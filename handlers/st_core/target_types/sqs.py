@@ -6,7 +6,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from .. import constants
-from ..errors import PermanentError, refused_entry
+from ..errors import PermanentError, error_code, refused_entry
 from ..fifo import fifo_parameters, is_fifo, message_group
 from . import GRANT_ARN
 
@@ -35,6 +35,9 @@ PAYLOAD_BYTES = constants.SQS_DEFAULT_MESSAGE_BYTES
 # 1 MiB messages; the least any queue takes). A larger message goes alone, by SendMessage.
 BATCH_ENTRIES = constants.BATCH_ENTRIES
 BATCH_BYTES = constants.SQS_DEFAULT_MESSAGE_BYTES
+# A queue's own MaximumMessageSize (which may be below BATCH_BYTES) bounds a batch's total too: SQS refuses the whole
+# call with this code (the query protocol's, then the JSON protocol's), and each entry is sent alone instead.
+BATCH_TOO_LONG = frozenset({"AWS.SimpleQueueService.BatchRequestTooLong", "BatchRequestTooLong"})
 AWS_ACTIONS = SEND_ACTIONS
 
 
@@ -51,13 +54,20 @@ def send(clients: Clients, target: TargetConfig, payload: str, occurrence: str) 
 def send_batch(clients: Clients, target: TargetConfig, batch: Sequence[tuple[str, str]]) -> list[Exception | None]:
     """One SendMessageBatch of up to BATCH_ENTRIES due events (payload, occurrence), a FIFO queue's each with its
     group and deduplication id: per entry, None when SQS took it, else the error of its refusal (the call answers
-    200 and lists it in `Failed`; one listed in neither was not taken)."""
+    200 and lists it in `Failed`; one listed in neither was not taken). A call refused whole for its total size
+    (BATCH_TOO_LONG: nothing was taken) sends each entry alone, so an entry that fits the queue by itself is sent,
+    never parked for its neighbours' size."""
     sqs = clients.get("sqs")
     entries = [
         {"Id": str(n), "MessageBody": payload, **fifo_parameters(target, payload, occurrence)}
         for n, (payload, occurrence) in enumerate(batch)
     ]
-    response = sqs.send_message_batch(QueueUrl=queue_url(sqs, target["arn"]), Entries=entries)
+    try:
+        response = sqs.send_message_batch(QueueUrl=queue_url(sqs, target["arn"]), Entries=entries)
+    except Exception as exc:
+        if error_code(exc) not in BATCH_TOO_LONG:
+            raise
+        return [_alone(clients, target, payload, occurrence) for payload, occurrence in batch]
     taken = {str(entry.get("Id")) for entry in response.get("Successful") or []}
     failed = {str(entry.get("Id")): entry for entry in response.get("Failed") or []}
     return [
@@ -68,6 +78,14 @@ def send_batch(clients: Clients, target: TargetConfig, batch: Sequence[tuple[str
         )
         for entry in entries
     ]
+
+
+def _alone(clients: Clients, target: TargetConfig, payload: str, occurrence: str) -> Exception | None:
+    try:
+        send(clients, target, payload, occurrence)
+    except Exception as exc:  # this entry's own refusal, retried or parked by itself
+        return exc
+    return None
 
 
 def scheduler_parameters(target: TargetConfig, payload: str) -> dict[str, Any]:
