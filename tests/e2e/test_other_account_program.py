@@ -1,12 +1,15 @@
 """A user's program on tables of another account, deployed into the local cloud with IAM enforced
-(localcloud/accounts.py, localcloud/iam.py): account B owns two tables with streams and gives, as
-docs/existing-tables.md tells the owner to, a resource-based policy on each table (the item actions) and on each
-stream (`DescribeStream`, `GetShardIterator`, `GetRecords`) to the deploying account A. A deploys `eventbridge` and
-`aggregate` on them (`ExistingTable` with B's stream ARNs): its mappings read B's streams as its functions' roles,
-its functions read and write B's tables by ARN, Scheduler assumes A's role (trust condition `aws:SourceAccount` = A)
-and sends to A's queue. An order written in B arrives in A's queue; scores written in B are totalled in B's table.
-Without the stream policy's statement, the mapping's reads are refused and nothing is lost: the batch goes through
-once it is back. Without the policies, the mapping cannot be created at all."""
+(localcloud/accounts.py, localcloud/iam.py): account B owns a table per mode, each with a stream (and TTL, or the
+due index, as its mode needs), and gives, as docs/existing-tables.md tells the owner to, a resource-based policy on
+each table (the item actions, its indexes too) and on each stream (`DescribeStream`, `GetShardIterator`,
+`GetRecords`) to the deploying account A. A deploys every mode on them (`ExistingTable` with B's stream ARNs): its
+mappings read B's streams as its functions' roles, its functions read and write B's tables by ARN, Scheduler assumes
+A's role (trust condition `aws:SourceAccount` = A) and sends to A's queue. Items written in B arrive in A's queue,
+scores written in B are totalled in B's table. Without the stream policy's statement the mapping's reads are refused
+and nothing is lost: the batch goes through once it is back; without the stream's policy the mapping cannot be
+created; without the table's policy, or without the role's own grant, the role's calls on B's table are refused.
+The scores table is encrypted with B's customer-managed key, which A's component is given (`kms_key_arn`): without
+the key policy's statement for A, its stream reads and writes are refused until it is back."""
 
 from __future__ import annotations
 
@@ -23,13 +26,17 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from localcloud.component import runtime_module
 from localcloud.deploy import up
+from localcloud.emulators import Emulators, fire_rule
 from localcloud.iam import SERVICE_SESSION_PATH
 from localcloud.provision import clients
 from localcloud.server import Ministack
 
 from .conftest import wait_until as _wait
 
+PENDING = runtime_module("pending")
+INDEX_NAME, SHARD, DUE = PENDING.INDEX_NAME, PENDING.SHARD, PENDING.DUE
 OWNER = "222222222222"  # account B: a 12-digit access key is that account's root in ministack
 REGION = "eu-west-1"
 PROJECT = "name: shop\nruntime: python\ndescription: a user's project on another account's tables\n"
@@ -44,8 +51,16 @@ orders = ScheduledTable("orders", ScheduledTableArgs(
     mode="eventbridge", time_attribute="shipAt", target=QueueTarget(inbox.arn),
     existing_table=ExistingTable(name="orders", stream_arn="{orders}"), **common))
 scores = ScheduledTable("scores", ScheduledTableArgs(
-    mode="aggregate", existing_table=ExistingTable(name="scores", stream_arn="{scores}"), **common))
+    mode="aggregate", existing_table=ExistingTable(name="scores", stream_arn="{scores}"), kms_key_arn="{key}",
+    **common))
+sessions = ScheduledTable("sessions", ScheduledTableArgs(
+    mode="ttl", time_attribute="expiresAt", target=QueueTarget(inbox.arn),
+    existing_table=ExistingTable(name="sessions", stream_arn="{sessions}"), **common))
+jobs = ScheduledTable("jobs", ScheduledTableArgs(
+    mode="polling", time_attribute="runAt", target=QueueTarget(inbox.arn),
+    existing_table=ExistingTable(name="jobs", stream_arn="{jobs}"), **common))
 pulumi.export("inbox_url", inbox.url)
+pulumi.export("jobs_tick", jobs.tick_rule_name)
 """
 ITEM_ACTIONS = [
     "dynamodb:GetItem",
@@ -56,9 +71,12 @@ ITEM_ACTIONS = [
     "dynamodb:DeleteItem",
     "dynamodb:ConditionCheckItem",
 ]
+KEY_USES = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
 STREAM_ACTIONS = ["dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"]
 # Scheduler runs an at() anywhere in its minute: a due event may come a minute and a half after it is written.
 SCHEDULER_WAIT_SECONDS = 120.0
+FIRE_EVERY_SECONDS = 5.0
+MODES = ("orders", "scores", "sessions", "jobs")  # eventbridge, aggregate, ttl, polling
 
 
 def _owner(endpoint: str) -> Callable[[str], Any]:
@@ -67,32 +85,60 @@ def _owner(endpoint: str) -> Callable[[str], Any]:
     return lambda service: session.client(service, endpoint_url=endpoint, config=config)
 
 
-def _policy(arn: str, account: str, actions: list[str]) -> str:
+def _policy(arns: list[str], account: str, actions: list[str]) -> str:
     statement = {
         "Sid": "DeployingAccount",
         "Effect": "Allow",
         "Principal": {"AWS": f"arn:aws:iam::{account}:root"},
         "Action": actions,
-        "Resource": arn,
+        "Resource": arns,
     }
     return json.dumps({"Version": "2012-10-17", "Statement": [statement]})
 
 
-def _make_table(owner: Callable[[str], Any], name: str, deployer: str) -> dict[str, str]:
-    """B's table with its stream, and both resource-based policies allowing account `deployer`."""
+def _key_policy(deployer: str) -> str:
+    """B's key policy: B administers its key, account A's callers may use it for DynamoDB (their own policy must allow
+    it too)."""
+    statements = [
+        {"Sid": "Owner", "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{OWNER}:root"}, "Action": "kms:*",
+         "Resource": "*"},
+        {"Sid": "DeployingAccount", "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{deployer}:root"},
+         "Action": KEY_USES, "Resource": "*"},
+    ]  # fmt: skip
+    return json.dumps({"Version": "2012-10-17", "Statement": statements})
+
+
+def _make_table(owner: Callable[[str], Any], name: str, deployer: str, key: str) -> dict[str, str]:
+    """B's table with its stream (and what its mode needs: TTL for `sessions`, the due index for `jobs`; `scores`
+    encrypted with B's `key`), and both resource-based policies allowing account `deployer` (the table's covering
+    its indexes)."""
+    keys = [("PK", "S"), ("SK", "S")] + ([(SHARD, "N"), (DUE, "N")] if name == "jobs" else [])
+    index = {
+        "IndexName": INDEX_NAME,
+        "KeySchema": [{"AttributeName": SHARD, "KeyType": "HASH"}, {"AttributeName": DUE, "KeyType": "RANGE"}],
+        "Projection": {"ProjectionType": "ALL"},
+    }
     table = owner("dynamodb").create_table(
         TableName=name,
-        AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k in ("PK", "SK")],
+        AttributeDefinitions=[{"AttributeName": k, "AttributeType": t} for k, t in keys],
         KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
         BillingMode="PAY_PER_REQUEST",
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        **({"GlobalSecondaryIndexes": [index]} if name == "jobs" else {}),
+        **(
+            {"SSESpecification": {"Enabled": True, "SSEType": "KMS", "KMSMasterKeyId": key}} if name == "scores" else {}
+        ),
     )["TableDescription"]
+    if name == "sessions":
+        owner("dynamodb").update_time_to_live(
+            TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiresAt"}
+        )
     arns = {"table": table["TableArn"], "stream": table["LatestStreamArn"]}
     owner("dynamodb").put_resource_policy(
-        ResourceArn=arns["table"], Policy=_policy(arns["table"], deployer, ITEM_ACTIONS)
+        ResourceArn=arns["table"], Policy=_policy([arns["table"], f"{arns['table']}/index/*"], deployer, ITEM_ACTIONS)
     )
     owner("dynamodb").put_resource_policy(
-        ResourceArn=arns["stream"], Policy=_policy(arns["stream"], deployer, STREAM_ACTIONS)
+        ResourceArn=arns["stream"], Policy=_policy([arns["stream"]], deployer, STREAM_ACTIONS)
     )
     return arns
 
@@ -101,14 +147,23 @@ def _make_table(owner: Callable[[str], Any], name: str, deployer: str) -> dict[s
 def deployed(tmp_path_factory: pytest.TempPathFactory, fresh_cloud: Ministack) -> Iterator[dict[str, Any]]:
     deployer = clients(fresh_cloud.endpoint, REGION)("sts").get_caller_identity()["Account"]
     owner = _owner(fresh_cloud.endpoint)
-    tables = {name: _make_table(owner, name, deployer) for name in ("orders", "scores")}
+    key = owner("kms").create_key(Description="B's key for its scores table", Policy=_key_policy(deployer))
+    key_arn = key["KeyMetadata"]["Arn"]
+    tables = {name: _make_table(owner, name, deployer, key_arn) for name in MODES}
     folder: Path = tmp_path_factory.mktemp("shop")
     (folder / "Pulumi.yaml").write_text(PROJECT)
-    (folder / "__main__.py").write_text(
-        PROGRAM.replace("{orders}", tables["orders"]["stream"]).replace("{scores}", tables["scores"]["stream"])
-    )
+    program = PROGRAM.replace("{key}", key_arn)
+    for name in MODES:
+        program = program.replace(f"{{{name}}}", tables[name]["stream"])
+    (folder / "__main__.py").write_text(program)
     deployment = up(fresh_cloud.endpoint, project_dir=folder)
-    yield {**deployment.outputs, "tables": tables, "deployer": deployer}
+    # the TTL process (B's expired sessions deleted 5 s after their time) and the universal targets
+    with Emulators(deployment.endpoint, deployment.region):
+        yield {**deployment.outputs, "tables": tables, "deployer": deployer, "key": key_arn}
+
+
+def _due(pk: str, attribute: str, at: int) -> dict[str, Any]:
+    return {"PK": {"S": pk}, "SK": {"S": "DUE"}, attribute: {"N": str(at)}}
 
 
 def _total(owner: Callable[[str], Any], user: str) -> dict[str, Any] | None:
@@ -117,39 +172,62 @@ def _total(owner: Callable[[str], Any], user: str) -> dict[str, Any] | None:
     return found
 
 
+def _held_back_until(owner: Callable[[str], Any], user: str, restore: Callable[[], Any]) -> None:
+    """A score of 3 written for `user` while a refusal is in place gives no total within 8 s; once `restore` has run,
+    its total arrives (the batch the mapping kept retrying)."""
+    try:
+        item = {"PK": {"S": f"SCORE#{user}"}, "SK": {"S": f"USER#{user}"}, "Score": {"N": "3"}}
+        owner("dynamodb").put_item(TableName="scores", Item=item)
+        time.sleep(8)
+        assert _total(owner, user) is None
+    finally:
+        restore()
+    found = _wait(lambda: _total(owner, user))
+    assert found is not None and found["totalScore"] == {"N": "3"}
+
+
 def test_the_deployers_mappings_read_the_owners_streams(deployed: dict[str, Any], fresh_cloud: Ministack) -> None:
     mappings = clients(fresh_cloud.endpoint, REGION)("lambda").list_event_source_mappings()["EventSourceMappings"]
     sources = {m["EventSourceArn"] for m in mappings}
-    assert {deployed["tables"][name]["stream"] for name in ("orders", "scores")} <= sources
+    assert {deployed["tables"][name]["stream"] for name in MODES} <= sources
     assert all(f":{OWNER}:" in arn for arn in sources if ":dynamodb:" in arn), sources
 
 
-def test_an_order_written_in_the_owners_table_arrives_and_scores_are_totalled_there(
-    deployed: dict[str, Any], fresh_cloud: Ministack
-) -> None:
+def test_every_mode_delivers_from_the_owners_tables(deployed: dict[str, Any], fresh_cloud: Ministack) -> None:
     owner = _owner(fresh_cloud.endpoint)
     client = clients(fresh_cloud.endpoint, REGION)
-    # WHEN B writes an order due now and two scores into its own tables
-    order = {"PK": {"S": "ORDER#1"}, "SK": {"S": "DUE"}, "shipAt": {"N": str(int(time.time()))}}
-    owner("dynamodb").put_item(TableName="orders", Item=order)
+    now = int(time.time())
+    # WHEN B writes, into its own tables, an order due now, two scores, a session expiring now and a job due now
+    owner("dynamodb").put_item(TableName="orders", Item=_due("ORDER#1", "shipAt", now))
     for number, score in ((1, "5"), (2, "7")):
         item = {"PK": {"S": f"SCORE#{number}"}, "SK": {"S": "USER#ada"}, "Score": {"N": score}}
         owner("dynamodb").put_item(TableName="scores", Item=item)
+    owner("dynamodb").put_item(TableName="sessions", Item=_due("SESSION#1", "expiresAt", now))
+    owner("dynamodb").put_item(TableName="jobs", Item=_due("JOB#1", "runAt", now))
     # THEN the total appears in B's table (the aggregator's mapping read B's stream, its writes went to B's table)
     total = _wait(lambda: (found := _total(owner, "ada")) and found.get("totalScore") == {"N": "12"} and found)
     assert total, _total(owner, "ada")
-    # AND the order's due event reaches A's queue: Scheduler assumed A's role, in A's account, to send it
+    # AND each due event reaches A's queue: the order's sent by Scheduler as A's role (assumed in A's account), the
+    # session's by the ttl executor once B's TTL deleted it, the job's by polling's processor (its tick fired now)
+    found: list[dict[str, Any]] = []
+    fired = [0.0]
 
-    def arrived() -> dict[str, Any] | None:
+    def missing() -> list[str]:
         for message in (
-            client("sqs").receive_message(QueueUrl=deployed["inbox_url"], WaitTimeSeconds=1).get("Messages", [])
+            client("sqs")
+            .receive_message(QueueUrl=deployed["inbox_url"], MaxNumberOfMessages=10, WaitTimeSeconds=1)
+            .get("Messages", [])
         ):
-            body: dict[str, Any] = json.loads(message["Body"])
-            if body.get("keys") == {"PK": "ORDER#1", "SK": "DUE"}:
-                return body
-        return None
+            found.append(json.loads(message["Body"]))
+            client("sqs").delete_message(QueueUrl=deployed["inbox_url"], ReceiptHandle=message["ReceiptHandle"])
+        keys = [m.get("keys") for m in found]
+        late = [pk for pk in ("ORDER#1", "SESSION#1", "JOB#1") if {"PK": pk, "SK": "DUE"} not in keys]
+        if "JOB#1" in late and time.time() - fired[0] > FIRE_EVERY_SECONDS:
+            fire_rule(client, deployed["jobs_tick"], REGION)
+            fired[0] = time.time()
+        return late
 
-    assert _wait(arrived, SCHEDULER_WAIT_SECONDS), "no due event for the order within the wait"
+    assert _wait(lambda: not missing(), SCHEDULER_WAIT_SECONDS), f"no due event within the wait for {missing()}"
 
 
 def test_without_the_stream_policys_statement_the_mappings_reads_are_refused_until_it_is_back(
@@ -159,19 +237,10 @@ def test_without_the_stream_policys_statement_the_mappings_reads_are_refused_unt
     owner = _owner(fresh_cloud.endpoint)
     stream = deployed["tables"]["scores"]["stream"]
     original = owner("dynamodb").get_resource_policy(ResourceArn=stream)["Policy"]
-    owner("dynamodb").put_resource_policy(ResourceArn=stream, Policy=_policy(stream, "333333333333", STREAM_ACTIONS))
-    try:
-        # WHEN B writes a score
-        item = {"PK": {"S": "SCORE#3"}, "SK": {"S": "USER#bob"}, "Score": {"N": "4"}}
-        owner("dynamodb").put_item(TableName="scores", Item=item)
-        # THEN no total appears: the mapping may not read B's stream as the aggregator's role
-        time.sleep(8)
-        assert _total(owner, "bob") is None
-    finally:
-        owner("dynamodb").put_resource_policy(ResourceArn=stream, Policy=original)
+    owner("dynamodb").put_resource_policy(ResourceArn=stream, Policy=_policy([stream], "333333333333", STREAM_ACTIONS))
+    # WHEN B writes a score THEN no total appears: the mapping may not read B's stream as the aggregator's role
     # AND with the statement back, the batch the mapping kept retrying goes through: nothing was lost
-    found = _wait(lambda: _total(owner, "bob"))
-    assert found is not None and found["totalScore"] == {"N": "4"}
+    _held_back_until(owner, "bob", lambda: owner("dynamodb").put_resource_policy(ResourceArn=stream, Policy=original))
 
 
 def test_a_mapping_on_the_owners_stream_without_its_policy_is_refused(
@@ -237,3 +306,20 @@ def test_the_owners_table_is_read_by_arn_only_when_both_policies_allow(
             scheduler.get_item(TableName=orders, Key=key)
     finally:
         owner("dynamodb").put_resource_policy(ResourceArn=orders, Policy=policy)
+
+
+def test_without_the_owners_key_policy_statement_the_encrypted_tables_stream_and_writes_are_refused(
+    deployed: dict[str, Any], fresh_cloud: Ministack
+) -> None:
+    # GIVEN B's key for the scores table without its statement for A (B's own kept)
+    owner = _owner(fresh_cloud.endpoint)
+    document = json.loads(_key_policy(deployed["deployer"]))
+    document["Statement"] = [s for s in document["Statement"] if s["Sid"] != "DeployingAccount"]
+    owner("kms").put_key_policy(KeyId=deployed["key"], PolicyName="default", Policy=json.dumps(document))
+    # WHEN B writes a score THEN no total appears: the aggregator's role may not use B's key (its own policy names
+    # the key, B's key policy does not name A): neither the stream read nor the write goes through
+    # AND with the statement back, the batch goes through: nothing was lost
+    restored = _key_policy(deployed["deployer"])
+    _held_back_until(
+        owner, "cy", lambda: owner("kms").put_key_policy(KeyId=deployed["key"], PolicyName="default", Policy=restored)
+    )

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import importlib
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from typing import Protocol
 
     from ..clients import Clients
     from ..config import TargetConfig
@@ -29,31 +30,33 @@ GRANT_QUALIFIED = "arn-and-qualifiers"
 GRANT_SES_IDENTITY = "ses-identity"
 
 
-class TargetType(Protocol):
-    """What a target module declares (each module is one; the type checker holds them to this)."""
+if TYPE_CHECKING:  # a Protocol class costs every cold start ~0.1 ms to build: the type checker's only
 
-    KIND: str  # the handlers' configuration's `target.kind`
-    SERVICE: str  # the service in the target's ARN ("" for a target without one)
-    NOUN: str  # what the resource is called, for messages and docs ("queue")
-    ARN_RESOURCE: str  # a regular expression of the ARN's resource part
-    ARN_EXAMPLE: str
-    FIFO: bool  # an ARN ending in `.fifo` names a FIFO resource, which needs a message group
-    SCHEDULER_FIFO: bool  # Scheduler's target for the kind can deliver to a FIFO one
-    GRANT: str  # GRANT_ARN, GRANT_QUALIFIED or GRANT_SES_IDENTITY
-    SEND_ACTIONS: tuple[str, ...]  # what the function sending directly (and the releaser) calls
-    SCHEDULER_ACTIONS: tuple[str, ...]  # what Scheduler's execution role calls to deliver
-    SCHEDULER_ARN: str  # "": Scheduler's templated target on the target's ARN; else the universal target's ARN
-    KMS_ACTIONS: tuple[str, ...]  # what a sender needs of the customer key encrypting it; (): no such key option
-    PAYLOAD_BYTES: int  # the largest request the target takes (a queue's `maxMessageBytes` overrides it)
+    class TargetType(Protocol):
+        """What a target module declares (each module is one; the type checker holds them to this)."""
 
-    def request(self, target: TargetConfig, event: dict[str, Any]) -> dict[str, Any] | None:
-        """The request the function sends, if it is not the due event itself (SES: the email)."""
+        KIND: str  # the handlers' configuration's `target.kind`
+        SERVICE: str  # the service in the target's ARN ("" for a target without one)
+        NOUN: str  # what the resource is called, for messages and docs ("queue")
+        ARN_RESOURCE: str  # a regular expression of the ARN's resource part
+        ARN_EXAMPLE: str
+        FIFO: bool  # an ARN ending in `.fifo` names a FIFO resource, which needs a message group
+        SCHEDULER_FIFO: bool  # Scheduler's target for the kind can deliver to a FIFO one
+        GRANT: str  # GRANT_ARN, GRANT_QUALIFIED or GRANT_SES_IDENTITY
+        SEND_ACTIONS: tuple[str, ...]  # what the function sending directly (and the releaser) calls
+        SCHEDULER_ACTIONS: tuple[str, ...]  # what Scheduler's execution role calls to deliver
+        SCHEDULER_ARN: str  # "": Scheduler's templated target on the target's ARN; else the universal target's ARN
+        KMS_ACTIONS: tuple[str, ...]  # what a sender needs of the customer key encrypting it; (): no such key option
+        PAYLOAD_BYTES: int  # the largest request the target takes (a queue's `maxMessageBytes` overrides it)
 
-    def send(self, clients: Clients, target: TargetConfig, payload: str, occurrence: str) -> None:
-        """Deliver `payload` now; `occurrence` names the firing where the target deduplicates."""
+        def request(self, target: TargetConfig, event: dict[str, Any]) -> dict[str, Any] | None:
+            """The request the function sends, if it is not the due event itself (SES: the email)."""
 
-    def scheduler_parameters(self, target: TargetConfig, payload: str) -> dict[str, Any]:
-        """What a schedule's `Target` carries besides its ARN, role, input, retries and DLQ."""
+        def send(self, clients: Clients, target: TargetConfig, payload: str, occurrence: str) -> None:
+            """Deliver `payload` now; `occurrence` names the firing where the target deduplicates."""
+
+        def scheduler_parameters(self, target: TargetConfig, payload: str) -> dict[str, Any]:
+            """What a schedule's `Target` carries besides its ARN, role, input, retries and DLQ."""
 
 
 _KNOWN: dict[str, TargetType] = {}
