@@ -75,7 +75,7 @@ bench: $(STAMP)
 # RATE 10 is what a 2-core machine keeps up with (at 100 the writes fall behind and lateness measures the backlog).
 # HERD: items due in one minute in each of two more tables (eventbridge through the local Scheduler's invocation
 # throttle, polling fanned out), judged against docs/performance.md's herd arithmetic. Not in the plain soak (its
-# burst would be the other modes' lateness): `make soak N=0 HERD=10000` runs the herd alone (about 45 minutes).
+# burst would be the other modes' lateness): `make soak N=0 HERD=10000` runs the herd alone (about half an hour).
 N ?= 20000
 RATE ?= 10
 FAULTS ?= 0.02

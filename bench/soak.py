@@ -29,7 +29,8 @@ A herd (`--herd N`): N items in each of two more tables, all due at the same who
 beforehand at `--herd-rate` a second, a twentieth of them deleted before their minute (cancels that must hold):
 `eventbridge herd` (one schedule each, fired through the local Scheduler's invocation throttle,
 localcloud/throttle.py) and `polling herd` (fanned out: `HERD_SHARDS` shard keys, one processor invocation per
-group of them, `HERD_SHARD_GROUPS`), the polling herd a few minutes after the eventbridge one so each drains alone.
+group of them, `HERD_SHARD_GROUPS`; its rule ticked once a minute, as deployed), the polling herd a few minutes
+after the eventbridge one so each drains alone.
 Each is judged against what docs/performance.md's herd section says for its size at the local throttle (`herd_bounds`).
 """
 
@@ -450,6 +451,11 @@ def _plan_item(result: Plan, mode: str, table: str, i: int, written: float, rng:
         result.cancelled_by[mode] += [(occurrence, cancelling) for occurrence in occurrences(due)]
 
 
+def arrived_so_far(work: Plan, arrivals: Mapping[str, list[Arrival]]) -> str:
+    """The progress line's arrivals against expectations, for the workloads the run has (a plain soak has no herd)."""
+    return ", ".join(f"{m} {len(a)}/{len(work.expected[m])}" for m, a in arrivals.items() if work.items.get(m))
+
+
 def held_in_time(
     cancelled_by: Iterable[tuple[tuple[str, float], Op]],
 ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
@@ -850,9 +856,7 @@ def soak(
                     break
                 if time.time() - last_report > 30:
                     last_report = time.time()
-                    got = ", ".join(
-                        f"{m} {len(a)}/{len(work.expected[m])}" for m, a in driver.arrivals.items() if work.items[m]
-                    )
+                    got = arrived_so_far(work, driver.arrivals)
                     print(
                         f"  {time.time() - start:5.0f}s: {driver.written:,} writes, arrivals/expected: {got}, "
                         f"{driver.written_back:,} write-backs, faults {sum(cloud.injected().values()):,}, "

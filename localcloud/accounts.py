@@ -14,6 +14,8 @@ its name and looks that up in the caller's account, refuses a mapping on another
 - `table_policy`: the table's resource-based policy (DynamoDB `PutResourcePolicy`, kept by ministack in the owner's
   account) joins the IAM decision on a table ARN (its indexes too): in the owner's account as any resource policy;
   from another account it must allow too, and without one nothing is allowed.
+- Another account's KMS key (a customer-managed key on its table): found in its owner's account, and its key
+  policy must allow the caller too (`owned_key`).
 - Mappings: another account's stream ARN is accepted when the stream exists (its table's latest); the stream's own
   resource-based policy must allow the function's role `dynamodb:DescribeStream`, `dynamodb:GetShardIterator` and
   `dynamodb:GetRecords` (the actions DynamoDB lets a stream's policy grant; `ListStreams` names no stream and is the
@@ -150,8 +152,27 @@ def table_policy(resource_arn: str) -> tuple[Any, str] | None:
     return policy, account
 
 
+def owned_key(key_arn: str) -> dict[str, Any] | None:
+    """The record of another account's KMS key, found in its owner's account and region (ministack looks a key ARN
+    up in the caller's only); None for the caller's own key, or no such key."""
+    from ministack.core.responses import _request_account_id, _request_region, get_account_id
+    from ministack.services import kms
+
+    parts = key_arn.split(":")
+    if len(parts) < 6 or parts[2] != "kms" or parts[4] == get_account_id():
+        return None
+    account, region = _request_account_id.set(parts[4]), _request_region.set(parts[3])
+    try:
+        record: dict[str, Any] | None = kms._resolve_key(key_arn)
+    finally:
+        _request_account_id.reset(account)
+        _request_region.reset(region)
+    return record
+
+
 def join_table_policies() -> None:
-    """ministack's evaluator, with each DynamoDB table's resource-based policy (it knows none)."""
+    """ministack's evaluator, with each DynamoDB table's resource-based policy (it knows none), and another account's
+    KMS key's policy (it looks a key up in the caller's account only, and so let the caller's policy decide)."""
     from ministack.core import iam_evaluator
 
     lookup = iam_evaluator._resource_policy
@@ -159,6 +180,9 @@ def join_table_policies() -> None:
     def resource_policy(service: str, resource_arn: str) -> tuple | None:
         if service == "dynamodb":
             return table_policy(resource_arn)
+        record = owned_key(resource_arn) if service == "kms" else None
+        if record is not None:
+            return record.get("Policy") or "", resource_arn.split(":")[4]
         found: tuple | None = lookup(service, resource_arn)
         return found
 

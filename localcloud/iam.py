@@ -54,7 +54,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from . import accounts
-from .accounts import STREAM_POLICY_READS, arn_scope, is_other_accounts_stream, stream_policy
+from .accounts import STREAM_POLICY_READS, arn_scope, is_other_accounts_stream, owned_key, stream_policy
 from .endpoints import Response, first, json_answer, serve
 
 log = logging.getLogger("localcloud.iam")
@@ -550,7 +550,8 @@ def resource_key(service: str, resource_arn: str) -> str | None:
         table = dynamodb._tables.get_scoped(account, region, rest.split("/")[1]) or {}
         sse = table.get("SSEDescription") or {}
         key = sse.get("KMSMasterKeyArn") if sse.get("SSEType") == "KMS" else None
-    record = kms._resolve_key(key) if key else None
+    # (another account's table has its key in that account: kms._resolve_key looks only in the caller's)
+    record = (owned_key(key) or kms._resolve_key(key)) if key else None
     if not record or record.get("KeyManager", "CUSTOMER") != "CUSTOMER":
         return None
     return str(record["Arn"])

@@ -12,6 +12,7 @@ import pytest
 
 from bench.report import SOAK_BEGIN, SOAK_END, replace_soak_section, soak_section
 from bench.soak import (
+    ALL_MODES,
     HERD_MODES,
     MODES,
     Account,
@@ -21,6 +22,7 @@ from bench.soak import (
     Run,
     account,
     account_totals,
+    arrived_so_far,
     held_in_time,
     herd_bounds,
     herd_facts,
@@ -336,3 +338,12 @@ def test_the_writer_makes_every_write_of_a_batch_even_two_planned_for_the_same_i
     ops.append(Op(DUE, "t", {"PK": "CANCELLED"}))
     driver._write_table(table, "t", ops, TypeSerializer())
     assert len(table.requests) == 26 and driver.written == 26 and all(op.written_at is not None for op in ops)
+
+
+def test_the_progress_line_counts_the_workloads_the_run_has_with_or_without_a_herd() -> None:
+    work = plan(16, 10.0, DUE, random.Random(1))
+    arrivals: dict[str, list[Arrival]] = {mode: [] for mode in ALL_MODES}
+    line = arrived_so_far(work, arrivals)
+    assert line.startswith("eventbridge minute 0/") and "herd" not in line
+    plan_herd(work, 100, 100.0, DUE, lead=60.0, scheduler_rate=100.0)
+    assert arrived_so_far(work, arrivals).endswith("eventbridge herd 0/95, polling herd 0/95")

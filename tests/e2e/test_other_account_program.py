@@ -7,7 +7,9 @@ mappings read B's streams as its functions' roles, its functions read and write 
 A's role (trust condition `aws:SourceAccount` = A) and sends to A's queue. Items written in B arrive in A's queue,
 scores written in B are totalled in B's table. Without the stream policy's statement the mapping's reads are refused
 and nothing is lost: the batch goes through once it is back; without the stream's policy the mapping cannot be
-created; without the table's policy, or without the role's own grant, the role's calls on B's table are refused."""
+created; without the table's policy, or without the role's own grant, the role's calls on B's table are refused.
+The scores table is encrypted with B's customer-managed key, which A's component is given (`kms_key_arn`): without
+the key policy's statement for A, its stream reads and writes are refused until it is back."""
 
 from __future__ import annotations
 
@@ -49,7 +51,8 @@ orders = ScheduledTable("orders", ScheduledTableArgs(
     mode="eventbridge", time_attribute="shipAt", target=QueueTarget(inbox.arn),
     existing_table=ExistingTable(name="orders", stream_arn="{orders}"), **common))
 scores = ScheduledTable("scores", ScheduledTableArgs(
-    mode="aggregate", existing_table=ExistingTable(name="scores", stream_arn="{scores}"), **common))
+    mode="aggregate", existing_table=ExistingTable(name="scores", stream_arn="{scores}"), kms_key_arn="{key}",
+    **common))
 sessions = ScheduledTable("sessions", ScheduledTableArgs(
     mode="ttl", time_attribute="expiresAt", target=QueueTarget(inbox.arn),
     existing_table=ExistingTable(name="sessions", stream_arn="{sessions}"), **common))
@@ -68,6 +71,7 @@ ITEM_ACTIONS = [
     "dynamodb:DeleteItem",
     "dynamodb:ConditionCheckItem",
 ]
+KEY_USES = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
 STREAM_ACTIONS = ["dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"]
 # Scheduler runs an at() anywhere in its minute: a due event may come a minute and a half after it is written.
 SCHEDULER_WAIT_SECONDS = 120.0
@@ -92,9 +96,22 @@ def _policy(arns: list[str], account: str, actions: list[str]) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": [statement]})
 
 
-def _make_table(owner: Callable[[str], Any], name: str, deployer: str) -> dict[str, str]:
-    """B's table with its stream (and what its mode needs: TTL for `sessions`, the due index for `jobs`), and both
-    resource-based policies allowing account `deployer` (the table's covering its indexes)."""
+def _key_policy(deployer: str) -> str:
+    """B's key policy: B administers its key, account A's callers may use it for DynamoDB (their own policy must allow
+    it too)."""
+    statements = [
+        {"Sid": "Owner", "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{OWNER}:root"}, "Action": "kms:*",
+         "Resource": "*"},
+        {"Sid": "DeployingAccount", "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{deployer}:root"},
+         "Action": KEY_USES, "Resource": "*"},
+    ]  # fmt: skip
+    return json.dumps({"Version": "2012-10-17", "Statement": statements})
+
+
+def _make_table(owner: Callable[[str], Any], name: str, deployer: str, key: str) -> dict[str, str]:
+    """B's table with its stream (and what its mode needs: TTL for `sessions`, the due index for `jobs`; `scores`
+    encrypted with B's `key`), and both resource-based policies allowing account `deployer` (the table's covering
+    its indexes)."""
     keys = [("PK", "S"), ("SK", "S")] + ([(SHARD, "N"), (DUE, "N")] if name == "jobs" else [])
     index = {
         "IndexName": INDEX_NAME,
@@ -108,6 +125,9 @@ def _make_table(owner: Callable[[str], Any], name: str, deployer: str) -> dict[s
         BillingMode="PAY_PER_REQUEST",
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
         **({"GlobalSecondaryIndexes": [index]} if name == "jobs" else {}),
+        **(
+            {"SSESpecification": {"Enabled": True, "SSEType": "KMS", "KMSMasterKeyId": key}} if name == "scores" else {}
+        ),
     )["TableDescription"]
     if name == "sessions":
         owner("dynamodb").update_time_to_live(
@@ -127,17 +147,19 @@ def _make_table(owner: Callable[[str], Any], name: str, deployer: str) -> dict[s
 def deployed(tmp_path_factory: pytest.TempPathFactory, fresh_cloud: Ministack) -> Iterator[dict[str, Any]]:
     deployer = clients(fresh_cloud.endpoint, REGION)("sts").get_caller_identity()["Account"]
     owner = _owner(fresh_cloud.endpoint)
-    tables = {name: _make_table(owner, name, deployer) for name in MODES}
+    key = owner("kms").create_key(Description="B's key for its scores table", Policy=_key_policy(deployer))
+    key_arn = key["KeyMetadata"]["Arn"]
+    tables = {name: _make_table(owner, name, deployer, key_arn) for name in MODES}
     folder: Path = tmp_path_factory.mktemp("shop")
     (folder / "Pulumi.yaml").write_text(PROJECT)
-    program = PROGRAM
+    program = PROGRAM.replace("{key}", key_arn)
     for name in MODES:
         program = program.replace(f"{{{name}}}", tables[name]["stream"])
     (folder / "__main__.py").write_text(program)
     deployment = up(fresh_cloud.endpoint, project_dir=folder)
     # the TTL process (B's expired sessions deleted 5 s after their time) and the universal targets
     with Emulators(deployment.endpoint, deployment.region):
-        yield {**deployment.outputs, "tables": tables, "deployer": deployer}
+        yield {**deployment.outputs, "tables": tables, "deployer": deployer, "key": key_arn}
 
 
 def _due(pk: str, attribute: str, at: int) -> dict[str, Any]:
@@ -148,6 +170,20 @@ def _total(owner: Callable[[str], Any], user: str) -> dict[str, Any] | None:
     key = {"PK": {"S": f"USER#{user}"}, "SK": {"S": "TOTAL"}}
     found: dict[str, Any] | None = owner("dynamodb").get_item(TableName="scores", Key=key).get("Item")
     return found
+
+
+def _held_back_until(owner: Callable[[str], Any], user: str, restore: Callable[[], Any]) -> None:
+    """A score of 3 written for `user` while a refusal is in place gives no total within 8 s; once `restore` has run,
+    its total arrives (the batch the mapping kept retrying)."""
+    try:
+        item = {"PK": {"S": f"SCORE#{user}"}, "SK": {"S": f"USER#{user}"}, "Score": {"N": "3"}}
+        owner("dynamodb").put_item(TableName="scores", Item=item)
+        time.sleep(8)
+        assert _total(owner, user) is None
+    finally:
+        restore()
+    found = _wait(lambda: _total(owner, user))
+    assert found is not None and found["totalScore"] == {"N": "3"}
 
 
 def test_the_deployers_mappings_read_the_owners_streams(deployed: dict[str, Any], fresh_cloud: Ministack) -> None:
@@ -202,18 +238,9 @@ def test_without_the_stream_policys_statement_the_mappings_reads_are_refused_unt
     stream = deployed["tables"]["scores"]["stream"]
     original = owner("dynamodb").get_resource_policy(ResourceArn=stream)["Policy"]
     owner("dynamodb").put_resource_policy(ResourceArn=stream, Policy=_policy([stream], "333333333333", STREAM_ACTIONS))
-    try:
-        # WHEN B writes a score
-        item = {"PK": {"S": "SCORE#3"}, "SK": {"S": "USER#bob"}, "Score": {"N": "4"}}
-        owner("dynamodb").put_item(TableName="scores", Item=item)
-        # THEN no total appears: the mapping may not read B's stream as the aggregator's role
-        time.sleep(8)
-        assert _total(owner, "bob") is None
-    finally:
-        owner("dynamodb").put_resource_policy(ResourceArn=stream, Policy=original)
+    # WHEN B writes a score THEN no total appears: the mapping may not read B's stream as the aggregator's role
     # AND with the statement back, the batch the mapping kept retrying goes through: nothing was lost
-    found = _wait(lambda: _total(owner, "bob"))
-    assert found is not None and found["totalScore"] == {"N": "4"}
+    _held_back_until(owner, "bob", lambda: owner("dynamodb").put_resource_policy(ResourceArn=stream, Policy=original))
 
 
 def test_a_mapping_on_the_owners_stream_without_its_policy_is_refused(
@@ -279,3 +306,20 @@ def test_the_owners_table_is_read_by_arn_only_when_both_policies_allow(
             scheduler.get_item(TableName=orders, Key=key)
     finally:
         owner("dynamodb").put_resource_policy(ResourceArn=orders, Policy=policy)
+
+
+def test_without_the_owners_key_policy_statement_the_encrypted_tables_stream_and_writes_are_refused(
+    deployed: dict[str, Any], fresh_cloud: Ministack
+) -> None:
+    # GIVEN B's key for the scores table without its statement for A (B's own kept)
+    owner = _owner(fresh_cloud.endpoint)
+    document = json.loads(_key_policy(deployed["deployer"]))
+    document["Statement"] = [s for s in document["Statement"] if s["Sid"] != "DeployingAccount"]
+    owner("kms").put_key_policy(KeyId=deployed["key"], PolicyName="default", Policy=json.dumps(document))
+    # WHEN B writes a score THEN no total appears: the aggregator's role may not use B's key (its own policy names
+    # the key, B's key policy does not name A): neither the stream read nor the write goes through
+    # AND with the statement back, the batch goes through: nothing was lost
+    restored = _key_policy(deployed["deployer"])
+    _held_back_until(
+        owner, "cy", lambda: owner("kms").put_key_policy(KeyId=deployed["key"], PolicyName="default", Policy=restored)
+    )
