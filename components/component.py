@@ -145,10 +145,11 @@ class ScheduledTable(pulumi.ComponentResource):
                 mode=args.mode,
                 table_arn=self.table.arn,
                 stream_dlq_arn=stream_dlq.arn,
-                # Its key is the consumer's mapping's to use, unless the poison queue's too (the backfill parks).
-                stream_dlq_key_arn=pulumi.Output.all(stream_dlq.key_arn, poison.key_arn).apply(
-                    lambda keys: keys[0] if keys[0] != keys[1] else None
-                ),
+                # Its key is the consumer's mapping's to use, unless the backfill uses the same key for something
+                # else too: the poison queue (it parks), the table, the target (one company key for all of them).
+                stream_dlq_key_arn=pulumi.Output.all(
+                    stream_dlq.key_arn, poison.key_arn, args.kms_key_arn, getattr(args.target, "kms_key_arn", None)
+                ).apply(lambda keys: keys[0] if keys[0] not in keys[1:] else None),
                 log_retention_days=args.log_retention_days,
                 overrides=args.function_overrides.get("backfill"),
                 checkpoint_ledger_arn=None

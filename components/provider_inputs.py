@@ -233,8 +233,8 @@ class ExistingQueue(TypedDict, total=False):
     max_message_bytes: int
     (
         "The queue's `maxMessageSize`, 1024-1048576: a parked record larger than this is sent with its keys, a note "
-        "and as much of itself as fits; 1048576 for a target DLQ in `polling` mode or at `precision` `second`. "
-        "Default: `262144`."
+        "and as much of itself as fits; at least 8192 for the poison queue and a target DLQ, 1048576 for a target DLQ "
+        "in `polling` mode or at `precision` `second`. Default: `262144`."
     )
 
 

@@ -71,8 +71,8 @@ EXISTING_QUEUE_DOCS: dict[str, str] = {
     ),
     "max_message_bytes": (
         f"the queue's `maxMessageSize`, {constants.SQS_MIN_MESSAGE_BYTES}-{constants.SQS_MAX_MESSAGE_BYTES}: a "
-        "parked record larger than this is sent with its keys, a note and as much of itself as fits; 1048576 for a "
-        "target DLQ in `polling` mode or at `precision` `second`"
+        "parked record larger than this is sent with its keys, a note and as much of itself as fits; at least 8192 for "
+        "the poison queue and a target DLQ, 1048576 for a target DLQ in `polling` mode or at `precision` `second`"
     ),
 }
 # The options' description after their syntax (args.OPTION_DOCS, provider.PROVIDER_DOCS).
@@ -139,7 +139,20 @@ def existing_queue_problem(option: str, given: Any, *, has_target_dlq: bool, mod
             f"{option}.max_message_bytes: {size!r} is out of range; use a whole number from "
             f"{constants.SQS_MIN_MESSAGE_BYTES} to {constants.SQS_MAX_MESSAGE_BYTES}, the queue's maxMessageSize"
         )
+    if problem is None and option in PARKING_OPTIONS and size < PARKED_MIN_MESSAGE_BYTES:
+        problem = (
+            f"{option}.max_message_bytes: {size} is too small for a parked message (its reason, its item's keys of "
+            f"up to 3 KB and its envelope always go whole); give a queue whose maxMessageSize is at least "
+            f"{PARKED_MIN_MESSAGE_BYTES}"
+        )
     return problem
+
+
+# The queues a handler parks whole messages in (the stream DLQ takes Lambda's own small failure records), and the
+# least room such a message needs: the reason and error, the item's keys (DynamoDB: up to 2,048 + 1,024 bytes) and
+# the envelope are never cut (st_core/poison.fit).
+PARKING_OPTIONS = ("existing_poison_queue", "existing_target_dlq")
+PARKED_MIN_MESSAGE_BYTES = 8 * 1024
 
 
 def shared_queue_problem(given: Mapping[str, ExistingQueue | None]) -> str | None:

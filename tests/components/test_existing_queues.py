@@ -125,6 +125,19 @@ def test_the_backfill_function_may_use_the_poison_queues_key_and_not_the_stream_
     assert _granted(shared, "backfill", "kms:GenerateDataKey") == {KEY}
 
 
+def test_a_stream_dlq_sharing_the_tables_key_leaves_the_backfill_its_use_of_the_table() -> None:
+    """One company key for the table and the stream DLQ (the poison queue the component's own): the backfill
+    scans and reads the encrypted table, so it keeps the key's use though it never writes to the stream DLQ."""
+    stack = _built(
+        mode="ttl",
+        backfill_function=True,
+        kms_key_arn=KEY,
+        existing_stream_dlq=ExistingQueue(STREAM_DLQ, kms_key_arn=KEY),
+    )
+    assert _granted(stack, "backfill", "kms:Decrypt") == {KEY}
+    assert STREAM_DLQ not in _granted(stack, "backfill", "sqs:SendMessage")
+
+
 def test_precise_ttls_scheduler_parks_in_the_users_dlq() -> None:
     stack = _built(mode="ttl", precise=True, existing_target_dlq=ExistingQueue(DLQ, kms_key_arn=KEY))
     assert _granted(stack, "scheduler-exec", "sqs:SendMessage") == {DLQ}
@@ -344,3 +357,15 @@ def test_a_key_known_only_when_deploying_is_checked_then() -> None:
 
     with pytest.raises(ValueError, match=r"^existing_poison_queue.kms_key_arn: 'alias/parked' is not a KMS key ARN;"):
         run_with_mocks(program)
+
+
+@pytest.mark.parametrize("option", ["existing_poison_queue", "existing_target_dlq"])
+def test_a_queue_too_small_for_a_parked_messages_keys_and_reason_is_refused(option: str) -> None:
+    assert _refused(**{option: ExistingQueue(PARKED, max_message_bytes=4096)}) == (
+        f"{option}.max_message_bytes: 4096 is too small for a parked message (its reason, its item's keys of up to "
+        "3 KB and its envelope always go whole); give a queue whose maxMessageSize is at least 8192"
+    )
+
+
+def test_a_small_stream_dlq_is_accepted_lambdas_failure_records_are_small() -> None:
+    _built(existing_stream_dlq=ExistingQueue(STREAM_DLQ, max_message_bytes=1024))

@@ -102,7 +102,10 @@ def test_expired_sessions_fire_once_each_repeat_once_and_never_for_a_cancelled_o
     outcomes: dict[str, Outcome],
 ) -> None:
     sessions = outcomes["sessions"]
-    assert (sessions.written, sessions.expected) == (11, 10)  # 8 sessions + 2 occurrences of the repeating one
+    # 8 sessions + 2 occurrences of the repeating one; 1 when the first arrived after the second was due (TTL and
+    # stream lag on a loaded machine): the write-back skips occurrences already past, by design
+    # (SessionsScenario._skip_a_repeat_already_past; a second that is lost otherwise stays expected: `missing`).
+    assert sessions.written == 11 and sessions.expected in (9, 10)
     assert_exactly_once(sessions)
     assert sessions.dead_letters == {"stream_dlq": 0, "poison_queue": 0}
 

@@ -20,24 +20,29 @@ import math
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
+from unittest.mock import patch
 
 import polling
+from botocore.exceptions import ClientError
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 from moto import mock_aws
 from st_core.clients import CLIENTS
+from st_core.errors import error_code, persist
 from st_core.pending import without_index
 
 from components.filters import filter_patterns, polling_filters
 from tests.handlers.conftest import Env
-from tests.handlers.faults import RefusedEntries
+from tests.handlers.faults import RefusedEntries, Throttled
 from tests.handlers.model_support import StreamDelivery, TargetQueue, due_time, model_env, model_test
 from tests.iam.enforce import acting
 from tests.support.patterns import LambdaFilter
 
 START = datetime(2030, 6, 1, 12, 0, 0, tzinfo=UTC)
 KEYS = ["a", "b", "c"]
+SAME_SHARD = ("b", "c")  # of the model's 4 shards (checked where it matters)
 SK = "T"
 FORMS = ["epoch", "iso", "iso-fraction"]
 TIMEOUT_SECONDS = 60  # the processor's Lambda timeout: the env's lease (90 s) is the timeout + 30 s
@@ -121,6 +126,8 @@ class PollingModel(StreamDelivery):
         self.start_stream()
         self.runs = 0
         self.problems: list[str] = []
+        # Tasks sent by a tick that could not complete them: each may run once more (`tick_failing_a_completion`).
+        self.may_run_again: set[int] = set()
 
     def teardown(self) -> None:
         CLIENTS.reset()
@@ -298,6 +305,50 @@ class PollingModel(StreamDelivery):
         self._collect()
         self._read()
 
+    @rule(seconds=st.integers(0, 120), form=st.sampled_from(FORMS))
+    def herd_failing_a_completion(self, seconds: int, form: str) -> None:
+        """Time passes; the user makes two items of one shard due now (a herd: one batch), and the rule ticks, but
+        DynamoDB throttles the completion of the batch's first item for longer than every retry (a hot partition):
+        the tick fails after completing the rest, none of which runs again; that item, sent but left claimed, may
+        run once more when its lease ends (at least once, for it alone)."""
+        self.now += timedelta(seconds=seconds)
+        for pk in SAME_SHARD:
+            self.put(pk, 0, form, at_once=True)
+        items = [self.env.ddb.get_item(TableName=self.env.table, Key=_key(pk))["Item"] for pk in SAME_SHARD]
+        assert len({str(item.get("stShard")) for item in items if "stShard" in item}) <= 1, items
+        moment = self.now.timestamp()
+        chosen: dict[str, Any] = {}
+
+        def first_completion(params: dict[str, Any]) -> bool:
+            if ":done" not in params.get("ExpressionAttributeValues", {}) or params["Key"]["PK"]["S"] not in SAME_SHARD:
+                return False
+            return bool(chosen.setdefault("key", params["Key"]) == params["Key"])
+
+        throttle = Throttled(first_completion)
+        throttle.attach(CLIENTS.get("dynamodb"), "UpdateItem")
+        try:
+            with (
+                acting("processor", self.env.config),
+                patch.object(polling, "persist", partial(persist, delay=0)),
+                # a warm container's pace: each shard's due items in one page, so the herd is one batch
+                patch.dict(polling._PACE, {(self.env.table, shard): 100.0 for shard in range(4)}),
+            ):
+                polling.process(self.env.config, now=lambda: moment)
+        except ClientError as exc:
+            assert error_code(exc) == "ProvisionedThroughputExceededException" and throttle.throttled, exc
+        else:
+            assert throttle.throttled == 0
+        finally:
+            throttle.detach()
+        received = self._collect()
+        if throttle.throttled:
+            pk = chosen["key"]["PK"]["S"]
+            assert pk in received, (pk, received)
+            item = self.reference.items[pk]
+            item.marked = False  # the processor could not mark it DONE: it stays CLAIMED
+            self.may_run_again.add(item.task.id)
+        self._read()
+
     @rule(seconds=st.integers(0, 120))
     def tick_dies(self, seconds: int) -> None:
         """Time passes and the processor dies after claiming what is due, before dispatching any of it: those
@@ -337,11 +388,13 @@ class PollingModel(StreamDelivery):
                 self.problems.append(f"{pk} ran at {moment:.0f}, before its stDue {due}")
             if item is None:
                 self.problems.append(f"{pk} (stDue {due}) ran, but the item was deleted before")
-            elif item.task.ran_at is not None:
+            elif item.task.ran_at is not None and item.task.id not in self.may_run_again:
                 self.problems.append(f"{pk} task {item.task.id} ran twice: at {item.task.ran_at:.0f} and {moment:.0f}")
             elif due != st_due(item.raw):
                 self.problems.append(f"{pk} task {item.task.id} ran at stDue {due}, not at its time {item.raw!r}")
             else:
+                if item.task.ran_at is not None:  # its completion failed: this once more, and no more
+                    self.may_run_again.discard(item.task.id)
                 item.task.ran_at = moment
                 item.marked = True
                 received.append(pk)

@@ -324,7 +324,9 @@ def test_a_page_read_while_other_shards_dispatch_is_claimed_before_more_is_dispa
         if ":claimed" in params.get("ExpressionAttributeValues", {}):
             log(f"claim {params['Key']['PK']['S'][:2]}")
 
-    clients = CountingClients(on_send=lambda: log("send"))
+    clients = CountingClients()
+    for operation in ("SendMessage", "SendMessageBatch"):  # one "send" a dispatch: a batch is one call, one worker
+        clients.get("sqs").meta.events.register(f"before-parameter-build.sqs.{operation}", lambda **_: log("send"))
     ddb = clients.get("dynamodb")
     ddb.meta.events.register("provide-client-params.dynamodb.Query", query)
     ddb.meta.events.register("provide-client-params.dynamodb.UpdateItem", claim)
