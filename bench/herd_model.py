@@ -176,12 +176,13 @@ def polling_herd(design: Design, items: int, quotas: Quotas = Quotas()) -> Herd:
 
 
 def eventbridge_herd(items: int, quotas: Quotas = Quotas()) -> Herd:
-    """A herd in `eventbridge`: one schedule per item, all firing in the minute; Scheduler delays what is over its
-    invocation throttle, so the last item fires `items / throttle` seconds after the minute began (at least the
-    minute: a schedule fires anywhere in it)."""
+    """A herd in `eventbridge`: one schedule per item, all due in the minute; Scheduler fires an `at()` schedule
+    anywhere in its minute (it may start the whole herd late in it) and delays what is over its invocation
+    throttle, so the firings take `items / throttle` seconds and the last may come that long after the minute's end
+    (its lateness: the minute + the drain)."""
     rate = min(items / MINUTE, float(quotas.scheduler_invocations))
-    drain = max(MINUTE, items / quotas.scheduler_invocations)
-    return Herd("eventbridge", items, rate, "Scheduler invocation throttle", drain, drain, 0)
+    drain = items / quotas.scheduler_invocations
+    return Herd("eventbridge", items, rate, "Scheduler invocation throttle", drain, MINUTE + drain, 0)
 
 
 @dataclass(frozen=True)

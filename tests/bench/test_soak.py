@@ -298,9 +298,10 @@ def test_a_herd_is_due_at_one_minute_after_its_writes_with_cancels_that_hold() -
 
 def test_a_herds_bound_is_the_docs_drain_at_the_local_throttle() -> None:
     large, small = herd_bounds(10_000, 100.0), herd_bounds(1_000, 100.0)
-    assert large["eventbridge herd"].seconds == 101.0  # 10,000 at 100/s end 100 s after the minute began (+1 s sweep)
+    # 10,000 at 100/s: 100 s of firings that may start at the minute's end (+1 s sweep)
+    assert large["eventbridge herd"].seconds == 161.0
     assert "as 100,000 at AWS's 1,000/s" in large["eventbridge herd"].why
-    assert small["eventbridge herd"].seconds == 61.0  # under the throttle: within the minute
+    assert small["eventbridge herd"].seconds == 71.0
     assert large["polling herd"].seconds == pytest.approx(60.0 + 10_000 / (4 * 120.0))  # the interval + the drain
 
 
