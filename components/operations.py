@@ -105,7 +105,7 @@ def dashboard_body(
     widgets = [
         widget(
             "Records, actions and failures",
-            [ours(name) for name in ("Records", "Dispatched", "Poisoned", "Retried", "Failed")],
+            [ours(name) for name in ("Records", "Dispatched", "Poisoned", "Retried", "Failed", "Unsettled")],
             0,
             0,
         ),

@@ -193,3 +193,22 @@ def test_polling_outputs_name_the_processor_and_rule(build: Build) -> None:
     built = polling(build)
     assert built.outputs["processor_function_name"] == built.one("rem-processor").outputs["name"]
     assert built.outputs["tick_rule_name"] == built.one("rem-tick").outputs["name"]
+
+
+def test_the_dashboard_shows_every_metric_the_processor_emits(build: Build) -> None:
+    """Read from the processor's own `log.metrics` call, so a metric added there and left off the dashboard fails
+    here (the `Unsettled` count of items whose completion failed was such a one)."""
+    import ast
+    from pathlib import Path
+
+    source = ast.parse((Path(__file__).parents[2] / "handlers" / "polling.py").read_text())
+    [call] = [
+        node
+        for node in ast.walk(source)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "metrics"
+    ]
+    emitted = {keyword.arg for keyword in call.keywords if keyword.arg and keyword.arg[0].isupper()}
+    assert {"Dispatched", "Unsettled", "Backlog"} <= emitted
+    body = json.loads(polling(build).one("rem-dashboard").inputs["dashboardBody"])
+    shown = {metric[1] for widget in body["widgets"] for metric in widget["properties"]["metrics"]}
+    assert emitted <= shown
