@@ -147,7 +147,7 @@ def packed(sizes: Sequence[int], entries: int, limit: int) -> list[list[int]]:
     batches: list[list[int]] = []
     used = 0
     for position, bytes_ in enumerate(sizes):
-        if batches and len(batches[-1]) < entries and used + bytes_ <= limit and used <= limit:
+        if batches and len(batches[-1]) < entries and used + bytes_ <= limit:
             batches[-1].append(position)
             used += bytes_
         else:
