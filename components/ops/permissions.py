@@ -413,7 +413,6 @@ def key_uses(action: str, *, table: bool) -> tuple[str, ...]:
         return ("kms:Decrypt",)
     if table:
         return ()
-        return ("kms:Decrypt",)
     return tuple(target_type("sqs").KMS_ACTIONS) if action == "sqs:SendMessage" else ()
 
 
