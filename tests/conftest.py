@@ -85,36 +85,55 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("model")
 
 
+# The local cloud's tests wait far more than they compute (Scheduler's minute, the TTL process: a sixth of their time
+# is CPU), so they run as two groups on two workers of their own, each with its own ministacks (free loopback ports,
+# scratch directories of their own; nothing else is shared), the waits of one overlapping the other's. This group
+# is the second: the local stack's two long runs (the demo's scenarios; `up --stay` as its user meets it) and the
+# local cloud's own tests, about as long as the rest (tests/e2e, -n 0, 2026-11-27 under load: 333 s and 319 s).
+SECOND_CLOUD = ("tests/e2e/test_local_stack.py", "tests/localcloud/")
+
+
+def group_of(nodeid: str) -> str:
+    """The xdist group of a test (its id, relative to the repository): its kind (`KINDS`), the e2e kind in two, or
+    the test itself."""
+    parts = nodeid.split("/")
+    kind = (len(parts) > 2 and parts[0] == "tests" and kind_of(parts[1])) or nodeid
+    return f"{kind}-2" if kind == "e2e" and nodeid.startswith(SECOND_CLOUD) else kind
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """`make test` runs pytest on both cores (`-n 2 --dist loadgroup`): each kind in `KINDS` runs on one worker, so
-    the tests that share a local cloud share one ministack and the wheel is built once; the rest are shared. The
-    groups come from the test ids: xdist 3.8 under pytest 9 no longer carries an `xdist_group` marker into the ids it
-    schedules by, so marked groups were spread over the workers (each then started ministacks of its own). The
-    largest groups go first (xdist's default order by size)."""
+    """`make test` runs pytest with three workers (`-n 3 --dist loadgroup`): each group (`group_of`) runs on one
+    worker, so the tests that share a local cloud share one ministack and the wheel is built once; the rest are
+    shared. The two local-cloud groups and the slow kind, the largest, go first, one to a worker (xdist's default
+    order by size); a worker takes single tests once its group is all but done. The groups come from the test ids:
+    xdist 3.8 under pytest 9 no longer carries an `xdist_group` marker into the ids it schedules by, so marked
+    groups were spread over the workers (each then started ministacks of its own)."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class ByKind(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            parts = nodeid.split("/")  # tests/<folder>/..., relative to the repository
-            return (len(parts) > 2 and parts[0] == "tests" and kind_of(parts[1])) or nodeid
+            return group_of(nodeid)
 
     return ByKind(config, log)
 
 
 # AWS runs Scheduler, Lambda and DynamoDB on machines of their own; the local cloud shares two cores with the other
 # test workers, which are busy computing while it waits for Scheduler's minute. Its timing is what the e2e tests
-# judge, so the worker that runs them (and the ministack and functions it starts, which inherit the priority) goes
-# ahead of the computing workers where the machine allows it (root may raise a priority; others keep the default).
+# judge, so a worker goes ahead of the computing workers while it runs them (and so do the ministacks and functions
+# it starts, which inherit the priority) where the machine allows it (root may raise a priority; others keep the
+# default), and back to where it began for any other test (its local cloud's group done, it computes like the rest).
 E2E_PRIORITY = -5
+BASE_PRIORITY = os.getpriority(os.PRIO_PROCESS, 0)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if item.get_closest_marker("e2e") is None or os.getpriority(os.PRIO_PROCESS, 0) <= E2E_PRIORITY:
+    wanted = BASE_PRIORITY if item.get_closest_marker("e2e") is None else min(E2E_PRIORITY, BASE_PRIORITY)
+    if os.getpriority(os.PRIO_PROCESS, 0) == wanted:
         return
     with contextlib.suppress(PermissionError):
-        os.setpriority(os.PRIO_PROCESS, 0, E2E_PRIORITY)
+        os.setpriority(os.PRIO_PROCESS, 0, wanted)
 
 
 def pytest_terminal_summary(terminalreporter: object) -> None:
