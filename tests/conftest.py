@@ -85,20 +85,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("model")
 
 
-# The local cloud's tests wait far more than they compute (Scheduler's minute, the TTL process: a sixth of their time
-# is CPU), so they run as two groups on two workers of their own, each with its own ministacks (free loopback ports,
-# scratch directories of their own; nothing else is shared), the waits of one overlapping the other's. This group
-# is the second: the local stack's two long runs (the demo's scenarios; `up --stay` as its user meets it) and the
-# local cloud's own tests, about as long as the rest (tests/e2e, -n 0, 2026-11-27 under load: 333 s and 319 s).
-SECOND_CLOUD = ("tests/e2e/test_local_stack.py", "tests/localcloud/")
-
-
+# The local cloud's tests wait far more than they compute (Scheduler's minute, the TTL process: about a third of
+# their time is CPU), and the fixtures start each ministack on a free loopback port with scratch directories of its
+# own, so each of their folders is a group of its own, on a worker of its own: the waits of tests/localcloud (mostly
+# `up --stay`, 170 of 652 s) overlap those of tests/e2e instead of adding to them.
 def group_of(nodeid: str) -> str:
-    """The xdist group of a test (its id, relative to the repository): its kind (`KINDS`), the e2e kind in two, or
-    the test itself."""
+    """The xdist group of a test (its id, relative to the repository): its folder for the e2e kind, else its kind
+    (`KINDS`), or the test itself."""
     parts = nodeid.split("/")
-    kind = (len(parts) > 2 and parts[0] == "tests" and kind_of(parts[1])) or nodeid
-    return f"{kind}-2" if kind == "e2e" and nodeid.startswith(SECOND_CLOUD) else kind
+    kind = len(parts) > 2 and parts[0] == "tests" and kind_of(parts[1])
+    return (parts[1] if kind == "e2e" else kind) or nodeid
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
