@@ -30,11 +30,11 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest -q -n 2 -m "not e2e and not model and not slow"
 
-# Every test, on both cores: the local cloud's tests in two groups, each on a worker of its own (tests/conftest.py
-# groups them and lets those workers go first where the machine allows); they mostly wait, so a third worker
-# computes the rest meanwhile, and each of the three takes its share of what is left once its group is done. (A
-# third worker beside one group of the local cloud's tests was tried: two computing workers then slowed the local
-# cloud more than the suite gained. Here one computes while both groups run.)
+# Every test, on both cores: the local cloud's tests in two groups (tests/e2e, tests/localcloud), each on a worker of
+# its own (tests/conftest.py groups them and lets those workers go first where the machine allows); they mostly
+# wait, so a third worker computes the rest meanwhile, and each worker takes its share of what is left once its group
+# is done. (A third worker beside one group of the local cloud's tests was tried: two computing workers then slowed
+# the local cloud more than the suite gained. Here one computes while both groups run.)
 pytest: $(STAMP) $(CHROMIUM)
 	$(PY) -m pytest -q -n 3 --dist loadgroup
 
