@@ -34,6 +34,11 @@ out for the calls this project makes.
   DetailType) and the schedule's Input as its detail; ministack put it as `aws.scheduler`/`Scheduled Event`, which
   no rule of the bus's matched. `authorize_scheduler_targets` gives it the target's, and checks PutEvents with them
   (`events:source`, `events:detailType`).
+- STS's sessions, registered one at a time: ministack keeps them in a plain dict that `register_session` walks
+  (dropping expired ones) before adding one, with no lock. Lambda's warm-worker spawn registers the execution role's
+  session there from each invocation's thread, `service_session` from the mapping pollers': a session added during
+  another thread's walk raised `RuntimeError: dictionary changed size during iteration` and failed the invocation
+  being spawned (`serialize_sts_sessions`).
 - Service sessions: what AWS does on the component's behalf it does as a role (Scheduler as the schedule's
   `RoleArn`). `service_session` hands out credentials of a role for a service principal its trust policy names
   (conditions such as `aws:SourceAccount` evaluated), the way the service would assume it. ministack's Scheduler uses
@@ -267,6 +272,29 @@ def check_pass_role() -> None:
 
 _sessions: dict[tuple[str, str], dict[str, Any]] = {}
 _sessions_lock = threading.Lock()
+
+
+def serialize_sts_sessions() -> None:
+    """ministack's STS adds a session (`register_session`) after walking all of them to drop the expired ones, and
+    nothing stops two threads doing it at once: Lambda's warm-worker spawn does it for each new worker
+    (`execution_credentials`), and concurrent invocations spawn from their own threads (a backfill's fan-out, its
+    stream's consumers), as `service_session` does from the mapping pollers. A session added (or all forgotten, by
+    STS's `reset`) during another's walk broke it, and with it the invocation. Here they take turns; the reads of
+    a session by its key (every signed request's) need no turn."""
+    from ministack.services import sts as sts_svc
+
+    register, forget = sts_svc.register_session, sts_svc.reset
+    turn = threading.Lock()
+
+    def register_session(access_key: str, session: dict[str, Any]) -> None:
+        with turn:
+            register(access_key, session)
+
+    def reset() -> None:
+        with turn:
+            forget()
+
+    sts_svc.register_session, sts_svc.reset = register_session, reset
 
 
 class Refused(Exception):
@@ -850,6 +878,7 @@ def check_bus_keys() -> None:
 
 
 def install() -> None:
+    serialize_sts_sessions()
     patch_scheduler_resources()
     patch_batch_actions()
     patch_ses_send_email()
