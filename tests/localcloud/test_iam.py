@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from localcloud.iam import (
+    batch_action,
     patch_scheduler_resources,
     schedule_resource_arn,
     send_email_identity,
     serialize_sts_sessions,
-    sqs_batch_action,
     templated_action,
 )
 
@@ -73,12 +73,15 @@ def test_each_templated_target_needs_its_own_action_and_universal_targets_are_th
     assert templated_action("arn:aws:scheduler:::aws-sdk:dynamodb:deleteItem") is None
 
 
-def test_sqs_batch_operations_are_authorized_as_their_single_message_actions() -> None:
-    # The AWS Service Authorization Reference: SendMessageBatch needs sqs:SendMessage, and so on.
-    assert sqs_batch_action("sqs:SendMessageBatch") == "sqs:SendMessage"
-    assert sqs_batch_action("sqs:DeleteMessageBatch") == "sqs:DeleteMessage"
-    assert sqs_batch_action("sqs:ChangeMessageVisibilityBatch") == "sqs:ChangeMessageVisibility"
-    assert sqs_batch_action("sqs:ReceiveMessage") == "sqs:ReceiveMessage"
+def test_batch_operations_are_authorized_as_their_single_message_actions() -> None:
+    # The AWS Service Authorization Reference: SendMessageBatch needs sqs:SendMessage, and so on; SNS's API
+    # permissions reference: sns:Publish grants both Publish and PublishBatch.
+    assert batch_action("sqs:SendMessageBatch") == "sqs:SendMessage"
+    assert batch_action("sqs:DeleteMessageBatch") == "sqs:DeleteMessage"
+    assert batch_action("sqs:ChangeMessageVisibilityBatch") == "sqs:ChangeMessageVisibility"
+    assert batch_action("sns:PublishBatch") == "sns:Publish"
+    assert batch_action("sqs:ReceiveMessage") == "sqs:ReceiveMessage"
+    assert batch_action("sns:Publish") == "sns:Publish"
 
 
 def test_send_email_is_authorized_on_the_identity_ses_sends_as_with_the_from_address() -> None:
