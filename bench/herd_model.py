@@ -91,7 +91,7 @@ INDEX_WRITES_PER_ITEM = TODAY_WRITES.drain_index()
 # Reads per item: a 100-item page of ~1 KB items, eventually consistent (half a unit per 4 KB).
 INDEX_READS_PER_ITEM = 0.5 * 100 * 1 / 4 / 100
 ITEM_BYTES = 1024
-# Due events per target request: SendMessageBatch and PutEvents take 10.
+# Due events per target request: SendMessageBatch, PublishBatch and PutEvents take 10.
 SENDS_PER_CALL = 10
 
 
