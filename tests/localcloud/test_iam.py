@@ -106,8 +106,9 @@ def spawned_at_once(sts: Any) -> list[Any]:
     """Two functions' warm workers spawning at once, each registering its execution role's session with STS as
     ministack's `_spawn` does (`execution_credentials`), the second while the first walks the sessions: the thread
     switch in the middle of the walk, which happens at random under load, made certain here (the walk pauses on a
-    session until the second has registered, or half a second has passed). Each spawn's credentials, or what it
-    raised; the sessions STS holds afterwards are in `sts._sessions`."""
+    session until the second has registered, or a second has passed: with the sessions taking turns, it cannot
+    register before). Each spawn's credentials, or what it raised; the sessions STS holds afterwards are in
+    `sts._sessions`."""
     from ministack.core.lambda_runtime import execution_credentials
 
     walking, registered = threading.Event(), threading.Event()
@@ -116,7 +117,7 @@ def spawned_at_once(sts: Any) -> list[Any]:
         def get(self, key: str, default: Any = None) -> Any:
             if key == "Expiration" and not walking.is_set():
                 walking.set()
-                registered.wait(timeout=0.5)
+                registered.wait(timeout=1.0)
             return super().get(key, default)
 
     live = time.time() + 3600
