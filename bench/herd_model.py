@@ -91,7 +91,7 @@ PRE_INDEXED_CLAIM_PER_ITEM_WRITES = ItemWrites(assign=(0, 1), claim=(1, 2), comp
 # its occurrence delivered, is dropped there).
 ENTRIES_WRITES = ItemWrites(assign=(0, 1), claim=(0, 0), completion=(1, 1), consistent_reads=2.0, shard_lease=2.0)
 ITEM_BYTES = 1024
-# Due events per target request: SendMessageBatch and PutEvents take 10.
+# Due events per target request: SendMessageBatch, PublishBatch and PutEvents take 10.
 SENDS_PER_CALL = 10
 
 
