@@ -140,7 +140,7 @@ def statuses(env: Env, count: int) -> dict[str, str]:
     return {f"r{n}": status(env, f"r{n}")["stStatus"]["S"] for n in range(count)}
 
 
-def test_a_completion_throttled_for_good_leaves_its_entry_alone_claimed_and_the_rest_done_once(
+def test_a_completion_throttled_for_good_leaves_its_entry_alone_due_and_the_rest_done_once(
     polling_env: Env, caplog: pytest.LogCaptureFixture
 ) -> None:
     ten_due_in_one_batch(polling_env)
@@ -152,13 +152,12 @@ def test_a_completion_throttled_for_good_leaves_its_entry_alone_claimed_and_the_
         polling.process(polling_env.config, now=lambda: NOW)
     assert throttle.throttled == 5  # persist's five attempts
     assert received(polling_env) == Counter({f"r{n}": 1 for n in range(10)})
-    assert statuses(polling_env, 10) == {f"r{n}": "CLAIMED" if n == 2 else "DONE" for n in range(10)}
+    assert statuses(polling_env, 10) == {f"r{n}": "PENDING" if n == 2 else "DONE" for n in range(10)}
     [metric] = [json.loads(r.getMessage()) for r in caplog.records if '"_aws"' in r.getMessage()]
     assert (metric["Dispatched"], metric["Unsettled"]) == (9, 1)
-    # THEN after the lease only r2 is sent again (at least once for the one whose completion failed), none other
+    # THEN the next tick sends only r2 again (at least once for the one whose completion failed), none other
     throttle.detach()
-    lease = polling_env.config["polling"]["leaseSeconds"]
-    assert polling.process(polling_env.config, now=lambda: NOW + lease + 1).dispatched == 1
+    assert polling.process(polling_env.config, now=lambda: NOW + 60).dispatched == 1
     assert received(polling_env) == Counter({"r2": 1})
     assert set(statuses(polling_env, 10).values()) == {"DONE"}
 
@@ -190,11 +189,11 @@ def test_a_backoff_or_dead_letter_write_that_fails_leaves_the_rest_of_the_batch_
         polling.process(polling_env.config, now=lambda: NOW)
     # THEN the batch was still sent, and every other entry settled: r4 and r8 parked, the rest done, once each
     assert received(polling_env) == Counter({f"r{n}": 1 for n in (0, 2, 3, 5, 7, 9)})
-    settled = {"r1": "CLAIMED", "r4": "FAILED", "r6": "CLAIMED", "r8": "FAILED"}
+    settled = {"r1": "PENDING", "r4": "FAILED", "r6": "PENDING", "r8": "FAILED"}
     assert statuses(polling_env, 10) == {f"r{n}": settled.get(f"r{n}", "DONE") for n in range(10)}
 
 
-def test_an_item_deleted_after_the_index_read_is_not_claimed_sent_nor_written_back(polling_env: Env) -> None:
+def test_an_item_deleted_after_the_index_read_is_not_sent_nor_written_back(polling_env: Env) -> None:
     for n in range(5):
         pending(polling_env, f"r{n}", NOW - 5)
     cancelled = iter(["r1"])
@@ -208,36 +207,35 @@ def test_an_item_deleted_after_the_index_read_is_not_claimed_sent_nor_written_ba
     report = polling.process(polling_env.config, now=lambda: NOW)
     assert (report.dispatched, report.skipped) == (4, 1)
     assert received(polling_env) == Counter({"r0": 1, "r2": 1, "r3": 1, "r4": 1})
-    # no phantom: the claim refused, nothing wrote the deleted item back
+    # no phantom: the consistent read did not find it, nothing wrote the deleted item back
     assert status(polling_env, "r1") == {}
 
 
 @pytest.mark.parametrize("on_done", ["mark", "delete"])
-def test_a_cancel_between_the_claim_and_the_batch_is_too_late_it_is_sent_once_and_not_written_back(
+def test_a_cancel_between_the_read_and_the_batch_is_too_late_it_is_sent_once_and_not_written_back(
     polling_env: Env, on_done: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A delete that lands after the claim, while the batch is on its way, does not stop the send (the due event
-    was built from the page): the item is sent once, its completion is refused (it no longer holds the claim), and
-    nothing writes the deleted item back."""
+    """A delete that lands after the consistent read, while the batch is on its way, does not stop the send (the
+    due event was built from that read): the item is sent once, its completion is refused (the item is not as it
+    was read), and nothing writes the deleted item back."""
     polling_env.config["polling"]["onDone"] = on_done
     for n in range(5):
         pending(polling_env, f"r{n}", NOW - 5)
     cancelled = iter(["r1"])
 
-    def user_deletes(**_: Any) -> None:  # every item of the batch claimed, the batch about to be sent
+    def user_deletes(**_: Any) -> None:  # every item of the batch read, the batch about to be sent
         pk = next(cancelled, None)
         if pk is not None:
-            assert status(polling_env, pk)["stStatus"]["S"] == "CLAIMED"
+            assert status(polling_env, pk)["stStatus"]["S"] == "PENDING"
             polling_env.delete(pk, "T")
 
     CLIENTS.get("sqs").meta.events.register("before-parameter-build.sqs.SendMessageBatch", user_deletes)
     assert polling.process(polling_env.config, now=lambda: NOW).dispatched == 5
     assert received(polling_env) == Counter({f"r{n}": 1 for n in range(5)})
     assert status(polling_env, "r1") == {}
-    assert any('"lease-lost"' in r.getMessage() and '"r1"' in r.getMessage() for r in caplog.records)
+    assert any('"changed-since-sent"' in r.getMessage() and '"r1"' in r.getMessage() for r in caplog.records)
     # and no later tick sends it again
-    lease = polling_env.config["polling"]["leaseSeconds"]
-    assert polling.process(polling_env.config, now=lambda: NOW + lease + 1).dispatched == 0
+    assert polling.process(polling_env.config, now=lambda: NOW + 60).dispatched == 0
     assert received(polling_env) == Counter()
 
 
