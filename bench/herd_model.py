@@ -1,7 +1,8 @@
 """The herd model: how long a herd of occurrences due in the same minute takes to deliver, what it costs and what
 a hundred million pending occurrences need, at AWS's default quotas, computed from drain rates the herd benchmark
 measures (`bench_herd`). Pure functions, no AWS and no clock, so the arithmetic is unit-tested
-(tests/bench/test_herd.py) and docs/performance.md's herd section is generated from it, not written by hand.
+(tests/bench/test_herd.py), and docs/performance.md's herd tables are the benchmark's output, not arithmetic done
+by hand.
 
 What bounds a `polling` drain, each a separate cap, the least of which wins:
 - the invocations: how many processor invocations take the herd at once, times the rate one invocation drains
