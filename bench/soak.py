@@ -92,9 +92,9 @@ HERD_SHARDS = 8
 HERD_SHARD_GROUPS = 4  # processor invocations a tick, each with its own workers: what two cores can run at once
 HERD_CANCELLED = 0.05  # the share of a herd's items deleted before their minute
 HERD_CANCEL_AFTER = 5.0  # seconds after its write
-# docs/performance.md's herd section: one fanned-out processor invocation drains about 120 items/s (modelled from
-# `make bench BENCH=herd`'s measured per-item calls and CPU, for a Lambda's 0.58 vCPU at 1,024 MB).
-MODELLED_INVOCATION_RATE = 120.0
+# docs/performance.md's herd section: one fanned-out processor invocation drains about 195 items/s (modelled from
+# `python -m bench herd`'s measured per-item calls and CPU, 2026-11-27, for a Lambda's 0.58 vCPU at 1,024 MB).
+MODELLED_INVOCATION_RATE = 195.0
 # The local cloud's scale: two shared cores serve AWS's rates 1:10 (localcloud/throttle.py), Scheduler's throttle and
 # a processor invocation's drain alike.
 LOCAL_SCALE = AWS_INVOCATIONS_PER_SECOND / LOCAL_INVOCATIONS_PER_SECOND

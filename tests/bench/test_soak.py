@@ -302,9 +302,9 @@ def test_a_herds_bound_is_the_docs_drain_at_the_local_throttle() -> None:
     assert large["eventbridge herd"].seconds == 161.0
     assert "as 100,000 at AWS's 1,000/s" in large["eventbridge herd"].why
     assert small["eventbridge herd"].seconds == 71.0
-    # the interval + the drain by 4 invocations at the modelled 120 items/s each, scaled 1:10 to two cores as
+    # the interval + the drain by 4 invocations at the modelled 195 items/s each, scaled 1:10 to two cores as
     # Scheduler's throttle is
-    assert large["polling herd"].seconds == pytest.approx(60.0 + 10_000 / (4 * 12.0))
+    assert large["polling herd"].seconds == pytest.approx(60.0 + 10_000 / (4 * 19.5))
     assert "scaled 1:10 to two cores" in large["polling herd"].why
 
 
