@@ -23,6 +23,7 @@ from .harness import (
     BenchClients,
     aws,
     expect,
+    ledger_table,
     ratio,
     sized,
     stream_record,
@@ -80,14 +81,8 @@ def _setup(clients: BenchClients, records: list[dict[str, Any]]) -> dict[str, An
     clients.get("scheduler").create_schedule_group(Name=group)
     queue = clients.get("sqs").create_queue(QueueName=f"q-{group}")["QueueUrl"]
     arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:q-{group}"
-    ledger = f"ledger-{group}"
-    clients.get("dynamodb").create_table(
-        TableName=ledger,
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
     ddb = clients.get("dynamodb")
+    ledger = ledger_table(ddb, f"ledger-{group}")
     if TABLE not in ddb.list_tables()["TableNames"]:
         ddb.create_table(
             TableName=TABLE,

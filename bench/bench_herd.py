@@ -23,7 +23,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import herd_model
-from .harness import ACCOUNT, LATENCY_SECONDS, REGION, BenchClients, NothingMeasured, aws, cpu_split, sized, table
+from .harness import (
+    ACCOUNT,
+    LATENCY_SECONDS,
+    REGION,
+    BenchClients,
+    NothingMeasured,
+    aws,
+    cpu_split,
+    ledger_table,
+    sized,
+    table,
+)
 
 ITEMS = int(os.environ.get("BENCH_HERD_ITEMS", "1600"))
 SHARDS = 8  # today's default
@@ -61,8 +72,9 @@ class Drain:
 
 
 class Herd:
-    """A table with the due index and `items` items due over the last minute, spread over `shards` shards, and a
-    fresh target queue. Loaded without latency (setup is not measured)."""
+    """A table with the due index and `items` items due over the last minute, spread over `shards` shards, its
+    ledger (where the processor holds its shards) and a fresh target queue. Loaded without latency (setup is not
+    measured)."""
 
     def __init__(self, items: int, shards: int, now: float) -> None:
         import boto3
@@ -91,6 +103,7 @@ class Herd:
             ],
             BillingMode="PAY_PER_REQUEST",
         )
+        self.ledger = ledger_table(self.ddb, f"{self.name}-ledger")
         queue = f"herd-{uuid.uuid4().hex[:8]}"
         self.queue_url = self.sqs.create_queue(QueueName=queue)["QueueUrl"]
         self.queue_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{queue}"
@@ -117,7 +130,7 @@ class Herd:
     def config(self, shards: int, groups: int = 1) -> dict[str, Any]:
         from .bench_polling import polling_config
 
-        return polling_config(self.name, self.queue_arn, shards, groups)
+        return polling_config(self.name, self.ledger, self.queue_arn, shards, groups)
 
     def check_delivered(self) -> None:
         """Every item delivered exactly once, none early (sent at or after its due second, by the tick's clock),
@@ -249,47 +262,38 @@ def measure(items: int = ITEMS, latency: float = LATENCY_SECONDS) -> list[Drain]
 def designs(measured: list[Drain], latency: float = LATENCY_SECONDS) -> list[herd_model.Design]:
     """The designs the model compares: the single tick (8 shards) before and after batched sends, the fan-out at
     `MODEL_SHARDS` shards in `MODEL_GROUPS` groups as built (items the assigner indexed, and items their writers
-    index: the herd measured here is loaded that way), and the fan-out with the writes of the designs costed on
-    paper (`herd_model`'s SHARD_LEASE_WRITES, PRE_INDEXED_WRITES, ENTRIES_WRITES). An invocation's rate on AWS is
-    modelled from what the runs measured per item (calls, and the handler's and botocore's CPU: a shared machine's
-    wall time says little, its CPU per item more); the fan-out's is from the fanned-out run, its own queries and
-    invokes included; a paper design's from the same run, with its own DynamoDB calls per item in place of the
-    claim and completion (its CPU per item taken as measured: pessimistic, it does less)."""
+    index: the herd measured here is loaded that way), the same with a claim per item as the processor took items
+    before its lease per shard (`herd_model.CLAIM_PER_ITEM_WRITES`), and due entries apart from the items, costed
+    on paper (`herd_model.ENTRIES_WRITES`). An invocation's rate on AWS is modelled from what the runs measured per
+    item (calls, and the handler's and botocore's CPU: a shared machine's wall time says little, its CPU per item
+    more); the fan-out's is from the fanned-out run, its own queries, invokes and shard leases included; another
+    design's from the same run, with its own DynamoDB calls per item in place of the built design's (its CPU per
+    item taken as measured)."""
     before, today, fanned = measured[0], measured[1], measured[-1]
 
     def rate(drain: Drain, writes: herd_model.ItemWrites = herd_model.TODAY_WRITES) -> float:
         calls = drain.calls / drain.items - herd_model.TODAY_WRITES.drain_calls() + writes.drain_calls()
         return herd_model.invocation_rate(calls, drain.cpu_seconds / drain.items, WORKERS, latency)
 
-    fan = f"{MODEL_GROUPS} groups, {MODEL_SHARDS} shards"
-    paper = (
-        ("lease per shard key", herd_model.SHARD_LEASE_WRITES),
-        ("lease per shard key, writers index their items", herd_model.PRE_INDEXED_WRITES),
-        ("due entries apart from the items", herd_model.ENTRIES_WRITES),
-    )
+    def fanned_out(label: str, writes: herd_model.ItemWrites) -> herd_model.Design:
+        name = f"polling fanned out{label} ({MODEL_GROUPS} groups, {MODEL_SHARDS} shards)"
+        return herd_model.Design(name, MODEL_GROUPS, MODEL_SHARDS, rate(fanned, writes), writes=writes)
+
     return [
-        herd_model.Design("polling, 1 tick, 8 shards, one send a call (before)", 1, SHARDS, rate(before)),
-        herd_model.Design("polling, 1 tick, 8 shards", 1, SHARDS, rate(today)),
-        herd_model.Design(f"polling fanned out ({fan})", MODEL_GROUPS, MODEL_SHARDS, rate(fanned)),
         herd_model.Design(
-            f"polling fanned out, writers index their items ({fan})",
-            MODEL_GROUPS,
-            MODEL_SHARDS,
-            rate(fanned),
-            writes=herd_model.PRE_INDEXED_TODAY_WRITES,
+            "polling, 1 tick, 8 shards, one send a call (before)", 1, SHARDS, rate(before), sends_per_call=1
         ),
-        *(
-            herd_model.Design(
-                f"paper: {label} ({fan})", MODEL_GROUPS, MODEL_SHARDS, rate(fanned, writes), writes=writes
-            )
-            for label, writes in paper
-        ),
+        herd_model.Design("polling, 1 tick, 8 shards", 1, SHARDS, rate(today)),
+        fanned_out("", herd_model.TODAY_WRITES),
+        fanned_out(", writers index their items", herd_model.PRE_INDEXED_TODAY_WRITES),
+        fanned_out(", a claim per item (before)", herd_model.CLAIM_PER_ITEM_WRITES),
+        fanned_out(" (paper): due entries apart from the items", herd_model.ENTRIES_WRITES),
     ]
 
 
 def model_rows(models: list[herd_model.Design], eventbridge_cost: float, reads_per_due: float = 1.0) -> str:
     """The herd model's table: each design at 100,000 and 1,000,000 items due in a minute, with its cost per million
-    (`bench_scale`'s prices on `herd_model.polling_usage`, the fan-out's invocations added)."""
+    (`bench_scale`'s prices on `herd_model.polling_usage`, the shard leases and the fan-out's invocations added)."""
     from .bench_scale import cost_per_million
 
     rows: list[list[Any]] = []
@@ -299,23 +303,23 @@ def model_rows(models: list[herd_model.Design], eventbridge_cost: float, reads_p
         rows.append(_row(herd, eventbridge_cost, goal))
         for design in models:
             herd = herd_model.polling_herd(design, items)
-            before = design.name.endswith("(before)")
-            usage = herd_model.polling_usage(design.writes, reads_per_due, 1 if before else herd_model.SENDS_PER_CALL)
+            usage = herd_model.polling_usage(design.writes, reads_per_due, design.sends_per_call)
             rows.append(_row(herd, herd_model.cost_per_million(cost_per_million(usage), herd, design), goal))
     pending = 100_000_000
     note = (
         f"Pending {pending:,}: eventbridge {herd_model.eventbridge_pending(pending).detail} (needs an increase); "
         f"polling fanned out {herd_model.polling_pending(models[2], pending).detail}. Write units per item (table and "
-        "ledger + due index: assign, claim, completion): as built "
+        "ledger + due index: assign, claim, completion): as built (a lease per shard key, no claim per item) "
         f"{_units(herd_model.TODAY_WRITES)}; as built, writers indexing their items "
-        f"{_units(herd_model.PRE_INDEXED_TODAY_WRITES)}; lease per shard key "
-        f"{_units(herd_model.SHARD_LEASE_WRITES)}; the same, writers indexing their items "
-        f"{_units(herd_model.PRE_INDEXED_WRITES)}; due entries apart "
+        f"{_units(herd_model.PRE_INDEXED_TODAY_WRITES)}; a claim per item (before) "
+        f"{_units(herd_model.CLAIM_PER_ITEM_WRITES)}; the same, writers indexing their items "
+        f"{_units(herd_model.PRE_INDEXED_CLAIM_PER_ITEM_WRITES)}; due entries apart "
         f"{_units(herd_model.ENTRIES_WRITES)}. Each shard key is one partition (1,000 WCU/s); on-demand table-level "
         "quota 40,000 WCU/s; Lambda concurrency 1,000 shared; Scheduler's invocation throttle 1,000/s and "
         "10,000,000 schedules a Region. Cost per million: the design's per-item usage at `bench scale`'s prices "
-        f"plus the fan-out's invocations; the goal is at most {GOAL_COST_RATIO}x eventbridge's (${goal:.2f}). "
-        "`paper:` designs are costed, not built."
+        "plus, for every tick the drain spans, the shard leases (ledger write units for each shard key) and the "
+        f"fan-out's invocations; the goal is at most {GOAL_COST_RATIO}x eventbridge's (${goal:.2f}). "
+        "`(paper)` designs are costed, not built."
     )
     header = ["due in a minute", "design", "drain rate (what sets it)", "drain", "latest", "concurrency", "per 1M"]
     return table("herd model: at AWS's default quotas, from the measured rates", header, rows, note)
@@ -339,8 +343,10 @@ def _row(herd: herd_model.Herd, cost: float, goal: float) -> list[Any]:
 
 def _units(writes: herd_model.ItemWrites) -> str:
     steps = " + ".join(f"{t:g}/{i:g}" for t, i in (writes.assign, writes.claim, writes.completion))
-    return f"{steps} = {writes.total():g}" + (
-        f", {writes.consistent_reads:g} consistent read unit(s)" if writes.consistent_reads else ""
+    return (
+        f"{steps} = {writes.total():g}"
+        + (f", {writes.consistent_reads:g} consistent read unit(s)" if writes.consistent_reads else "")
+        + (f", {writes.shard_lease:g} ledger units a shard key and tick" if writes.shard_lease else "")
     )
 
 

@@ -1,7 +1,8 @@
 """Benchmark 2: `polling`. What our processor reads per item it dispatches (DynamoDB's ScannedCount: what read
 capacity is billed on) at 10,000 and 100,000 items, 1% of them due, in three scenarios: a normal tick; two
-overlapping ticks (the rule ticks again while a tick still runs); and a backlog larger than one tick can take
-(ticks with a short time budget, until it is drained). Beside it a cron-style full scan, and seed 002 ported as
+overlapping ticks (the rule ticks again while a tick still runs: the second finds the first one's shards held by
+their leases and leaves them to it); and a backlog larger than one tick can take (ticks with a short time budget,
+until it is drained). Beside it a cron-style full scan, and seed 002 ported as
 its article requires (each task's time written on the rule's grid) in a sequence of 1-minute ticks with one tick
 skipped, compared on what really differs: lateness, the skipped tick's tasks, and how many items one index key
 serves per tick."""
@@ -24,7 +25,19 @@ from decimal import Decimal
 from typing import Any
 
 from .baselines import seed002
-from .harness import ACCOUNT, LATENCY_SECONDS, REGION, BenchClients, aws, cpu_split, expect, sized, table, timed
+from .harness import (
+    ACCOUNT,
+    LATENCY_SECONDS,
+    REGION,
+    BenchClients,
+    aws,
+    cpu_split,
+    expect,
+    ledger_table,
+    sized,
+    table,
+    timed,
+)
 
 # Table sizes (items; 1% due). `BENCH_POLLING_SIZES=100000` runs one; the seed 002 sequence runs only at 10,000.
 SIZES = tuple(int(n) for n in os.environ.get("BENCH_POLLING_SIZES", "10000,100000").split(","))
@@ -42,9 +55,11 @@ SKIPPED_TICK = 3  # the tick of the sequence that does not run
 
 @dataclass
 class Loaded:
-    """A table with both indexes (ours and seed 002's) and its due items as loaded, to put them back between runs."""
+    """A table with both indexes (ours and seed 002's) and its due items as loaded, to put them back between runs;
+    and the ledger its processor holds shards in."""
 
     name: str
+    ledger: str
     now: float
     due: list[dict[str, Any]]
     others: int
@@ -101,7 +116,7 @@ def _load(size: int, now: float) -> Loaded:
         BillingMode="PAY_PER_REQUEST",
     )
     rng = random.Random(size)
-    loaded = Loaded(name, now, [], 0, ddb)
+    loaded = Loaded(name, ledger_table(ddb, f"{name}-ledger"), now, [], 0, ddb)
     batch: list[dict[str, Any]] = []
     for n in range(size):
         keys = {"PK": {"S": f"task#{n}"}, "SK": {"S": "T"}}
@@ -135,8 +150,10 @@ def _as_datetime(epoch: float) -> Any:
     return datetime.fromtimestamp(epoch, UTC)
 
 
-def polling_config(table_name: str, target_arn: str, shards: int = SHARDS, groups: int = 1) -> dict[str, Any]:
-    """The processor's configuration as the component writes it, for a table and an SQS target."""
+def polling_config(
+    table_name: str, ledger: str, target_arn: str, shards: int = SHARDS, groups: int = 1
+) -> dict[str, Any]:
+    """The processor's configuration as the component writes it, for a table, its ledger and an SQS target."""
     return {
         "mode": "polling",
         "table": table_name,
@@ -149,6 +166,7 @@ def polling_config(table_name: str, target_arn: str, shards: int = SHARDS, group
         "polling": {
             "shards": shards,
             "shardGroups": groups,
+            "ledgerTable": ledger,
             "leaseSeconds": 90,  # a 60 s Lambda timeout + 30 s
             "maxAttempts": 3,
             "backoffSeconds": 60,
@@ -231,18 +249,19 @@ def _tick(config: dict[str, Any], now: float, run: Run, time_left: Callable[[], 
 
 def _normal(loaded: Loaded) -> Run:
     run = Run("normal", len(loaded.due), target=loaded.queue())
-    config = polling_config(loaded.name, run.target)
+    config = polling_config(loaded.name, loaded.ledger, run.target)
     run.seconds, _ = timed(lambda: _tick(config, loaded.now, run))
     return run
 
 
 def _overlap(loaded: Loaded) -> Run:
     """Tick A starts; when it has dispatched a third of the due items, tick B (the rule's next tick, a minute
-    later, within A's lease) starts beside it; both run to the end."""
+    later, within A's leases) starts beside it; both run to the end. B finds each shard A still holds held (the
+    page it read to see something due is all it reads there) and takes only shards A has released."""
     from polling import process
 
     run = Run("overlap", len(loaded.due), target=loaded.queue())
-    config = polling_config(loaded.name, run.target)
+    config = polling_config(loaded.name, loaded.ledger, run.target)
     clients = {"A": _counting(BenchClients(), run), "B": _counting(BenchClients(), run)}
     reports: dict[str, Any] = {}
     errors: list[BaseException] = []
@@ -269,8 +288,9 @@ def _overlap(loaded: Loaded) -> Run:
         run.add(clients[which], reports[which])
     a, b = reports["A"], reports["B"]
     run.detail = (
-        f"A {a.dispatched} + B {b.dispatched} dispatched; claims refused {a.skipped + b.skipped}; "
-        f"shards A left to B {a.yielded_shards}, B to A {b.yielded_shards}"
+        f"A {a.dispatched} + B {b.dispatched} dispatched; B found {b.held_shards} of {SHARDS} shards held by A "
+        f"(A {a.held_shards} by B); read again and not sent (changed since the index showed them) "
+        f"{a.skipped + b.skipped}"
     )
     return run
 
@@ -278,7 +298,7 @@ def _overlap(loaded: Loaded) -> Run:
 def _backlog(loaded: Loaded, normal_seconds: float) -> Run:
     """Ticks whose Lambda has a third of the time a normal tick took, one after another until one leaves nothing."""
     run = Run("backlog", len(loaded.due), target=loaded.queue())
-    config = polling_config(loaded.name, run.target)
+    config = polling_config(loaded.name, loaded.ledger, run.target)
     budget = max(0.2, normal_seconds * BACKLOG_SHARE)
     started = time.perf_counter()
     for _ in range(30):
@@ -336,7 +356,7 @@ def _sequence(loaded: Loaded) -> tuple[Sequence, Sequence, int, int]:
     skipped = ticks[SKIPPED_TICK]
     ours, seed = Sequence("ours: due index, stDue <= now", len(loaded.due)), Sequence("seed 002", len(loaded.due))
     target = loaded.queue()
-    config = polling_config(loaded.name, target)
+    config = polling_config(loaded.name, loaded.ledger, target)
     import boto3
 
     sqs = boto3.client("sqs", region_name=REGION)
@@ -591,8 +611,9 @@ def run() -> tuple[str, dict[str, float]]:
         f"Injected latency {LATENCY_SECONDS * 1000:.0f} ms per call; {SHARDS} shards, {WORKERS} workers; 1% of the "
         "table due at random seconds over the last ten minutes. Items read = DynamoDB's ScannedCount summed over "
         "every Query of the scenario's ticks; read / item = that over the items dispatched (each exactly once, "
-        "checked). normal: one tick. overlap: a second tick (a minute later, within the first one's lease) starts "
-        f"when the first has dispatched {OVERLAP_AFTER:.0%} of the due items, both run to the end. backlog: ticks "
+        "checked). normal: one tick. overlap: a second tick (a minute later, within the first one's shard leases) "
+        f"starts when the first has dispatched {OVERLAP_AFTER:.0%} of the due items, both run to the end (the "
+        "second reads a page of each shard the first holds, finds it held and leaves it). backlog: ticks "
         f"whose Lambda has {BACKLOG_SHARE:.0%} of the time the normal tick took (the processor reads its context's "
         "remaining time and stops its margin before it), one after another until one leaves nothing. COUNT = "
         "Select=COUNT queries (the old backlog metric's). The full scan reads every item each tick. "

@@ -50,8 +50,9 @@ def per_action(figures: dict[str, float]) -> dict[str, dict[str, float]]:
     # remake an old time's schedule), its schedule, Scheduler's UpdateItem that fires the item, the executor's delete
     # of it, the ledger's claim and complete (tests/handlers/test_ttl.py measures the calls and records per item)
     ttl_precise = {**ttl, "api_calls": 7.0, "writes": 4.0, "reads": 1.0, "scheduler": 1.0}
-    # assign (a transaction with the record's ledger marker), claim and done, each also written to the index; the
-    # due events sent ten a call (herd_model.TODAY_WRITES, polling_usage)
+    # assign (a transaction with the record's ledger marker) and completion, each also written to the index; no
+    # claim per item (a lease per shard and tick, `polling_leases_per_month`); a consistent read of each page's items
+    # before they are sent; the due events sent ten a call (herd_model.TODAY_WRITES, polling_usage)
     polling = polling_usage(TODAY_WRITES, figures.get("polling_reads_per_due_100000", 1.0))
     aggregate = {
         "api_calls": figures.get("aggregate_requests_ratio", 1.6) ** -1,
@@ -93,6 +94,14 @@ def polling_fixed_per_month(shards: int = 8, interval_minutes: int = 1) -> float
     )
 
 
+def polling_leases_per_month(shards: int = 8, interval_minutes: int = 1) -> float:
+    """The most polling's shard leases cost: a lease taken and released (`herd_model.TODAY_WRITES.shard_lease`
+    ledger write units) for every shard every tick, as when every shard has something due every tick. Nothing for
+    a shard with nothing due."""
+    ticks = 30 * 24 * 60 / interval_minutes
+    return ticks * shards * TODAY_WRITES.shard_lease * PRICES["dynamodb_write_unit"]
+
+
 def run(figures: dict[str, float]) -> tuple[str, dict[str, float]]:
     usage = per_action(figures)
     rows: list[list[Any]] = []
@@ -115,10 +124,12 @@ def run(figures: dict[str, float]) -> tuple[str, dict[str, float]]:
         "Each cell: AWS API calls / DynamoDB read units / write units for that many actions, from the per-item "
         "figures measured above (eventbridge calls per record, polling reads per due item, aggregate write units "
         "per score) and each mode's design (ttl: ledger claim and completion; polling: assign, with the record's "
-        "ledger marker, claim and done, each also written to the index, the due events sent ten a call). "
+        "ledger marker, and completion, each also written to the index, a consistent read of each item before it "
+        "is sent, the due events sent ten a call). "
         f"Lambda at {int(MEMORY_GB * 1024)} MB, batches of {BATCH}, {SECONDS_PER_BATCH} s a batch. "
-        f"Polling also costs ${polling_fixed_per_month():.2f} a month with nothing due (1-minute rule, 8 shards). "
-        + PRICE_NOTE
+        f"Polling also costs ${polling_fixed_per_month():.2f} a month with nothing due (1-minute rule, 8 shards), "
+        f"and its shard leases up to ${polling_leases_per_month():.2f} a month more (a lease taken and released, "
+        f"{TODAY_WRITES.shard_lease:g} write units, for each shard with something due, every tick). " + PRICE_NOTE
     )
     result = {f"cost_per_million_{m.split()[0]}": cost_per_million(u) for m, u in usage.items()}
     return table("5. scale: growth with items, and cost per million actions", header, rows, note), result

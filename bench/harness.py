@@ -316,6 +316,18 @@ def aws() -> Iterator[None]:
         yield
 
 
+def ledger_table(ddb: Any, name: str) -> str:
+    """A ledger table as the component makes one (`id`, a string, its only key), empty: where the handlers keep
+    their markers, claims and (`polling`) shard leases. Returns its name."""
+    ddb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return name
+
+
 @contextmanager
 def ministack() -> Iterator[str]:
     """A fresh ministack for the benchmark inside: every boto3 client created meanwhile talks to it. Used where

@@ -1,18 +1,19 @@
 """The herd model: how long a herd of occurrences due in the same minute takes to deliver, what it costs and what
 a hundred million pending occurrences need, at AWS's default quotas, computed from drain rates the herd benchmark
 measures (`bench_herd`). Pure functions, no AWS and no clock, so the arithmetic is unit-tested
-(tests/bench/test_herd.py) and docs/performance.md's herd section is generated from it, not written by hand.
+(tests/bench/test_herd.py), and docs/performance.md's herd tables are the benchmark's output, not arithmetic done
+by hand.
 
 What bounds a `polling` drain, each a separate cap, the least of which wins:
 - the invocations: how many processor invocations take the herd at once, times the rate one invocation drains
-  (measured: the worker pool's claim, send and completion rounds);
+  (measured: the worker pool's rounds of a page's consistent read, the sends and the completions);
 - the index partitions: each shard key of the due index is one partition key, and a partition takes at most
-  1,000 write units a second; every item costs the index a claim (its entry moves: a delete and a put) and a
-  completion (a delete), three units;
+  1,000 write units a second; while a herd drains, every item costs the index one unit (its completion removes its
+  entry; a shard is held by a lease in the ledger, not by a claim per item), so a shard key drains at most 1,000
+  items a second;
 - the table-level on-demand quota (40,000 write units a second, for the table and for each of its indexes);
 - Lambda's account concurrency (1,000 by default, shared): a drain longer than the poll interval overlaps the next
   tick's invocations.
-`eventbridge` is bounded by Scheduler's invocation throttle (1,000 a second by default) and holds a schedule per
 pending occurrence (10,000,000 a Region by default)."""
 
 from __future__ import annotations
@@ -42,12 +43,14 @@ class Quotas:
 class ItemWrites:
     """DynamoDB write units one delivered item costs a `polling` design, by step, each as (the table or the ledger,
     the due index). An item of up to 1 KB: a write is one unit, in a transaction two; an index entry written, moved
-    (a delete and a put: two) or removed is the index's own units."""
+    (a delete and a put: two) or removed is the index's own units. `shard_lease` is what a design writes per shard
+    key, not per item: the ledger writes that hold a shard for one invocation of one tick (take and release)."""
 
     assign: tuple[float, float]  # the item enters the due index (at write time, not during the drain)
-    claim: tuple[float, float]  # the drain takes it
+    claim: tuple[float, float]  # the drain takes it, item by item
     completion: tuple[float, float]  # the drain marks it done (out of the index)
     consistent_reads: float = 0.0  # read units of the drain's own consistent reads, per item
+    shard_lease: float = 0.0  # ledger write units per shard key, invocation and tick with something due
 
     def total(self) -> float:
         return sum(table + index for table, index in (self.assign, self.claim, self.completion))
@@ -66,32 +69,30 @@ class ItemWrites:
 
 
 # `polling` as built: the assign is a transaction (the item, and the record's ledger marker: two units each) plus
-# the index entry; the claim is a conditional update of the item that moves its index entry (a delete and a put);
-# the completion updates the item and removes its entry.
-TODAY_WRITES = ItemWrites(assign=(4, 1), claim=(1, 2), completion=(1, 1))
+# the index entry; no claim per item: an invocation holds each shard key with something due by a lease item in the
+# ledger (a conditional put, and a delete when its drain ends: `shard_lease`), reads each page's items again with
+# one consistent BatchGetItem (the cancel and move check: one read unit an item), and completes each sent item with
+# a write conditional on it being as read (the item; its entry removed).
+TODAY_WRITES = ItemWrites(assign=(4, 1), claim=(0, 0), completion=(1, 1), consistent_reads=1.0, shard_lease=2.0)
 # `polling` as built, for writers that index their own items (`pending_attributes`): the user's write puts the
 # entry (one index unit), and the assigner's filter passes no item that already has a status: no assign.
-PRE_INDEXED_TODAY_WRITES = ItemWrites(assign=(0, 1), claim=(1, 2), completion=(1, 1))
-# Designs costed on paper (docs/performance.md, "A herd"), not built:
-# - a lease per shard key instead of a claim per item: an invocation takes its shard keys with one conditional
-#   write each (nothing per item), reads what the page showed with one consistent BatchGetItem (the cancel and
-#   move check the claim's condition made, one read unit an item) and completes each sent item conditionally;
-SHARD_LEASE_WRITES = ItemWrites(assign=(4, 1), claim=(0, 0), completion=(1, 1), consistent_reads=1.0)
-# - the same, with writers indexing their own items (`pending_attributes`): no assigner write, no ledger marker;
-#   the item's index entry is written with the user's own write (one index unit);
-PRE_INDEXED_WRITES = ItemWrites(assign=(0, 1), claim=(0, 0), completion=(1, 1), consistent_reads=1.0)
-# - due entries apart from the item (a small item per pending occurrence in a table of the component's, keyed by
-#   shard key and due time, which plays the index's part): the assigner puts one entry (no transaction: its key
-#   holds the record's sequence number, so a redelivered record rewrites the same entry), the drain (with a lease
-#   per shard key) deletes it and writes the item's delivered-up-to mark in the ledger, which its consistent check
-#   reads with the item (a redelivered record's entry, its occurrence delivered, is dropped there).
-ENTRIES_WRITES = ItemWrites(assign=(0, 1), claim=(0, 0), completion=(1, 1), consistent_reads=2.0)
-# Index write units per item while a herd drains, as built (the existing arithmetic's name).
-INDEX_WRITES_PER_ITEM = TODAY_WRITES.drain_index()
-# Reads per item: a 100-item page of ~1 KB items, eventually consistent (half a unit per 4 KB).
-INDEX_READS_PER_ITEM = 0.5 * 100 * 1 / 4 / 100
+PRE_INDEXED_TODAY_WRITES = ItemWrites(
+    assign=(0, 1), claim=(0, 0), completion=(1, 1), consistent_reads=1.0, shard_lease=2.0
+)
+# `polling` before the lease per shard key (the comparison's "before"): each item claimed by a conditional update
+# that moved its index entry out of the due range until the claim's lease ended (the item; a delete and a put).
+CLAIM_PER_ITEM_WRITES = ItemWrites(assign=(4, 1), claim=(1, 2), completion=(1, 1))
+# The same, writers indexing their own items.
+PRE_INDEXED_CLAIM_PER_ITEM_WRITES = ItemWrites(assign=(0, 1), claim=(1, 2), completion=(1, 1))
+# Costed on paper (docs/performance.md, "A herd"), not built: due entries apart from the item (a small item per
+# pending occurrence in a table of the component's, keyed by shard key and due time, which plays the index's part):
+# the assigner puts one entry (no transaction: its key holds the record's sequence number, so a redelivered record
+# rewrites the same entry), the drain (with a lease per shard key, as built) deletes it and writes the item's
+# delivered-up-to mark in the ledger, which its consistent check reads with the item (a redelivered record's entry,
+# its occurrence delivered, is dropped there).
+ENTRIES_WRITES = ItemWrites(assign=(0, 1), claim=(0, 0), completion=(1, 1), consistent_reads=2.0, shard_lease=2.0)
 ITEM_BYTES = 1024
-# Due events per target request: SendMessageBatch and PutEvents take 10.
+# Due events per target request: SendMessageBatch, PublishBatch and PutEvents take 10.
 SENDS_PER_CALL = 10
 
 
@@ -121,10 +122,11 @@ def invocation_rate(
 
 @dataclass(frozen=True)
 class Design:
-    """One way of draining a herd in `polling`: `invocations` processor invocations a tick (1: today's single
-    tick; `shard_groups` with the fan-out), each draining `per_invocation` items a second (measured), over
-    `shards` shard keys of the due index; a tick every `interval` seconds, each taking items for at most
-    `working` seconds of it (the Lambda timeout less the processor's budget margin: 60 - 10 by default)."""
+    """One way of draining a herd in `polling`: `invocations` processor invocations a tick (1: a single tick;
+    `shard_groups` with the fan-out), each draining `per_invocation` items a second (measured), over `shards` shard
+    keys of the due index; a tick every `interval` seconds, each taking items for at most `working` seconds of it
+    (the Lambda timeout less the processor's budget margin: 60 - 10 by default); `sends_per_call` due events a
+    target request."""
 
     name: str
     invocations: int
@@ -133,6 +135,7 @@ class Design:
     interval: float = MINUTE
     working: float = 50.0
     writes: ItemWrites = TODAY_WRITES
+    sends_per_call: int = SENDS_PER_CALL
 
 
 @dataclass(frozen=True)
@@ -221,10 +224,14 @@ def eventbridge_pending(pending: int, quotas: Quotas = Quotas()) -> Pending:
 
 def cost_per_million(base: float, herd: Herd, design: Design) -> float:
     """`polling`'s cost per million deliveries in a herd: the per-item cost (`base`, from `bench_scale`: writes,
-    reads, the send, compute) plus the fan-out's own requests: one invocation per shard group for every tick the
-    drain spans (their compute is the items', already in `base`)."""
+    reads, the send, compute) plus what a tick costs per shard key or invocation rather than per item, for every
+    tick the drain spans: the shard leases (`ItemWrites.shard_lease` ledger units for each shard key, every shard
+    key having something due) and the fan-out's own invocations, one per shard group (their compute is the items',
+    already in `base`)."""
     from .bench_scale import PRICES
 
     ticks = max(1, math.ceil(herd.drain_seconds / design.interval))
     requests = design.invocations * ticks if design.invocations > 1 else 0  # the fan-out's own invocations
-    return base + requests * PRICES["lambda_request"] / herd.items * 1e6
+    lease_units = design.writes.shard_lease * design.shards * ticks
+    per_herd = requests * PRICES["lambda_request"] + lease_units * PRICES["dynamodb_write_unit"]
+    return base + per_herd / herd.items * 1e6

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from localcloud.scenarios import LOCAL_TTL, MINUTE_SCHEDULE, POLL_TICK, SECOND, Bound, percentile
-from localcloud.throttle import AWS_INVOCATIONS_PER_SECOND
+from localcloud.throttle import AWS_INVOCATIONS_PER_SECOND, LOCAL_INVOCATIONS_PER_SECOND
 
 REPO = Path(__file__).resolve().parent.parent
 PLOTS_DIR = REPO / "docs" / "assets" / "plots"
@@ -92,9 +92,12 @@ HERD_SHARDS = 8
 HERD_SHARD_GROUPS = 4  # processor invocations a tick, each with its own workers: what two cores can run at once
 HERD_CANCELLED = 0.05  # the share of a herd's items deleted before their minute
 HERD_CANCEL_AFTER = 5.0  # seconds after its write
-# docs/performance.md's herd section: one fanned-out processor invocation drains about 120 items/s (modelled from
-# `make bench BENCH=herd`'s measured per-item calls and CPU, for a Lambda's 0.58 vCPU at 1,024 MB).
-MODELLED_INVOCATION_RATE = 120.0
+# docs/performance.md's herd section: one fanned-out processor invocation drains about 195 items/s (modelled from
+# `python -m bench herd`'s measured per-item calls and CPU, 2026-11-27, for a Lambda's 0.58 vCPU at 1,024 MB).
+MODELLED_INVOCATION_RATE = 195.0
+# The local cloud's scale: two shared cores serve AWS's rates 1:10 (localcloud/throttle.py), Scheduler's throttle and
+# a processor invocation's drain alike.
+LOCAL_SCALE = AWS_INVOCATIONS_PER_SECOND / LOCAL_INVOCATIONS_PER_SECOND
 # The two herd tables' stream handlers (the eventbridge handler's schedules, the polling assigner's index entries)
 # took about 25 records a second between them on a shared 2-core machine (`make soak N=0 HERD=1000`, 2026-11-27):
 # a herd's minute is a second per 10 items after its last write, so every schedule exists before it.
@@ -323,10 +326,13 @@ def herd_bounds(size: int, scheduler_rate: float) -> dict[str, Bound]:
     100,000 end up to 160 s after it began). The local
     Scheduler's throttle is AWS's scaled (localcloud/throttle.py), so a local herd drains as one `1,000 / rate` times
     larger does on AWS. polling fanned out: the poll interval (the herd's rule ticks once a minute, as deployed) +
-    the drain of `size` items by `HERD_SHARD_GROUPS` invocations at the modelled rate each."""
+    the drain of `size` items by `HERD_SHARD_GROUPS` invocations at the modelled rate each, scaled to two cores as
+    the throttle is (`LOCAL_SCALE`): a local processor invocation shares the two cores with ministack, which plays
+    DynamoDB, SQS and Lambda, where on AWS each of those is a service of its own."""
     drain = size / scheduler_rate if scheduler_rate > 0 else 0.0
     scale = AWS_INVOCATIONS_PER_SECOND / scheduler_rate if scheduler_rate > 0 else 1.0
-    fanned = size / (HERD_SHARD_GROUPS * MODELLED_INVOCATION_RATE)
+    local_rate = MODELLED_INVOCATION_RATE / LOCAL_SCALE
+    fanned = size / (HERD_SHARD_GROUPS * local_rate)
     return {
         "eventbridge herd": Bound(
             60.0 + drain + SCHEDULER_SWEEP,
@@ -337,7 +343,8 @@ def herd_bounds(size: int, scheduler_rate: float) -> dict[str, Bound]:
         "polling herd": Bound(
             HERD_TICK_EVERY + fanned,
             f"the poll interval ({HERD_TICK_EVERY:.0f} s) + {size:,} drained by {HERD_SHARD_GROUPS} invocations at "
-            f"the modelled {MODELLED_INVOCATION_RATE:g} items/s each ({fanned:.0f} s)",
+            f"the modelled {MODELLED_INVOCATION_RATE:g} items/s each scaled 1:{LOCAL_SCALE:g} to two cores as "
+            f"Scheduler's throttle is ({local_rate:g}/s each: {fanned:.0f} s)",
         ),
     }
 

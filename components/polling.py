@@ -26,7 +26,8 @@ def build(ctx: BuildContext) -> ModeResult:
     a = ctx.args
     pending = runtime_module("pending")
     target_dlq = build_target_dlq(ctx)
-    # The assigner indexes an item and marks the record in the ledger in one transaction (once per record).
+    # The assigner indexes an item and marks the record in the ledger in one transaction (once per record); the
+    # processor holds each shard it takes with a lease item there.
     ledger = build_ledger(ctx)
     config = handler_config(ctx, {Value.TARGET_DLQ_URL: target_dlq.url, Value.LEDGER_TABLE: ledger.name})
     done_actions = ["DeleteItem", "UpdateItem"] if a.on_done == "delete" else ["UpdateItem"]
@@ -37,7 +38,9 @@ def build(ctx: BuildContext) -> ModeResult:
         extra_statements=pulumi.Output.all(
             target_statements(ctx, policies.direct_dispatch_statements),
             ctx.table.arn.apply(lambda arn: policies.index_query_statements(arn, pending.INDEX_NAME)),
-            ctx.table.arn.apply(lambda arn: policies.table_item_statements(arn, done_actions)),
+            ctx.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["BatchGetItem", *done_actions])),
+            # A shard is held by one invocation at a time: a lease item put into the ledger and deleted again.
+            ledger.arn.apply(lambda arn: policies.table_item_statements(arn, ["DeleteItem", "PutItem"])),
         ).apply(flatten),
         config=config,
         stream=False,

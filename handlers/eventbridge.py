@@ -352,7 +352,7 @@ class Scheduling:
                 s.action is Action.SCHEDULE or (s.action is Action.CANCEL and s.occurrence.recurrence is not None)
                 for s in step_plan.steps
             ):
-                keys[self._identity(record)] = record["dynamodb"]["Keys"]
+                keys[self.identity(record)] = record["dynamodb"]["Keys"]
         if keys:
             found = read_items(
                 self.clients, self.config["table"], keys, workers=self.config["maxWorkers"], sleep=self.sleep
@@ -391,7 +391,8 @@ class Scheduling:
         with self._lock:
             self._counts[action] += 1
 
-    def _identity(self, record: DynamoDBStreamRecord) -> str:
+    def identity(self, record: DynamoDBStreamRecord) -> str:
+        """`stream.key_identity(record)`, worked out once per record (planning the batch works it out first)."""
         found = self._identities.get(id(record))
         if found is None:
             found = self._identities[id(record)] = key_identity(record)
@@ -657,7 +658,7 @@ class Scheduling:
     def _current(self, record: DynamoDBStreamRecord) -> dict[str, Any] | None:
         """The record's item as it is now: from the batch read (`prepare`), or, for an item that read did not
         settle, one consistent GetItem of its own."""
-        identity = self._identity(record)
+        identity = self.identity(record)
         with self._lock:
             if identity in self._items:
                 return self._items[identity]
@@ -839,6 +840,7 @@ def handle_batch(
         prepare=scheduling.prepare,
         finish=scheduling.finish,
         counts=scheduling.counts,
+        identity_of=scheduling.identity,
     )
 
 

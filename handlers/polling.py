@@ -3,22 +3,22 @@ takes what is due from the sparse due index, every shard at once, a shard's item
 runs each item exactly once. `assign` is the stream consumer that puts newly written items in the index (seed
 002's "task scheduler").
 
-Exactly once, with overlapping or crashing processors: an item is claimed with a conditional update (a lease)
-before dispatch, which also moves it out of the due range until the lease ends, so an overlapping tick does not
-read it again; a claim never completed is due again when the lease ends; a failed dispatch goes back into the index
-with an attempt count and exponential backoff, and after the last attempt to the dead-letter queue with the reason.
-Every write here sets `stStatus`, so the stream filter never hands these writes back to `assign` (no loop).
+Exactly once, with overlapping or crashing processors: a shard is held by one invocation at a time (a lease in the
+ledger, one conditional write a shard and tick, not one an item); the index is eventually consistent, so each page's
+items are read again consistently before they are sent, and each sent item is completed by a write conditional on
+it being unchanged since that read. An invocation that dies leaves its shards held until the lease ends (the Lambda
+timeout + 30 s from its start): what it sent and did not complete is then sent again (at least once, never lost). A
+failed dispatch goes back into the index with an attempt count and exponential backoff, and after the last attempt
+to the dead-letter queue with the reason. Every write here sets `stStatus`, so the stream filter never hands these
+writes back to `assign` (no loop).
 """
 
 from __future__ import annotations
 
-import itertools
 import os
-import queue
-import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import Enum
@@ -54,13 +54,16 @@ from st_core.timeparse import format_due, parse_due
 if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see st_core/shapes.py)
     from st_core.config import HandlerConfig
 
-# The AWS actions this module's own calls need (checked by tests/iam): the processor's. Query the due index,
-# claim/complete/back off an item (update; delete with on_done="delete"), dead-letter to the target DLQ. The
-# assigner's are polling_assign's.
+# The AWS actions this module's own calls need (checked by tests/iam): the processor's. Query the due index, read a
+# page's items again (consistent BatchGetItem), complete/back off an item (update; delete with on_done="delete"),
+# hold and release a shard (put and delete in the ledger), dead-letter to the target DLQ. The assigner's are
+# polling_assign's.
 # With `shard_groups` > 1 the rule's invocation invokes the processor once per group of shards with something due
 # (`fan_out`): lambda:InvokeFunction, on the function itself.
 AWS_ACTIONS = (
+    "dynamodb:BatchGetItem",
     "dynamodb:DeleteItem",
+    "dynamodb:PutItem",
     "dynamodb:Query",
     "dynamodb:UpdateItem",
     "lambda:InvokeFunction",
@@ -86,17 +89,9 @@ class Outcome(Enum):
     DISPATCHED = "dispatched"
     RETRIED = "retried"
     FAILED = "failed"
-    SKIPPED = "skipped"  # not claimed: another processor has it, or it moved, was deleted or is done
-    YIELDED = "yielded"  # not claimed: a younger tick took it, so this tick reads no more of the shard
-    LEFT = "left"  # not taken: out of time (the next tick takes it)
-    UNSETTLED = "unsettled"  # claimed, but its completion or backoff failed: due again when its lease ends
-
-
-class Claim(Enum):
-    TAKEN = "taken"
-    GONE = "gone"  # moved, deleted, or taken by this tick's own lease
-    OLDER = "older"  # taken (claimed, or claimed and done) by a tick that started earlier and is reading this shard
-    YOUNGER = "younger"  # taken (claimed, or claimed and done) by a tick that started later
+    SKIPPED = "skipped"  # not sent: moved, deleted or done since the index showed it
+    LEFT = "left"  # not sent: out of time (the next tick takes it)
+    UNSETTLED = "unsettled"  # sent (or refused), but its completion or backoff failed: due again at the next tick
 
 
 class TickReport:
@@ -105,12 +100,13 @@ class TickReport:
     `backlog` is the due items the tick read but had no time left for, and `backlogged_shards` the shards it stopped
     with due items left (read, or beyond the last page it read). Both come free with the pages read: counting the
     rest of a shard would read every waiting item again, every tick for as long as the backlog lasts.
+    `held_shards` is the shards with something due that another invocation held (a tick still running).
 
     A plain class rather than a dataclass, which would generate and compile its methods on every cold start."""
 
     def __init__(self) -> None:
         self.dispatched = self.retried = self.failed = self.skipped = self.unsettled = 0
-        self.backlog = self.backlogged_shards = self.yielded_shards = 0
+        self.backlog = self.backlogged_shards = self.held_shards = 0
         self.out_of_time = False
         self.shards: dict[int, int] = {}
 
@@ -121,7 +117,7 @@ class TickReport:
         self.dispatched += outcomes.count(Outcome.DISPATCHED)
         self.retried += outcomes.count(Outcome.RETRIED)
         self.failed += outcomes.count(Outcome.FAILED)
-        self.skipped += outcomes.count(Outcome.SKIPPED) + outcomes.count(Outcome.YIELDED)
+        self.skipped += outcomes.count(Outcome.SKIPPED)
         self.backlog += outcomes.count(Outcome.LEFT)
         self.unsettled += outcomes.count(Outcome.UNSETTLED)
 
@@ -133,7 +129,7 @@ class TickReport:
         self.backlog += other.backlog
         self.unsettled += other.unsettled
         self.backlogged_shards += other.backlogged_shards
-        self.yielded_shards += other.yielded_shards
+        self.held_shards += other.held_shards
         self.out_of_time |= other.out_of_time
 
 
@@ -141,71 +137,23 @@ class TickReport:
 # rule invokes the processor every interval) sizes a shard's first page with it, as it sizes later pages with the
 # tick's own pace.
 _PACE: dict[tuple[str, int], float] = {}
-
-
-class ClaimsFirst:
-    """The tick's worker pool, shared by every shard: a claim (`first=True`) runs before any dispatch waiting for a
-    worker, whatever shard or page either comes from. An item a tick has read but not claimed is in sight of an
-    overlapping tick, which reads it again (and may win it, a refused claim that is a write); queued behind the
-    dispatches of pages read before it, a late shard's page would stay in sight for as long as those take. Among
-    claims, and among dispatches, first come first served."""
-
-    def __init__(self, workers: int) -> None:
-        self._tasks: queue.PriorityQueue[tuple[int, int, Callable[[], Any] | None, Future[Any] | None]] = (
-            queue.PriorityQueue()
-        )
-        self._order = itertools.count()
-        self._threads = [threading.Thread(target=self._work, daemon=True) for _ in range(workers)]
-        for thread in self._threads:
-            thread.start()
-
-    def submit(self, fn: Callable[..., Any], *args: Any, first: bool = False) -> Future[Any]:
-        future: Future[Any] = Future()
-        self._tasks.put((0 if first else 1, next(self._order), lambda: fn(*args), future))
-        return future
-
-    def _work(self) -> None:
-        while True:
-            _, _, task, future = self._tasks.get()
-            if task is None or future is None:
-                return
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(task())
-                except BaseException as exc:  # handed to whoever waits on the future, as an executor does
-                    future.set_exception(exc)
-
-    def __enter__(self) -> ClaimsFirst:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        """Wait for every task, as an executor's `with` does: a stop marker for each worker, after all the rest."""
-        for _thread in self._threads:
-            self._tasks.put((2, next(self._order), None, None))
-        for thread in self._threads:
-            thread.join()
-
-
-class _Shard:
-    """One shard's drain: the pool its items run on, whether a younger tick was found reading it, and whether an
-    older one was (see `Processor._drain`)."""
-
-    def __init__(self, number: int, pool: ClaimsFirst) -> None:
-        self.number = number
-        self.pool = pool
-        self.yielded = threading.Event()
-        self.older = threading.Event()
+# The ledger item that holds a shard for one invocation: `LEASE_PREFIX` + the shard number.
+LEASE_PREFIX = "lease#shard#"
+# BatchGetItem's tries for keys DynamoDB leaves unprocessed (throttling) before the rest is left for the next tick.
+READ_ATTEMPTS = 5
 
 
 # -- the processor ---------------------------------------------------------------------------------------------
 
 
 class Processor:
-    """One tick. Each shard is read a page at a time; a page's items run on a pool shared by all shards (a hot
-    shard gets every worker). A claim moves the item's `stDue` to the end of its lease, so a tick that overlaps
-    this one (started while this one still runs) does not read it; the lease is counted from the tick's start,
-    which also tells two ticks that read the same items apart: the older one leaves the shard to the younger,
-    which has more time left."""
+    """One tick. Each shard with something due is held by one invocation at a time (a lease in the ledger, one
+    conditional write a shard, not one an item), read a page at a time; each page's items are read again,
+    consistently, in one BatchGetItem (the index is eventually consistent: it may still show an item that was
+    completed, moved or deleted), and those still as the index showed them are sent, as many a call as the target
+    takes, on a pool shared by all shards (a hot shard gets every worker). Each sent item is completed by a write
+    conditional on it being unchanged since that read. The lease ends at the Lambda timeout + 30 s from the tick's
+    start, so an invocation that dies leaves its shards to the next tick after that; one that ends releases them."""
 
     def __init__(
         self,
@@ -223,8 +171,10 @@ class Processor:
         self.now = now
         self.time_left = time_left
         self.keys = key_names(config)
-        # A claim outlives the invocation that made it: the lease is the Lambda timeout + 30 s from the tick's start.
+        # A shard's lease outlives the invocation that took it: the Lambda timeout + 30 s from the tick's start.
         self.lease = int(now()) + self.polling["leaseSeconds"]
+        # Who holds a shard: this invocation's own mark, so only it releases its leases.
+        self.holder = os.urandom(8).hex()
         self.workers = config["maxWorkers"]
         # A cold container's first page of a shard, before any pace is known: its share of one round of the pool.
         self.first_page = max(1, self.workers // max(1, len(self.shards)))
@@ -235,19 +185,19 @@ class Processor:
         if not shards:
             return report
         # The readers only query and wait; the items' work runs on `pool`, which outlives them (the last `with` is
-        # left first), so an item's claim can still queue its dispatch there.
+        # left first), so a page's batches can still queue there.
         with (
-            ClaimsFirst(self.workers) as pool,
+            ThreadPoolExecutor(max_workers=self.workers) as pool,
             ThreadPoolExecutor(max_workers=min(self.workers, len(shards))) as readers,
         ):
-            drained = list(readers.map(lambda shard: self._drain(_Shard(shard, pool)), shards))
+            drained = list(readers.map(lambda shard: self._drain(shard, pool), shards))
         for shard, (counts, _) in zip(shards, drained, strict=True):
             report.add(counts)
             report.shards[shard] = counts.dispatched
         log.metrics(
             "ScheduledTable",
             {"Table": self.config["table"], "Mode": MODE},
-            properties={"yieldedShards": report.yielded_shards, "outOfTime": report.out_of_time},
+            properties={"heldShards": report.held_shards, "outOfTime": report.out_of_time},
             Dispatched=report.dispatched,
             Retried=report.retried,
             Failed=report.failed,
@@ -304,29 +254,40 @@ class Processor:
             raise RuntimeError(fix) from exc
         return page
 
-    def _drain(self, shard: _Shard) -> tuple[TickReport, Exception | None]:
-        """Take the shard's due items a page at a time until none is left, the time is up, or a younger tick is
-        found reading it. Each page is no larger than the time left can take at the shard's pace, so a tick that
-        runs out of time has read little it does not take (the next tick would read it again)."""
+    def _drain(self, shard: int, pool: ThreadPoolExecutor) -> tuple[TickReport, Exception | None]:
+        """Take the shard's due items a page at a time until none is left or the time is up. The shard is held
+        (`_hold`) once its first page shows something due, and released at the end, whatever happened. Each page is
+        no larger than the time left can take at the shard's pace, so a tick that runs out of time has read little
+        it does not take (the next tick would read it again)."""
         counts = TickReport()
-        query = self.due_query(shard.number)
+        query = self.due_query(shard)
         ddb = self.clients.get("dynamodb")
         began: float | None = None
         handled = 0
+        held = False
         try:
             while True:
                 left = self.time_left()
                 if began is None:
                     began = left
                 elif handled and began > left:
-                    _PACE[(self.config["table"], shard.number)] = handled / (began - left)
-                limit = self._page_limit(shard.number, handled, began - left, left)
+                    _PACE[(self.config["table"], shard)] = handled / (began - left)
+                limit = self._page_limit(shard, handled, began - left, left)
                 if limit == 0:  # the next item would not be done before the margin
                     counts.out_of_time = True
                     counts.backlogged_shards = 1
                     return counts, None
                 page: dict[str, Any] = self._query(ddb, {**query, "Limit": limit})
-                outcomes, error = self._run_page(page.get("Items", []), shard)
+                entries = page.get("Items", [])
+                if not entries:
+                    return counts, None
+                if not held:
+                    held = self._hold(shard)
+                    if not held:
+                        counts.held_shards = 1
+                        log.info("shard-held", shard=shard, note="another invocation is taking this shard")
+                        return counts, None
+                outcomes, error = self._run_page(entries, pool)
                 counts.tally(outcomes)
                 if error is not None:
                     return counts, error
@@ -335,27 +296,53 @@ class Processor:
                     counts.out_of_time = True
                     counts.backlogged_shards = 1
                     return counts, None
-                if shard.yielded.is_set():
-                    counts.yielded_shards = 1
-                    log.info("shard-yielded", shard=shard.number, note="a younger tick is reading this shard")
-                    return counts, None
-                if shard.older.is_set():
-                    # An older tick is reading this shard in the same order, just ahead: reading on, this tick would
-                    # read what the other is about to claim, page after page. So it turns round and reads from the
-                    # shard's latest due items down; the two meet once, and where they meet (an older claim again)
-                    # everything below is the other's, claimed or in the page it is claiming: this tick stops.
-                    if query.get("ScanIndexForward") is False:
-                        log.info("shard-met", shard=shard.number, note="an older tick took the shard from the start")
-                        return counts, None
-                    shard.older.clear()
-                    query["ScanIndexForward"] = False
-                    query.pop("ExclusiveStartKey", None)
-                    continue
                 if not page.get("LastEvaluatedKey"):
                     return counts, None
                 query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        except Exception as exc:  # a failed query: the shard stops, the others go on
+        except Exception as exc:  # a failed query or read: the shard stops, the others go on
             return counts, exc
+        finally:
+            if held:
+                self._release(shard)
+
+    def _lease_key(self, shard: int) -> dict[str, Any]:
+        return {"id": {"S": f"{LEASE_PREFIX}{shard}"}}
+
+    def _hold(self, shard: int) -> bool:
+        """Take the shard until the lease ends, unless another invocation holds it: one conditional write. Only one
+        invocation sends a shard's items at a time, so two overlapping ticks never send one item twice."""
+        try:
+            self.clients.get("dynamodb").put_item(
+                TableName=self.polling["ledgerTable"],
+                Item={
+                    **self._lease_key(shard),
+                    "holder": {"S": self.holder},
+                    "expiresAt": {"N": str(self.lease)},
+                },
+                ConditionExpression="attribute_not_exists(#ends) OR #ends <= :now",
+                ExpressionAttributeNames={"#ends": "expiresAt"},
+                ExpressionAttributeValues={":now": {"N": str(int(self.now()))}},
+            )
+        except Exception as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
+    def _release(self, shard: int) -> None:
+        """Give the shard back as the drain ends, so the next tick need not wait for the lease. A release that
+        fails only delays the shard until its lease ends."""
+        try:
+            self.clients.get("dynamodb").delete_item(
+                TableName=self.polling["ledgerTable"],
+                Key=self._lease_key(shard),
+                ConditionExpression="#holder = :holder",
+                ExpressionAttributeNames={"#holder": "holder"},
+                ExpressionAttributeValues={":holder": {"S": self.holder}},
+            )
+        except Exception as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                log.warning("shard-release-failed", shard=shard, reason=f"{type(exc).__name__}: {str(exc)[:300]}")
 
     def _page_limit(self, shard: int, handled: int, spent: float, left: float) -> int:
         """How many items to read next: what the time left before the margin can take at the shard's pace (0:
@@ -372,27 +359,36 @@ class Processor:
             return PAGE_SIZE  # the clock did not move (no Lambda context): nothing to fit
         return min(PAGE_SIZE, int(handled / spent * available))
 
-    def _run_page(self, items: list[dict[str, Any]], shard: _Shard) -> tuple[list[Outcome], Exception | None]:
-        """Claim every item of the page on the pool, then dispatch the claimed ones, as many a call as the target
-        takes (`dispatch.batch_entries`: 10 to a queue or a bus), each batch on the pool (claims go before every
-        waiting dispatch, so what this tick read is claimed, out of other ticks' sight, before more is
-        dispatched)."""
-        takes = [shard.pool.submit(self._take, raw, shard, first=True) for raw in items]
-        outcomes: list[Outcome] = []
-        claimed: list[dict[str, Any]] = []
-        error: Exception | None = None
-        for take in takes:
-            try:
-                taken = take.result()
-            except Exception as exc:  # every item is waited for before the shard stops
-                error = error or exc
+    def _run_page(
+        self, entries: list[dict[str, Any]], pool: ThreadPoolExecutor
+    ) -> tuple[list[Outcome], Exception | None]:
+        """Read the page's items again, consistently, keep those still as the index showed them, and send them
+        as many a call as the target takes (`dispatch.batch_entries`: 10 to a queue, a bus or a topic), each batch
+        on the pool."""
+        current, unread = self._read_current(entries)
+        outcomes: list[Outcome] = [Outcome.LEFT] * unread
+        ready: list[dict[str, Any]] = []
+        for entry in entries:
+            identity = self._identity(entry)
+            item = current.get(identity)
+            if item is None:
+                if identity in current:  # not read (throttled past every try): counted LEFT above
+                    continue
+                outcomes.append(Outcome.SKIPPED)  # deleted since the index showed it
                 continue
-            if isinstance(taken, Outcome):
-                outcomes.append(taken)
-            else:
-                claimed.append(taken)
+            if not self._as_indexed(item, entry):
+                outcomes.append(Outcome.SKIPPED)
+                continue
+            moved = self._moved(item)
+            if moved is not None:
+                if item.get(STATUS, {}).get("S") != Status.PENDING.value:
+                    self._reindex(self._key(item), item, moved)
+                outcomes.append(Outcome.SKIPPED)
+                continue
+            ready.append(item)
         size = batch_entries(self.config["target"])
-        runs = [shard.pool.submit(self._run, claimed[n : n + size]) for n in range(0, len(claimed), size)]
+        runs = [pool.submit(self._run, ready[n : n + size]) for n in range(0, len(ready), size)]
+        error: Exception | None = None
         for run in runs:
             try:
                 done, failure = run.result()
@@ -406,70 +402,101 @@ class Processor:
     def _key(self, raw: dict[str, Any]) -> dict[str, Any]:
         return {k: raw[k] for k in self.keys}
 
-    def _take(self, raw: dict[str, Any], shard: _Shard) -> Outcome | dict[str, Any]:
-        """Claim one item the page read: the item (to dispatch) when this tick took it, else what became of it."""
-        if self._out_of_time():
-            return Outcome.LEFT
-        key, due = self._key(raw), int(raw[DUE]["N"])
-        moved = self._moved(raw)
-        if moved is not None:
-            if raw.get(STATUS, {}).get("S") != Status.PENDING.value:
-                self._reindex(key, due, raw, moved)
-            return Outcome.SKIPPED
-        claim = self._try_claim(key, due, self.lease, raw)
-        if claim is Claim.TAKEN:
-            return raw
-        if claim is Claim.YOUNGER:
-            shard.yielded.set()
-            return Outcome.YIELDED
-        if claim is Claim.OLDER:
-            shard.older.set()
-        return Outcome.SKIPPED
+    def _identity(self, raw: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple((k, *next(iter(raw[k].items()))) for k in self.keys)
 
-    def _run(self, claimed: list[dict[str, Any]]) -> tuple[list[Outcome], Exception | None]:
-        """Dispatch claimed items in one call to the target where it takes a batch (`dispatch.send_many`), then
-        complete each the target took, and back off (or dead-letter) each it refused, by itself: one refused
-        entry is retried alone, never with the ones already sent. Each entry's bookkeeping is its own (`_settle`):
-        one that fails (a throttle outlasting the retries) leaves that entry claimed, and the others are still
-        completed, so none the target took is sent again; the first such error is returned, for the tick to fail
-        with after the rest is done."""
-        lease, target = self.lease, self.config["target"]
+    def _read_current(self, entries: list[dict[str, Any]]) -> tuple[dict[tuple[Any, ...], Any], int]:
+        """The page's items as they are now: one consistent BatchGetItem (a page is at most 100 keys, the call's
+        limit), keys DynamoDB leaves unprocessed asked again with a backoff. An item found maps to itself, one not
+        found (deleted) is absent; one never read (still unprocessed after every try) maps to None, with their
+        count: they are left for the next tick."""
+        ddb = self.clients.get("dynamodb")
+        table = self.config["table"]
+        found: dict[tuple[Any, ...], Any] = {}
+        request: dict[str, Any] = {table: {"Keys": [self._key(e) for e in entries], "ConsistentRead": True}}
+        for attempt in range(READ_ATTEMPTS):
+            response = ddb.batch_get_item(RequestItems=request)
+            for items in response.get("Responses", {}).values():
+                for item in items:
+                    found[self._identity(item)] = item
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                return found, 0
+            time.sleep(min(2.0, 0.05 * 2**attempt))
+        unread = [key for keys in request.values() for key in keys["Keys"]]
+        for key in unread:
+            found[self._identity(key)] = None
+        log.warning("read-throttled", unread=len(unread), note="left for the next tick")
+        return found, len(unread)
+
+    def _as_indexed(self, item: dict[str, Any], entry: dict[str, Any]) -> bool:
+        """The item is still where the index entry put it: waiting (no settled status), in the same shard at the
+        same `stDue`, and not under a live claim (one made by an earlier version of this processor)."""
+        if item.get(STATUS, {}).get("S") in (Status.DONE.value, Status.FAILED.value):
+            return False
+        if item.get(DUE) != entry.get(DUE) or item.get(SHARD) != entry.get(SHARD):
+            return False
+        claim = item.get(CLAIM, {}).get("N")
+        return claim is None or Decimal(claim) <= int(self.now())
+
+    def _unchanged(self, item: dict[str, Any]) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """The condition under which a write settles the occurrence `item` was read as: its `stDue` and its time
+        attribute as read. A user's move since (or a PutItem that removed the index attributes) fails it, and the
+        item stays for the assigner or the next tick."""
+        names = {"#due": DUE, "#time": self.config["timeAttribute"]}
+        values: dict[str, Any] = {":due": item[DUE]}
+        if names["#time"] in item:
+            values[":time"] = item[names["#time"]]
+            return "#due = :due AND #time = :time", names, values
+        return "#due = :due AND attribute_not_exists(#time)", names, values
+
+    def _run(self, batch: list[dict[str, Any]]) -> tuple[list[Outcome], Exception | None]:
+        """Dispatch a batch in one call to the target where it takes a batch (`dispatch.send_many`), then complete
+        each the target took, and back off (or dead-letter) each it refused, by itself: one refused entry is
+        retried alone, never with the ones already sent. Each entry's bookkeeping is its own (`_settle`): one that
+        fails (a throttle outlasting the retries) leaves that entry due, and the others are still completed, so
+        none the target took is sent again; the first such error is returned, for the tick to fail with after the
+        rest is done. A batch is not sent once the time is up: a send the Lambda timeout cuts off before its
+        completions would be sent again by the next tick."""
+        if self._out_of_time():
+            return [Outcome.LEFT] * len(batch), None
+        target = self.config["target"]
         outcomes: list[Outcome] = []
         errors: list[Exception] = []
-        ready: list[tuple[dict[str, Any], dict[str, Any], int, str, str]] = []
-        for raw in claimed:
-            key, due = self._key(raw), task_due(raw)
+        ready: list[tuple[dict[str, Any], int, str, str]] = []
+        for item in batch:
+            key, due = self._key(item), task_due(item)
             named = item_keys(key, self.config)
             moment = datetime.fromtimestamp(due, UTC)
             occurrence = occurrence_id(named, moment)
             try:
-                item = without_index(decode_image(raw) or {})
                 event = due_event(
                     mode=MODE,
                     table=self.config["table"],
                     keys=named.plain,
                     due=moment,
-                    item=item,
+                    item=without_index(decode_image(item) or {}),
                     occurrence=occurrence,
                 )
                 payload = target_input(target, event)
             except Exception as exc:
-                self._settle(outcomes, errors, key, partial(self._failed, key, raw, lease, exc), sent=False)
+                self._settle(outcomes, errors, key, partial(self._failed, item, exc), sent=False)
                 continue
-            ready.append((raw, key, due, occurrence, payload))
+            ready.append((item, due, occurrence, payload))
         refused = send_many(target, [(payload, occurrence) for *_, occurrence, payload in ready], clients=self.clients)
-        for (raw, key, due, _, _), error in zip(ready, refused, strict=True):
+        for (item, due, _, _), error in zip(ready, refused, strict=True):
+            key = self._key(item)
             if error is not None:
-                self._settle(outcomes, errors, key, partial(self._failed, key, raw, lease, error), sent=False)
+                self._settle(outcomes, errors, key, partial(self._failed, item, error), sent=False)
             else:
-                self._settle(outcomes, errors, key, partial(self._dispatched, key, due, lease), sent=True)
+                self._settle(outcomes, errors, key, partial(self._dispatched, item, due), sent=True)
         return outcomes, errors[0] if errors else None
 
-    def _dispatched(self, key: dict[str, Any], due: int, lease: int) -> Outcome:
-        persist(partial(self._done, key, lease))
+    def _dispatched(self, item: dict[str, Any], due: int) -> Outcome:
+        persist(partial(self._done, item))
         log.info(
             "dispatched",
-            keys=decode_image(key),
+            keys=decode_image(self._key(item)),
             dueAt=format_due(datetime.fromtimestamp(due, UTC)),
             lateSeconds=round(self.now() - due, 3),
         )
@@ -485,8 +512,8 @@ class Processor:
         sent: bool,
     ) -> None:
         """Record one entry's outcome, by itself: a bookkeeping write that fails (the completion, the backoff, the
-        dead letter) is logged and kept in `errors`, and the entry counted UNSETTLED; it stays claimed, due again
-        when its lease ends: sent again then if it was sent (at least once, never lost), sent for the first time
+        dead letter) is logged and kept in `errors`, and the entry counted UNSETTLED; it stays in the index, due
+        at the next tick: sent again then if it was sent (at least once, never lost), sent for the first time
         if not."""
         try:
             outcomes.append(step())
@@ -498,14 +525,15 @@ class Processor:
                 keys=decode_image(key),
                 sent=sent,
                 reason=f"{type(exc).__name__}: {str(exc)[:500]}",
-                note="stays claimed: due again when its lease ends" + (", and sent again" if sent else ""),
+                note="stays due: taken again by the next tick" + (", and sent again" if sent else ""),
             )
 
     def _moved(self, raw: dict[str, Any]) -> int | None:
         """The due time the item's time attribute gives, when it is not the one of the occurrence the index entry
         stands for: the user moved the item since it was indexed (running it now would run it at its old time).
-        A waiting (PENDING) item is left for the assigner, which sees that move; a claimed or backed-off one is not
-        passed to the assigner (its filter passes moves of waiting items only), so `_reindex` puts it back."""
+        A waiting (PENDING) item is left for the assigner, which sees that move; a backed-off one (or one an
+        earlier version claimed) is not passed to the assigner (its filter passes moves of waiting items only), so
+        `_reindex` puts it back."""
         value = raw.get(self.config["timeAttribute"])
         status = raw.get(STATUS, {}).get("S")
         if value is None or (status == Status.RETRY.value and TASK_DUE not in raw):
@@ -516,32 +544,18 @@ class Processor:
             return None
         return moved if moved != task_due(raw) else None
 
-    def _reindex(self, key: dict[str, Any], due: int, raw: dict[str, Any], moved: int) -> None:
-        """Put a claimed (its lease over) or backed-off item its user moved back in the index at its new time, as
-        the assigner would have (conditional on the item being as the index showed it, like a claim)."""
-        names = {
-            "#due": DUE,
-            "#status": STATUS,
-            "#claim": CLAIM,
-            "#task": TASK_DUE,
-            "#attempts": ATTEMPTS,
-            "#error": ERROR,
-            "#time": self.config["timeAttribute"],
-        }
-        values = {
-            ":due": {"N": str(due)},
-            ":moved": {"N": str(moved)},
-            ":pending": {"S": Status.PENDING.value},
-            ":now": {"N": str(int(self.now()))},
-            ":time": raw[names["#time"]],
-        }
-        as_indexed = "#due = :due AND (attribute_not_exists(#claim) OR #claim <= :now) AND #time = :time"
+    def _reindex(self, key: dict[str, Any], raw: dict[str, Any], moved: int) -> None:
+        """Put a backed-off item its user moved back in the index at its new time, as the assigner would have
+        (conditional on the item being as it was read)."""
+        condition, names, values = self._unchanged(raw)
+        names.update({"#status": STATUS, "#claim": CLAIM, "#task": TASK_DUE, "#attempts": ATTEMPTS, "#error": ERROR})
+        values.update({":moved": {"N": str(moved)}, ":pending": {"S": Status.PENDING.value}})
         try:
             self.clients.get("dynamodb").update_item(
                 TableName=self.config["table"],
                 Key=key,
                 UpdateExpression="SET #due = :moved, #status = :pending REMOVE #claim, #task, #attempts, #error",
-                ConditionExpression=as_indexed,
+                ConditionExpression=condition,
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
             )
@@ -551,91 +565,32 @@ class Processor:
             return
         log.info("reindexed", keys=decode_image(key), dueAt=format_due(datetime.fromtimestamp(moved, UTC)))
 
-    def _claim(self, key: dict[str, Any], due: int, lease: int, raw: dict[str, Any] | None = None) -> bool:
-        return self._try_claim(key, due, lease, raw) is Claim.TAKEN
-
-    def _try_claim(self, key: dict[str, Any], due: int, lease: int, raw: dict[str, Any] | None = None) -> Claim:
-        """Take the item until `lease`, only if it is still at `due` in the index, nobody holds a live claim and
-        (given the item as the index showed it) its time attribute is unchanged since (the index is eventually
-        consistent). The claim moves the item's `stDue` to `lease`: out of every tick's `stDue <= now` until the
-        lease ends, when a claim never completed is due again; `stTaskDue` keeps the occurrence's own time."""
-        names = {"#claim": CLAIM, "#status": STATUS, "#due": DUE, "#task": TASK_DUE}
-        values: dict[str, Any] = {
-            ":lease": {"N": str(lease)},
-            ":claimed": {"S": Status.CLAIMED.value},
-            ":due": {"N": str(due)},
-            ":now": {"N": str(int(self.now()))},
-            ":task": {"N": str(task_due(raw) if raw is not None else due)},
-        }
-        condition = "#due = :due AND (attribute_not_exists(#claim) OR #claim <= :now)"
-        if raw is not None:
-            names["#time"] = self.config["timeAttribute"]
-            if names["#time"] in raw:
-                condition += " AND #time = :time"
-                values[":time"] = raw[names["#time"]]
-            else:
-                condition += " AND attribute_not_exists(#time)"
-        try:
-            self.clients.get("dynamodb").update_item(
-                TableName=self.config["table"],
-                Key=key,
-                UpdateExpression="SET #claim = :lease, #status = :claimed, #due = :lease, #task = :task",
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",  # no extra cost: tells who holds it
-            )
-        except Exception as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return self._refused_by(exc, lease)
-            raise
-        return Claim.TAKEN
-
-    def _refused_by(self, refused: Exception, lease: int) -> Claim:
-        """Whom a refused claim met: the claim of a tick that started after this one (a later lease end: YOUNGER)
-        or before it (OLDER), on the item (claimed) or on its completion (done); else GONE. A claimed or done item
-        is out of the due range, so this tick read it before the other claimed it: both are reading the same part
-        of the shard, and each reading on would read what the other is about to claim. The older one stops (its
-        Lambda's time ends first); the younger turns round (`_drain`)."""
-        old = getattr(refused, "response", {}).get("Item") or {}
-        holder = old.get(CLAIM, {}).get("N")
-        if old.get(STATUS, {}).get("S") not in (Status.CLAIMED.value, Status.DONE.value) or holder is None:
-            return Claim.GONE
-        if Decimal(holder) > lease:
-            return Claim.YOUNGER
-        return Claim.OLDER if Decimal(holder) < lease else Claim.GONE
-
-    def _done(self, key: dict[str, Any], lease: int) -> None:
+    def _done(self, item: dict[str, Any]) -> None:
+        """Mark the sent occurrence done (or delete the item, `on_done="delete"`), only if the item is still as it
+        was read: a user's move since keeps it waiting at its new time."""
         ddb = self.clients.get("dynamodb")
-        ours = {":lease": {"N": str(lease)}}
+        condition, names, values = self._unchanged(item)
+        key = self._key(item)
         try:
             if self.polling["onDone"] == "delete":
                 ddb.delete_item(
                     TableName=self.config["table"],
                     Key=key,
-                    ConditionExpression="#claim = :lease",
-                    ExpressionAttributeNames={"#claim": CLAIM},
-                    ExpressionAttributeValues=ours,
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues=values,
                 )
                 return
-            # The lease stays on the done item: a tick that read it before it was claimed, and finds it done, tells
-            # by it whether a younger tick ran it (see `_refused_by`).
+            names.update({"#status": STATUS, "#doneAt": DONE_AT, "#shard": SHARD, "#claim": CLAIM, "#error": ERROR})
+            names["#task"] = TASK_DUE
             ddb.update_item(
                 TableName=self.config["table"],
                 Key=key,
-                UpdateExpression="SET #status = :done, #doneAt = :at REMOVE #shard, #due, #error, #task",
-                ConditionExpression="#claim = :lease",
-                ExpressionAttributeNames={
-                    "#status": STATUS,
-                    "#doneAt": DONE_AT,
-                    "#shard": SHARD,
-                    "#due": DUE,
-                    "#claim": CLAIM,
-                    "#error": ERROR,
-                    "#task": TASK_DUE,
-                },
+                UpdateExpression="SET #status = :done, #doneAt = :at REMOVE #shard, #due, #error, #task, #claim",
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
                 ExpressionAttributeValues={
-                    **ours,
+                    **values,
                     ":done": {"S": Status.DONE.value},
                     ":at": {"S": format_due(datetime.fromtimestamp(self.now(), UTC))},
                 },
@@ -644,48 +599,56 @@ class Processor:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
             log.warning(
-                "lease-lost",
+                "changed-since-sent",
                 keys=decode_image(key),
-                note="dispatched after the lease ran out, or after the item was deleted or replaced since its claim",
+                note="the item was moved, rewritten or deleted between its read and its completion; left as it is",
             )
 
-    def _failed(self, key: dict[str, Any], raw: dict[str, Any], lease: int, exc: Exception) -> Outcome:
-        """Back the item off (back in the index at a later `stDue`, its `stTaskDue` kept, so the next attempt is the
-        same occurrence), or after the last attempt dead-letter it and take it out of the index."""
-        attempts = int(raw.get(ATTEMPTS, {}).get("N", "0")) + 1
+    def _failed(self, item: dict[str, Any], exc: Exception) -> Outcome:
+        """Back the item off (back in the index at a later `stDue`, its occurrence's time kept in `stTaskDue`, so
+        the next attempt is the same occurrence), or after the last attempt dead-letter it and take it out of the
+        index."""
+        attempts = int(item.get(ATTEMPTS, {}).get("N", "0")) + 1
         reason = kms_reason(exc) or f"{type(exc).__name__}: {str(exc)[:500]}{advice(exc)}"
         final = not is_transient(exc) or attempts >= self.polling["maxAttempts"]
-        ddb = self.clients.get("dynamodb")
-        names = {"#claim": CLAIM, "#status": STATUS, "#attempts": ATTEMPTS, "#error": ERROR, "#due": DUE}
-        values: dict[str, Any] = {
-            ":lease": {"N": str(lease)},
-            ":attempts": {"N": str(attempts)},
-            ":error": {"S": reason},
-        }
+        condition, names, values = self._unchanged(item)
+        names.update({"#status": STATUS, "#attempts": ATTEMPTS, "#error": ERROR, "#claim": CLAIM, "#task": TASK_DUE})
+        values.update({":attempts": {"N": str(attempts)}, ":error": {"S": reason}})
         if final:
-            self._dead_letter(raw, reason, attempts)
+            self._dead_letter(item, reason, attempts)
             update = "SET #status = :failed, #attempts = :attempts, #error = :error REMOVE #shard, #due, #claim, #task"
-            names.update({"#shard": SHARD, "#task": TASK_DUE})
+            names["#shard"] = SHARD
             values[":failed"] = {"S": Status.FAILED.value}
             outcome = Outcome.FAILED
         else:
             backoff = self.polling["backoffSeconds"] * 2 ** (attempts - 1)
-            update = "SET #status = :retry, #attempts = :attempts, #error = :error, #due = :next REMOVE #claim"
-            values.update({":retry": {"S": Status.RETRY.value}, ":next": {"N": str(int(self.now()) + backoff)}})
+            update = (
+                "SET #status = :retry, #attempts = :attempts, #error = :error, #due = :next, #task = :task "
+                "REMOVE #claim"
+            )
+            values.update(
+                {
+                    ":retry": {"S": Status.RETRY.value},
+                    ":next": {"N": str(int(self.now()) + backoff)},
+                    ":task": {"N": str(task_due(item))},
+                }
+            )
             outcome = Outcome.RETRIED
         try:
-            ddb.update_item(
+            self.clients.get("dynamodb").update_item(
                 TableName=self.config["table"],
-                Key=key,
+                Key=self._key(item),
                 UpdateExpression=update,
-                ConditionExpression="#claim = :lease",
+                ConditionExpression=condition,
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
             )
         except Exception as write_error:
             if error_code(write_error) != "ConditionalCheckFailedException":
                 raise
-        log.warning("dispatch-failed", keys=decode_image(key), attempts=attempts, final=final, reason=reason)
+        log.warning(
+            "dispatch-failed", keys=decode_image(self._key(item)), attempts=attempts, final=final, reason=reason
+        )
         return outcome
 
     def _dead_letter(self, raw: dict[str, Any], reason: str, attempts: int) -> None:
@@ -814,7 +777,7 @@ def handler(event: dict[str, Any], context: LambdaContext | None = None) -> dict
         "failed": report.failed,
         "backlog": report.backlog,
         "backloggedShards": report.backlogged_shards,
-        "yieldedShards": report.yielded_shards,
+        "heldShards": report.held_shards,
         "outOfTime": report.out_of_time,
     }
 

@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from . import faults, throttle, ttl
 from .component import constants
 from .endpoints import UNIVERSAL_SCHEDULES_PATH, Response, first, json_answer, serve
+from .stores import snapshot
 from .window import MinuteWindow, seed
 
 REDELIVER_VARIABLE = "LOCALCLOUD_REDELIVER"
@@ -295,7 +296,7 @@ def serve_universal_schedules() -> None:
         region = first(query.get("region"))
         found = [
             {k: v for k, v in schedule.items() if v is not None}  # as GetSchedule answers
-            for (_, where, _), schedule in list(scheduler._schedules._data.items())
+            for (_, where, _), schedule in snapshot(scheduler._schedules._data)
             if where == region
             and str((schedule.get("Target") or {}).get("Arn", "")).startswith(constants.UNIVERSAL_TARGET_PREFIX)
         ]

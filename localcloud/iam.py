@@ -5,8 +5,9 @@ out for the calls this project makes.
 - Scheduler's request -> resource map: ministack names every schedule `schedule/default/NAME`, whatever the request's
   `GroupName`, so a policy scoped to the component's own group (`schedule/GROUP/*`, right on AWS) never matched.
   `schedule_resource_arn` reads the group from the body (Create/UpdateSchedule) or `groupName` (Get/DeleteSchedule).
-- SQS's batch operations: `SendMessageBatch` is `sqs:SendMessage` in IAM (likewise `DeleteMessageBatch`,
-  `ChangeMessageVisibilityBatch`); ministack authorized them as actions no policy names (`sqs_batch_action`).
+- Batch operations: SQS's `SendMessageBatch` is `sqs:SendMessage` in IAM (likewise `DeleteMessageBatch`,
+  `ChangeMessageVisibilityBatch`), SNS's `PublishBatch` is `sns:Publish`; ministack authorized them as actions no
+  policy names (`batch_action`), and so never checked a topic's key for PublishBatch either.
 - SES v2 `SendEmail`: AWS authorizes it on the sending identity's ARN with `ses:FromAddress` (and
   `ses:FromDisplayName`) as condition keys; ministack checked it on `*` without them, so a policy scoped to the
   sender's identity and address (the component's) never matched (`send_email_identity`, `patch_ses_send_email`).
@@ -14,9 +15,9 @@ out for the calls this project makes.
   `iam:PassedToService` = `scheduler.amazonaws.com`; ministack does not.
 - KMS: a call on a queue, topic or table encrypted with a customer-managed key also uses the key, with the caller's
   permissions, and AWS refuses it unless the caller's policy and the key policy both allow that use (SQS
-  SendMessage: kms:GenerateDataKey and kms:Decrypt; ReceiveMessage: kms:Decrypt; SNS Publish as SQS's send;
-  DynamoDB: reads kms:Decrypt, writes also kms:Encrypt and kms:GenerateDataKey; the same table as the tests',
-  tests/iam/requests.py). ministack's SQS, SNS and DynamoDB never call KMS: `check_kms_keys` does, answering a
+  SendMessage: kms:GenerateDataKey and kms:Decrypt; ReceiveMessage: kms:Decrypt; SNS Publish (and PublishBatch) as
+  SQS's send; DynamoDB: reads kms:Decrypt, writes also kms:Encrypt and kms:GenerateDataKey; the same table as the
+  tests', tests/iam/requests.py). ministack's SQS, SNS and DynamoDB never call KMS: `check_kms_keys` does, answering a
   refusal as each service does (SQS KMS.AccessDeniedException, SNS KMSAccessDenied, DynamoDB
   AccessDeniedException). AWS-managed keys (no key record here) need nothing. An event bus's customer key is used
   by EventBridge itself, not the sender: `check_bus_keys` drops an event whose bus's key policy does not allow
@@ -33,6 +34,11 @@ out for the calls this project makes.
   DetailType) and the schedule's Input as its detail; ministack put it as `aws.scheduler`/`Scheduled Event`, which
   no rule of the bus's matched. `authorize_scheduler_targets` gives it the target's, and checks PutEvents with them
   (`events:source`, `events:detailType`).
+- STS's sessions, registered one at a time: ministack keeps them in a plain dict that `register_session` walks
+  (dropping expired ones) before adding one, with no lock. Lambda's warm-worker spawn registers the execution role's
+  session there from each invocation's thread, `service_session` from the mapping pollers': a session added during
+  another thread's walk raised `RuntimeError: dictionary changed size during iteration` and failed the invocation
+  being spawned (`serialize_sts_sessions`).
 - Service sessions: what AWS does on the component's behalf it does as a role (Scheduler as the schedule's
   `RoleArn`). `service_session` hands out credentials of a role for a service principal its trust policy names
   (conditions such as `aws:SourceAccount` evaluated), the way the service would assume it. ministack's Scheduler uses
@@ -91,16 +97,19 @@ def schedule_resource_arn(
     return f"arn:aws:scheduler:{region}:{account}:schedule/{group or 'default'}/{unquote(parts[1])}"
 
 
-SQS_BATCH_ACTIONS = {
+# The batch operations IAM authorizes as their single-message action (the Service Authorization Reference; SNS's
+# API permissions reference: sns:Publish "grants permission to both publish and publish batch").
+BATCH_ACTIONS = {
     "sqs:SendMessageBatch": "sqs:SendMessage",
     "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
     "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+    "sns:PublishBatch": "sns:Publish",
 }
 
 
-def sqs_batch_action(action: str | None) -> str | None:
-    """The IAM action of an SQS operation: a batch operation is authorized as its single-message action."""
-    return SQS_BATCH_ACTIONS.get(action or "", action)
+def batch_action(action: str | None) -> str | None:
+    """The IAM action of an operation: a batch operation is authorized as its single-message action."""
+    return BATCH_ACTIONS.get(action or "", action)
 
 
 def send_email_identity(sender: str, region: str, account: str, verified: set[str]) -> tuple[str, dict[str, str]]:
@@ -166,8 +175,9 @@ def patch_scheduler_resources() -> None:
     iam_actions.extract_resource_arn = extract_resource_arn
 
 
-def patch_sqs_batch_actions() -> None:
-    """ministack's request -> action map, with SQS's batch operations as the actions IAM knows them by."""
+def patch_batch_actions() -> None:
+    """ministack's request -> action map, with SQS's and SNS's batch operations as the actions IAM knows them by
+    (the key check, `kms_refusal`, reads the same map)."""
     from ministack.core import iam_actions
 
     original = iam_actions.extract_iam_action
@@ -176,7 +186,7 @@ def patch_sqs_batch_actions() -> None:
         service: str, method: str, path: str, headers: dict, body: bytes, query_params: dict
     ) -> str | None:
         action: str | None = original(service, method, path, headers, body, query_params)
-        return sqs_batch_action(action) if service == "sqs" else action
+        return batch_action(action)
 
     iam_actions.extract_iam_action = extract_iam_action
 
@@ -262,6 +272,29 @@ def check_pass_role() -> None:
 
 _sessions: dict[tuple[str, str], dict[str, Any]] = {}
 _sessions_lock = threading.Lock()
+
+
+def serialize_sts_sessions() -> None:
+    """ministack's STS adds a session (`register_session`) after walking all of them to drop the expired ones, and
+    nothing stops two threads doing it at once: Lambda's warm-worker spawn does it for each new worker
+    (`execution_credentials`), and concurrent invocations spawn from their own threads (a backfill's fan-out, its
+    stream's consumers), as `service_session` does from the mapping pollers. A session added (or all forgotten, by
+    STS's `reset`) during another's walk broke it, and with it the invocation. Here they take turns; the reads of
+    a session by its key (every signed request's) need no turn."""
+    from ministack.services import sts as sts_svc
+
+    register, forget = sts_svc.register_session, sts_svc.reset
+    turn = threading.Lock()
+
+    def register_session(access_key: str, session: dict[str, Any]) -> None:
+        with turn:
+            register(access_key, session)
+
+    def reset() -> None:
+        with turn:
+            forget()
+
+    sts_svc.register_session, sts_svc.reset = register_session, reset
 
 
 class Refused(Exception):
@@ -845,8 +878,9 @@ def check_bus_keys() -> None:
 
 
 def install() -> None:
+    serialize_sts_sessions()
     patch_scheduler_resources()
-    patch_sqs_batch_actions()
+    patch_batch_actions()
     patch_ses_send_email()
     check_pass_role()
     check_kms_keys()

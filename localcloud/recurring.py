@@ -21,6 +21,7 @@ from typing import Any
 
 from .component import constants, runtime_module
 from .emulators import log
+from .stores import snapshot
 
 Instant = Callable[[str, float], float]  # (what fires, its scheduled epoch) -> when it runs (MinuteWindow.instant)
 CONTEXT_ATTRIBUTES = ("scheduled-time", "schedule-arn", "execution-id", "attempt-number")
@@ -156,7 +157,7 @@ def install(instant: Instant) -> None:
         live = set()
         previous = (get_account_id(), get_region())
         try:
-            for state_key, schedule in list(scheduler._schedules._data.items()):
+            for state_key, schedule in snapshot(scheduler._schedules._data):
                 universal = str((schedule.get("Target") or {}).get("Arn", "")).startswith(
                     constants.UNIVERSAL_TARGET_PREFIX
                 )

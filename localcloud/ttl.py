@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .endpoints import Response, first, json_answer, serve
+from .stores import snapshot
 
 TTL_PATH = "/_localcloud/ttl"
 TTL_PRINCIPAL = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
@@ -71,8 +72,8 @@ class TtlProcess:
         table = dynamodb._tables.get(name)
         if not table:
             return
-        for pk, by_sort in list(table["items"].items()):
-            for sk, item in list(by_sort.items()):
+        for pk, by_sort in snapshot(table["items"]):
+            for sk, item in snapshot(by_sort):
                 value = item.get(attribute)
                 if value is None or "N" not in value:  # AWS's TTL ignores an attribute that is not a number
                     continue

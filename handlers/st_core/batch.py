@@ -6,11 +6,11 @@ reported in batchItemFailures so Lambda retries from there). Nothing is dropped 
 
 from __future__ import annotations
 
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import log
 from .clients import Clients
@@ -21,6 +21,8 @@ from .stream import BatchResponse, DynamoDBStreamEvent, DynamoDBStreamRecord, ke
 if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see st_core/shapes.py)
     from .config import HandlerConfig
 
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 RecordHandler = Callable[[DynamoDBStreamRecord], None]
 # A record that can never succeed, with its reason and error code.
 Parked = tuple[DynamoDBStreamRecord, str, str]
@@ -35,13 +37,15 @@ def process_batch(
     poison: PoisonQueue,
     max_workers: int,
     handle_group: GroupHandler | None = None,
+    identity_of: Callable[[DynamoDBStreamRecord], str] = key_identity,
 ) -> BatchResponse:
     """Apply `handle` to every record (or `handle_group` to each item's records); return the partial-batch response
-    Lambda expects for stream sources."""
+    Lambda expects for stream sources. `identity_of`: the record's item (`stream.key_identity`, or a mode's copy of
+    it worked out already)."""
     groups: dict[str, list[DynamoDBStreamRecord]] = {}
     for index, record in enumerate(records):
         try:
-            identity = key_identity(record)
+            identity = identity_of(record)
         except PermanentError:
             identity = f"unkeyed#{index}"  # a record without keys is its own group and ends in the poison queue
         groups.setdefault(identity, []).append(record)
@@ -51,12 +55,42 @@ def process_batch(
             return _run_merged(group, handle_group, handle, poison)
         return _run_group(group, handle, poison)
 
-    if len(groups) <= 1 or max_workers <= 1:
-        failed = [run(group) for group in groups.values()]
-    else:
-        with ThreadPoolExecutor(max_workers=min(max_workers, len(groups))) as pool:
-            failed = list(pool.map(run, groups.values()))
+    failed = in_parallel(run, list(groups.values()), max_workers)
     return {"batchItemFailures": [{"itemIdentifier": seq} for seq in failed if seq is not None]}
+
+
+def in_parallel(work: Callable[[_T], _R], items: Sequence[_T], workers: int) -> list[_R]:
+    """`[work(item) for item in items]`, up to `workers` items at a time; an exception from any item is raised once
+    every item has run (the first by position), as `ThreadPoolExecutor.map` in a `with` block does. Each worker takes
+    the next item as it finishes one and keeps its results, and the caller waits for the workers once: a pool's
+    future per item (a condition variable signalled to the waiting caller each time) costs every item a switch of
+    the interpreter lock to the caller and back, which a batch of short items pays in CPU."""
+    if len(items) <= 1 or workers <= 1:
+        return [work(item) for item in items]
+    results: list[Any] = [None] * len(items)
+    errors: dict[int, BaseException] = {}
+    pending = iter(range(len(items)))
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                position = next(pending, None)
+            if position is None:
+                return
+            try:
+                results[position] = work(items[position])
+            except BaseException as exc:  # raised in the caller, as the pool would
+                errors[position] = exc
+
+    threads = [threading.Thread(target=worker) for _ in range(min(workers, len(items)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[min(errors)]
+    return results
 
 
 def _run_group(group: list[DynamoDBStreamRecord], handle: RecordHandler, poison: PoisonQueue) -> str | None:
@@ -141,12 +175,13 @@ def handle_stream_batch(
     prepare: Callable[[list[DynamoDBStreamRecord]], None] | None = None,
     finish: Callable[[], list[str]] | None = None,
     counts: Callable[[], dict[str, int]] | None = None,
+    identity_of: Callable[[DynamoDBStreamRecord], str] = key_identity,
 ) -> BatchResponse:
     """A mode's whole batch: every record through `handle` (or each item's records through `handle_group`), poison
     (malformed records included) parked in the table's poison queue. `prepare` sees every well-formed record once
     before any item is handled (work done for the whole batch at once: it must not raise); `finish` runs once after
     every item (work deferred to the end of the batch) and returns sequence numbers to retry from; `counts` adds the
-    mode's action counts to the batch's one summary line."""
+    mode's action counts to the batch's one summary line; `identity_of` names each record's item (`process_batch`)."""
     started = time.perf_counter()
     poison = PoisonQueue(
         config["poisonQueueUrl"], mode=mode, table=config["table"], clients=clients, limit=message_limit(config)
@@ -156,7 +191,12 @@ def handle_stream_batch(
     if prepare is not None:
         prepare(records)
     response = process_batch(
-        records, handle, poison=poison, max_workers=config["maxWorkers"], handle_group=handle_group
+        records,
+        handle,
+        poison=poison,
+        max_workers=config["maxWorkers"],
+        handle_group=handle_group,
+        identity_of=identity_of,
     )
     if finish is not None:
         retry = {f["itemIdentifier"] for f in response["batchItemFailures"]} | set(finish())

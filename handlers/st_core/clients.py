@@ -18,6 +18,11 @@ class Clients:
         self._lock = threading.Lock()
 
     def get(self, service: str) -> Any:
+        # Made already (every call but the first): no lock, which every worker of a batch would otherwise queue on
+        # for each call it makes (a dict read is atomic under the interpreter lock).
+        made = self._clients.get(service)
+        if made is not None:
+            return made
         with self._lock:  # boto3 sessions are not thread-safe while creating clients; clients themselves are
             if service not in self._clients:
                 import boto3

@@ -96,14 +96,14 @@ def target_input(target: TargetConfig, event: DueEvent, *, via_scheduler: bool =
                 f"the {kind.NOUN} rendered from this item is {size(text)} bytes, over the {limit} allowed"
             )
         return text
-    text = dumps(event)
+    text = dumps(event, str_keys=True)  # its keys and the item's (DynamoDB attribute names) are strings
     if size(text) <= limit:
         return text
     # A FIFO target's group attribute stays, so the trimmed event goes to the same message group as a whole one.
     kept = group_attribute(target, event["item"])
-    trimmed = dumps({**event, "item": kept, "itemTrimmed": True})
+    trimmed = dumps({**event, "item": kept, "itemTrimmed": True}, str_keys=True)
     if kept and size(trimmed) > limit:
-        trimmed = dumps({**event, "item": {}, "itemTrimmed": True})
+        trimmed = dumps({**event, "item": {}, "itemTrimmed": True}, str_keys=True)
     return trimmed
 
 

@@ -38,6 +38,9 @@ TRANSIENT_CODES = frozenset(
         "PriorRequestNotComplete",
         "SlowDown",
         "KMSThrottlingException",
+        # SNS's codes (a PublishBatch entry refused for them lists the code alone, without the call's 429)
+        "Throttled",
+        "KMSThrottling",
         "EC2ThrottledException",
     }
 )

@@ -64,7 +64,7 @@ def item_keys(typed_keys: Mapping[str, Any], config: Mapping[str, Any]) -> ItemK
     plain = {name: to_plain(typed_keys[name]) for name in ranked}
     readable = "-".join(str(value) for value in plain.values())
     earlier = "-".join(str(value) for value in reversed(plain.values()))
-    return ItemKeys(identity_of(dict(typed_keys)), plain, (readable,) if earlier == readable else (readable, earlier))
+    return ItemKeys(identity_of(typed_keys), plain, (readable,) if earlier == readable else (readable, earlier))
 
 
 def _names(keys: ItemKeys, unique: str) -> tuple[str, ...]:

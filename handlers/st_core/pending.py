@@ -2,9 +2,9 @@
 
 Only items waiting to run carry `stShard` (the index's partition key, 0..shards-1) and `stDue` (its sort key, epoch
 seconds), so the index holds exactly the work to do and a processor reads `stDue <= now` per shard. `stStatus`
-records where the item is (PENDING, CLAIMED, RETRY, DONE, FAILED); every write the mode makes sets it, which is
-how the stream filter tells the mode's own writes from a user's. A claim moves `stDue` to the end of its lease, out
-of every tick's `stDue <= now` until then, and keeps the occurrence's own due time in `stTaskDue`.
+records where the item is (PENDING, RETRY, DONE, FAILED; CLAIMED on items an earlier version's processor claimed
+one at a time); every write the mode makes sets it, which is how the stream filter tells the mode's own writes
+from a user's. A backoff moves `stDue` to the next attempt and keeps the occurrence's own due time in `stTaskDue`.
 """
 
 from __future__ import annotations

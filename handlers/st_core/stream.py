@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 from .errors import PermanentError
+from .jsontext import compact
 
 AttributeValue = dict[str, Any]
 Image = dict[str, AttributeValue]
@@ -25,6 +25,8 @@ EVENT_NAMES = ("INSERT", "MODIFY", "REMOVE")
 # The records' shapes, for the type checker only (st_core/shapes.py): at run time they are plain dicts, and no
 # handler compiles or builds those TypedDict classes on its cold path.
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from .shapes import BatchItemFailure as BatchItemFailure
     from .shapes import BatchResponse as BatchResponse
     from .shapes import DynamoDBStreamEvent as DynamoDBStreamEvent
@@ -180,16 +182,11 @@ def key_identity(record: DynamoDBStreamRecord) -> str:
     return identity_of(keys)
 
 
-# json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False), its encoder made once: json.dumps
-# makes one per call given any option, and each record's keys are named several times.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def identity_of(typed_keys: dict[str, Any]) -> str:
+def identity_of(typed_keys: Mapping[str, Any]) -> str:
     """The canonical string of an item's keys in DynamoDB JSON: numbers normalised (1.0 and 1 are one key in
     DynamoDB), binary as base64 text, whichever form (Lambda's or boto3's) the keys came in."""
     canonical = {name: _canonical(value) for name, value in typed_keys.items()}
-    return _CANONICAL.encode(canonical)
+    return compact(canonical)
 
 
 def sequence_number(record: object) -> str:

@@ -302,7 +302,10 @@ def test_a_herds_bound_is_the_docs_drain_at_the_local_throttle() -> None:
     assert large["eventbridge herd"].seconds == 161.0
     assert "as 100,000 at AWS's 1,000/s" in large["eventbridge herd"].why
     assert small["eventbridge herd"].seconds == 71.0
-    assert large["polling herd"].seconds == pytest.approx(60.0 + 10_000 / (4 * 120.0))  # the interval + the drain
+    # the interval + the drain by 4 invocations at the modelled 195 items/s each, scaled 1:10 to two cores as
+    # Scheduler's throttle is
+    assert large["polling herd"].seconds == pytest.approx(60.0 + 10_000 / (4 * 19.5))
+    assert "scaled 1:10 to two cores" in large["polling herd"].why
 
 
 def test_the_herd_lines_give_each_herds_drain() -> None:

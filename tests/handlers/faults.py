@@ -120,12 +120,19 @@ class _Answered:
         self.headers: dict[str, str] = {}
 
 
+# A batch call's event name, its entries' parameter and an entry's body field, by the service's botocore name.
+_BATCH_CALLS = {
+    "sqs": ("sqs.SendMessageBatch", "Entries", "MessageBody"),
+    "sns": ("sns.PublishBatch", "PublishBatchRequestEntries", "Message"),
+}
+
+
 class RefusedEntries:
-    """SQS answering a SendMessageBatch with some entries in `Failed` (200, the others sent), as it does when it
-    refuses an entry (an internal error, or a sender fault): `refuse(entry)` picks them, `code` and `sender_fault`
-    are what SQS lists for each. A refused entry is taken out of the request before it is built, so it never reaches
-    the queue (nor any other hook watching what is sent); a call left with no entry is answered without being made.
-    `refused` keeps the bodies refused, in order."""
+    """SQS answering a SendMessageBatch (or SNS a PublishBatch) with some entries in `Failed` (200, the others
+    sent), as it does when it refuses an entry (an internal error, or a sender fault): `refuse(entry)` picks them,
+    `code` and `sender_fault` are what the service lists for each. A refused entry is taken out of the request
+    before it is built, so it never reaches the queue or topic (nor any other hook watching what is sent); a call
+    left with no entry is answered without being made. `refused` keeps the bodies refused, in order."""
 
     def __init__(
         self, refuse: Callable[[dict[str, Any]], bool], code: str = "InternalError", sender_fault: bool = False
@@ -136,29 +143,32 @@ class RefusedEntries:
         self.refused: list[str] = []
         self._local = threading.local()
         self._lock = threading.Lock()
+        self._call = _BATCH_CALLS["sqs"]
 
     def attach(self, client: Any) -> Any:
-        events = client.meta.events
-        events.register_first("before-parameter-build.sqs.SendMessageBatch", self._take_out)
-        events.register("before-call.sqs.SendMessageBatch", self._answer_if_empty)
-        events.register("after-call.sqs.SendMessageBatch", self._list_failed)
+        self._call = _BATCH_CALLS[client.meta.service_model.service_name]
+        events, (operation, _, _) = client.meta.events, self._call
+        events.register_first(f"before-parameter-build.{operation}", self._take_out)
+        events.register(f"before-call.{operation}", self._answer_if_empty)
+        events.register(f"after-call.{operation}", self._list_failed)
         return client
 
     def detach(self, client: Any) -> None:
-        events = client.meta.events
-        events.unregister("before-parameter-build.sqs.SendMessageBatch", self._take_out)
-        events.unregister("before-call.sqs.SendMessageBatch", self._answer_if_empty)
-        events.unregister("after-call.sqs.SendMessageBatch", self._list_failed)
+        events, (operation, _, _) = client.meta.events, self._call
+        events.unregister(f"before-parameter-build.{operation}", self._take_out)
+        events.unregister(f"before-call.{operation}", self._answer_if_empty)
+        events.unregister(f"after-call.{operation}", self._list_failed)
 
     def _take_out(self, params: dict[str, Any], **_: Any) -> None:
-        refused = [entry for entry in params["Entries"] if self.refuse(entry)]
-        params["Entries"] = [entry for entry in params["Entries"] if entry not in refused]
+        listed, body = self._call[1:]
+        refused = [entry for entry in params[listed] if self.refuse(entry)]
+        params[listed] = [entry for entry in params[listed] if entry not in refused]
         self._local.failed = [
             {"Id": e["Id"], "Code": self.code, "SenderFault": self.sender_fault, "Message": "refused"} for e in refused
         ]
-        self._local.empty = not params["Entries"]
+        self._local.empty = not params[listed]
         with self._lock:
-            self.refused += [entry["MessageBody"] for entry in refused]
+            self.refused += [entry[body] for entry in refused]
 
     def _answer_if_empty(self, **_: Any) -> tuple[_Answered, dict[str, Any]] | None:
         if not self._local.empty:

@@ -197,3 +197,23 @@ def test_the_whole_batch_parks_malformed_records_and_merges_finish_retries(monke
     )
     assert response == {"batchItemFailures": [{"itemIdentifier": "12"}, {"itemIdentifier": "30"}]}
     assert [(thing, code) for thing, _, code in poison.parked] == [("not a record", "MalformedRecord")]
+
+
+def test_in_parallel_keeps_the_order_runs_every_item_and_raises_the_first_failure_after() -> None:
+    ran: list[int] = []
+    lock = threading.Lock()
+    at_once = threading.Barrier(4, timeout=5)
+
+    def work(n: int) -> int:
+        if n < 4:
+            at_once.wait()  # four items run at the same time, or this times out
+        with lock:
+            ran.append(n)
+        if n in (7, 3):
+            raise ValueError(f"item {n}")
+        return n * n
+
+    assert st_batch.in_parallel(lambda n: n * n, list(range(30)), 4) == [n * n for n in range(30)]
+    with pytest.raises(ValueError, match="item 3"):
+        st_batch.in_parallel(work, list(range(12)), 4)
+    assert sorted(ran) == list(range(12))  # every item ran, the failures' neighbours included

@@ -287,3 +287,26 @@ def test_an_event_bus_key_policy_must_allow_eventbridge_itself(env: Env, keyed: 
         env.put({"PK": "user#1", "SK": "now2", "dueAt": iso(NOW - timedelta(minutes=5))})
         assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     assert not keyed.violations
+
+
+def test_polling_publishes_batches_to_a_topic_with_its_key_and_not_without(
+    env: Env, keyed: enforce.Enforcement, without: Any, long_running: None
+) -> None:
+    # GIVEN polling to a topic encrypted with the target's key: PublishBatch uses it as Publish does
+    from tests.handlers.test_polling_batch import published, topic_target
+
+    with_due_index(env)
+    topic_target(env)
+    counted = published()
+    due = int(NOW.timestamp()) - 1
+    for pk in ("job#1", "job#2"):
+        env.put({"PK": pk, "SK": "T", "stShard": 0, "stDue": due, "stStatus": "PENDING"})
+    assert polling.process(env.config, now=lambda: NOW.timestamp()).dispatched == 2
+    assert sorted(m["keys"]["PK"] for m in delivered(env)) == ["job#1", "job#2"]
+    assert counted["PublishBatch"] >= 1 and counted["Publish"] == 0 and not keyed.violations
+    # WHEN the role lacks kms:GenerateDataKey on it, THEN SNS refuses the batch (KMSAccessDenied): both parked
+    without("TARGET_KEY_ACTIONS", "kms:GenerateDataKey")
+    for pk in ("job#3", "job#4"):
+        env.put({"PK": pk, "SK": "T", "stShard": 0, "stDue": due, "stStatus": "PENDING"})
+    assert polling.process(env.config, now=lambda: NOW.timestamp()).failed == 2
+    assert delivered(env) == []

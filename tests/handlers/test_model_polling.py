@@ -7,7 +7,8 @@ before its `stDue` (its due time rounded up to a second). A task is what a user'
 PutItem with a new time over a done one, is a new task; a write to a task that has not run yet (a PutItem, or an
 update of its time) moves it; a rewrite of a done item that keeps its time, or an update of a done item, is not a
 new task; a delete cancels a task that has not run. Stream records are delivered at least once, at any later time.
-Ticks may overlap (the rule ticks again while a tick still runs), and a tick may die after claiming items.
+Ticks may overlap (the rule ticks again while a tick still runs), and a tick may die holding its shards, before or
+after sending (what it sent and did not complete may run once more: at least once, never lost).
 
 `MODEL_EXAMPLES` sets the number of sequences (50 by default); `MODEL_RANDOM=1` draws new sequences instead of the
 fixed ones `make test` runs; hypothesis prints a failing sequence shrunk.
@@ -229,7 +230,7 @@ class PollingModel(StreamDelivery):
         """The rule ticks while the last tick still runs (a tick longer than the interval): tick B starts `later`
         seconds after tick A, at A's `at_call`-th look at its time left (before a page, or before a claim), and
         runs whole while A's other threads go on; then A finishes. B starts within A's Lambda timeout: a tick is
-        never alive after it (the lease is the timeout + 30 s)."""
+        never alive after it (a shard's lease is the timeout + 30 s)."""
         self.now += timedelta(seconds=seconds)
         first, second = self.now.timestamp(), (self.now + timedelta(seconds=later)).timestamp()
         looks = itertools.count(1)
@@ -309,8 +310,8 @@ class PollingModel(StreamDelivery):
     def herd_failing_a_completion(self, seconds: int, form: str) -> None:
         """Time passes; the user makes two items of one shard due now (a herd: one batch), and the rule ticks, but
         DynamoDB throttles the completion of the batch's first item for longer than every retry (a hot partition):
-        the tick fails after completing the rest, none of which runs again; that item, sent but left claimed, may
-        run once more when its lease ends (at least once, for it alone)."""
+        the tick fails after completing the rest, none of which runs again; that item, sent but left due, may
+        run once more at a later tick (at least once, for it alone)."""
         self.now += timedelta(seconds=seconds)
         for pk in SAME_SHARD:
             self.put(pk, 0, form, at_once=True)
@@ -345,19 +346,34 @@ class PollingModel(StreamDelivery):
             pk = chosen["key"]["PK"]["S"]
             assert pk in received, (pk, received)
             item = self.reference.items[pk]
-            item.marked = False  # the processor could not mark it DONE: it stays CLAIMED
+            item.marked = False  # the processor could not mark it DONE: it stays PENDING
             self.may_run_again.add(item.task.id)
         self._read()
 
     @rule(seconds=st.integers(0, 120))
     def tick_dies(self, seconds: int) -> None:
-        """Time passes and the processor dies after claiming what is due, before dispatching any of it: those
-        items run once their lease has ended, at their own time (or the time a user moved them to meanwhile)."""
+        """Time passes and the processor dies holding the shards with something due, before sending any of it:
+        those items run once the shards' leases have ended, at their own time (or the time a user moved them to
+        meanwhile)."""
         self.now += timedelta(seconds=seconds)
         moment = self.now.timestamp()
         with acting("processor", self.env.config):
-            _DiesAfterClaiming(self.env.config, CLIENTS, lambda: moment, lambda: 900.0).tick()
+            _DiesBeforeSending(self.env.config, CLIENTS, lambda: moment, lambda: 900.0).tick()
         assert self._collect() == []
+        self._read()
+
+    @rule(seconds=st.integers(0, 120))
+    def tick_dies_after_sending(self, seconds: int) -> None:
+        """Time passes and the processor dies (its Lambda timed out) after sending what is due, before completing
+        any of it: its shards wait for their leases, then those items may run once more (at least once)."""
+        self.now += timedelta(seconds=seconds)
+        moment = self.now.timestamp()
+        with acting("processor", self.env.config):
+            _DiesAfterSending(self.env.config, CLIENTS, lambda: moment, lambda: 900.0).tick()
+        for pk in self._collect():
+            item = self.reference.items[pk]
+            item.marked = False  # never marked DONE: still PENDING
+            self.may_run_again.add(item.task.id)
         self._read()
 
     # -- the guarantee -----------------------------------------------------------------------------------------------
@@ -427,11 +443,26 @@ def _key(pk: str) -> dict[str, Any]:
     return {"PK": {"S": pk}, "SK": {"S": SK}}
 
 
-class _DiesAfterClaiming(polling.Processor):
-    """A processor whose Lambda dies after its claims: nothing it claimed is dispatched or completed."""
+class _DiesBeforeSending(polling.Processor):
+    """A processor whose Lambda dies after holding its shards and reading their pages: nothing is sent, completed
+    or released."""
 
-    def _run(self, claimed: list[dict[str, Any]]) -> tuple[list[polling.Outcome], Exception | None]:
-        return [polling.Outcome.SKIPPED] * len(claimed), None
+    def _run(self, batch: list[dict[str, Any]]) -> tuple[list[polling.Outcome], Exception | None]:
+        return [polling.Outcome.SKIPPED] * len(batch), None
+
+    def _release(self, shard: int) -> None:
+        return None
+
+
+class _DiesAfterSending(polling.Processor):
+    """A processor whose Lambda dies after sending: nothing it sent is completed, and its shards are not
+    released."""
+
+    def _done(self, item: dict[str, Any]) -> None:
+        return None
+
+    def _release(self, shard: int) -> None:
+        return None
 
 
 def _env() -> Env:

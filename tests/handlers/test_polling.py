@@ -111,11 +111,12 @@ def test_overlapping_processors_dispatch_each_item_once(polling_env: Env) -> Non
     first = tick(polling_env, time_left=time_left)
     keys = due_keys(polling_env)
     assert len(keys) == 60 and len(set(keys)) == 60
-    assert first.dispatched + other[0].dispatched == 60 and first.skipped > 0
+    # AND B left the shard A held when B started (A took the rest of it), and took the others
+    assert first.dispatched + other[0].dispatched == 60 and other[0].held_shards == 1
 
 
-def test_a_crashed_claim_comes_back_after_the_lease(polling_env: Env) -> None:
-    # GIVEN a processor claimed the item and died before dispatching it
+def test_a_claim_left_by_an_earlier_version_comes_back_after_its_lease(polling_env: Env) -> None:
+    # GIVEN a processor of an earlier version (a claim per item) claimed the item and died before dispatching it
     pending(polling_env, "a", NOW - 5, stClaimUntil=int(NOW) + 90)
     # WHEN the next tick comes within the lease, nothing; after it, the item runs once
     assert tick(polling_env, NOW + 60).dispatched == 0
@@ -171,18 +172,34 @@ def test_a_permanent_dispatch_error_dead_letters_at_once(polling_env: Env) -> No
 
 
 @pytest.mark.slow  # volume: `make test` runs it, `make unit` does not
-def test_the_time_budget_stops_before_the_lambda_would_and_reports_the_backlog(polling_env: Env) -> None:
+def test_the_time_budget_stops_before_the_lambda_would_and_reports_the_backlog(
+    polling_env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
     polling_env.config["polling"]["shards"] = 1
+    polling_env.config["maxWorkers"] = 1  # one batch at a time: the clock below counts the sends
     for i in range(250):
         pending(polling_env, f"t{i:03}", NOW - 1000 + i)
-    # GIVEN a Lambda whose remaining time runs down by one second per item
-    left = iter(range(60, 0, -1))
-    report = tick(polling_env, time_left=lambda: float(next(left, 0)))
-    # THEN it stopped with its margin (10 s) left, and reports the shard it left due items on (it read no more
-    # than it took: nothing read was left behind)
-    assert report.out_of_time and 40 <= report.dispatched <= 51
-    assert (report.backlogged_shards, report.backlog) == (1, 0)
+    # GIVEN a warm container that read whole pages at its last tick's pace, and a target grown slow: each send
+    # takes 10 s of the Lambda's 60 (reads and claims take none), so a page read in time cannot be sent in time
+    monkeypatch.setitem(polling._PACE, (polling_env.table, 0), 100.0)
+    calls: list[float] = []
+    send_many = polling.send_many
+
+    def slow(target: Any, entries: list[Any], **kwargs: Any) -> Any:
+        assert 60.0 - 10 * len(calls) >= 10, "a batch sent inside the margin: the Lambda timeout would cut it off"
+        calls.append(1.0)
+        return send_many(target, entries, **kwargs)
+
+    monkeypatch.setattr(polling, "send_many", slow)
+    report = tick(polling_env, time_left=lambda: 60.0 - 10 * len(calls))
+    # THEN it sent no batch inside its margin (10 s) and stopped there, reporting the shard it left due items on
+    assert report.out_of_time and report.dispatched == 10 * len(calls) == 60
+    assert report.backlogged_shards == 1
+    # AND the next tick sends the rest, none twice
+    monkeypatch.undo()
     assert tick(polling_env).dispatched == 250 - report.dispatched
+    keys = due_keys(polling_env)
+    assert len(keys) == len(set(keys)) == 250
 
 
 def test_the_tick_logs_the_backlog_as_an_embedded_metric(polling_env: Env, caplog: pytest.LogCaptureFixture) -> None:
@@ -194,22 +211,41 @@ def test_the_tick_logs_the_backlog_as_an_embedded_metric(polling_env: Env, caplo
     assert metric["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "ScheduledTable"
 
 
-def test_a_processor_that_lost_its_lease_does_not_overwrite_the_new_claim(polling_env: Env) -> None:
-    pending(polling_env, "a", NOW - 5)
+def test_a_completion_leaves_an_item_changed_since_its_read_as_it_is(polling_env: Env) -> None:
+    # GIVEN the processor read a due item, and the user moved it before the completion
+    pending(polling_env, "a", NOW - 5, dueAt=int(NOW) - 5)
     processor = Processor(polling_env.config, CLIENTS, lambda: NOW, lambda: 900.0)
-    key = {"PK": {"S": "a"}, "SK": {"S": "T"}}
-    with acting("processor", polling_env.config):
-        assert processor._claim(key, int(NOW) - 5, int(NOW) + 90)
-    # another processor took over after the lease
+    read = item(polling_env, "a")
     polling_env.ddb.update_item(
         TableName=polling_env.table,
-        Key=key,
-        UpdateExpression="SET stClaimUntil = :x",
+        Key={"PK": {"S": "a"}, "SK": {"S": "T"}},
+        UpdateExpression="SET dueAt = :x",
         ExpressionAttributeValues={":x": {"N": str(int(NOW) + 500)}},
     )
+    # WHEN the completion of what was sent comes
     with acting("processor", polling_env.config):
-        processor._done(key, int(NOW) + 90)
-    assert item(polling_env, "a")["stClaimUntil"]["N"] == str(int(NOW) + 500)
+        processor._done(read)
+    # THEN the item still waits (the assigner moves it to its new time), not marked done
+    after = item(polling_env, "a")
+    assert after["stStatus"]["S"] == "PENDING" and after["stDue"]["N"] == str(int(NOW) - 5)
+
+
+def test_a_shard_held_by_an_invocation_that_died_waits_for_its_lease_then_runs_once(polling_env: Env) -> None:
+    # GIVEN an invocation took shard 0 and died (its lease, the Lambda timeout + 30 s, is still in the ledger)
+    pending(polling_env, "a", NOW - 5)
+    pending(polling_env, "b", NOW - 5, shard=1)
+    polling_env.ddb.put_item(
+        TableName=polling_env.config["polling"]["ledgerTable"],
+        Item={"id": {"S": "lease#shard#0"}, "holder": {"S": "dead"}, "expiresAt": {"N": str(int(NOW) + 90)}},
+    )
+    # WHEN the next tick comes within the lease: the other shards run, shard 0 waits
+    report = tick(polling_env, NOW + 60)
+    assert (report.dispatched, report.held_shards, due_keys(polling_env)) == (1, 1, ["b"])
+    # AND after it, the item runs once; the tick gave its shards back as it ended
+    assert tick(polling_env, NOW + 91).dispatched == 1
+    assert due_keys(polling_env) == ["a"]
+    leases = polling_env.ddb.scan(TableName=polling_env.config["polling"]["ledgerTable"])["Items"]
+    assert [i for i in leases if i["id"]["S"].startswith("lease#")] == []
 
 
 # -- the assigner ---------------------------------------------------------------------------------------------------
@@ -302,15 +338,15 @@ def matches(record: dict[str, Any]) -> bool:
 
 
 def test_only_users_writes_pass_the_assigners_filter(polling_env: Env) -> None:
-    # GIVEN a user's insert, the assigner indexing it, the processor claiming and completing it, a retry
+    # GIVEN a user's insert, the assigner indexing it, the processor completing it
     polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})
     user_insert = polling_env.event()
     assert [matches(r) for r in user_insert["Records"]] == [True]
     polling.handle_assign_batch(user_insert, polling_env.config)
     tick(polling_env, NOW + 1)
     own_writes = polling_env.event()["Records"]
-    # THEN none of the mode's own writes (index, claim, done) would invoke the assigner again
-    assert len(own_writes) == 3 and not any(matches(r) for r in own_writes)
+    # THEN none of the mode's own writes (index, done) would invoke the assigner again
+    assert len(own_writes) == 2 and not any(matches(r) for r in own_writes)
     # AND a user moving a waiting item's time, or rewriting a done item, would
     polling_env.put(
         {"PK": "b", "SK": "T", "dueAt": int(NOW) + 3600, "stShard": 1, "stDue": int(NOW) + 3600, "stStatus": "PENDING"}

@@ -119,6 +119,13 @@ def test_json_text_is_jsons_own_where_json_can_write_it_and_exact_where_it_canno
         '{"n":0.1000000000000000000000000000000000001,"s":"{\'a\'}"}'
     )
     assert dumps({"k": Kind.QUEUE, "nan": Decimal("NaN")}) == '{"k":"queue","nan":"NaN"}'
+    # A document whose keys are strings (a due event) is written the same without the walk that checks them first.
+    for document in (
+        native,
+        {"n": Decimal("0.1000000000000000000000000000000000001"), "s": {"a"}},
+        {"k": Kind.QUEUE, "nan": Decimal("NaN"), "l": [Decimal("1.5"), {"z": 1, "a": None}]},
+    ):
+        assert dumps(document, str_keys=True) == dumps(document)
 
 
 # -- names ------------------------------------------------------------------------------------------------------

@@ -4,10 +4,11 @@ condition keys policies can test; and how a refused call fails.
 One small table for the operations handler code and the services acting for the component make, per the AWS
 Service Authorization Reference: an action is the operation's name in the service's signing namespace (botocore's
 `signingName`) except where AWS says otherwise (`_ACTION`: SQS batch calls authorize as the single-message action,
-Lambda's Invoke as InvokeFunction); a DynamoDB transaction is authorized per item, as the item action it performs
-on that item's table; CreateSchedule/UpdateSchedule also pass the schedule's role (iam:PassRole with
-iam:PassedToService). tests/iam/test_requests.py checks this table against botocore's service models and against
-ministack's independent request -> action/resource map (the few documented differences listed there).
+SNS's PublishBatch as Publish, Lambda's Invoke as InvokeFunction); a DynamoDB transaction is authorized per item, as
+the item action it performs on that item's table; CreateSchedule/UpdateSchedule also pass the schedule's role
+(iam:PassRole with iam:PassedToService). tests/iam/test_requests.py checks this table against botocore's service
+models and against ministack's independent request -> action/resource map (the few documented differences listed
+there).
 
 An operation missing here raises: a handler calling something new must say how IAM sees it before it can pass."""
 
@@ -49,6 +50,7 @@ _ACTION: dict[tuple[str, str], str] = {
     ("sqs", "SendMessageBatch"): "SendMessage",
     ("sqs", "DeleteMessageBatch"): "DeleteMessage",
     ("sqs", "ChangeMessageVisibilityBatch"): "ChangeMessageVisibility",
+    ("sns", "PublishBatch"): "Publish",
     ("lambda", "Invoke"): "InvokeFunction",
     ("lambda", "InvokeAsync"): "InvokeFunction",
 }
@@ -241,6 +243,7 @@ _RESOLVERS: dict[tuple[str, str], Resolver] = {
     ("dynamodbstreams", "GetRecords"): _on(lambda p, w: str(p["ShardIterator"]).split("|", 1)[0]),
     ("stepfunctions", "StartExecution"): _on(lambda p, w: str(p["stateMachineArn"])),
     ("sns", "Publish"): _on(lambda p, w: str(p.get("TopicArn") or p["TargetArn"])),
+    ("sns", "PublishBatch"): _on(lambda p, w: str(p["TopicArn"])),
     ("sesv2", "SendEmail"): _send_email,
     ("events", "PutEvents"): _put_events,
 }

@@ -89,8 +89,6 @@ NOT_TAKEN: dict[tuple[str, str], tuple[Condition, str]] = {
         for role in ("processor", "assigner", "aggregator")
         for a in ("dynamodb:BatchWriteItem", "dynamodb:GetItem")
     },
-    ("processor", "dynamodb:PutItem"): (lambda o: True, "only the assigner puts (its ledger marker)"),
-    ("processor", "dynamodb:DeleteItem"): (lambda o: o.on_done != "delete", 'only on_done="delete" deletes items'),
     ("processor", "lambda:InvokeFunction"): (
         lambda o: o.shard_groups == 1 and o.kind != "lambda",
         "only shard_groups > 1 invokes the processor itself (a Lambda target is invoked by the dispatch)",

@@ -1,17 +1,22 @@
 """The local cloud's IAM fixes to ministack, in-process: Scheduler's request -> resource map honours the request's
-group, and the action Scheduler's role needs for each templated target."""
+group, the action Scheduler's role needs for each templated target, and STS's sessions registered one at a time."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
 from localcloud.iam import (
+    batch_action,
     patch_scheduler_resources,
     schedule_resource_arn,
     send_email_identity,
-    sqs_batch_action,
+    serialize_sts_sessions,
     templated_action,
 )
 
@@ -68,12 +73,15 @@ def test_each_templated_target_needs_its_own_action_and_universal_targets_are_th
     assert templated_action("arn:aws:scheduler:::aws-sdk:dynamodb:deleteItem") is None
 
 
-def test_sqs_batch_operations_are_authorized_as_their_single_message_actions() -> None:
-    # The AWS Service Authorization Reference: SendMessageBatch needs sqs:SendMessage, and so on.
-    assert sqs_batch_action("sqs:SendMessageBatch") == "sqs:SendMessage"
-    assert sqs_batch_action("sqs:DeleteMessageBatch") == "sqs:DeleteMessage"
-    assert sqs_batch_action("sqs:ChangeMessageVisibilityBatch") == "sqs:ChangeMessageVisibility"
-    assert sqs_batch_action("sqs:ReceiveMessage") == "sqs:ReceiveMessage"
+def test_batch_operations_are_authorized_as_their_single_message_actions() -> None:
+    # The AWS Service Authorization Reference: SendMessageBatch needs sqs:SendMessage, and so on; SNS's API
+    # permissions reference: sns:Publish grants both Publish and PublishBatch.
+    assert batch_action("sqs:SendMessageBatch") == "sqs:SendMessage"
+    assert batch_action("sqs:DeleteMessageBatch") == "sqs:DeleteMessage"
+    assert batch_action("sqs:ChangeMessageVisibilityBatch") == "sqs:ChangeMessageVisibility"
+    assert batch_action("sns:PublishBatch") == "sns:Publish"
+    assert batch_action("sqs:ReceiveMessage") == "sqs:ReceiveMessage"
+    assert batch_action("sns:Publish") == "sns:Publish"
 
 
 def test_send_email_is_authorized_on_the_identity_ses_sends_as_with_the_from_address() -> None:
@@ -92,3 +100,69 @@ def test_send_email_is_authorized_on_the_identity_ses_sends_as_with_the_from_add
         prefix + "unverified.example",
         {"ses:FromAddress": "a@unverified.example"},
     )
+
+
+def spawned_at_once(sts: Any) -> list[Any]:
+    """Two functions' warm workers spawning at once, each registering its execution role's session with STS as
+    ministack's `_spawn` does (`execution_credentials`), the second while the first walks the sessions: the thread
+    switch in the middle of the walk, which happens at random under load, made certain here (the walk pauses on a
+    session until the second has registered, or a second has passed: with the sessions taking turns, it cannot
+    register before). Each spawn's credentials, or what it raised; the sessions STS holds afterwards are in
+    `sts._sessions`."""
+    from ministack.core.lambda_runtime import execution_credentials
+
+    walking, registered = threading.Event(), threading.Event()
+
+    class Paused(dict[str, Any]):
+        def get(self, key: str, default: Any = None) -> Any:
+            if key == "Expiration" and not walking.is_set():
+                walking.set()
+                registered.wait(timeout=1.0)
+            return super().get(key, default)
+
+    live = time.time() + 3600
+    sts._sessions = {"ASIAPAUSED": Paused(Expiration=live), "ASIALIVE": {"Expiration": live}}
+
+    def spawn(name: str) -> Any:
+        try:
+            return execution_credentials(
+                {
+                    "FunctionName": name,
+                    "FunctionArn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}",
+                    "Role": f"arn:aws:iam::{ACCOUNT}:role/{name}-role",
+                }
+            )
+        except RuntimeError as error:
+            return error
+
+    def spawn_during_the_walk() -> Any:
+        walking.wait(timeout=5)
+        try:
+            return spawn("backfill")
+        finally:
+            registered.set()
+
+    with ThreadPoolExecutor(2) as pool:
+        first, second = pool.submit(spawn, "scheduler"), pool.submit(spawn_during_the_walk)
+        return [first.result(timeout=10), second.result(timeout=10)]
+
+
+def test_lambda_workers_spawning_at_once_each_get_their_roles_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ministack import app
+    from ministack.services import sts
+
+    monkeypatch.setattr(app, "AUTH", True)  # as the local cloud runs it: each function's calls as its role
+    for name in ("register_session", "reset", "_sessions"):
+        monkeypatch.setattr(sts, name, getattr(sts, name))  # restored after
+
+    # ministack as pinned: the walk fails when a session is added during it, and with it the first spawn
+    pinned = spawned_at_once(sts)
+    assert isinstance(pinned[0], RuntimeError)
+    assert str(pinned[0]) == "dictionary changed size during iteration"
+
+    serialize_sts_sessions()
+    spawned = spawned_at_once(sts)
+    assert all(isinstance(credentials, dict) for credentials in spawned), spawned
+    keys = [credentials["AWS_ACCESS_KEY_ID"] for credentials in spawned]
+    assert set(keys) <= set(sts._sessions) and len(set(keys)) == 2
+    assert sts._sessions[keys[0]]["Arn"] == f"arn:aws:sts::{ACCOUNT}:assumed-role/scheduler-role/scheduler"

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from typing import Protocol
 
     from ..clients import Clients
@@ -100,6 +100,42 @@ def _packaged() -> frozenset[str]:
     import pkgutil
 
     return frozenset(info.name.rstrip("_") for info in pkgutil.iter_modules(__path__))
+
+
+def listed_results(count: int, response: Mapping[str, Any], operation: str) -> list[Exception | None]:
+    """Per entry of a batch call that named its `count` entries "0", "1", ... and answers 200 listing them in
+    `Successful` and `Failed` (SendMessageBatch, PublishBatch): None for an entry the service took, else the error
+    of its refusal (`errors.refused_entry`). An entry listed in neither, or in both, was not taken."""
+    from ..errors import refused_entry
+
+    taken = {str(entry.get("Id")) for entry in response.get("Successful") or []}
+    failed = {str(entry.get("Id")): entry for entry in response.get("Failed") or []}
+    return [
+        None
+        if str(n) in taken and str(n) not in failed
+        else refused_entry(failed.get(str(n), {}).get("Code"), failed.get(str(n), {}).get("Message"), operation)
+        for n in range(count)
+    ]
+
+
+def each_alone(
+    send: Callable[[Clients, TargetConfig, str, str], None],
+    clients: Clients,
+    target: TargetConfig,
+    batch: Sequence[tuple[str, str]],
+) -> list[Exception | None]:
+    """Every (payload, occurrence) of a batch the service refused whole for its total size (nothing of it taken)
+    sent by the kind's single call: per entry, None when sent, else its own refusal, retried or parked by itself, so
+    an entry that fits the target alone is never parked for its neighbours' size."""
+    results: list[Exception | None] = []
+    for payload, occurrence in batch:
+        try:
+            send(clients, target, payload, occurrence)
+        except Exception as exc:
+            results.append(exc)
+        else:
+            results.append(None)
+    return results
 
 
 def templated_actions() -> dict[str, str]:

@@ -6,9 +6,9 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from .. import constants
-from ..errors import PermanentError, error_code, refused_entry
+from ..errors import PermanentError, error_code
 from ..fifo import fifo_parameters, is_fifo, message_group
-from . import GRANT_ARN
+from . import GRANT_ARN, each_alone, listed_results
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -67,25 +67,8 @@ def send_batch(clients: Clients, target: TargetConfig, batch: Sequence[tuple[str
     except Exception as exc:
         if error_code(exc) not in BATCH_TOO_LONG:
             raise
-        return [_alone(clients, target, payload, occurrence) for payload, occurrence in batch]
-    taken = {str(entry.get("Id")) for entry in response.get("Successful") or []}
-    failed = {str(entry.get("Id")): entry for entry in response.get("Failed") or []}
-    return [
-        None
-        if entry["Id"] in taken and entry["Id"] not in failed
-        else refused_entry(
-            failed.get(entry["Id"], {}).get("Code"), failed.get(entry["Id"], {}).get("Message"), "SendMessageBatch"
-        )
-        for entry in entries
-    ]
-
-
-def _alone(clients: Clients, target: TargetConfig, payload: str, occurrence: str) -> Exception | None:
-    try:
-        send(clients, target, payload, occurrence)
-    except Exception as exc:  # this entry's own refusal, retried or parked by itself
-        return exc
-    return None
+        return each_alone(send, clients, target, batch)
+    return listed_results(len(entries), response, "SendMessageBatch")
 
 
 def scheduler_parameters(target: TargetConfig, payload: str) -> dict[str, Any]:
