@@ -117,16 +117,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
 
 # AWS runs Scheduler, Lambda and DynamoDB on machines of their own; the local cloud shares two cores with the other
-# test workers, which are busy computing while it waits for Scheduler's minute. Its timing is what the e2e tests
-# judge, so a worker goes ahead of the computing workers while it runs them (and so do the ministacks and functions
-# it starts, which inherit the priority) where the machine allows it (root may raise a priority; others keep the
-# default), and back to where it began for any other test (its local cloud's group done, it computes like the rest).
+# test workers, which are busy computing while it waits for Scheduler's minute. Its timing is what tests/e2e judges
+# (lateness bounds, a past-due item sent within 30 s, drift made while an item is 20 s from due), so the worker goes
+# ahead of the others while it runs those tests (and so do the ministacks and functions it starts, which inherit the
+# priority) where the machine allows it (root may raise a priority; others keep the default), and back to where it
+# began for any other test. tests/localcloud's waits are deadlines of minutes: it keeps the default, so `up --stay`
+# and the processes its tests start do not slow tests/e2e's local cloud either.
 E2E_PRIORITY = -5
 BASE_PRIORITY = os.getpriority(os.PRIO_PROCESS, 0)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    wanted = BASE_PRIORITY if item.get_closest_marker("e2e") is None else min(E2E_PRIORITY, BASE_PRIORITY)
+    wanted = min(E2E_PRIORITY, BASE_PRIORITY) if group_of(item.nodeid) == "e2e" else BASE_PRIORITY
     if os.getpriority(os.PRIO_PROCESS, 0) == wanted:
         return
     with contextlib.suppress(PermissionError):
