@@ -323,8 +323,8 @@ def test_a_firing_between_the_write_and_the_schedule_is_delivered_once_as_schedu
     handled(env, batch, MONDAY + timedelta(seconds=20))
     (schedule,) = env.schedules()
     (event,) = env.messages(env.due_queue_url)
-    # The id and time Scheduler gives that firing: a consumer deduping on occurrenceId drops Scheduler's own copy
-    # (a schedule made inside the firing's minute may still run it).
+    # The id and time Scheduler gives that firing (a schedule made inside the firing's minute could run it too: this
+    # one starts after it, see test_a_firing_near_the_schedules_creation_is_sent_once_by_the_handler_or_by_scheduler).
     template = json.loads(schedule["Target"]["Input"].replace("<aws.scheduler.scheduled-time>", iso(MONDAY)))
     assert event["occurrenceId"] == template["occurrenceId"] == f"{schedule['Name']}@{iso(MONDAY)}"
     assert event["dueAt"] == iso(MONDAY)
