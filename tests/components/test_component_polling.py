@@ -94,7 +94,7 @@ def test_the_assigner_sees_only_users_writes(build: Build) -> None:
     assert json.loads(patterns[0])["dynamodb"]["NewImage"]["stStatus"] == {"S": [{"exists": False}]}
 
 
-def test_the_processor_may_query_the_due_index_read_and_update_this_table_and_hold_shards_in_its_ledger(build: Build) -> None:
+def test_the_processor_may_query_the_due_index_use_this_table_and_hold_shards_in_its_ledger(build: Build) -> None:
     built = polling(build)
     table_arn = built.one("rem-table").outputs["arn"]
     found = built.statements("rem-processor-policy")
