@@ -551,11 +551,18 @@ class Scheduling:
             self._catch_up(step, occurrence, spec, parsed, datetime.fromtimestamp(known, UTC), recorded=True)
             return
         window = recurring_window(spec, parsed, now)
+        reach = now + MIN_LEAD  # the handler sends a new rule's firing up to here (`_catch_up`), Scheduler after it
+        start = None if window is None else window[0]
+        if window is not None and start is None and self._missed(step, spec, parsed, reach) is not None:
+            # A cron schedule made without a start would run that firing too (Scheduler runs one made before it, or
+            # inside its minute): it starts on the next whole second instead (a rate starts past `reach` already).
+            start = _next_second(reach)
+            if spec.end is not None and start > spec.end:
+                window = None  # no firing is left between them for Scheduler
         if window is None:
             self._cancel_recurring(occurrence)  # nothing is left to fire
             self._catch_up(step, occurrence, spec, parsed, self.now())
             return
-        start = window[0]
         payload = target_input(self.config["target"], self._event(occurrence), via_scheduler=True)
         request = schedules.recurring_request(
             group=self.group,
@@ -580,7 +587,10 @@ class Scheduling:
             raise
         self._count("scheduled")
         log.debug("recurring", schedule=occurrence.name, expression=spec.expression, zone=spec.zone)
-        self._catch_up(step, occurrence, spec, parsed, self.now())
+        made = self.now()
+        # Scheduler answered before `reach`: the schedule's start divides the firings (up to `reach` the handler's,
+        # after it Scheduler's). A create slower than that: every firing up to MIN_LEAD after it answered.
+        self._catch_up(step, occurrence, spec, parsed, now if made <= reach else made)
 
     def _catch_up(
         self,
@@ -593,39 +603,50 @@ class Scheduling:
         recorded: bool = False,
     ) -> None:
         """Deliver the firing a new rule missed: Scheduler fires a recurring schedule only from when it exists, so a
-        firing that came between the item's write (`step.since`) and the schedule (`made`, the clock once Scheduler
-        answered) would otherwise wait for the next one (a week, for a weekly rule). Only the latest such firing
-        (missed ones are not fired in a burst), with the `occurrenceId` and `dueAt` Scheduler would have given it,
-        through a ledger claim: once from the handler however often the batch comes back. Scheduler may still run
-        a schedule made inside a firing's minute: that copy has the same `occurrenceId`.
+        firing that came between the item's write (`step.since`) and the schedule (`made`) would otherwise wait for
+        the next one (a week, for a weekly rule). Only the latest such firing (missed ones are not fired in a
+        burst), with the `occurrenceId` and `dueAt` Scheduler would have given it, through a ledger claim: once from
+        the handler however often the batch comes back.
 
         A firing less than `MIN_LEAD` after the schedule was made counts too, as it does for `at()` schedules: one
-        made that close to its time may not fire it (and a rate's schedule starts after it). The handler waits for
-        its time (at most `MIN_LEAD`), never sending it early.
+        made that close to its time may not fire it. The handler waits for its time (at most `MIN_LEAD`), never
+        sending it early, and the schedule starts after it (`_recur`: a rate on its next firing, a cron on the
+        second after `MIN_LEAD`), so Scheduler does not run it as well. `made` is then the clock before the create
+        (the one the schedule's start was worked out from); after a create slower than `MIN_LEAD`, the clock once
+        Scheduler answered.
 
         A redelivered batch must not deliver the firings the schedule ran since it was first made: the first time a
         schedule existed for this version of the rule is kept in the ledger (one conditional write per new rule),
-        and only firings up to it count (`recorded`: `made` is that time, read from the ledger). A firing the
-        item's previous schedule covered (the same expression and zone, within its bounds: only the start or end
-        changed) was Scheduler's."""
+        and only firings up to it count (`recorded`: `made` is that time, read from the ledger)."""
         if step.since is None:
             return
-        from st_core import recurrence
-
         marker = _rule_marker(occurrence, step.version)
         existed = made
         if not recorded:
             first = persist(lambda: self.ledger.first_scheduled(marker, made.timestamp()))
             existed = datetime.fromtimestamp(first, UTC)
-        fired = recurrence.latest_firing(
-            parsed, zone(spec.zone), after=step.since, until=existed + MIN_LEAD, start=spec.start, end=spec.end
-        )
-        if fired is None or _covered(step.before, spec, fired):
+        fired = self._missed(step, spec, parsed, existed + MIN_LEAD)
+        if fired is None:
             return
         early = (fired - self.now()).total_seconds()
         if early > 0:
             self.sleep(min(early, MIN_LEAD.total_seconds()))
         self._deliver(occurrence, fired=fired)
+
+    @staticmethod
+    def _missed(step: Step, spec: Recurrence, parsed: Expression, until: datetime) -> datetime | None:
+        """The firing of a new rule the handler sends: the latest after the item took the rule (`step.since`) and
+        no later than `until`, within its start and end. None for a rule the item held before (`step.since` None),
+        and for a firing the item's previous schedule covered (the same expression and zone, within its bounds:
+        only the start or end changed), which was Scheduler's."""
+        if step.since is None:
+            return None
+        from st_core import recurrence
+
+        fired = recurrence.latest_firing(
+            parsed, zone(spec.zone), after=step.since, until=until, start=spec.start, end=spec.end
+        )
+        return None if fired is None or _covered(step.before, spec, fired) else fired
 
     def _as_held(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> Occurrence | None:
         """The item's recurring occurrence as the item holds it now (`_current`), if that is the same rule
@@ -805,6 +826,12 @@ def recurring_window(
     if spec.end is not None and (spec.end <= now + MIN_LEAD or (start is not None and start > spec.end)):
         return None
     return start, spec.end
+
+
+def _next_second(moment: datetime) -> datetime:
+    """The first whole second after `moment`: a schedule starting there runs no firing at or before `moment`
+    (firings fall on whole seconds), whatever precision Scheduler keeps of its StartDate."""
+    return moment.replace(microsecond=0) + timedelta(seconds=1)
 
 
 def _rule_marker(occurrence: Occurrence, version: str) -> str:

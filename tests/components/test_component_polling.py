@@ -94,12 +94,22 @@ def test_the_assigner_sees_only_users_writes(build: Build) -> None:
     assert json.loads(patterns[0])["dynamodb"]["NewImage"]["stStatus"] == {"S": [{"exists": False}]}
 
 
-def test_the_processor_may_query_only_the_due_index_and_update_only_this_table(build: Build) -> None:
+def test_the_processor_may_query_the_due_index_use_this_table_and_hold_shards_in_its_ledger(build: Build) -> None:
     built = polling(build)
     table_arn = built.one("rem-table").outputs["arn"]
     found = built.statements("rem-processor-policy")
     assert {"Effect": "Allow", "Action": ["dynamodb:Query"], "Resource": [f"{table_arn}/index/due"]} in found
-    assert {"Effect": "Allow", "Action": ["dynamodb:UpdateItem"], "Resource": [table_arn]} in found
+    # a page's items read again (consistent BatchGetItem), each completed or backed off
+    assert {
+        "Effect": "Allow",
+        "Action": ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"],
+        "Resource": [table_arn],
+    } in found
+    # a shard held with a lease item in the ledger, put and deleted: nothing else there
+    ledger_arn = built.one("rem-ledger").outputs["arn"]
+    assert [s for s in found if s["Resource"] == [ledger_arn]] == [
+        {"Effect": "Allow", "Action": ["dynamodb:DeleteItem", "dynamodb:PutItem"], "Resource": [ledger_arn]}
+    ]
     assert not any(a.startswith("dynamodb:GetRecords") for s in found for a in s["Action"])
     assert {
         "Effect": "Allow",
@@ -132,7 +142,7 @@ def test_on_done_delete_adds_delete_item(build: Build) -> None:
     found = built.statements("rem-processor-policy")
     assert {
         "Effect": "Allow",
-        "Action": ["dynamodb:DeleteItem", "dynamodb:UpdateItem"],
+        "Action": ["dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"],
         "Resource": [table_arn],
     } in found
 

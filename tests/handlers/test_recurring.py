@@ -323,8 +323,8 @@ def test_a_firing_between_the_write_and_the_schedule_is_delivered_once_as_schedu
     handled(env, batch, MONDAY + timedelta(seconds=20))
     (schedule,) = env.schedules()
     (event,) = env.messages(env.due_queue_url)
-    # The id and time Scheduler gives that firing: a consumer deduping on occurrenceId drops Scheduler's own copy
-    # (a schedule made inside the firing's minute may still run it).
+    # The id and time Scheduler gives that firing (a schedule made inside the firing's minute could run it too: this
+    # one starts after it, see test_a_firing_near_the_schedules_creation_is_sent_once_by_the_handler_or_by_scheduler).
     template = json.loads(schedule["Target"]["Input"].replace("<aws.scheduler.scheduled-time>", iso(MONDAY)))
     assert event["occurrenceId"] == template["occurrenceId"] == f"{schedule['Name']}@{iso(MONDAY)}"
     assert event["dueAt"] == iso(MONDAY)
@@ -491,3 +491,69 @@ def test_a_new_rules_record_delivered_again_leaves_its_schedule_alone(env: Env) 
     assert env.messages(env.due_queue_url) == []  # and the firing is Scheduler's: the schedule was there before it
     (schedule,) = env.schedules()
     assert schedule["ScheduleExpression"] == WEEKLY
+
+
+def scheduler_first_run(schedule: dict[str, Any], made: datetime) -> datetime | None:
+    """The first firing EventBridge Scheduler runs of a recurring schedule stored at `made`: not before its StartDate,
+    and any whose minute has not ended by then (Scheduler fires anywhere in the minute, so a schedule made inside a
+    firing's minute, or seconds before it, may run it). The local cloud's model of Scheduler (localcloud.recurring)."""
+    from localcloud.recurring import next_firing
+
+    return next_firing(schedule, made - timedelta(minutes=1))
+
+
+@pytest.mark.parametrize(
+    ("expression", "written", "handled", "answered", "firing"),
+    [
+        # A weekly rule written 5 s before Monday 09:00, its schedule made 3 s before (a first backfill, a batch
+        # late by seconds): the handler sends 09:00 at its time; Scheduler must not run it too.
+        (WEEKLY, MONDAY - timedelta(seconds=5), MONDAY - timedelta(seconds=3), 0.0, MONDAY),
+        # The same, made 5 s into the firing's minute: Scheduler may still run it there.
+        (WEEKLY, MONDAY - timedelta(seconds=30), MONDAY + timedelta(seconds=5), 0.0, MONDAY),
+        # An hourly rate handled 10.5 s before a firing on its grid, CreateSchedule answering 1 s later: the
+        # schedule starts at that firing, so the handler must not send it too.
+        (
+            "rate(1 hour)",
+            MONDAY + timedelta(minutes=59, seconds=45),
+            MONDAY + timedelta(minutes=59, seconds=49.5),
+            1.0,
+            MONDAY + timedelta(hours=1),
+        ),
+    ],
+    ids=["cron-3s-before", "cron-inside-its-minute", "rate-slow-create"],
+)
+def test_a_firing_near_the_schedules_creation_is_sent_once_by_the_handler_or_by_scheduler(
+    env: Env, expression: str, written: datetime, handled: datetime, answered: float, firing: datetime
+) -> None:
+    zoned(env).put(item(dueAt=expression, timeZone="UTC"))
+    clock = [handled]
+
+    def scheduler_answered(**_: Any) -> None:
+        clock[0] += timedelta(seconds=answered)
+
+    events = CLIENTS.get("scheduler").meta.events
+    events.register("after-call.scheduler.CreateSchedule", scheduler_answered)
+    try:
+        batch = env.event(at=written)
+
+        def sleep(seconds: float) -> None:
+            clock[0] += timedelta(seconds=seconds)
+
+        assert eventbridge.handle_batch(batch, env.config, now=lambda: clock[0], sleep=sleep) == {
+            "batchItemFailures": []
+        }
+    finally:
+        events.unregister("after-call.scheduler.CreateSchedule", scheduler_answered)
+    sent = [e["dueAt"] for e in env.messages(env.due_queue_url)]
+    assert all(datetime.fromisoformat(d.replace("Z", "+00:00")) >= firing for d in sent)  # never early
+    (schedule,) = env.schedules()
+    made = handled + timedelta(seconds=answered)
+    by_scheduler = [iso(firing)] if scheduler_first_run(schedule, made) == firing else []
+    # Once: by the handler or by Scheduler, never both (the consumer would otherwise get it twice).
+    assert sorted(sent + by_scheduler) == [iso(firing)]
+    # Lambda delivers the batch again after the firing: nothing more.
+    handled_again = firing + timedelta(minutes=2)
+    assert eventbridge.handle_batch(copy.deepcopy(batch), env.config, now=lambda: handled_again) == {
+        "batchItemFailures": []
+    }
+    assert env.messages(env.due_queue_url) == []
