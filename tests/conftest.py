@@ -88,8 +88,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # The local cloud's tests wait far more than they compute (Scheduler's minute, the TTL process: about a third of
 # their time is CPU), and the fixtures start each ministack on a free loopback port with scratch directories of its
 # own, so each of their folders is a group of its own, on a worker of its own: the waits of tests/localcloud (mostly
-# `up --stay`) overlap those of tests/e2e instead of adding to them (2026-11-27, both folders, -n 0: 652 s one after
-# the other, of which tests/localcloud 171 s; -n 2 --dist loadgroup: 470 s).
+# `up --stay`) overlap those of tests/e2e instead of adding to them (2026-11-27, both folders on a shared machine:
+# 655 s one after the other with -n 0, tests/localcloud 171 s of it; 420 and 470 s with -n 2 --dist loadgroup).
 def group_of(nodeid: str) -> str:
     """The xdist group of a test (its id, relative to the repository): its folder for the e2e kind, else its kind
     (`KINDS`), or the test itself."""
