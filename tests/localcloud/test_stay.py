@@ -45,8 +45,8 @@ DUE_TIME = re.compile(r"\$\(\(\$\(date \+%s\) \+ \d+\)\)|\$\(date \+%s\)")
 
 
 # How often a table's effect is looked for while it is awaited: each look runs printed commands as processes (the AWS
-# CLI: 0.7 s of CPU; `localcloud emails`: 2.6 s), so looking every 0.2 s kept a core busy for the minute or more an
-# email reminder takes, slowing the local cloud and every other worker.
+# CLI: 0.7 s of CPU; `localcloud emails`: 2.6 s), so looking every 0.2 s kept a core busy while it waited, slowing the
+# local cloud and every other worker.
 EFFECT_POLL_SECONDS = 2.0
 
 
