@@ -319,9 +319,11 @@ class Processor:
                     "holder": {"S": self.holder},
                     "expiresAt": {"N": str(self.lease)},
                 },
-                ConditionExpression="attribute_not_exists(#ends) OR #ends <= :now",
-                ExpressionAttributeNames={"#ends": "expiresAt"},
-                ExpressionAttributeValues={":now": {"N": str(int(self.now()))}},
+                # Its own lease too: the SDK's retry of a put DynamoDB applied but whose answer was lost would
+                # otherwise find this invocation's lease and leave the shard held, by nobody, until the lease ends.
+                ConditionExpression="attribute_not_exists(#ends) OR #ends <= :now OR #holder = :holder",
+                ExpressionAttributeNames={"#ends": "expiresAt", "#holder": "holder"},
+                ExpressionAttributeValues={":now": {"N": str(int(self.now()))}, ":holder": {"S": self.holder}},
             )
         except Exception as exc:
             if error_code(exc) != "ConditionalCheckFailedException":

@@ -230,6 +230,17 @@ def test_a_completion_leaves_an_item_changed_since_its_read_as_it_is(polling_env
     assert after["stStatus"]["S"] == "PENDING" and after["stDue"]["N"] == str(int(NOW) - 5)
 
 
+def test_a_lease_put_retried_after_its_answer_was_lost_still_holds_the_shard(polling_env: Env) -> None:
+    # GIVEN DynamoDB applied an invocation's lease put, and its answer was lost (a timeout): the SDK sends it again
+    processor = Processor(polling_env.config, CLIENTS, lambda: NOW, lambda: 900.0)
+    with acting("processor", polling_env.config):
+        assert processor._hold(0)
+        # THEN the retry finds the invocation's own lease and holds the shard (which it releases at the end),
+        # where another invocation's lease still refuses it
+        assert processor._hold(0)
+        assert not Processor(polling_env.config, CLIENTS, lambda: NOW, lambda: 900.0)._hold(0)
+
+
 def test_a_shard_held_by_an_invocation_that_died_waits_for_its_lease_then_runs_once(polling_env: Env) -> None:
     # GIVEN an invocation took shard 0 and died (its lease, the Lambda timeout + 30 s, is still in the ledger)
     pending(polling_env, "a", NOW - 5)
