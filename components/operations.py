@@ -109,7 +109,13 @@ def dashboard_body(
             0,
             0,
         ),
-        widget("Processor backlog (polling)", [ours("Backlog"), ours("BackloggedShards")], 12, 0, "Maximum"),
+        widget(
+            "Processor backlog (polling)",
+            [ours("Backlog"), ours("BackloggedShards"), ours("Throttled")],
+            12,
+            0,
+            "Maximum",
+        ),
         widget(
             "Lambda invocations and errors",
             [["AWS/Lambda", m, "FunctionName", f] for f in functions for m in ("Invocations", "Errors")],

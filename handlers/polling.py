@@ -91,6 +91,7 @@ class Outcome(Enum):
     FAILED = "failed"
     SKIPPED = "skipped"  # not sent: moved, deleted or done since the index showed it
     LEFT = "left"  # not sent: out of time (the next tick takes it)
+    UNREAD = "unread"  # not sent: its read was throttled past every try (the next tick takes it)
     UNSETTLED = "unsettled"  # sent (or refused), but its completion or backoff failed: due again at the next tick
 
 
@@ -101,12 +102,15 @@ class TickReport:
     with due items left (read, or beyond the last page it read). Both come free with the pages read: counting the
     rest of a shard would read every waiting item again, every tick for as long as the backlog lasts.
     `held_shards` is the shards with something due that another invocation held (a tick still running).
+    `throttled` is the due items whose consistent read DynamoDB throttled past every try (left for the next tick,
+    their shard stopped and counted in `backlogged_shards`): a hot partition, not a tick short of time, which
+    `out_of_time` alone says.
 
     A plain class rather than a dataclass, which would generate and compile its methods on every cold start."""
 
     def __init__(self) -> None:
         self.dispatched = self.retried = self.failed = self.skipped = self.unsettled = 0
-        self.backlog = self.backlogged_shards = self.held_shards = 0
+        self.backlog = self.backlogged_shards = self.held_shards = self.throttled = 0
         self.out_of_time = False
         self.shards: dict[int, int] = {}
 
@@ -119,6 +123,7 @@ class TickReport:
         self.failed += outcomes.count(Outcome.FAILED)
         self.skipped += outcomes.count(Outcome.SKIPPED)
         self.backlog += outcomes.count(Outcome.LEFT)
+        self.throttled += outcomes.count(Outcome.UNREAD)
         self.unsettled += outcomes.count(Outcome.UNSETTLED)
 
     def add(self, other: TickReport) -> None:
@@ -127,6 +132,7 @@ class TickReport:
         self.failed += other.failed
         self.skipped += other.skipped
         self.backlog += other.backlog
+        self.throttled += other.throttled
         self.unsettled += other.unsettled
         self.backlogged_shards += other.backlogged_shards
         self.held_shards += other.held_shards
@@ -204,6 +210,7 @@ class Processor:
             Unsettled=report.unsettled,
             Backlog=report.backlog,
             BackloggedShards=report.backlogged_shards,
+            Throttled=report.throttled,
         )
         for _, error in drained:
             if error is not None:
@@ -291,9 +298,10 @@ class Processor:
                 counts.tally(outcomes)
                 if error is not None:
                     return counts, error
-                handled += sum(1 for o in outcomes if o is not Outcome.LEFT)
-                if Outcome.LEFT in outcomes:
-                    counts.out_of_time = True
+                handled += sum(1 for o in outcomes if o not in (Outcome.LEFT, Outcome.UNREAD))
+                if Outcome.LEFT in outcomes or Outcome.UNREAD in outcomes:
+                    # Out of time, or reads throttled (the partition is hot: the next page would be too).
+                    counts.out_of_time = Outcome.LEFT in outcomes
                     counts.backlogged_shards = 1
                     return counts, None
                 if not page.get("LastEvaluatedKey"):
@@ -368,13 +376,13 @@ class Processor:
         as many a call as the target takes (`dispatch.batch_entries`: 10 to a queue, a bus or a topic), each batch
         on the pool."""
         current, unread = self._read_current(entries)
-        outcomes: list[Outcome] = [Outcome.LEFT] * unread
+        outcomes: list[Outcome] = [Outcome.UNREAD] * unread
         ready: list[dict[str, Any]] = []
         for entry in entries:
             identity = self._identity(entry)
             item = current.get(identity)
             if item is None:
-                if identity in current:  # not read (throttled past every try): counted LEFT above
+                if identity in current:  # not read (throttled past every try): counted UNREAD above
                     continue
                 outcomes.append(Outcome.SKIPPED)  # deleted since the index showed it
                 continue
@@ -781,6 +789,7 @@ def handler(event: dict[str, Any], context: LambdaContext | None = None) -> dict
         "backloggedShards": report.backlogged_shards,
         "heldShards": report.held_shards,
         "outOfTime": report.out_of_time,
+        "throttled": report.throttled,
     }
 
 

@@ -103,7 +103,15 @@ def test_the_dashboard_shows_the_tables_functions_and_queues(build: Build) -> No
     [dashboard] = built.of_type(":Dashboard")
     body = json.loads(dashboard.inputs["dashboardBody"])
     text = json.dumps(body)
-    for name in ("rem-processor", "rem-assigner", "rem-poison", "rem-target-dlq", "Backlog", "BackloggedShards"):
+    for name in (
+        "rem-processor",
+        "rem-assigner",
+        "rem-poison",
+        "rem-target-dlq",
+        "Backlog",
+        "BackloggedShards",
+        "Throttled",
+    ):
         assert name in text
     assert {w["properties"]["title"] for w in body["widgets"]} >= {"Processor backlog (polling)"}
 

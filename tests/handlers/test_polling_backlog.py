@@ -228,3 +228,36 @@ def test_a_hot_shards_items_run_on_the_whole_pool(polling_env: Env) -> None:
     # THEN they are dispatched side by side, never more at once than the pool's workers
     assert tick(polling_env, CountingClients(on_send=slow_send)).dispatched == 40
     assert 3 <= most[0] <= 6
+
+
+def test_reads_throttled_past_every_try_are_reported_as_throttled_not_out_of_time(
+    polling_env: Env, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import json
+
+    for n in range(4):
+        pending(polling_env, f"r{n}", NOW - 5)
+    # GIVEN DynamoDB answering every try of the page's consistent BatchGetItem with r1 and r3 unprocessed (a hot
+    # partition throttling reads), and plenty of time left
+    monkeypatch.setattr(polling.time, "sleep", lambda _: None)
+
+    def unprocess(parsed: dict[str, Any], **_: Any) -> None:
+        for table, items in parsed.get("Responses", {}).items():
+            kept = [i for i in items if i["PK"]["S"] not in ("r1", "r3")]
+            keys = [{"PK": i["PK"], "SK": i["SK"]} for i in items if i["PK"]["S"] in ("r1", "r3")]
+            parsed["Responses"][table] = kept
+            if keys:
+                parsed["UnprocessedKeys"] = {table: {"Keys": keys, "ConsistentRead": True}}
+
+    CLIENTS.get("dynamodb").meta.events.register("after-call.dynamodb.BatchGetItem", unprocess)
+    report = polling.process(polling_env.config, now=lambda: NOW, time_left=lambda: 600.0)
+    # THEN the two read are sent, the two unread are reported as throttled (the shard stopped with them due), and
+    # the tick does not say it ran out of time: in its report and in its metrics line
+    assert (report.dispatched, report.throttled, report.backlog) == (2, 2, 0)
+    assert not report.out_of_time and report.backlogged_shards == 1
+    [metric] = [json.loads(r.getMessage()) for r in caplog.records if '"_aws"' in r.getMessage()]
+    assert metric["Throttled"] == 2 and metric["outOfTime"] is False and metric["BackloggedShards"] == 1
+    # AND the next tick, unthrottled, sends them, once
+    CLIENTS.get("dynamodb").meta.events.unregister("after-call.dynamodb.BatchGetItem", unprocess)
+    assert polling.process(polling_env.config, now=lambda: NOW).dispatched == 2
+    assert due_keys(polling_env) == ["r0", "r1", "r2", "r3"]
