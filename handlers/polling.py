@@ -377,6 +377,7 @@ class Processor:
         on the pool."""
         current, unread = self._read_current(entries)
         outcomes: list[Outcome] = [Outcome.UNREAD] * unread
+        errors: list[Exception] = []
         ready: list[dict[str, Any]] = []
         for entry in entries:
             identity = self._identity(entry)
@@ -385,6 +386,10 @@ class Processor:
                 if identity in current:  # not read (throttled past every try): counted UNREAD above
                     continue
                 outcomes.append(Outcome.SKIPPED)  # deleted since the index showed it
+                continue
+            if item.get(STATUS, {}).get("S") == Status.FAILED.value and self._in_place(item, entry):
+                # Failed for good and still in the index: its dead letter is owed (`_give_up`).
+                self._settle(outcomes, errors, self._key(item), partial(self._owed, item), sent=False)
                 continue
             if not self._as_indexed(item, entry):
                 outcomes.append(Outcome.SKIPPED)
@@ -398,7 +403,7 @@ class Processor:
             ready.append(item)
         size = batch_entries(self.config["target"])
         runs = [pool.submit(self._run, ready[n : n + size]) for n in range(0, len(ready), size)]
-        error: Exception | None = None
+        error: Exception | None = errors[0] if errors else None
         for run in runs:
             try:
                 done, failure = run.result()
@@ -444,10 +449,15 @@ class Processor:
         same `stDue`, and not under a live claim (one made by an earlier version of this processor)."""
         if item.get(STATUS, {}).get("S") in (Status.DONE.value, Status.FAILED.value):
             return False
-        if item.get(DUE) != entry.get(DUE) or item.get(SHARD) != entry.get(SHARD):
+        if not self._in_place(item, entry):
             return False
         claim = item.get(CLAIM, {}).get("N")
         return claim is None or Decimal(claim) <= int(self.now())
+
+    @staticmethod
+    def _in_place(item: dict[str, Any], entry: dict[str, Any]) -> bool:
+        """The item is still in the index where the entry shows it: the same shard, the same `stDue`."""
+        return item.get(DUE) == entry.get(DUE) and item.get(SHARD) == entry.get(SHARD)
 
     def _unchanged(self, item: dict[str, Any]) -> tuple[str, dict[str, str], dict[str, Any]]:
         """The condition under which a write settles the occurrence `item` was read as: its `stDue` and its time
@@ -560,18 +570,8 @@ class Processor:
         condition, names, values = self._unchanged(raw)
         names.update({"#status": STATUS, "#claim": CLAIM, "#task": TASK_DUE, "#attempts": ATTEMPTS, "#error": ERROR})
         values.update({":moved": {"N": str(moved)}, ":pending": {"S": Status.PENDING.value}})
-        try:
-            self.clients.get("dynamodb").update_item(
-                TableName=self.config["table"],
-                Key=key,
-                UpdateExpression="SET #due = :moved, #status = :pending REMOVE #claim, #task, #attempts, #error",
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
-        except Exception as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
+        update = "SET #due = :moved, #status = :pending REMOVE #claim, #task, #attempts, #error"
+        if not self._write_if(raw, update, condition, names, values):
             return
         log.info("reindexed", keys=decode_image(key), dueAt=format_due(datetime.fromtimestamp(moved, UTC)))
 
@@ -616,34 +616,102 @@ class Processor:
 
     def _failed(self, item: dict[str, Any], exc: Exception) -> Outcome:
         """Back the item off (back in the index at a later `stDue`, its occurrence's time kept in `stTaskDue`, so
-        the next attempt is the same occurrence), or after the last attempt dead-letter it and take it out of the
-        index."""
+        the next attempt is the same occurrence), or after the last attempt dead-letter it (`_give_up`)."""
         attempts = int(item.get(ATTEMPTS, {}).get("N", "0")) + 1
         reason = kms_reason(exc) or f"{type(exc).__name__}: {str(exc)[:500]}{advice(exc)}"
         final = not is_transient(exc) or attempts >= self.polling["maxAttempts"]
+        log.warning(
+            "dispatch-failed", keys=decode_image(self._key(item)), attempts=attempts, final=final, reason=reason
+        )
+        if final:
+            return self._give_up(item, reason, attempts)
         condition, names, values = self._unchanged(item)
         names.update({"#status": STATUS, "#attempts": ATTEMPTS, "#error": ERROR, "#claim": CLAIM, "#task": TASK_DUE})
-        values.update({":attempts": {"N": str(attempts)}, ":error": {"S": reason}})
-        if final:
-            self._dead_letter(item, reason, attempts)
-            update = "SET #status = :failed, #attempts = :attempts, #error = :error REMOVE #shard, #due, #claim, #task"
-            names["#shard"] = SHARD
-            values[":failed"] = {"S": Status.FAILED.value}
-            outcome = Outcome.FAILED
-        else:
-            backoff = self.polling["backoffSeconds"] * 2 ** (attempts - 1)
-            update = (
-                "SET #status = :retry, #attempts = :attempts, #error = :error, #due = :next, #task = :task "
-                "REMOVE #claim"
+        backoff = self.polling["backoffSeconds"] * 2 ** (attempts - 1)
+        values.update(
+            {
+                ":attempts": {"N": str(attempts)},
+                ":error": {"S": reason},
+                ":retry": {"S": Status.RETRY.value},
+                ":next": {"N": str(int(self.now()) + backoff)},
+                ":task": {"N": str(task_due(item))},
+            }
+        )
+        self._write_if(
+            item,
+            "SET #status = :retry, #attempts = :attempts, #error = :error, #due = :next, #task = :task REMOVE #claim",
+            condition,
+            names,
+            values,
+        )
+        return Outcome.RETRIED
+
+    def _give_up(self, item: dict[str, Any], reason: str, attempts: int) -> Outcome:
+        """Dead-letter an occurrence that failed for good, in three steps, so that a dead letter is sent only for
+        an item still as it was read, and is never lost:
+
+        1. mark it FAILED with the reason, conditional on the item being unchanged since its read (a user who moved
+           or rewrote it meanwhile keeps it waiting at its new time: no dead letter), and keep it in the index;
+        2. send the dead letter;
+        3. take it out of the index (conditional on it still being that FAILED entry).
+
+        Sending first (as before) dead-lettered an item the user had changed meanwhile. Marking it and taking it out
+        of the index in one write would lose the dead letter if the send then failed (nothing would read the item
+        again). A FAILED item still in the index is a dead letter owed: the next tick that reads it sends it
+        (`_owed`) and takes it out, so a send or clean-up that fails is repeated, at least once, never lost. Only a
+        dead letter whose clean-up failed can be sent twice."""
+        condition, names, values = self._unchanged(item)
+        names.update({"#status": STATUS, "#attempts": ATTEMPTS, "#error": ERROR, "#claim": CLAIM, "#task": TASK_DUE})
+        values.update(
+            {
+                ":attempts": {"N": str(attempts)},
+                ":error": {"S": reason},
+                ":failed": {"S": Status.FAILED.value},
+                ":task": {"N": str(task_due(item))},
+            }
+        )
+        marked = self._write_if(
+            item,
+            "SET #status = :failed, #attempts = :attempts, #error = :error, #task = :task REMOVE #claim",
+            condition,
+            names,
+            values,
+        )
+        if not marked:
+            log.warning(
+                "changed-since-read",
+                keys=decode_image(self._key(item)),
+                note="failed for good, but the item was moved, rewritten or deleted since its read: no dead letter",
             )
-            values.update(
-                {
-                    ":retry": {"S": Status.RETRY.value},
-                    ":next": {"N": str(int(self.now()) + backoff)},
-                    ":task": {"N": str(task_due(item))},
-                }
-            )
-            outcome = Outcome.RETRIED
+            return Outcome.SKIPPED
+        return self._owed(
+            {
+                **item,
+                STATUS: {"S": Status.FAILED.value},
+                ATTEMPTS: {"N": str(attempts)},
+                ERROR: {"S": reason},
+                TASK_DUE: {"N": str(task_due(item))},
+            }
+        )
+
+    def _owed(self, item: dict[str, Any]) -> Outcome:
+        """Send the dead letter a FAILED item still in the index is owed, then take it out of the index (see
+        `_give_up`): after a send or a clean-up that failed, the next tick that reads the entry repeats them."""
+        self._dead_letter(item, item.get(ERROR, {}).get("S", "failed"), int(item.get(ATTEMPTS, {}).get("N", "0")))
+        self._write_if(
+            item,
+            "REMOVE #shard, #due, #claim, #task",
+            "#status = :failed AND #due = :due",
+            {"#status": STATUS, "#due": DUE, "#shard": SHARD, "#claim": CLAIM, "#task": TASK_DUE},
+            {":failed": {"S": Status.FAILED.value}, ":due": item[DUE]},
+        )
+        return Outcome.FAILED
+
+    def _write_if(
+        self, item: dict[str, Any], update: str, condition: str, names: dict[str, str], values: dict[str, Any]
+    ) -> bool:
+        """One conditional update of the item; False when its condition failed (the item changed: nothing
+        written)."""
         try:
             self.clients.get("dynamodb").update_item(
                 TableName=self.config["table"],
@@ -653,13 +721,11 @@ class Processor:
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
             )
-        except Exception as write_error:
-            if error_code(write_error) != "ConditionalCheckFailedException":
+        except Exception as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
                 raise
-        log.warning(
-            "dispatch-failed", keys=decode_image(self._key(item)), attempts=attempts, final=final, reason=reason
-        )
-        return outcome
+            return False
+        return True
 
     def _dead_letter(self, raw: dict[str, Any], reason: str, attempts: int) -> None:
         from st_core.poison import fit  # only a task that failed for good compiles it, not every tick's cold start

@@ -171,6 +171,72 @@ def test_a_permanent_dispatch_error_dead_letters_at_once(polling_env: Env) -> No
     assert tick(polling_env).failed == 1
 
 
+def dead_letters(env: Env) -> list[dict[str, Any]]:
+    return env.messages(env.config["polling"]["deadLetterUrl"])
+
+
+def test_an_item_moved_while_it_failed_for_good_gets_no_dead_letter_and_waits_at_its_new_time(
+    polling_env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pending(polling_env, "a", NOW - 5, dueAt=int(NOW) - 5)
+    # GIVEN the target refusing the item for good, and its user moving it while it is being sent (after the read)
+    _break_target(polling_env, "InvalidParameterValue", 400)
+    send_many = polling.send_many
+
+    def moved_meanwhile(target: Any, entries: list[Any], **kwargs: Any) -> Any:
+        polling_env.ddb.update_item(
+            TableName=polling_env.table,
+            Key={"PK": {"S": "a"}, "SK": {"S": "T"}},
+            UpdateExpression="SET dueAt = :x",
+            ExpressionAttributeValues={":x": {"N": str(int(NOW) + 500)}},
+        )
+        return send_many(target, entries, **kwargs)
+
+    monkeypatch.setattr(polling, "send_many", moved_meanwhile)
+    report = tick(polling_env)
+    # THEN no dead letter: the item waits at its new time (the assigner re-indexes it), not marked failed
+    assert dead_letters(polling_env) == []
+    assert (report.failed, report.skipped) == (0, 1)
+    after = item(polling_env, "a")
+    assert after["stStatus"]["S"] == "PENDING" and after["dueAt"]["N"] == str(int(NOW) + 500)
+
+
+def test_a_dead_letter_whose_send_failed_is_sent_by_the_next_tick_and_the_target_not_called_again(
+    polling_env: Env,
+) -> None:
+    from botocore.exceptions import ClientError
+
+    pending(polling_env, "a", NOW - 5)
+    # GIVEN the target refusing the item for good, and the dead-letter queue failing the first dead letter
+    _break_target(polling_env, "InvalidParameterValue", 400)
+    sends: list[str] = []
+    dlq = polling_env.config["polling"]["deadLetterUrl"].rsplit("/", 1)[-1]
+
+    def count_and_fail_once(params: dict[str, Any], **_: Any) -> None:
+        sends.append("dlq" if dlq in json.dumps(params, default=str) else "target")
+        if sends.count("dlq") == 1 and sends[-1] == "dlq":
+            raise ClientError(
+                {"Error": {"Code": "InternalError", "Message": "down"}, "ResponseMetadata": {"HTTPStatusCode": 500}},
+                "SendMessage",
+            )
+
+    for operation in ("SendMessage", "SendMessageBatch"):
+        CLIENTS.get("sqs").meta.events.register_first(f"before-call.sqs.{operation}", count_and_fail_once)
+    with pytest.raises(ClientError, match="InternalError"):
+        tick(polling_env)
+    # THEN the item is marked failed and still in the index: its dead letter is owed
+    owed = item(polling_env, "a")
+    assert owed["stStatus"]["S"] == "FAILED" and "stShard" in owed
+    # AND the next tick sends the dead letter, once, without sending the item to the target again
+    assert tick(polling_env, NOW + 60).failed == 1
+    assert sends.count("target") == 1 and sends.count("dlq") == 2
+    [letter] = dead_letters(polling_env)
+    assert letter["keys"]["PK"] == "a" and "InvalidParameterValue" in letter["reason"] and letter["attempts"] == 1
+    failed = item(polling_env, "a")
+    assert failed["stStatus"]["S"] == "FAILED" and "stShard" not in failed and "stDue" not in failed
+    assert tick(polling_env, NOW + 120).failed == 0
+
+
 @pytest.mark.slow  # volume: `make test` runs it, `make unit` does not
 def test_the_time_budget_stops_before_the_lambda_would_and_reports_the_backlog(
     polling_env: Env, monkeypatch: pytest.MonkeyPatch
