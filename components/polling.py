@@ -44,7 +44,8 @@ def build(ctx: BuildContext) -> ModeResult:
         ).apply(flatten),
         config=config,
         stream=False,
-        send_queues=[target_dlq],
+        # Dead letters to the target DLQ; an item it cannot handle (a hand-written index attribute) to the poison queue.
+        send_queues=[target_dlq, ctx.poison_queue],
     )
     if a.shard_groups > 1:
         # The fan-out invokes the processor itself: a policy of its own, attached to the processor's role after the

@@ -9,8 +9,9 @@ items are read again consistently before they are sent, and each sent item is co
 it being unchanged since that read. An invocation that dies leaves its shards held until the lease ends (the Lambda
 timeout + 30 s from its start): what it sent and did not complete is then sent again (at least once, never lost). A
 failed dispatch goes back into the index with an attempt count and exponential backoff, and after the last attempt
-to the dead-letter queue with the reason. Every write here sets `stStatus`, so the stream filter never hands these
-writes back to `assign` (no loop).
+to the dead-letter queue with the reason. An item it cannot read (an index attribute written by hand, a time that
+is no time) is parked in the poison queue and taken out of the index; the rest of its page goes on. Every write
+here sets `stStatus`, so the stream filter never hands these writes back to `assign` (no loop).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from st_core.pending import (
     SHARD,
     STATUS,
     TASK_DUE,
+    TIMED,
     Status,
     without_index,
 )
@@ -56,8 +58,8 @@ if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see 
 
 # The AWS actions this module's own calls need (checked by tests/iam): the processor's. Query the due index, read a
 # page's items again (consistent BatchGetItem), complete/back off an item (update; delete with on_done="delete"),
-# hold and release a shard (put and delete in the ledger), dead-letter to the target DLQ. The assigner's are
-# polling_assign's.
+# hold and release a shard (put and delete in the ledger), dead-letter to the target DLQ, park an item it cannot read
+# in the poison queue. The assigner's are polling_assign's.
 # With `shard_groups` > 1 the rule's invocation invokes the processor once per group of shards with something due
 # (`fan_out`): lambda:InvokeFunction, on the function itself.
 AWS_ACTIONS = (
@@ -93,6 +95,7 @@ class Outcome(Enum):
     LEFT = "left"  # not sent: out of time (the next tick takes it)
     UNREAD = "unread"  # not sent: its read was throttled past every try (the next tick takes it)
     UNSETTLED = "unsettled"  # sent (or refused), but its completion or backoff failed: due again at the next tick
+    POISONED = "poisoned"  # not sent: it cannot be (`Unusable`); parked in the poison queue, out of the index
 
 
 class TickReport:
@@ -109,7 +112,7 @@ class TickReport:
     A plain class rather than a dataclass, which would generate and compile its methods on every cold start."""
 
     def __init__(self) -> None:
-        self.dispatched = self.retried = self.failed = self.skipped = self.unsettled = 0
+        self.dispatched = self.retried = self.failed = self.skipped = self.unsettled = self.poisoned = 0
         self.backlog = self.backlogged_shards = self.held_shards = self.throttled = 0
         self.out_of_time = False
         self.shards: dict[int, int] = {}
@@ -125,6 +128,7 @@ class TickReport:
         self.backlog += outcomes.count(Outcome.LEFT)
         self.throttled += outcomes.count(Outcome.UNREAD)
         self.unsettled += outcomes.count(Outcome.UNSETTLED)
+        self.poisoned += outcomes.count(Outcome.POISONED)
 
     def add(self, other: TickReport) -> None:
         self.dispatched += other.dispatched
@@ -134,6 +138,7 @@ class TickReport:
         self.backlog += other.backlog
         self.throttled += other.throttled
         self.unsettled += other.unsettled
+        self.poisoned += other.poisoned
         self.backlogged_shards += other.backlogged_shards
         self.held_shards += other.held_shards
         self.out_of_time |= other.out_of_time
@@ -208,6 +213,7 @@ class Processor:
             Retried=report.retried,
             Failed=report.failed,
             Unsettled=report.unsettled,
+            Poisoned=report.poisoned,
             Backlog=report.backlog,
             BackloggedShards=report.backlogged_shards,
             Throttled=report.throttled,
@@ -387,20 +393,20 @@ class Processor:
                     continue
                 outcomes.append(Outcome.SKIPPED)  # deleted since the index showed it
                 continue
-            if item.get(STATUS, {}).get("S") == Status.FAILED.value and self._in_place(item, entry):
-                # Failed for good and still in the index: its dead letter is owed (`_give_up`).
-                self._settle(outcomes, errors, self._key(item), partial(self._owed, item), sent=False)
+            # Each entry by itself: one that cannot be handled is parked, one whose write fails waits for the next
+            # tick; neither stops the page (the shard would starve while it stays first).
+            try:
+                outcome = self._triage(item, entry)
+            except Unusable as exc:
+                self._settle(outcomes, errors, self._key(item), partial(self._park, item, exc), sent=False)
                 continue
-            if not self._as_indexed(item, entry):
-                outcomes.append(Outcome.SKIPPED)
+            except Exception as exc:
+                self._unsettled(outcomes, errors, self._key(item), exc, sent=False)
                 continue
-            moved = self._moved(item)
-            if moved is not None:
-                if item.get(STATUS, {}).get("S") != Status.PENDING.value:
-                    self._reindex(self._key(item), item, moved)
-                outcomes.append(Outcome.SKIPPED)
-                continue
-            ready.append(item)
+            if outcome is None:
+                ready.append(item)
+            else:
+                outcomes.append(outcome)
         size = batch_entries(self.config["target"])
         runs = [pool.submit(self._run, ready[n : n + size]) for n in range(0, len(ready), size)]
         error: Exception | None = errors[0] if errors else None
@@ -413,6 +419,27 @@ class Processor:
             outcomes.extend(done)
             error = error or failure
         return outcomes, error
+
+    def _triage(self, item: dict[str, Any], entry: dict[str, Any]) -> Outcome | None:
+        """What becomes of one read item before any send: None to send it, or its outcome (not sent). `Unusable`
+        for an item whose bookkeeping or time cannot be read."""
+        status = item.get(STATUS, {}).get("S")
+        if status == Status.FAILED.value and self._in_place(item, entry):
+            return self._owed(item)  # failed for good and still in the index: its dead letter is owed (`_give_up`)
+        if not self._as_indexed(item, entry):
+            return Outcome.SKIPPED
+        task_due(item)
+        attempts_of(item)
+        if self._cancelled(item):
+            if status != Status.PENDING.value or not self._delay_applies(item):
+                self._unindex(item)  # the assigner does not index it again (not waiting, or no delay to wait)
+            return Outcome.SKIPPED
+        moved = self._moved(item)
+        if moved is not None:
+            if status != Status.PENDING.value:
+                self._reindex(self._key(item), item, moved)
+            return Outcome.SKIPPED
+        return None
 
     def _key(self, raw: dict[str, Any]) -> dict[str, Any]:
         return {k: raw[k] for k in self.keys}
@@ -485,11 +512,12 @@ class Processor:
         errors: list[Exception] = []
         ready: list[tuple[dict[str, Any], int, str, str]] = []
         for item in batch:
-            key, due = self._key(item), task_due(item)
-            named = item_keys(key, self.config)
-            moment = datetime.fromtimestamp(due, UTC)
-            occurrence = occurrence_id(named, moment)
+            key = self._key(item)
             try:
+                due = task_due(item)
+                named = item_keys(key, self.config)
+                moment = datetime.fromtimestamp(due, UTC)
+                occurrence = occurrence_id(named, moment)
                 event = due_event(
                     mode=MODE,
                     table=self.config["table"],
@@ -522,8 +550,8 @@ class Processor:
         )
         return Outcome.DISPATCHED
 
-    @staticmethod
     def _settle(
+        self,
         outcomes: list[Outcome],
         errors: list[Exception],
         key: dict[str, Any],
@@ -538,39 +566,105 @@ class Processor:
         try:
             outcomes.append(step())
         except Exception as exc:
-            errors.append(exc)
-            outcomes.append(Outcome.UNSETTLED)
-            log.error(
-                "unsettled",
-                keys=decode_image(key),
-                sent=sent,
-                reason=f"{type(exc).__name__}: {str(exc)[:500]}",
-                note="stays due: taken again by the next tick" + (", and sent again" if sent else ""),
-            )
+            self._unsettled(outcomes, errors, key, exc, sent=sent)
+
+    @staticmethod
+    def _unsettled(
+        outcomes: list[Outcome], errors: list[Exception], key: dict[str, Any], exc: Exception, *, sent: bool
+    ) -> None:
+        errors.append(exc)
+        outcomes.append(Outcome.UNSETTLED)
+        log.error(
+            "unsettled",
+            keys=decode_image(key),
+            sent=sent,
+            reason=f"{type(exc).__name__}: {str(exc)[:500]}",
+            note="stays due: taken again by the next tick" + (", and sent again" if sent else ""),
+        )
 
     def _moved(self, raw: dict[str, Any]) -> int | None:
         """The due time the item's time attribute gives, when it is not the one of the occurrence the index entry
         stands for: the user moved the item since it was indexed (running it now would run it at its old time).
         A waiting (PENDING) item is left for the assigner, which sees that move; a backed-off one (or one an
         earlier version claimed) is not passed to the assigner (its filter passes moves of waiting items only), so
-        `_reindex` puts it back."""
+        `_reindex` puts it back. `Unusable` for a time attribute that cannot be read (the user wrote one since it
+        was indexed, or a writer indexed it with one): it has no time to run at."""
         value = raw.get(self.config["timeAttribute"])
         status = raw.get(STATUS, {}).get("S")
         if value is None or (status == Status.RETRY.value and TASK_DUE not in raw):
             return None  # no time attribute; or backed off before `stTaskDue` was kept: its occurrence is unknown
         try:
             moved = int(parse_due(decode_image({"t": value})["t"]).timestamp())  # type: ignore[index]
-        except PermanentError:
-            return None
+        except PermanentError as exc:
+            raise Unusable(
+                self.config["timeAttribute"],
+                str(exc),
+                f"write {self.config['timeAttribute']!r} again as an ISO-8601 time or epoch seconds (the item is "
+                "indexed again)",
+            ) from exc
         return moved if moved != task_due(raw) else None
+
+    def _cancelled(self, raw: dict[str, Any]) -> bool:
+        """The item was indexed from its time attribute (`stTimed`) and the attribute is gone: its user removed it
+        since, so it is not due at the `stDue` it left behind. An item indexed from a delay or by its writer
+        (`pending_attributes`) has no mark: its `stDue` is its time."""
+        return TIMED in raw and self.config["timeAttribute"] not in raw
+
+    def _delay_applies(self, raw: dict[str, Any]) -> bool:
+        """The assigner indexes a waiting item without a time attribute again at its delay (the item's delay
+        attribute, a number of seconds >= 0, or the component's default): then the processor leaves it to it."""
+        delay = raw.get(self.polling["delayAttribute"])
+        if delay is None:
+            return self.polling["defaultDelaySeconds"] is not None
+        try:
+            return "N" in delay and Decimal(delay["N"]) >= 0
+        except ArithmeticError:
+            return False
+
+    def _unindex(self, raw: dict[str, Any], reason: str | None = None) -> None:
+        """Take the item out of the due index, conditional on it being as read, and leave it waiting (PENDING),
+        so that a user's next write of its time indexes it again (the assigner's filter passes updates of
+        waiting items). `reason` (why it was parked) is kept in `stError`."""
+        condition, names, values = self._unchanged(raw)
+        names.update({"#status": STATUS, "#shard": SHARD, "#claim": CLAIM, "#task": TASK_DUE, "#timed": TIMED})
+        values[":pending"] = {"S": Status.PENDING.value}
+        update = "SET #status = :pending REMOVE #shard, #due, #claim, #task, #timed"
+        if reason is not None:
+            names["#error"] = ERROR
+            values[":error"] = {"S": reason}
+            update = "SET #status = :pending, #error = :error REMOVE #shard, #due, #claim, #task, #timed"
+        if self._write_if(raw, update, condition, names, values):
+            log.info("unindexed", keys=decode_image(self._key(raw)), parked=reason is not None)
+
+    def _park(self, raw: dict[str, Any], problem: Unusable) -> Outcome:
+        """Park an item that cannot be handled in the table's poison queue, with a reason naming its keys, the
+        attribute and the fix, then take it out of the index (`_unindex`), so it is not read again every tick. The
+        send comes first: if the write then fails, the next tick parks it again (twice, never lost)."""
+        from st_core.jsontext import dumps
+        from st_core.poison import PoisonQueue, message_limit
+
+        keys = decode_image(self._key(raw))
+        reason = f"item {dumps(keys)} cannot be delivered: {problem}; taken out of the due index"
+        queue = PoisonQueue(
+            self.config["poisonQueueUrl"],
+            mode=MODE,
+            table=self.config["table"],
+            clients=self.clients,
+            limit=message_limit(self.config),
+        )
+        queue.send({"keys": keys, "item": decode_image(raw)}, reason, "UnusableItem")
+        log.error("poisoned", keys=keys, reason=reason)
+        self._unindex(raw, reason)
+        return Outcome.POISONED
 
     def _reindex(self, key: dict[str, Any], raw: dict[str, Any], moved: int) -> None:
         """Put a backed-off item its user moved back in the index at its new time, as the assigner would have
         (conditional on the item being as it was read)."""
         condition, names, values = self._unchanged(raw)
         names.update({"#status": STATUS, "#claim": CLAIM, "#task": TASK_DUE, "#attempts": ATTEMPTS, "#error": ERROR})
-        values.update({":moved": {"N": str(moved)}, ":pending": {"S": Status.PENDING.value}})
-        update = "SET #due = :moved, #status = :pending REMOVE #claim, #task, #attempts, #error"
+        names["#timed"] = TIMED
+        values.update({":moved": {"N": str(moved)}, ":pending": {"S": Status.PENDING.value}, ":timed": {"BOOL": True}})
+        update = "SET #due = :moved, #status = :pending, #timed = :timed REMOVE #claim, #task, #attempts, #error"
         if not self._write_if(raw, update, condition, names, values):
             return
         log.info("reindexed", keys=decode_image(key), dueAt=format_due(datetime.fromtimestamp(moved, UTC)))
@@ -592,11 +686,13 @@ class Processor:
                 )
                 return
             names.update({"#status": STATUS, "#doneAt": DONE_AT, "#shard": SHARD, "#claim": CLAIM, "#error": ERROR})
-            names["#task"] = TASK_DUE
+            names.update({"#task": TASK_DUE, "#timed": TIMED})
             ddb.update_item(
                 TableName=self.config["table"],
                 Key=key,
-                UpdateExpression="SET #status = :done, #doneAt = :at REMOVE #shard, #due, #error, #task, #claim",
+                UpdateExpression=(
+                    "SET #status = :done, #doneAt = :at REMOVE #shard, #due, #error, #task, #claim, #timed"
+                ),
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues={
@@ -617,7 +713,7 @@ class Processor:
     def _failed(self, item: dict[str, Any], exc: Exception) -> Outcome:
         """Back the item off (back in the index at a later `stDue`, its occurrence's time kept in `stTaskDue`, so
         the next attempt is the same occurrence), or after the last attempt dead-letter it (`_give_up`)."""
-        attempts = int(item.get(ATTEMPTS, {}).get("N", "0")) + 1
+        attempts = attempts_of(item) + 1
         reason = kms_reason(exc) or f"{type(exc).__name__}: {str(exc)[:500]}{advice(exc)}"
         final = not is_transient(exc) or attempts >= self.polling["maxAttempts"]
         log.warning(
@@ -697,12 +793,12 @@ class Processor:
     def _owed(self, item: dict[str, Any]) -> Outcome:
         """Send the dead letter a FAILED item still in the index is owed, then take it out of the index (see
         `_give_up`): after a send or a clean-up that failed, the next tick that reads the entry repeats them."""
-        self._dead_letter(item, item.get(ERROR, {}).get("S", "failed"), int(item.get(ATTEMPTS, {}).get("N", "0")))
+        self._dead_letter(item, item.get(ERROR, {}).get("S", "failed"), attempts_of(item))
         self._write_if(
             item,
-            "REMOVE #shard, #due, #claim, #task",
+            "REMOVE #shard, #due, #claim, #task, #timed",
             "#status = :failed AND #due = :due",
-            {"#status": STATUS, "#due": DUE, "#shard": SHARD, "#claim": CLAIM, "#task": TASK_DUE},
+            {"#status": STATUS, "#due": DUE, "#shard": SHARD, "#claim": CLAIM, "#task": TASK_DUE, "#timed": TIMED},
             {":failed": {"S": Status.FAILED.value}, ":due": item[DUE]},
         )
         return Outcome.FAILED
@@ -747,10 +843,44 @@ class Processor:
         self.clients.get("sqs").send_message(QueueUrl=self.polling["deadLetterUrl"], MessageBody=fit(body, "item", {}))
 
 
+class Unusable(PermanentError):
+    """An item the processor cannot handle as it is (an attribute it cannot read): parked in the poison queue with
+    `str(self)` as the reason, naming the attribute and the fix."""
+
+    def __init__(self, attribute: str, problem: str, fix: str) -> None:
+        super().__init__(f"attribute {attribute!r}: {problem}; fix: {fix}")
+
+
 def task_due(raw: dict[str, Any]) -> int:
     """The due time of the occurrence an index entry stands for: `stDue` until a claim moves it (to a lease end or,
-    after a failed dispatch, a backoff), then `stTaskDue`."""
-    return int((raw.get(TASK_DUE) or raw[DUE])["N"])
+    after a failed dispatch, a backoff), then `stTaskDue`. A fraction (a value written by hand) is due at the next
+    whole second, never before (exact: a Decimal of DynamoDB's number text, never a float). `Unusable` when it is not
+    a number of epoch seconds a datetime can hold."""
+    attribute = TASK_DUE if TASK_DUE in raw else DUE
+    value = raw.get(attribute)
+    fix = (
+        "write the item again with its time in the time attribute (ISO-8601 or epoch seconds) and without "
+        f"{attribute!r}, or index it with pending_attributes"
+    )
+    if not isinstance(value, dict) or "N" not in value:
+        raise Unusable(attribute, f"is {str(value)[:80]}, not a number of epoch seconds", fix)
+    try:
+        return int(parse_due(Decimal(value["N"])).timestamp())
+    except (PermanentError, ArithmeticError) as exc:
+        raise Unusable(attribute, str(exc), fix) from exc
+
+
+def attempts_of(raw: dict[str, Any]) -> int:
+    """The dispatch attempts the item has had (`stAttempts`; none when absent). `Unusable` when not a number."""
+    value = raw.get(ATTEMPTS)
+    if value is None:
+        return 0
+    try:
+        return int(Decimal(value["N"]))
+    except (KeyError, TypeError, ArithmeticError) as exc:
+        raise Unusable(
+            ATTEMPTS, f"is {str(value)[:80]}, not a count", f"remove {ATTEMPTS!r} (or write it as a whole number)"
+        ) from exc
 
 
 def shard_groups(shards: int, groups: int) -> list[list[int]]:
@@ -851,6 +981,7 @@ def handler(event: dict[str, Any], context: LambdaContext | None = None) -> dict
         "dispatched": report.dispatched,
         "retried": report.retried,
         "failed": report.failed,
+        "poisoned": report.poisoned,
         "backlog": report.backlog,
         "backloggedShards": report.backlogged_shards,
         "heldShards": report.held_shards,

@@ -19,7 +19,7 @@ from st_core.clients import CLIENTS, Clients
 from st_core.config import load_config
 from st_core.errors import PermanentError, error_code
 from st_core.idempotency import marker_put
-from st_core.pending import ATTEMPTS, CLAIM, DUE, ERROR, SHARD, STATUS, Status, pending_attributes
+from st_core.pending import ATTEMPTS, CLAIM, DUE, ERROR, SHARD, STATUS, TIMED, Status, pending_attributes
 from st_core.stream import (
     BatchResponse,
     DynamoDBStreamEvent,
@@ -97,12 +97,17 @@ def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: 
         "#error": ERROR,
         "#claim": CLAIM,
         "#time": time_attribute,
+        "#timed": TIMED,
     }
     values: dict[str, Any] = {
         ":shard": {"N": str(attributes[SHARD])},
         ":due": {"N": str(attributes[DUE])},
         ":pending": {"S": Status.PENDING.value},
     }
+    # Indexed from its time attribute (marked), or from a delay (not): see `pending.TIMED`.
+    timed = new.get(time_attribute) is not None
+    if timed:
+        values[":timed"] = {"BOOL": True}
     # The item must still exist: an UpdateItem on a deleted item would create it again (a phantom that then runs).
     conditions = ["attribute_exists(#pk)"]
     names["#pk"] = config["partitionKey"]
@@ -123,7 +128,11 @@ def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: 
     update = {
         "TableName": config["table"],
         "Key": to_request(data["Keys"]),
-        "UpdateExpression": "SET #shard = :shard, #due = :due, #status = :pending REMOVE #attempts, #error, #claim",
+        "UpdateExpression": (
+            "SET #shard = :shard, #due = :due, #status = :pending, #timed = :timed REMOVE #attempts, #error, #claim"
+            if timed
+            else "SET #shard = :shard, #due = :due, #status = :pending REMOVE #attempts, #error, #claim, #timed"
+        ),
         "ConditionExpression": " AND ".join(conditions),
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,

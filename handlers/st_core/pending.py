@@ -5,6 +5,7 @@ seconds), so the index holds exactly the work to do and a processor reads `stDue
 records where the item is (PENDING, RETRY, DONE, FAILED; CLAIMED on items an earlier version's processor claimed
 one at a time); every write the mode makes sets it, which is how the stream filter tells the mode's own writes
 from a user's. A backoff moves `stDue` to the next attempt and keeps the occurrence's own due time in `stTaskDue`.
+`stTimed` marks an item indexed from its time attribute.
 """
 
 from __future__ import annotations
@@ -22,8 +23,12 @@ ATTEMPTS = "stAttempts"
 DONE_AT = "stDoneAt"
 ERROR = "stError"
 TASK_DUE = "stTaskDue"
+# Set (true) by the assigner on an item it indexed from its time attribute: if that attribute is then removed, the
+# item was cancelled (or is waiting for its delay), never due at the `stDue` it left behind. Absent on an item a
+# writer indexed itself (`pending_attributes`) or that the assigner indexed from a delay: `stDue` is its time.
+TIMED = "stTimed"
 INDEX_NAME = "due"
-INDEX_ATTRIBUTES = (SHARD, DUE, STATUS, CLAIM, ATTEMPTS, DONE_AT, ERROR, TASK_DUE)
+INDEX_ATTRIBUTES = (SHARD, DUE, STATUS, CLAIM, ATTEMPTS, DONE_AT, ERROR, TASK_DUE, TIMED)
 
 
 class Status(StrEnum):

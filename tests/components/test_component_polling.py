@@ -111,10 +111,11 @@ def test_the_processor_may_query_the_due_index_use_this_table_and_hold_shards_in
         {"Effect": "Allow", "Action": ["dynamodb:DeleteItem", "dynamodb:PutItem"], "Resource": [ledger_arn]}
     ]
     assert not any(a.startswith("dynamodb:GetRecords") for s in found for a in s["Action"])
+    # dead letters to the target DLQ, an item it cannot handle to the poison queue
     assert {
         "Effect": "Allow",
         "Action": ["sqs:SendMessage"],
-        "Resource": [built.one("rem-target-dlq").outputs["arn"]],
+        "Resource": sorted([built.one("rem-target-dlq").outputs["arn"], built.one("rem-poison").outputs["arn"]]),
     } in found
 
 

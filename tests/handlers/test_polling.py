@@ -237,6 +237,71 @@ def test_a_dead_letter_whose_send_failed_is_sent_by_the_next_tick_and_the_target
     assert tick(polling_env, NOW + 120).failed == 0
 
 
+def test_a_fractional_stdue_written_by_hand_runs_at_its_next_second_never_before(polling_env: Env) -> None:
+    from decimal import Decimal
+
+    # GIVEN items indexed by hand with a fraction of a second in `stDue` (N values are exact decimal text)
+    base = int(NOW)
+    polling_env.put({"PK": "half", "SK": "T", "stShard": 0, "stDue": Decimal(f"{base - 1}.5"), "stStatus": "PENDING"})
+    polling_env.put({"PK": "late", "SK": "T", "stShard": 0, "stDue": Decimal(f"{base}.000001"), "stStatus": "PENDING"})
+    pending(polling_env, "whole", NOW - 5)
+    # WHEN the rule ticks at `base`: THEN the one due at `base` (its ceiling) and the whole one run, with that time
+    report = tick(polling_env, base)
+    assert (report.dispatched, report.poisoned) == (2, 0)
+    events = {m["keys"]["PK"]: m for m in polling_env.messages(polling_env.due_queue_url)}
+    assert sorted(events) == ["half", "whole"] and events["half"]["dueAt"] == format_due(base)
+    # AND the one due at `base` + 1 waits for that second
+    assert tick(polling_env, base + 0.9).dispatched == 0
+    assert tick(polling_env, base + 1).dispatched == 1
+    assert [m["dueAt"] for m in polling_env.messages(polling_env.due_queue_url)] == [format_due(base + 1)]
+
+
+def format_due(epoch: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_entries_it_cannot_handle_are_parked_out_of_the_index_and_the_rest_of_the_shard_runs(
+    polling_env: Env,
+) -> None:
+    # GIVEN one shard whose first entries carry index attributes written by hand that cannot be read (a due time
+    # no datetime holds, an occurrence time or attempt count that is text) or a time attribute rewritten as text
+    # that is no time, before good entries of the same shard
+    pending(polling_env, "far", NOW - 100)
+    polling_env.ddb.update_item(
+        TableName=polling_env.table,
+        Key={"PK": {"S": "far"}, "SK": {"S": "T"}},
+        UpdateExpression="SET stDue = :d",
+        ExpressionAttributeValues={":d": {"N": "-99999999999999"}},
+    )
+    pending(polling_env, "task-text", NOW - 90, stTaskDue="soon", stStatus="RETRY")
+    pending(polling_env, "attempts-text", NOW - 80, stAttempts="two")
+    pending(polling_env, "garbage", NOW - 70, dueAt="next tuesday")
+    for n in range(3):
+        pending(polling_env, f"good{n}", NOW - 60 + n)
+    # WHEN the rule ticks
+    report = tick(polling_env)
+    # THEN the good entries run, and the tick does not fail
+    assert due_keys(polling_env) == ["good0", "good1", "good2"]
+    assert (report.dispatched, report.poisoned) == (3, 4)
+    # AND each bad one is in the poison queue with a reason naming its keys, the attribute and the fix
+    parked = {m["record"]["keys"]["PK"]: m for m in polling_env.messages(polling_env.poison_url)}
+    assert sorted(parked) == ["attempts-text", "far", "garbage", "task-text"]
+    for pk, attribute in (("far", "stDue"), ("task-text", "stTaskDue"), ("attempts-text", "stAttempts")):
+        reason = parked[pk]["reason"]
+        assert f'"PK":"{pk}"' in reason and f"attribute '{attribute}'" in reason and "fix: " in reason, reason
+    assert "attribute 'dueAt'" in parked["garbage"]["reason"] and "not ISO-8601" in parked["garbage"]["reason"]
+    assert parked["garbage"]["mode"] == "polling" and parked["garbage"]["record"]["item"]["dueAt"] == "next tuesday"
+    # AND each is out of the index, waiting for its user's fix, so the next ticks do not park it again
+    for pk in parked:
+        left = item(polling_env, pk)
+        assert "stShard" not in left and "stDue" not in left and left["stStatus"]["S"] == "PENDING"
+        assert "fix: " in left["stError"]["S"]
+    assert tick(polling_env, NOW + 60).poisoned == 0
+    assert polling_env.messages(polling_env.poison_url) == []
+
+
 @pytest.mark.slow  # volume: `make test` runs it, `make unit` does not
 def test_the_time_budget_stops_before_the_lambda_would_and_reports_the_backlog(
     polling_env: Env, monkeypatch: pytest.MonkeyPatch
@@ -405,6 +470,68 @@ def test_an_item_without_a_usable_time_goes_to_poison_with_the_reason(
     assert assign(polling_env) == {"batchItemFailures": []}
     [poison] = polling_env.messages(polling_env.poison_url)
     assert reason in poison["reason"] and "stShard" not in item(polling_env, "a")
+
+
+def remove_time(env: Env, pk: str) -> None:
+    env.ddb.update_item(TableName=env.table, Key={"PK": {"S": pk}, "SK": {"S": "T"}}, UpdateExpression="REMOVE dueAt")
+
+
+def test_a_waiting_item_whose_time_its_user_removed_is_not_sent_at_its_old_time(polling_env: Env) -> None:
+    # GIVEN an item the assigner indexed from its time, whose user then removed that time (cancelling it), and the
+    # rule ticking before the assigner has seen the removal (stream lag)
+    polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})
+    assign(polling_env)
+    remove_time(polling_env, "a")
+    # THEN the tick does not send it, and takes it out of the index (no delay would index it again)
+    assert tick(polling_env).dispatched == 0
+    assert due_keys(polling_env) == [] and "stDue" not in item(polling_env, "a")
+    # AND the assigner, seeing the removal, parks it with the reason (an item with no time), and no later tick
+    # sends it
+    assign(polling_env)
+    [poison] = polling_env.messages(polling_env.poison_url)
+    assert "neither 'dueAt'" in poison["reason"]
+    assert tick(polling_env, NOW + 600).dispatched == 0
+
+
+def test_a_backed_off_item_whose_time_its_user_removed_leaves_the_index(polling_env: Env) -> None:
+    # GIVEN an item indexed from its time, backed off after a failed send, whose user then removed its time (the
+    # assigner's filter never passes a backed-off item's writes)
+    polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})
+    assign(polling_env)
+    _break_target(polling_env)
+    assert tick(polling_env).retried == 1
+    CLIENTS.reset()
+    remove_time(polling_env, "a")
+    # THEN its next attempt is not sent, and it leaves the index
+    assert tick(polling_env, NOW + 600).dispatched == 0
+    assert due_keys(polling_env) == [] and "stDue" not in item(polling_env, "a")
+
+
+def test_a_removed_time_with_a_default_delay_waits_for_the_assigner_and_runs_at_its_delay(polling_env: Env) -> None:
+    polling_env.config["polling"]["defaultDelaySeconds"] = 300
+    # GIVEN an item indexed from its time whose user removed the time, with a default delay configured
+    polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})
+    assign(polling_env)
+    remove_time(polling_env, "a")
+    # THEN a tick before the assigner saw it sends nothing and leaves the entry to the assigner
+    assert tick(polling_env).dispatched == 0 and "stDue" in item(polling_env, "a")
+    # AND the assigner indexes it at its delay (not from a time), where a tick sends it
+    assign(polling_env)
+    due = int(item(polling_env, "a")["stDue"]["N"])
+    assert due >= int(NOW) + 299 and "stTimed" not in item(polling_env, "a")
+    assert tick(polling_env, due).dispatched == 1
+
+
+def test_items_indexed_without_a_time_attribute_run_at_their_stdue(polling_env: Env) -> None:
+    from components import pending_attributes
+
+    # GIVEN one item indexed from a delay by the assigner, and one a writer indexed itself, both with no time
+    polling_env.put({"PK": "delayed", "SK": "T", "delaySeconds": 0})
+    assign(polling_env)
+    polling_env.put({"PK": "own", "SK": "T", **pending_attributes({"PK": "own", "SK": "T"}, int(NOW) - 1)})
+    # THEN both run (no time attribute is not a removed one)
+    assert tick(polling_env, time.time() + 1).dispatched == 2
+    assert due_keys(polling_env) == ["delayed", "own"]
 
 
 # -- no loop: the mode's own writes never reach the assigner ------------------------------------------------------
