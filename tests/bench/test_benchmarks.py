@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from bench import __main__ as bench_main
 from bench import bench_eventbridge
 from bench.harness import SMALL_VARIABLE, NothingMeasured
-from bench.stubbed import StubbedClients
+from bench.stubbed import StubbedClients, replay
 
 pytestmark = pytest.mark.slow  # starts local clouds and interpreters of its own: `make test`, not `make unit`
 
@@ -62,3 +63,17 @@ def test_the_moto_eventbridge_run_refuses_to_time_records_parked(monkeypatch: py
     monkeypatch.setattr(bench_eventbridge, "config_for", without_the_table)
     with pytest.raises(NothingMeasured, match="schedules left"):
         bench_eventbridge._ours({"Records": bench_eventbridge.records(4)})
+
+
+@pytest.mark.usefixtures("small")
+def test_the_stubbed_floor_makes_again_exactly_the_calls_ours_made_reads_first() -> None:
+    event = {"Records": bench_eventbridge.records(30)}
+    *_, made = bench_eventbridge._stubbed(event, 0, "ours", record=True)
+    ours = Counter(operation for _, operation, _ in made)
+    assert ours == {"BatchGetItem": 1, "CreateSchedule": 30, "BatchWriteItem": 2}
+    clients = bench_eventbridge._stub_clients(event, 0)
+    order: list[str] = []
+    clients.get("dynamodb").meta.events.register("before-send", lambda event_name, **_: order.append(event_name))
+    replay(clients, made, 4)
+    assert clients.calls == ours
+    assert order == ["before-send.dynamodb.BatchGetItem"] + ["before-send.dynamodb.BatchWriteItem"] * 2
