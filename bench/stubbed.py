@@ -7,6 +7,7 @@ emulator's CPU on top; it is what bounds a handler on the fraction of a core Lam
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import threading
@@ -44,6 +45,8 @@ class StubbedClients:
         self.keys = tuple(keys)
         self.items = {identity_of({k: item[k] for k in self.keys}): item for item in items}
         self.calls: Counter[str] = Counter()
+        # With `recording` set, every call's (service, operation, parameters) as the caller gave them (`replay`).
+        self.recording: list[tuple[str, str, dict[str, Any]]] | None = None
         self._inner = Clients()
         self._hooked: set[str] = set()
         self._lock = threading.Lock()
@@ -53,11 +56,18 @@ class StubbedClients:
         with self._lock:
             if service not in self._hooked:
                 client.meta.events.register("before-send", self._answer)
+                client.meta.events.register("provide-client-params", self._record)
                 self._hooked.add(service)
         return client
 
     def total(self) -> int:
         return sum(self.calls.values())
+
+    def _record(self, params: dict[str, Any], event_name: str = "", **_: Any) -> None:
+        if self.recording is not None:
+            service, operation = event_name.split(".")[1:3]
+            with self._lock:
+                self.recording.append((service, operation, copy.deepcopy(params)))
 
     def _answer(self, request: Any, event_name: str = "", **_: Any) -> Any:
         from botocore.awsrequest import AWSResponse
@@ -85,3 +95,24 @@ class StubbedClients:
             for table, wanted in asked["RequestItems"].items()
         }
         return {"Responses": responses, "UnprocessedKeys": {}}
+
+
+READS = ("BatchGetItem", "GetItem")
+
+
+def replay(clients: StubbedClients, calls: Sequence[tuple[str, str, dict[str, Any]]], workers: int) -> float:
+    """Wall seconds for `calls` (a `recording`) made again by nothing but a loop over the same clients, `workers` at
+    a time: the reads first (a handler acting on what it read waits for them), then the rest. It is the floor of a
+    handler making those calls with that concurrency: the same client CPU, the same latency, the same threads'
+    cost, none of the handler's own work."""
+    from botocore import xform_name
+    from st_core.batch import in_parallel
+
+    def call(entry: tuple[str, str, dict[str, Any]]) -> None:
+        service, operation, params = entry
+        getattr(clients.get(service), xform_name(operation))(**params)
+
+    started = time.perf_counter()
+    for phase in ([c for c in calls if c[1] in READS], [c for c in calls if c[1] not in READS]):
+        in_parallel(call, phase, workers)
+    return time.perf_counter() - started

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
+from collections import Counter
 from typing import Any
 
 import pytest
+from eventbridge import handle_batch
 
 from bench import __main__ as bench_main
 from bench import bench_eventbridge
 from bench.harness import SMALL_VARIABLE, NothingMeasured
-from bench.stubbed import StubbedClients
+from bench.stubbed import StubbedClients, replay
 
 pytestmark = pytest.mark.slow  # starts local clouds and interpreters of its own: `make test`, not `make unit`
 
@@ -62,3 +65,40 @@ def test_the_moto_eventbridge_run_refuses_to_time_records_parked(monkeypatch: py
     monkeypatch.setattr(bench_eventbridge, "config_for", without_the_table)
     with pytest.raises(NothingMeasured, match="schedules left"):
         bench_eventbridge._ours({"Records": bench_eventbridge.records(4)})
+
+
+def _bodies(clients: StubbedClients) -> list[str]:
+    """Every request body the clients send from now on, in order, without the token botocore makes up per call."""
+    sent: list[str] = []
+
+    def keep(request: Any, **_: Any) -> None:
+        body = json.loads(request.body)
+        body.pop("ClientToken", None)
+        sent.append(json.dumps(body, sort_keys=True))
+
+    for service in ("scheduler", "dynamodb"):
+        clients.get(service).meta.events.register_first("before-send", keep)
+    return sent
+
+
+@pytest.mark.usefixtures("small")
+def test_the_stubbed_floor_makes_again_exactly_the_requests_ours_sent_reads_first() -> None:
+    event = {"Records": bench_eventbridge.records(30)}
+    ours = bench_eventbridge._stub_clients(event, 0)
+    ours.recording = []
+    ours_sent = _bodies(ours)
+    response = handle_batch(event, bench_eventbridge.config_for("g", "q", "arn", "ledger"), clients=ours)  # type: ignore[arg-type]
+    assert response == {"batchItemFailures": []}
+    made = ours.recording
+    assert Counter(operation for _, operation, _ in made) == {
+        "BatchGetItem": 1,
+        "CreateSchedule": 30,
+        "BatchWriteItem": 2,
+    }
+    # The read handed over last is still made first.
+    floor = bench_eventbridge._stub_clients(event, 0)
+    floor_sent = _bodies(floor)
+    replay(floor, made[1:] + made[:1], 4)
+    assert floor.calls == ours.calls
+    assert sorted(floor_sent) == sorted(ours_sent)
+    assert json.loads(floor_sent[0]).keys() == {"RequestItems"} and "Keys" in floor_sent[0]
