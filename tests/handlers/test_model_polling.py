@@ -6,9 +6,10 @@ The guarantee (README, "Guarantees, per mode" and "`polling` mode, in detail"): 
 before its `stDue` (its due time rounded up to a second). A task is what a user's write asks for: a new item, or a
 PutItem with a new time over a done one, is a new task; a write to a task that has not run yet (a PutItem, or an
 update of its time) moves it; a rewrite of a done item that keeps its time, or an update of a done item, is not a
-new task; a delete cancels a task that has not run. Stream records are delivered at least once, at any later time.
-Ticks may overlap (the rule ticks again while a tick still runs), and a tick may die holding its shards, before or
-after sending (what it sent and did not complete may run once more: at least once, never lost).
+new task; a delete, or the removal of the item's time attribute (with no delay configured), cancels a task that has
+not run, and a time written again after such a removal is a new task. Stream records are delivered at least once,
+at any later time. Ticks may overlap (the rule ticks again while a tick still runs), and a tick may die holding its
+shards, before or after sending (what it sent and did not complete may run once more: at least once, never lost).
 
 `MODEL_EXAMPLES` sets the number of sequences (50 by default); `MODEL_RANDOM=1` draws new sequences instead of the
 fixed ones `make test` runs; hypothesis prints a failing sequence shrunk.
@@ -72,11 +73,12 @@ class Task:
     pk: str
     id: int = field(default_factory=lambda: next(_IDS))
     ran_at: float | None = None
+    cancelled: bool = False  # its time attribute was removed before it ran
 
 
 @dataclass
 class Item:
-    raw: Any  # the time attribute as stored
+    raw: Any  # the time attribute as stored (None: removed)
     task: Task
     marked: bool = False  # carries stStatus=DONE: the processor marked it, and no PutItem has replaced it since
 
@@ -89,7 +91,7 @@ class Reference:
     def put(self, pk: str, raw: Any) -> None:
         """A user's PutItem."""
         item = self.items.get(pk)
-        if item is None or (item.task.ran_at is not None and raw != item.raw):
+        if item is None or item.task.cancelled or (item.task.ran_at is not None and raw != item.raw):
             task = Task(pk)
             self.tasks.append(task)
             self.items[pk] = Item(raw, task)
@@ -102,12 +104,20 @@ class Reference:
         DONE mark stays done; one a PutItem replaced since (no mark) is like any item without a status: a new time
         is a new task."""
         item = self.items[pk]
-        if item.task.ran_at is not None and not item.marked and raw != item.raw:
+        if item.task.cancelled or (item.task.ran_at is not None and not item.marked and raw != item.raw):
             task = Task(pk)
             self.tasks.append(task)
             self.items[pk] = Item(raw, task)
             return
         item.raw = raw
+
+    def remove_time(self, pk: str) -> None:
+        """A user's UpdateItem removing the time attribute: cancels a task that has not run (the model's table has
+        no default delay, so nothing indexes it again until a time is written)."""
+        item = self.items[pk]
+        if item.task.ran_at is None:
+            item.task.cancelled = True
+        item.raw = None
 
     def delete(self, pk: str) -> None:
         self.items.pop(pk, None)
@@ -129,6 +139,8 @@ class PollingModel(StreamDelivery):
         self.problems: list[str] = []
         # Tasks sent by a tick that could not complete them: each may run once more (`tick_failing_a_completion`).
         self.may_run_again: set[int] = set()
+        # Items whose time a user removed: the assigner parks each such write (an item without a time).
+        self.untimed: set[str] = set()
 
     def teardown(self) -> None:
         CLIENTS.reset()
@@ -145,11 +157,11 @@ class PollingModel(StreamDelivery):
         if at_once:  # Lambda delivers it (and what waits before it) straight away, as it mostly does
             self.lambda_delivers(len(self.history))
 
-    @precondition(lambda self: self.reference.items != {})
+    @precondition(lambda self: self._timed() != [])
     @rule(data=st.data())
     def rewrite(self, data: st.DataObject) -> None:
         """The user writes the item again (a PutItem) with the time it has and another payload."""
-        pk = self._existing(data)
+        pk = data.draw(st.sampled_from(self._timed()), label="item")
         item = self.reference.items[pk]
         self.env.put({"PK": pk, "SK": SK, "dueAt": item.raw, "v": uuid.uuid4().hex[:6]})
         self.reference.put(pk, item.raw)
@@ -191,6 +203,19 @@ class PollingModel(StreamDelivery):
         self.move(data, seconds, form)
         self.tick(tick_after)
 
+    @precondition(lambda self: self._timed() != [])
+    @rule(data=st.data(), tick_after=st.integers(0, 120), racing=st.booleans())
+    def remove_time(self, data: st.DataObject, tick_after: int, racing: bool) -> None:
+        """The user removes the item's time attribute (an UpdateItem), cancelling it if it has not run; with
+        `racing`, the rule ticks before the assigner has seen the removal (stream lag)."""
+        pk = data.draw(st.sampled_from(self._timed()), label="item")
+        self.env.ddb.update_item(TableName=self.env.table, Key=_key(pk), UpdateExpression="REMOVE dueAt")
+        self.reference.remove_time(pk)
+        self.untimed.add(pk)
+        self._read()
+        if racing:
+            self.tick(tick_after)
+
     @precondition(lambda self: self.reference.items != {})
     @rule(data=st.data())
     def delete(self, data: st.DataObject) -> None:
@@ -199,11 +224,11 @@ class PollingModel(StreamDelivery):
         self.reference.delete(pk)
         self._read()
 
-    @precondition(lambda self: self.reference.items != {})
+    @precondition(lambda self: self._timed() != [])
     @rule(data=st.data())
     def reinsert(self, data: st.DataObject) -> None:
         """The user deletes the item and puts its content (without the index's bookkeeping) back: a new task."""
-        pk = self._existing(data)
+        pk = data.draw(st.sampled_from(self._timed()), label="item")
         item = self.reference.items[pk]
         found = self.env.ddb.get_item(TableName=self.env.table, Key=_key(pk), ConsistentRead=True)["Item"]
         self.env.delete(pk, SK)
@@ -387,7 +412,7 @@ class PollingModel(StreamDelivery):
         self.lambda_delivers(len(self.history))
         self.tick(24 * 3600)
         self.each_task_once_never_early()
-        waiting = [item.task for item in self.reference.items.values() if item.task.ran_at is None]
+        waiting = [i.task for i in self.reference.items.values() if i.task.ran_at is None and not i.task.cancelled]
         assert waiting == [], f"never ran: {waiting}"
 
     # -- plumbing ----------------------------------------------------------------------------------------------------
@@ -404,6 +429,8 @@ class PollingModel(StreamDelivery):
                 self.problems.append(f"{pk} ran at {moment:.0f}, before its stDue {due}")
             if item is None:
                 self.problems.append(f"{pk} (stDue {due}) ran, but the item was deleted before")
+            elif item.task.cancelled or item.raw is None:
+                self.problems.append(f"{pk} task {item.task.id} ran at stDue {due}, but its time was removed before")
             elif item.task.ran_at is not None and item.task.id not in self.may_run_again:
                 self.problems.append(f"{pk} task {item.task.id} ran twice: at {item.task.ran_at:.0f} and {moment:.0f}")
             elif due != st_due(item.raw):
@@ -417,7 +444,11 @@ class PollingModel(StreamDelivery):
         return received
 
     def _done(self) -> list[str]:
-        return sorted(pk for pk, item in self.reference.items.items() if item.task.ran_at is not None)
+        return sorted(pk for pk in self._timed() if self.reference.items[pk].task.ran_at is not None)
+
+    def _timed(self) -> list[str]:
+        """The items that have a time attribute."""
+        return sorted(pk for pk, item in self.reference.items.items() if item.raw is not None)
 
     def _existing(self, data: st.DataObject) -> str:
         return data.draw(st.sampled_from(sorted(self.reference.items)), label="item")
@@ -435,7 +466,9 @@ class PollingModel(StreamDelivery):
         now = self.now
         response = polling.handle_assign_batch({"Records": records}, self.env.config, now=lambda: now)
         assert response == {"batchItemFailures": []}
-        assert self.env.messages(self.env.poison_url) == []
+        for parked in self.env.messages(self.env.poison_url):  # only writes that removed an item's time
+            keys = parked["record"]["dynamodb"]["Keys"]
+            assert keys["PK"]["S"] in self.untimed and "neither 'dueAt'" in parked["reason"], parked
         self._read()  # the assigner's own writes: its filter keeps them out
 
 
