@@ -87,7 +87,12 @@ def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: 
         return  # the mode's own write (filtered out on AWS; a defensive no-op here)
     created = changed_at(record)
     written = datetime.fromtimestamp(created, UTC) if created is not None else now
-    due = due_of(new, config, written)
+    try:
+        due = due_of(new, config, written)
+    except PermanentError:
+        if new.get(STATUS) == Status.PENDING.value and DUE in new_typed:
+            _unindex(record, config, clients)  # a waiting item left without a time: cancelled, not due any more
+        raise
     attributes = pending_attributes(key_identity(record), due, config["polling"]["shards"])
     names = {
         "#shard": SHARD,
@@ -159,6 +164,36 @@ def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: 
         )
         return
     log.info("assigned", dueAt=format_due(due), shard=attributes[SHARD])
+
+
+def _unindex(record: DynamoDBStreamRecord, config: HandlerConfig, clients: Clients) -> None:
+    """Take a waiting item that no longer has a time it can run at (its time attribute removed, or rewritten as no
+    time, and no delay) out of the due index, before its record is parked with the reason: otherwise the processor
+    would still send it at the `stDue` it left behind. Conditional on the item still being the index entry and the
+    time attribute this record shows; it stays PENDING, so the user's next write of its time indexes it again.
+    (The processor does the same for an item it reads first, when the item was indexed from its time.)"""
+    data = record["dynamodb"]
+    new = data.get("NewImage") or {}
+    time_attribute = config["timeAttribute"]
+    names = {"#status": STATUS, "#due": DUE, "#shard": SHARD, "#timed": TIMED, "#time": time_attribute}
+    values: dict[str, Any] = {":pending": {"S": Status.PENDING.value}, ":indexed": to_request({"d": new[DUE]})["d"]}
+    condition = "#status = :pending AND #due = :indexed AND "
+    if time_attribute in new:
+        values[":time"] = to_request({"t": new[time_attribute]})["t"]
+        condition += "#time = :time"
+    else:
+        condition += "attribute_not_exists(#time)"
+    ddb = clients.get("dynamodb")
+    update = {
+        "TableName": config["table"],
+        "Key": to_request(data["Keys"]),
+        "UpdateExpression": "REMOVE #shard, #due, #timed",
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+    if not _conditional(lambda: ddb.update_item(**update)):
+        log.info("unindexed", note="a waiting item without a usable time: out of the due index")
 
 
 def _conditional(write: Callable[[], object]) -> bool:

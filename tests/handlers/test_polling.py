@@ -522,6 +522,41 @@ def test_a_removed_time_with_a_default_delay_waits_for_the_assigner_and_runs_at_
     assert tick(polling_env, due).dispatched == 1
 
 
+@pytest.mark.parametrize("change", ["REMOVE dueAt", "SET dueAt = :x"])
+def test_the_assigner_takes_a_waiting_item_left_without_a_usable_time_out_of_the_index(
+    polling_env: Env, change: str
+) -> None:
+    from components import pending_attributes
+
+    # GIVEN a waiting item not marked as indexed from its time (a writer indexed it with pending_attributes, or an
+    # earlier version indexed it), whose user then removed its time or rewrote it as no time
+    keys = {"PK": "a", "SK": "T"}
+    polling_env.put({**keys, "dueAt": int(NOW) - 5, **pending_attributes(keys, int(NOW) - 5)})
+    values = {":x": {"S": "next tuesday"}} if ":x" in change else {}
+    polling_env.ddb.update_item(
+        TableName=polling_env.table,
+        Key={"PK": {"S": "a"}, "SK": {"S": "T"}},
+        UpdateExpression=change,
+        **({"ExpressionAttributeValues": values} if values else {}),
+    )
+    # WHEN the assigner sees the change: it parks it with the reason and takes it out of the index
+    assign(polling_env)
+    [poison] = polling_env.messages(polling_env.poison_url)
+    assert ("neither 'dueAt'" if "REMOVE" in change else "not ISO-8601") in poison["reason"]
+    assert "stDue" not in item(polling_env, "a") and item(polling_env, "a")["stStatus"]["S"] == "PENDING"
+    # THEN no tick sends it at the time it left behind
+    assert tick(polling_env).dispatched == 0
+    # AND a new time written by its user indexes it again
+    polling_env.ddb.update_item(
+        TableName=polling_env.table,
+        Key={"PK": {"S": "a"}, "SK": {"S": "T"}},
+        UpdateExpression="SET dueAt = :d",
+        ExpressionAttributeValues={":d": {"N": str(int(NOW) + 60)}},
+    )
+    assign(polling_env)
+    assert tick(polling_env, NOW + 60).dispatched == 1
+
+
 def test_items_indexed_without_a_time_attribute_run_at_their_stdue(polling_env: Env) -> None:
     from components import pending_attributes
 
