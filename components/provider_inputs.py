@@ -420,11 +420,11 @@ class ScheduledTableInputs(TypedDict, total=False):
     existing_poison_queue: ExistingQueue | None
     (
         "The poison queue: records and items that can never succeed, each with its reason (the stream consumers, the "
-        "release function and the backfill function send there): `{queueArn, kmsKeyArn, maxMessageBytes}`, instead of "
-        "the queue the component makes, which it then does not make. A standard queue (FIFO is refused: the handlers "
-        "park without a message group, and neither Lambda's on-failure destination nor Scheduler's DLQ may be FIFO) in "
-        "the stack's account and Region (checked when the ARN is known); the component grants its writers "
-        "sqs:SendMessage on it (and the KMS key's use) and alarms on it. Default: not set."
+        "release function, the polling processor and the backfill function send there): `{queueArn, kmsKeyArn, "
+        "maxMessageBytes}`, instead of the queue the component makes, which it then does not make. A standard queue "
+        "(FIFO is refused: the handlers park without a message group, and neither Lambda's on-failure destination nor "
+        "Scheduler's DLQ may be FIFO) in the stack's account and Region (checked when the ARN is known); the component "
+        "grants its writers sqs:SendMessage on it (and the KMS key's use) and alarms on it. Default: not set."
     )
     existing_stream_dlq: ExistingQueue | None
     (

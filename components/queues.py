@@ -27,7 +27,7 @@ from .packaging import constants
 QUEUE_OPTIONS: dict[str, str] = {
     "existing_poison_queue": (
         "the poison queue: records and items that can never succeed, each with its reason (the stream consumers, "
-        "the release function and the backfill function send there)"
+        "the release function, the polling processor and the backfill function send there)"
     ),
     "existing_stream_dlq": (
         "the stream DLQ: the stream mapping's on-failure destination (Lambda sends a record of each batch it gave "

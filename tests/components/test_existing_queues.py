@@ -98,8 +98,9 @@ def test_without_a_key_no_role_is_granted_kms() -> None:
     )
     for role in ("assigner", "processor"):
         assert not any(a.startswith("kms:") for s in _statements(stack, role) for a in s["Action"]), role
-    due = stack.one("r-due").outputs["arn"]  # its target, and its DLQ; it parks nothing in the poison queue
-    assert _granted(stack, "processor", "sqs:SendMessage") == {DLQ, due}
+    # its target, its DLQ, and the poison queue (where it parks an item whose index attributes it cannot read)
+    due = stack.one("r-due").outputs["arn"]
+    assert _granted(stack, "processor", "sqs:SendMessage") == {DLQ, due, PARKED}
     invoke = stack.one("r-processor-invoke-config").inputs
     assert invoke["destinationConfig"]["onFailure"]["destination"] == DLQ
 
