@@ -79,8 +79,9 @@ def ttl_filters(time_attribute: str, precise: bool) -> list[dict[str, Any]]:
 def polling_filters() -> list[dict[str, Any]]:
     """Writes of users, never of the mode itself: items without `stStatus` (new, or replaced by a PutItem), and
     updates of items waiting in the index (PENDING before and after, to pick up a changed due time). The processor's
-    writes never go from PENDING to PENDING (they set RETRY, DONE or FAILED, or put a backed-off item back to
-    PENDING) and the assigner's turn none into PENDING, so neither comes back to the assigner: no loop."""
+    writes that keep a waiting item PENDING (indexing it again at its time, taking it out of the index) and the
+    assigner's own pass the second filter, but keep the time attribute, which is all the assigner acts on: it
+    writes nothing for them, so nothing loops."""
     from .packaging import runtime_module
 
     pending = runtime_module("pending")

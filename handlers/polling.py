@@ -436,8 +436,7 @@ class Processor:
             return Outcome.SKIPPED
         moved = self._moved(item)
         if moved is not None:
-            if status != Status.PENDING.value:
-                self._reindex(self._key(item), item, moved)
+            self._reindex(self._key(item), item, moved)
             return Outcome.SKIPPED
         return None
 
@@ -584,10 +583,9 @@ class Processor:
 
     def _moved(self, raw: dict[str, Any]) -> int | None:
         """The due time the item's time attribute gives, when it is not the one of the occurrence the index entry
-        stands for: the user moved the item since it was indexed (running it now would run it at its old time).
-        A waiting (PENDING) item is left for the assigner, which sees that move; a backed-off one (or one an
-        earlier version claimed) is not passed to the assigner (its filter passes moves of waiting items only), so
-        `_reindex` puts it back. `Unusable` for a time attribute that cannot be read (the user wrote one since it
+        stands for: the user moved the item since it was indexed (running it now would run it at its old time), or
+        a writer indexed it itself (`pending_attributes`) at a time its time attribute does not give. `_reindex`
+        puts it back at that time. `Unusable` for a time attribute that cannot be read (the user wrote one since it
         was indexed, or a writer indexed it with one): it has no time to run at."""
         value = raw.get(self.config["timeAttribute"])
         status = raw.get(STATUS, {}).get("S")
@@ -658,8 +656,14 @@ class Processor:
         return Outcome.POISONED
 
     def _reindex(self, key: dict[str, Any], raw: dict[str, Any], moved: int) -> None:
-        """Put a backed-off item its user moved back in the index at its new time, as the assigner would have
-        (conditional on the item being as it was read)."""
+        """Index an item whose time attribute no longer gives its `stDue` again at the time it gives, as the
+        assigner indexes a move (conditional on the item being as it was read); the next tick that finds it due
+        sends it. The assigner does not see every such item: its filter passes moves of waiting items only (not
+        those of a backed-off one, or of one an earlier version claimed), and a writer's own index entry never (an
+        insert carrying `stStatus`, or an `stDue` rewritten alone, is no change of the time attribute). So neither
+        waits for it: when both index the same move, the second one's condition fails (the `stDue` it was read
+        with is gone), and the item has one place in the index. The assigner ignores this write (it keeps the
+        time attribute)."""
         condition, names, values = self._unchanged(raw)
         names.update({"#status": STATUS, "#claim": CLAIM, "#task": TASK_DUE, "#attempts": ATTEMPTS, "#error": ERROR})
         names["#timed"] = TIMED
@@ -667,7 +671,13 @@ class Processor:
         update = "SET #due = :moved, #status = :pending, #timed = :timed REMOVE #claim, #task, #attempts, #error"
         if not self._write_if(raw, update, condition, names, values):
             return
-        log.info("reindexed", keys=decode_image(key), dueAt=format_due(datetime.fromtimestamp(moved, UTC)))
+        log.info(
+            "reindexed",
+            keys=decode_image(key),
+            dueAt=format_due(datetime.fromtimestamp(moved, UTC)),
+            indexedAt=format_due(datetime.fromtimestamp(task_due(raw), UTC)),
+            note=f"its {self.config['timeAttribute']!r} does not give the stDue it was indexed at: indexed again",
+        )
 
     def _done(self, item: dict[str, Any]) -> None:
         """Mark the sent occurrence done (or delete the item, `on_done="delete"`), only if the item is still as it

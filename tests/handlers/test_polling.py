@@ -569,6 +569,76 @@ def test_items_indexed_without_a_time_attribute_run_at_their_stdue(polling_env: 
     assert due_keys(polling_env) == ["delayed", "own"]
 
 
+def assign_as_deployed(env: Env) -> Any:
+    """The assigner given only the records its event source mapping's filter passes, as on AWS."""
+    return polling.handle_assign_batch({"Records": [r for r in env.event()["Records"] if matches(r)]}, env.config)
+
+
+def set_item(env: Env, pk: str, expression: str, values: dict[str, Any]) -> None:
+    env.ddb.update_item(
+        TableName=env.table,
+        Key={"PK": {"S": pk}, "SK": {"S": "T"}},
+        UpdateExpression=expression,
+        ExpressionAttributeValues=values,
+    )
+
+
+@pytest.mark.parametrize("written", ["inserted", "stdue-rewritten", "put-over-a-done-item"])
+@pytest.mark.parametrize("offset", [-55, 55])
+def test_a_writer_indexed_item_whose_time_disagrees_with_its_stdue_runs_once_at_its_time(
+    polling_env: Env, written: str, offset: int
+) -> None:
+    from components import pending_attributes
+
+    keys = {"PK": "w", "SK": "T"}
+    indexed = int(NOW) - 5
+    at = indexed + offset  # what its time attribute says: before, or after, the writer's stDue
+    # GIVEN a writer that indexed the item itself (pending_attributes) at a time its time attribute does not give:
+    # in the item it inserted, by rewriting only stDue, or by putting a done item again with both
+    if written == "inserted":
+        polling_env.put({**keys, "dueAt": at, **pending_attributes(keys, indexed)})
+    elif written == "stdue-rewritten":
+        polling_env.put({**keys, "dueAt": at, **pending_attributes(keys, at + 3600)})
+        set_item(polling_env, "w", "SET stDue = :d", {":d": {"N": str(indexed)}})
+    else:
+        polling_env.put({**keys, "dueAt": int(NOW) - 600, **pending_attributes(keys, int(NOW) - 600)})
+        assert tick(polling_env, NOW - 590).dispatched == 1 and due_keys(polling_env) == ["w"]
+        polling_env.put({**keys, "dueAt": at, **pending_attributes(keys, indexed)})
+    # AND the assigner is given what its filter passes of those writes (none is a change of the time attribute)
+    assert assign_as_deployed(polling_env) == {"batchItemFailures": []}
+    assert item(polling_env, "w")["stDue"]["N"] == str(indexed)
+    # WHEN the rule ticks at its stDue: it is not sent at a time its time attribute does not give, and the
+    # processor indexes it again at the time its time attribute gives
+    assert tick(polling_env).dispatched == 0
+    assert item(polling_env, "w")["stDue"]["N"] == str(at) and "stTimed" in item(polling_env, "w")
+    # (its write reaches the assigner, which leaves it as it is)
+    assert assign_as_deployed(polling_env) == {"batchItemFailures": []}
+    assert item(polling_env, "w")["stDue"]["N"] == str(at)
+    # THEN it runs once, at its time attribute's time (never before it, nor before the writer's stDue)
+    if at > NOW:
+        assert tick(polling_env, at - 1).dispatched == 0
+    assert tick(polling_env, max(at, NOW + 60)).dispatched == 1
+    [event] = polling_env.messages(polling_env.due_queue_url)
+    assert event["keys"]["PK"] == "w" and event["dueAt"] == format_due(at)
+    assert tick(polling_env, NOW + 3600 * 2).dispatched == 0 and due_keys(polling_env) == []
+
+
+def test_a_writer_indexed_item_whose_user_moves_only_its_time_is_moved_by_the_assigner(polling_env: Env) -> None:
+    from components import pending_attributes
+
+    keys = {"PK": "w", "SK": "T"}
+    # GIVEN an item a writer indexed itself at its time, which its user then moves (an UpdateItem of its time alone)
+    polling_env.put({**keys, "dueAt": int(NOW) + 300, **pending_attributes(keys, int(NOW) + 300)})
+    set_item(polling_env, "w", "SET dueAt = :d", {":d": {"N": str(int(NOW) - 60)}})
+    # WHEN the assigner is given what its filter passes (the move: a waiting item's change of time)
+    assert assign_as_deployed(polling_env) == {"batchItemFailures": []}
+    # THEN it indexes the item at its new time, where the next tick sends it once
+    assert item(polling_env, "w")["stDue"]["N"] == str(int(NOW) - 60)
+    assert tick(polling_env).dispatched == 1
+    assert [m["dueAt"] for m in polling_env.messages(polling_env.due_queue_url)] == [format_due(NOW - 60)]
+    assert tick(polling_env, NOW + 600).dispatched == 0
+
+
 # -- no loop: the mode's own writes never reach the assigner ------------------------------------------------------
 
 
