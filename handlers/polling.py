@@ -639,7 +639,8 @@ class Processor:
         attribute and the fix, then take it out of the index (`_unindex`), so it is not read again every tick. The
         send comes first: if the write then fails, the next tick parks it again (twice, never lost)."""
         from st_core.jsontext import dumps
-        from st_core.poison import PoisonQueue, message_limit
+        from st_core.poison import UNUSABLE_ITEM, PoisonQueue, message_limit
+        from st_core.stream import lambda_keys
 
         keys = decode_image(self._key(raw))
         reason = f"item {dumps(keys)} cannot be delivered: {problem}; taken out of the due index"
@@ -650,7 +651,9 @@ class Processor:
             clients=self.clients,
             limit=message_limit(self.config),
         )
-        queue.send({"keys": keys, "item": decode_image(raw)}, reason, "UnusableItem")
+        queue.send(
+            {"keys": keys, "Keys": lambda_keys(self._key(raw)), "item": decode_image(raw)}, reason, UNUSABLE_ITEM
+        )
         log.error("poisoned", keys=keys, reason=reason)
         self._unindex(raw, reason)
         return Outcome.POISONED
@@ -889,7 +892,9 @@ def attempts_of(raw: dict[str, Any]) -> int:
         return int(Decimal(value["N"]))
     except (KeyError, TypeError, ArithmeticError) as exc:
         raise Unusable(
-            ATTEMPTS, f"is {str(value)[:80]}, not a count", f"remove {ATTEMPTS!r} (or write it as a whole number)"
+            ATTEMPTS,
+            f"is {str(value)[:80]}, not a count",
+            f"put the item again without {ATTEMPTS!r} (or with it a whole number), or write it a new time",
         ) from exc
 
 

@@ -13,6 +13,11 @@ from .stream import sequence_number
 
 # The AWS actions this module's own calls need (checked by tests/iam): the poison queue.
 AWS_ACTIONS = ("sqs:SendMessage",)
+# The `error` of a message the polling processor parks: an index entry it cannot read, not a stream record. Its
+# `record` is {"keys": plain keys, "Keys": the keys in DynamoDB JSON (`stream.lambda_keys`), "item": the item}, and
+# its reason names the keys, the attribute and the fix. Nothing replays it: its item waits, out of the due index, for
+# its user's fix (`scheduled-table redrive poison` says so, and deletes the message once the item was fixed).
+UNUSABLE_ITEM = "UnusableItem"
 
 
 def message_limit(config: Mapping[str, object]) -> int:
@@ -76,6 +81,8 @@ EXCERPT_MIN_CHARS = 256
 def _slim(record: object) -> object:
     if not isinstance(record, dict):
         return str(record)[:1000]
+    if "item" in record and "dynamodb" not in record:  # the processor's (`UNUSABLE_ITEM`): its keys, not its item
+        return {k: v for k, v in record.items() if k != "item"}
     data = record.get("dynamodb")
     keys = data.get("Keys") if isinstance(data, dict) else None
     return {**{k: v for k, v in record.items() if k != "dynamodb"}, "dynamodb": {"Keys": keys}}

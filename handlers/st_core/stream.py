@@ -185,8 +185,13 @@ def key_identity(record: DynamoDBStreamRecord) -> str:
 def identity_of(typed_keys: Mapping[str, Any]) -> str:
     """The canonical string of an item's keys in DynamoDB JSON: numbers normalised (1.0 and 1 are one key in
     DynamoDB), binary as base64 text, whichever form (Lambda's or boto3's) the keys came in."""
-    canonical = {name: _canonical(value) for name, value in typed_keys.items()}
-    return compact(canonical)
+    return compact(lambda_keys(typed_keys))
+
+
+def lambda_keys(typed_keys: Mapping[str, Any]) -> Image:
+    """An item's keys in DynamoDB JSON as Lambda delivers them (binary as base64 text, numbers normalised),
+    whichever form they came in: JSON text can carry them, and `to_request` reads them back."""
+    return {name: _canonical(value) for name, value in typed_keys.items()}
 
 
 def sequence_number(record: object) -> str:

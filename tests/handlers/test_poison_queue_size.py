@@ -46,6 +46,31 @@ def test_a_parked_record_over_256_kib_reaches_a_256_kib_queue_of_the_users_with_
     assert env.rules.rejections == []
 
 
+def test_an_item_the_polling_processor_parks_keeps_its_keys_in_a_256_kib_queue_of_the_users(env: Env) -> None:
+    import polling
+
+    from tests.handlers.conftest import with_due_index
+
+    # GIVEN a 300 KiB item whose index entry the processor cannot read, and a poison queue of the user's (256 KiB)
+    env = with_due_index(env)
+    url = _users_queue(env)
+    config = {**env.config, "poisonQueueUrl": url, "poisonMaxMessageBytes": USERS_QUEUE_BYTES}
+    env.put({"PK": "big", "SK": "s", "stShard": 0, "stDue": 1, "stStatus": "PENDING", "stAttempts": "x"})
+    env.ddb.update_item(
+        TableName=env.table,
+        Key={"PK": {"S": "big"}, "SK": {"S": "s"}},
+        UpdateExpression="SET payload = :b",
+        ExpressionAttributeValues={":b": {"S": "x" * (300 * KIB)}},
+    )
+    # WHEN the processor parks it
+    assert polling.process(config, now=lambda: 1_900_000_000).poisoned == 1  # type: ignore[arg-type]
+    # THEN its message keeps the keys, plain and in DynamoDB JSON (what `redrive poison` reads the item back with),
+    # without the item
+    (parked,) = env.messages(url)
+    assert parked["record"] == {"keys": {"PK": "big", "SK": "s"}, "Keys": {"PK": {"S": "big"}, "SK": {"S": "s"}}}
+    assert "'stAttempts'" in parked["reason"] and parked["note"].startswith("record trimmed")
+
+
 def test_the_component_queues_default_stays_1_mib() -> None:
     from st_core.poison import message_limit
 

@@ -240,3 +240,61 @@ def test_an_unknown_function_is_a_clear_error(env: Env, capsys: pytest.CaptureFi
     status = main(["redrive", "poison", "--function", "nope"], client=aws(function), emit=lambda _: None)
     assert status == 2
     assert "function 'nope': ResourceNotFoundException" in capsys.readouterr().err
+
+
+def test_items_the_polling_processor_parked_are_listed_with_their_fix_and_cleared_once_fixed(env: Env) -> None:
+    """The polling processor parks index entries it cannot read (not stream records: nothing to replay) and takes
+    their items out of the due index. The redrive names each item and what to do, keeps its message while the item
+    is as the processor left it, and deletes it once its user wrote the item again (or deleted it)."""
+    import polling
+    from polling_assign import handle_assign_batch
+
+    from components.filters import filter_patterns, polling_filters
+    from tests.handlers.conftest import with_due_index
+    from tests.support.patterns import passes
+
+    env = with_due_index(env)
+    function = Function(env, lambda event, config: handle_assign_batch(event, config), polling_filters())
+    now = 1_900_000_000
+    for pk, extra in (
+        ("garbage", {"dueAt": "next tuesday"}),
+        ("attempts", {"stAttempts": "two"}),
+        ("gone", {"stDue": -(10**15)}),
+    ):
+        env.put({"PK": pk, "SK": "T", "stShard": 0, "stDue": now - 60, "stStatus": "PENDING", **extra})
+    # (each an entry written by hand the processor cannot read: a time that is no time, attempts that are text, a
+    # due time no date holds)
+    env.event()
+    assert polling.process(env.config, now=lambda: now).poisoned == 3
+    parked = bodies(env, env.poison_url)
+    assert sorted(p["record"]["keys"]["PK"] for p in parked) == ["attempts", "garbage", "gone"]
+
+    # WHEN the operator redrives before fixing anything (a dry run, then a run)
+    status, lines = run("poison", function, "--dry-run")
+    # THEN each is listed as an item to fix, by its keys, with its reason and what to do; nothing is invoked
+    assert status == 1 and function.invoked == [] and len(lines) == 4, lines
+    for line in lines[:3]:
+        assert line.startswith("item to fix") and "(an index entry)" in line, line
+        assert "not a stream record" in line and "put it again without its st* attributes" in line, line
+    assert any('{"PK": "garbage", "SK": "T"}' in line and "'next tuesday\\' is not ISO-8601" in line for line in lines)
+    assert "cannot replay" not in "\n".join(lines) and "(no keys)" not in "\n".join(lines)
+    status, lines = run("poison", function)
+    assert status == 1 and len(bodies(env, env.poison_url)) == 3
+
+    # WHEN the users fix two items (a new time; the item put again) and delete the third
+    env.ddb.update_item(
+        TableName=env.table,
+        Key={"PK": {"S": "garbage"}, "SK": {"S": "T"}},
+        UpdateExpression="SET dueAt = :d",
+        ExpressionAttributeValues={":d": {"N": str(now + 60)}},
+    )
+    env.put({"PK": "attempts", "SK": "T", "dueAt": now + 60})
+    env.delete("gone", "T")
+    deployed = filter_patterns(polling_filters())  # what the assigner's mapping passes it (not the delete)
+    handle_assign_batch({"Records": [r for r in env.event()["Records"] if passes(deployed, r)]}, env.config)
+    status, lines = run("poison", function)
+    # THEN their messages are deleted as settled, and the command succeeds
+    assert status == 0, lines
+    assert sorted(line.split()[0] for line in lines[:3]) == ["settled"] * 3
+    assert any("deleted since" in line for line in lines) and bodies(env, env.poison_url) == []
+    assert polling.process(env.config, now=lambda: now + 60).dispatched == 2

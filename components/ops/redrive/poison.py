@@ -9,7 +9,7 @@ from typing import Any
 from ...packaging import runtime_module
 from ..aws import Client
 from .discovery import Stack
-from .ordering import Verdict, judge
+from .ordering import Verdict, current_item, judge
 from .queues import Message, Queue
 from .records import item_identity, record_id, record_keys, sequence_order
 from .replay import replay
@@ -30,8 +30,50 @@ class Parked:
     def identity(self) -> tuple[str, str]:
         return record_id(self.record if isinstance(self.record, dict) else {})
 
+    @property
+    def unusable_item(self) -> bool:
+        """Parked by the polling processor (an index entry it could not read), not by a consumer: no stream record."""
+        record = self.record
+        unusable: str = runtime_module("poison").UNUSABLE_ITEM
+        return self.body.get("error") == unusable and not (isinstance(record, dict) and "dynamodb" in record)
+
     def describe(self) -> str:
+        record = self.record
+        if self.unusable_item and isinstance(record, dict) and isinstance(record.get("keys"), dict):
+            return f"{short(record['keys'], 120)} (an index entry) failedAt={self.body.get('failedAt')}"
         return f"{record_keys(self.record)} {self.body.get('eventName') or ''} failedAt={self.body.get('failedAt')}"
+
+
+# What to do with an item the polling processor parked (`settle_unusable`).
+UNUSABLE_FIX = (
+    "not a stream record: the polling processor could not read this item's index entry and took the item out of "
+    "the due index; nothing to replay. Fix the item as the reason says: put it again without its st* attributes "
+    "(the assigner indexes it from its time), index it with pending_attributes, or write it a new time; then run "
+    "this again: the message is deleted once the item was written or deleted"
+)
+
+
+def settle_unusable(client: Client, stack: Stack, parked: Parked, report: Report, queue: Queue, dry_run: bool) -> None:
+    """A message the polling processor parked: the item waits, out of the due index, for its user's fix. While it
+    is still as the processor left it (`stError` the message's reason, no `stDue`) the message is kept and listed
+    with what to do (the command fails); once the item was written since (indexed again, run) or deleted, the
+    message is deleted: it is settled. Without the keys in DynamoDB JSON (a message from before they were
+    parked with it) it is only listed."""
+    record = parked.record if isinstance(parked.record, dict) else {}
+    keys = record.get("Keys")
+    detail = f"reason={short(parked.reason, 500)!r}; {UNUSABLE_FIX}"
+    if not isinstance(keys, dict) or not keys:
+        report.line("item to fix", parked.describe(), detail + " (this message too: it does not carry the keys)")
+        return
+    pending = runtime_module("pending")
+    now = current_item(client, stack, {"dynamodb": {"Keys": keys}})
+    if now is not None and now.get(pending.ERROR) == {"S": parked.reason} and pending.DUE not in now:
+        report.line("item to fix", parked.describe(), detail)
+        return
+    since = "the item was deleted since" if now is None else "the item was written since (indexed again, or run)"
+    report.line("would delete" if dry_run else "settled", parked.describe(), f"{since}; nothing to replay")
+    if not dry_run:
+        queue.delete(parked.message)
 
 
 def replay_problem(body: dict[str, Any]) -> str:
@@ -81,6 +123,9 @@ def poison(
             if limit is not None and sum(len(v) for v in selected.values()) >= limit:
                 continue
             if reason is not None and not reason.search(parked.reason):
+                continue
+            if parked.unusable_item:
+                settle_unusable(client, stack, parked, report, queue, dry_run)
                 continue
             problem = replay_problem(body)
             if problem:

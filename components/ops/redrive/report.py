@@ -29,7 +29,14 @@ class Report:
     emit: Emit
     counts: dict[str, int] = field(default_factory=dict)
     # Outcomes that mean something in scope could not be redriven: the command exits non-zero.
-    unresolved: tuple[str, ...] = ("failed", "parked again", "expired", "cannot replay", "cannot resend")
+    unresolved: tuple[str, ...] = (
+        "failed",
+        "parked again",
+        "expired",
+        "cannot replay",
+        "cannot resend",
+        "item to fix",
+    )
 
     def line(self, outcome: str, what: str, detail: str = "") -> None:
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
