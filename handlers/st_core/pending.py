@@ -11,6 +11,7 @@ from a user's. A backoff moves `stDue` to the next attempt and keeps the occurre
 from __future__ import annotations
 
 import hashlib
+import math
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -45,8 +46,9 @@ def shard_of(key_identity: str, shards: int) -> int:
 
 
 def pending_attributes(key_identity: str, due: datetime, shards: int) -> dict[str, Any]:
-    """The attributes that put an item in the due index (plain values; add them to the item you write)."""
-    return {SHARD: shard_of(key_identity, shards), DUE: int(due.timestamp()), STATUS: Status.PENDING.value}
+    """The attributes that put an item in the due index (plain values; add them to the item you write). `stDue` is
+    `due` rounded up to a whole second, never before it (12:00:00.2 is due at 12:00:01), as the processor reads it."""
+    return {SHARD: shard_of(key_identity, shards), DUE: math.ceil(due.timestamp()), STATUS: Status.PENDING.value}
 
 
 def without_index(item: dict[str, Any]) -> dict[str, Any]:

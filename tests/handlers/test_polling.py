@@ -702,6 +702,29 @@ def test_pre_insertion_scheduling_puts_an_item_where_the_assigner_would(polling_
     assert tick(polling_env).dispatched == 1
 
 
+def test_the_helper_indexes_a_datetime_never_before_it_and_one_without_a_zone_as_utc(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from datetime import UTC, datetime
+
+    from components import pending_attributes
+
+    # GIVEN a writer's machine whose local time is not UTC (naive datetimes' .timestamp() reads them in it)
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        keys = {"PK": "a", "SK": "T"}
+        # THEN a fraction of a second is due at the next second, never before, as the time attribute's is
+        assert pending_attributes(keys, datetime(2030, 1, 1, 10, 0, 0, 700000, tzinfo=UTC))["stDue"] == 1893492001
+        assert pending_attributes(keys, "2030-01-01T10:00:00.7Z")["stDue"] == 1893492001
+        # AND a datetime without a zone is UTC, as ISO-8601 text without an offset is
+        assert pending_attributes(keys, datetime(2030, 1, 1, 10))["stDue"] == 1893492000
+        assert pending_attributes(keys, "2030-01-01T10:00:00")["stDue"] == 1893492000
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
 def test_the_helper_refuses_what_the_index_cannot_hold() -> None:
     from components import pending_attributes
 
