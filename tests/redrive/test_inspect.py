@@ -231,6 +231,20 @@ def test_a_scheduler_dead_letter_refused_by_the_ses_sandbox_is_shown_naming_it()
     assert reason_of("{}", other)[0] == "AccessDenied: no"
 
 
+def test_an_item_the_polling_processor_parked_is_shown_by_its_keys() -> None:
+    """The processor parks an index entry it cannot read, not a stream record: its message names the item by its
+    keys (plain and in DynamoDB JSON), which inspect shows as it shows a parked record's."""
+    from st_core.poison import UNUSABLE_ITEM, poison_message
+
+    from components.ops.inspection import reason_of
+
+    record = {"keys": {"PK": "a", "SK": "T"}, "Keys": {"PK": {"S": "a"}, "SK": {"S": "T"}}, "item": {"PK": "a"}}
+    body = poison_message(
+        record=record, reason="item cannot be delivered", error=UNUSABLE_ITEM, mode="polling", table="t"
+    )
+    assert reason_of(body, {}) == ("item cannot be delivered", '{"PK": "a", "SK": "T"}')
+
+
 def test_the_scan_for_unmatchable_due_attributes_stops_after_its_pages_and_says_so(env: Env) -> None:
     """A large table is not read whole by inspect: after its pages it says the count is a floor and what reads all."""
     from components.ops import inspection

@@ -38,10 +38,8 @@ class Parked:
         return self.body.get("error") == unusable and not (isinstance(record, dict) and "dynamodb" in record)
 
     def describe(self) -> str:
-        record = self.record
-        if self.unusable_item and isinstance(record, dict) and isinstance(record.get("keys"), dict):
-            return f"{short(record['keys'], 120)} (an index entry) failedAt={self.body.get('failedAt')}"
-        return f"{record_keys(self.record)} {self.body.get('eventName') or ''} failedAt={self.body.get('failedAt')}"
+        what = "(an index entry)" if self.unusable_item else self.body.get("eventName") or ""
+        return f"{record_keys(self.record)} {what} failedAt={self.body.get('failedAt')}"
 
 
 # What to do with an item the polling processor parked (`settle_unusable`).

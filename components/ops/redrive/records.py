@@ -20,6 +20,8 @@ def record_keys(record: object) -> str:
     """The item's keys as plain JSON for a line of output (DynamoDB JSON unwrapped), best effort."""
     data = record.get("dynamodb") if isinstance(record, dict) else None
     keys = data.get("Keys") if isinstance(data, dict) else None
+    if keys is None and isinstance(record, dict) and data is None:
+        keys = record.get("Keys")  # an item the polling processor parked (`poison.UNUSABLE_ITEM`): not a record
     if not isinstance(keys, dict):
         return "(no keys)"
     plain = {k: next(iter(v.values())) if isinstance(v, dict) and len(v) == 1 else v for k, v in keys.items()}
