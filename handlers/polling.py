@@ -491,9 +491,12 @@ class Processor:
         item stays for the assigner or the next tick."""
         names = {"#due": DUE, "#time": self.config["timeAttribute"]}
         values: dict[str, Any] = {":due": item[DUE]}
-        if names["#time"] in item:
+        if present(item, names["#time"]) is not None:
             values[":time"] = item[names["#time"]]
             return "#due = :due AND #time = :time", names, values
+        if names["#time"] in item:  # written as null: still null (a null is compared by its type, not by `=`)
+            values[":null"] = {"S": "NULL"}
+            return "#due = :due AND attribute_type(#time, :null)", names, values
         return "#due = :due AND attribute_not_exists(#time)", names, values
 
     def _run(self, batch: list[dict[str, Any]]) -> tuple[list[Outcome], Exception | None]:
@@ -587,7 +590,7 @@ class Processor:
         a writer indexed it itself (`pending_attributes`) at a time its time attribute does not give. `_reindex`
         puts it back at that time. `Unusable` for a time attribute that cannot be read (the user wrote one since it
         was indexed, or a writer indexed it with one): it has no time to run at."""
-        value = raw.get(self.config["timeAttribute"])
+        value = present(raw, self.config["timeAttribute"])
         status = raw.get(STATUS, {}).get("S")
         if value is None or (status == Status.RETRY.value and TASK_DUE not in raw):
             return None  # no time attribute; or backed off before `stTaskDue` was kept: its occurrence is unknown
@@ -606,12 +609,12 @@ class Processor:
         """The item was indexed from its time attribute (`stTimed`) and the attribute is gone: its user removed it
         since, so it is not due at the `stDue` it left behind. An item indexed from a delay or by its writer
         (`pending_attributes`) has no mark: its `stDue` is its time."""
-        return TIMED in raw and self.config["timeAttribute"] not in raw
+        return TIMED in raw and present(raw, self.config["timeAttribute"]) is None
 
     def _delay_applies(self, raw: dict[str, Any]) -> bool:
         """The assigner indexes a waiting item without a time attribute again at its delay (the item's delay
         attribute, a number of seconds >= 0, or the component's default): then the processor leaves it to it."""
-        delay = raw.get(self.polling["delayAttribute"])
+        delay = present(raw, self.polling["delayAttribute"])
         if delay is None:
             return self.polling["defaultDelaySeconds"] is not None
         try:
@@ -862,6 +865,15 @@ class Unusable(PermanentError):
 
     def __init__(self, attribute: str, problem: str, fix: str) -> None:
         super().__init__(f"attribute {attribute!r}: {problem}; fix: {fix}")
+
+
+def present(raw: dict[str, Any], attribute: str) -> dict[str, Any] | None:
+    """The attribute's typed value, None when it is absent or null (`{"NULL": true}`, what boto3 writes for None):
+    the assigner reads a null time or delay as none (`decode_image` gives None), so the processor does too."""
+    value = raw.get(attribute)
+    if not isinstance(value, dict) or value.get("NULL"):
+        return None
+    return value
 
 
 def task_due(raw: dict[str, Any]) -> int:

@@ -522,6 +522,43 @@ def test_a_removed_time_with_a_default_delay_waits_for_the_assigner_and_runs_at_
     assert tick(polling_env, due).dispatched == 1
 
 
+def test_an_item_written_with_a_null_time_runs_at_its_delay(polling_env: Env) -> None:
+    polling_env.config["polling"]["defaultDelaySeconds"] = 0
+    # GIVEN items written with their time as null (boto3's `put_item(Item={..., "dueAt": None})`), one with a delay
+    polling_env.put({"PK": "a", "SK": "T", "dueAt": None, "delaySeconds": 0})
+    polling_env.put({"PK": "b", "SK": "T", "dueAt": None})
+    assign(polling_env)
+    assert "stTimed" not in item(polling_env, "a") and "stDue" in item(polling_env, "b")
+    # THEN the tick sends them at their delay, as items without a time, and parks neither
+    report = tick(polling_env, time.time() + 1)
+    assert (report.dispatched, report.poisoned) == (2, 0) and due_keys(polling_env) == ["a", "b"]
+    assert item(polling_env, "a")["stStatus"]["S"] == "DONE" and polling_env.messages(polling_env.poison_url) == []
+
+
+@pytest.mark.parametrize("change", ["SET dueAt = :null, delaySeconds = :null", "SET delaySeconds = :null REMOVE dueAt"])
+def test_a_time_and_delay_set_to_null_count_as_removed_and_the_default_delay_applies(
+    polling_env: Env, change: str
+) -> None:
+    polling_env.config["polling"]["defaultDelaySeconds"] = 300
+    # GIVEN an item indexed from its time whose user then wrote its delay as null, and its time too or removed it
+    polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})
+    assign(polling_env)
+    polling_env.ddb.update_item(
+        TableName=polling_env.table,
+        Key={"PK": {"S": "a"}, "SK": {"S": "T"}},
+        UpdateExpression=change,
+        ExpressionAttributeValues={":null": {"NULL": True}},
+    )
+    # THEN a tick before the assigner saw it sends nothing, parks nothing, and leaves the entry to the assigner
+    report = tick(polling_env)
+    assert (report.dispatched, report.poisoned) == (0, 0) and "stDue" in item(polling_env, "a")
+    # AND the assigner indexes it at the default delay, where a tick sends it
+    assign(polling_env)
+    due = int(item(polling_env, "a")["stDue"]["N"])
+    assert due >= int(NOW) + 299 and "stTimed" not in item(polling_env, "a")
+    assert tick(polling_env, due).dispatched == 1 and due_keys(polling_env) == ["a"]
+
+
 @pytest.mark.parametrize("change", ["REMOVE dueAt", "SET dueAt = :x"])
 def test_the_assigner_takes_a_waiting_item_left_without_a_usable_time_out_of_the_index(
     polling_env: Env, change: str
