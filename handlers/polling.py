@@ -278,6 +278,10 @@ class Processor:
         began: float | None = None
         handled = 0
         held = False
+        # The first error of an entry that was not sent (a park or an owed dead letter whose send fails, a write
+        # that fails before a send): the entry stays due for the next tick, and the shard's other entries go on
+        # (it would head the shard every tick); the tick fails with it at the end.
+        failure: Exception | None = None
         try:
             while True:
                 left = self.time_left()
@@ -289,19 +293,20 @@ class Processor:
                 if limit == 0:  # the next item would not be done before the margin
                     counts.out_of_time = True
                     counts.backlogged_shards = 1
-                    return counts, None
+                    return counts, failure
                 page: dict[str, Any] = self._query(ddb, {**query, "Limit": limit})
                 entries = page.get("Items", [])
                 if not entries:
-                    return counts, None
+                    return counts, failure
                 if not held:
                     held = self._hold(shard)
                     if not held:
                         counts.held_shards = 1
                         log.info("shard-held", shard=shard, note="another invocation is taking this shard")
-                        return counts, None
-                outcomes, error = self._run_page(entries, pool)
+                        return counts, failure
+                outcomes, error, unsent = self._run_page(entries, pool)
                 counts.tally(outcomes)
+                failure = failure or unsent
                 if error is not None:
                     return counts, error
                 handled += sum(1 for o in outcomes if o not in (Outcome.LEFT, Outcome.UNREAD))
@@ -309,12 +314,12 @@ class Processor:
                     # Out of time, or reads throttled (the partition is hot: the next page would be too).
                     counts.out_of_time = Outcome.LEFT in outcomes
                     counts.backlogged_shards = 1
-                    return counts, None
+                    return counts, failure
                 if not page.get("LastEvaluatedKey"):
-                    return counts, None
+                    return counts, failure
                 query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         except Exception as exc:  # a failed query or read: the shard stops, the others go on
-            return counts, exc
+            return counts, failure or exc
         finally:
             if held:
                 self._release(shard)
@@ -377,10 +382,12 @@ class Processor:
 
     def _run_page(
         self, entries: list[dict[str, Any]], pool: ThreadPoolExecutor
-    ) -> tuple[list[Outcome], Exception | None]:
+    ) -> tuple[list[Outcome], Exception | None, Exception | None]:
         """Read the page's items again, consistently, keep those still as the index showed them, and send them
         as many a call as the target takes (`dispatch.batch_entries`: 10 to a queue, a bus or a topic), each batch
-        on the pool."""
+        on the pool. Returns the outcomes, the first error of a sent batch (the shard stops: a completion that
+        fails leaves its item to be sent again, so a shard whose writes fail is not sent further), and the first
+        error of an entry not sent to the target (the shard goes on without it)."""
         current, unread = self._read_current(entries)
         outcomes: list[Outcome] = [Outcome.UNREAD] * unread
         errors: list[Exception] = []
@@ -409,7 +416,7 @@ class Processor:
                 outcomes.append(outcome)
         size = batch_entries(self.config["target"])
         runs = [pool.submit(self._run, ready[n : n + size]) for n in range(0, len(ready), size)]
-        error: Exception | None = errors[0] if errors else None
+        error: Exception | None = None
         for run in runs:
             try:
                 done, failure = run.result()
@@ -418,7 +425,7 @@ class Processor:
                 continue
             outcomes.extend(done)
             error = error or failure
-        return outcomes, error
+        return outcomes, error, errors[0] if errors else None
 
     def _triage(self, item: dict[str, Any], entry: dict[str, Any]) -> Outcome | None:
         """What becomes of one read item before any send: None to send it, or its outcome (not sent). `Unusable`

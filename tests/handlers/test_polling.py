@@ -302,6 +302,47 @@ def test_entries_it_cannot_handle_are_parked_out_of_the_index_and_the_rest_of_th
     assert polling_env.messages(polling_env.poison_url) == []
 
 
+def test_a_park_or_dead_letter_whose_send_keeps_failing_fails_the_tick_but_not_its_shard(
+    polling_env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from botocore.exceptions import ClientError
+
+    # GIVEN one shard read an item at a time (a cold container with one worker), headed by an item to park and a
+    # dead letter owed, and the poison queue and the dead-letter queue refusing every send (a disabled KMS key)
+    polling_env.config["polling"]["shards"] = 1
+    polling_env.config["maxWorkers"] = 1
+    monkeypatch.setattr(polling, "_PACE", {})
+    pending(polling_env, "garbage", NOW - 100, dueAt="next tuesday")
+    pending(polling_env, "owed", NOW - 90, stStatus="FAILED", stError="refused", stAttempts=3)
+    for n in range(3):
+        pending(polling_env, f"good{n}", NOW - 60 + n)
+    refused = [polling_env.poison_url, polling_env.config["polling"]["deadLetterUrl"]]
+
+    def fail(params: dict[str, Any], **_: Any) -> None:
+        if any(url.rsplit("/", 1)[-1] in json.dumps(params, default=str) for url in refused):
+            raise ClientError(
+                {"Error": {"Code": "KMS.DisabledException", "Message": "disabled"}, "ResponseMetadata": {}},
+                "SendMessage",
+            )
+
+    CLIENTS.get("sqs").meta.events.register("before-call.sqs.SendMessage", fail)
+    # WHEN the rule ticks: THEN the tick fails with the error (the alarm sees it)
+    with pytest.raises(ClientError, match=r"KMS\.DisabledException"):
+        tick(polling_env)
+    # AND the rest of the shard was sent all the same
+    assert due_keys(polling_env) == ["good0", "good1", "good2"]
+    # AND both entries are still in the index, so that once the queues take messages again the next tick parks one
+    # and dead-letters the other, once each, and sends nothing again
+    assert "stDue" in item(polling_env, "garbage") and "stDue" in item(polling_env, "owed")
+    CLIENTS.reset()
+    report = tick(polling_env, NOW + 60)
+    assert (report.dispatched, report.poisoned, report.failed) == (0, 1, 1)
+    assert due_keys(polling_env) == [] and len(polling_env.messages(polling_env.poison_url)) == 1
+    [letter] = dead_letters(polling_env)
+    assert letter["keys"]["PK"] == "owed" and letter["reason"] == "refused"
+    assert "stDue" not in item(polling_env, "garbage") and "stDue" not in item(polling_env, "owed")
+
+
 @pytest.mark.slow  # volume: `make test` runs it, `make unit` does not
 def test_the_time_budget_stops_before_the_lambda_would_and_reports_the_backlog(
     polling_env: Env, monkeypatch: pytest.MonkeyPatch
