@@ -438,8 +438,22 @@ class Processor:
         task_due(item)
         attempts_of(item)
         if self._cancelled(item):
-            if status != Status.PENDING.value or not self._delay_applies(item):
-                self._unindex(item)  # the assigner does not index it again (not waiting, or no delay to wait)
+            delay = self._delay(item)
+            if status == Status.PENDING.value:
+                if delay is None:
+                    self._unindex(item)  # the assigner parks it (an item without a time), and indexes it nowhere
+                return Outcome.SKIPPED  # with a delay, the assigner indexes it again at it
+            # Backed off (or claimed by an earlier version): the assigner's filter never passes its user's writes.
+            if delay is None:
+                time_attribute, delay_attribute = self.config["timeAttribute"], self.polling["delayAttribute"]
+                raise Unusable(
+                    time_attribute,
+                    f"was removed while the item waited to be tried again, and it has no {delay_attribute!r} "
+                    "(seconds >= 0) and the component no default_delay_seconds",
+                    f"write {time_attribute!r} again (ISO-8601 or epoch seconds) or {delay_attribute!r}, or delete "
+                    "the item",
+                )
+            self._reindex(self._key(item), item, int(self.now()) + delay, timed=False)
             return Outcome.SKIPPED
         moved = self._moved(item)
         if moved is not None:
@@ -618,16 +632,19 @@ class Processor:
         (`pending_attributes`) has no mark: its `stDue` is its time."""
         return TIMED in raw and present(raw, self.config["timeAttribute"]) is None
 
-    def _delay_applies(self, raw: dict[str, Any]) -> bool:
-        """The assigner indexes a waiting item without a time attribute again at its delay (the item's delay
-        attribute, a number of seconds >= 0, or the component's default): then the processor leaves it to it."""
+    def _delay(self, raw: dict[str, Any]) -> int | None:
+        """The delay (seconds) at which the assigner indexes an item without a time attribute: the item's delay
+        attribute, a number of seconds >= 0, or the component's default; None when neither applies (the assigner
+        parks such an item)."""
         delay = present(raw, self.polling["delayAttribute"])
         if delay is None:
-            return self.polling["defaultDelaySeconds"] is not None
+            default = self.polling["defaultDelaySeconds"]
+            return None if default is None else int(default)
         try:
-            return "N" in delay and Decimal(delay["N"]) >= 0
+            seconds = Decimal(delay["N"]) if "N" in delay else None
         except ArithmeticError:
-            return False
+            return None
+        return int(seconds) if seconds is not None and seconds >= 0 else None
 
     def _unindex(self, raw: dict[str, Any], reason: str | None = None) -> None:
         """Take the item out of the due index, conditional on it being as read, and leave it waiting (PENDING),
@@ -668,7 +685,7 @@ class Processor:
         self._unindex(raw, reason)
         return Outcome.POISONED
 
-    def _reindex(self, key: dict[str, Any], raw: dict[str, Any], moved: int) -> None:
+    def _reindex(self, key: dict[str, Any], raw: dict[str, Any], moved: int, *, timed: bool = True) -> None:
         """Index an item whose time attribute no longer gives its `stDue` again at the time it gives, as the
         assigner indexes a move (conditional on the item being as it was read); the next tick that finds it due
         sends it. The assigner does not see every such item: its filter passes moves of waiting items only (not
@@ -676,12 +693,16 @@ class Processor:
         insert carrying `stStatus`, or an `stDue` rewritten alone, is no change of the time attribute). So neither
         waits for it: when both index the same move, the second one's condition fails (the `stDue` it was read
         with is gone), and the item has one place in the index. The assigner ignores this write (it keeps the
-        time attribute)."""
+        time attribute). `timed=False` indexes a backed-off item whose time was removed at its delay, as the
+        assigner indexes a waiting one (not marked as indexed from its time)."""
         condition, names, values = self._unchanged(raw)
         names.update({"#status": STATUS, "#claim": CLAIM, "#task": TASK_DUE, "#attempts": ATTEMPTS, "#error": ERROR})
         names["#timed"] = TIMED
-        values.update({":moved": {"N": str(moved)}, ":pending": {"S": Status.PENDING.value}, ":timed": {"BOOL": True}})
-        update = "SET #due = :moved, #status = :pending, #timed = :timed REMOVE #claim, #task, #attempts, #error"
+        values.update({":moved": {"N": str(moved)}, ":pending": {"S": Status.PENDING.value}})
+        update = "SET #due = :moved, #status = :pending REMOVE #claim, #task, #attempts, #error, #timed"
+        if timed:
+            values[":timed"] = {"BOOL": True}
+            update = "SET #due = :moved, #status = :pending, #timed = :timed REMOVE #claim, #task, #attempts, #error"
         if not self._write_if(raw, update, condition, names, values):
             return
         log.info(
@@ -689,7 +710,8 @@ class Processor:
             keys=decode_image(key),
             dueAt=format_due(datetime.fromtimestamp(moved, UTC)),
             indexedAt=format_due(datetime.fromtimestamp(task_due(raw), UTC)),
-            note=f"its {self.config['timeAttribute']!r} does not give the stDue it was indexed at: indexed again",
+            note=f"its {self.config['timeAttribute']!r} does not give the stDue it was indexed at: indexed again"
+            + ("" if timed else ", at its delay (the attribute was removed)"),
         )
 
     def _done(self, item: dict[str, Any]) -> None:

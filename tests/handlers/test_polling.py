@@ -534,18 +534,42 @@ def test_a_waiting_item_whose_time_its_user_removed_is_not_sent_at_its_old_time(
     assert tick(polling_env, NOW + 600).dispatched == 0
 
 
-def test_a_backed_off_item_whose_time_its_user_removed_leaves_the_index(polling_env: Env) -> None:
-    # GIVEN an item indexed from its time, backed off after a failed send, whose user then removed its time (the
-    # assigner's filter never passes a backed-off item's writes)
-    polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})
-    assign(polling_env)
-    _break_target(polling_env)
-    assert tick(polling_env).retried == 1
+def backed_off_then_time_removed(env: Env) -> None:
+    """An item indexed from its time, backed off after a failed send, whose user then removed its time (the
+    assigner's filter never passes a backed-off item's writes)."""
+    env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})
+    assign(env)
+    _break_target(env)
+    assert tick(env).retried == 1
     CLIENTS.reset()
-    remove_time(polling_env, "a")
-    # THEN its next attempt is not sent, and it leaves the index
-    assert tick(polling_env, NOW + 600).dispatched == 0
-    assert due_keys(polling_env) == [] and "stDue" not in item(polling_env, "a")
+    remove_time(env, "a")
+
+
+def test_a_backed_off_item_whose_time_its_user_removed_without_a_delay_is_parked_with_the_reason(
+    polling_env: Env,
+) -> None:
+    backed_off_then_time_removed(polling_env)
+    # THEN its next attempt is not sent: it is parked in the poison queue with the reason, out of the index
+    report = tick(polling_env, NOW + 600)
+    assert (report.dispatched, report.poisoned) == (0, 1) and due_keys(polling_env) == []
+    [parked] = polling_env.messages(polling_env.poison_url)
+    assert "attribute 'dueAt'" in parked["reason"] and "was removed" in parked["reason"] and "fix: " in parked["reason"]
+    left = item(polling_env, "a")
+    assert "stDue" not in left and left["stStatus"]["S"] == "PENDING" and "was removed" in left["stError"]["S"]
+
+
+def test_a_backed_off_item_whose_time_its_user_removed_runs_at_its_delay(polling_env: Env) -> None:
+    polling_env.config["polling"]["defaultDelaySeconds"] = 300
+    backed_off_then_time_removed(polling_env)
+    # THEN its next attempt is not sent at its old time: it is indexed again at its delay, as a new occurrence
+    report = tick(polling_env, NOW + 600)
+    assert (report.dispatched, report.poisoned) == (0, 0) and due_keys(polling_env) == []
+    waiting = item(polling_env, "a")
+    assert waiting["stDue"]["N"] == str(int(NOW) + 900) and waiting["stStatus"]["S"] == "PENDING"
+    assert "stTimed" not in waiting and "stAttempts" not in waiting and "stTaskDue" not in waiting
+    # AND the tick that finds it due sends it, once
+    assert tick(polling_env, NOW + 899).dispatched == 0
+    assert tick(polling_env, NOW + 900).dispatched == 1 and due_keys(polling_env) == ["a"]
 
 
 def test_a_removed_time_with_a_default_delay_waits_for_the_assigner_and_runs_at_its_delay(polling_env: Env) -> None:
