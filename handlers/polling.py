@@ -152,6 +152,8 @@ _PACE: dict[tuple[str, int], float] = {}
 LEASE_PREFIX = "lease#shard#"
 # BatchGetItem's tries for keys DynamoDB leaves unprocessed (throttling) before the rest is left for the next tick.
 READ_ATTEMPTS = 5
+# The errors of a BatchGetItem throttled as a whole: its keys are left for the next tick, as unprocessed ones are.
+READ_THROTTLED = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"})
 
 
 # -- the processor ---------------------------------------------------------------------------------------------
@@ -477,14 +479,21 @@ class Processor:
         found: dict[tuple[Any, ...], Any] = {}
         request: dict[str, Any] = {table: {"Keys": [self._key(e) for e in entries], "ConsistentRead": True}}
         for attempt in range(READ_ATTEMPTS):
-            response = ddb.batch_get_item(RequestItems=request)
+            if attempt:  # a backoff between tries, none after the last
+                time.sleep(min(2.0, 0.05 * 2 ** (attempt - 1)))
+            try:
+                response = ddb.batch_get_item(RequestItems=request)
+            except Exception as exc:
+                # Throttled whole (every key at once): DynamoDB raises instead of returning them unprocessed.
+                if error_code(exc) not in READ_THROTTLED:
+                    raise
+                continue
             for items in response.get("Responses", {}).values():
                 for item in items:
                     found[self._identity(item)] = item
             request = response.get("UnprocessedKeys") or {}
             if not request:
                 return found, 0
-            time.sleep(min(2.0, 0.05 * 2**attempt))
         unread = [key for keys in request.values() for key in keys["Keys"]]
         for key in unread:
             found[self._identity(key)] = None

@@ -261,3 +261,33 @@ def test_reads_throttled_past_every_try_are_reported_as_throttled_not_out_of_tim
     CLIENTS.get("dynamodb").meta.events.unregister("after-call.dynamodb.BatchGetItem", unprocess)
     assert polling.process(polling_env.config, now=lambda: NOW).dispatched == 2
     assert due_keys(polling_env) == ["r0", "r1", "r2", "r3"]
+
+
+@pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "ThrottlingException"])
+def test_a_read_throttled_as_a_whole_leaves_its_items_to_the_next_tick_counted_as_throttled(
+    polling_env: Env, monkeypatch: pytest.MonkeyPatch, code: str
+) -> None:
+    from botocore.exceptions import ClientError
+
+    polling_env.config["polling"]["shards"] = 1
+    monkeypatch.setattr(polling, "_PACE", {})  # a cold container: a first page of the pool's size, all three
+    for n in range(3):
+        pending(polling_env, f"r{n}", NOW - 5)
+    # GIVEN DynamoDB refusing every try of the page's consistent BatchGetItem as a whole (it raises the throttle
+    # instead of returning the keys unprocessed)
+    slept: list[float] = []
+    monkeypatch.setattr(polling.time, "sleep", slept.append)
+
+    def throttle(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": code, "Message": "throttled"}}, "BatchGetItem")
+
+    CLIENTS.get("dynamodb").meta.events.register("before-call.dynamodb.BatchGetItem", throttle)
+    # THEN the tick does not fail: the items are reported as throttled (their shard stopped with them due), unsent
+    report = polling.process(polling_env.config, now=lambda: NOW, time_left=lambda: 600.0)
+    assert (report.dispatched, report.throttled, report.backlog, report.out_of_time) == (0, 3, 0, False)
+    # AND it backed off between its tries, not after the last one
+    assert len(slept) == polling.READ_ATTEMPTS - 1
+    # AND the next tick, unthrottled, sends them, once
+    CLIENTS.get("dynamodb").meta.events.unregister("before-call.dynamodb.BatchGetItem", throttle)
+    assert polling.process(polling_env.config, now=lambda: NOW).dispatched == 3
+    assert due_keys(polling_env) == ["r0", "r1", "r2"]
