@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 from .errors import PermanentError
@@ -223,13 +223,18 @@ def number(raw: str) -> int | Decimal:
     return value
 
 
+# DynamoDB's numbers have up to 38 significant digits: normalised in the default context (28) two keys that differ
+# past the 28th would round to one identity, and name one item for another.
+_DYNAMODB_DIGITS = Context(prec=38)
+
+
 def _canonical(value: AttributeValue) -> AttributeValue:
     if not isinstance(value, dict) or len(value) != 1:
         return value
     ((tag, raw),) = value.items()
     if tag == "N":
         exact = number(raw)
-        return {"N": str(exact.normalize() if isinstance(exact, Decimal) else exact)}
+        return {"N": str(exact.normalize(_DYNAMODB_DIGITS) if isinstance(exact, Decimal) else exact)}
     if tag == "B":
         return {"B": _b64(raw)}
     return value

@@ -186,6 +186,20 @@ def test_decode_image_gives_plain_json() -> None:
     assert decode_image(None) is None
 
 
+def test_numeric_keys_keep_every_digit_dynamodb_holds_in_their_identity() -> None:
+    def record(number: str) -> Any:
+        return {"eventName": "INSERT", "dynamodb": {"Keys": {"PK": {"N": number}}}}
+
+    # 38 significant digits (DynamoDB's most): keys that differ only in the last are two items, not one
+    first, second = "1.234567890123456789012345678901234567", "1.234567890123456789012345678901234568"
+    assert key_identity(record(first)) != key_identity(record(second))
+    assert '"N":"' + first + '"' in key_identity(record(first))
+    # and the forms DynamoDB takes for one number are still one identity
+    assert key_identity(record("1.50")) == key_identity(record("1.5")) and key_identity(record("1.0")) == key_identity(
+        record("1")
+    )
+
+
 def test_a_record_without_keys_is_permanent() -> None:
     with pytest.raises(PermanentError):
         key_identity({"eventName": "INSERT", "dynamodb": {}})  # type: ignore[typeddict-item]
