@@ -321,7 +321,7 @@ class Processor:
                     return counts, failure
                 query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         except Exception as exc:  # a failed query or read: the shard stops, the others go on
-            return counts, failure or exc
+            return counts, exc  # an entry's earlier error (`failure`) was logged as it happened
         finally:
             if held:
                 self._release(shard)
