@@ -15,7 +15,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .baselines import seed000
 from .harness import (
@@ -32,6 +32,9 @@ from .harness import (
     table,
     timed,
 )
+
+if TYPE_CHECKING:
+    from .stubbed import Call, StubbedClients
 
 SIZES = (100, 1000)
 WORKERS = 16  # the default `max_workers`
@@ -186,12 +189,10 @@ def bound_seconds(items: int, latency: float, calls_cpu: float) -> float:
 
 def _stubbed(
     event: dict[str, Any], latency: float, who: str, record: bool = False
-) -> tuple[float, float, Counter[str], list[tuple[str, str, dict[str, Any]]]]:
+) -> tuple[float, float, Counter[str], list[Call]]:
     """(wall s, process CPU s, calls by operation, the calls made if `record`) with the HTTP layer stubbed
     (bench/stubbed.py)."""
     from eventbridge import handle_batch
-
-    from .stubbed import StubbedClients
 
     clients = _stub_clients(event, latency)
     if record:
@@ -207,11 +208,10 @@ def _stubbed(
     # Every item scheduled, none parked or delivered at once (the stub answers every call, so only the counts tell).
     expect(f"{who} (stubbed): CreateSchedule calls", clients.calls["CreateSchedule"], len(items_of(event["Records"])))
     expect(f"{who} (stubbed): messages sent (parked or delivered)", clients.calls["SendMessage"], 0)
-    assert isinstance(clients, StubbedClients)
     return wall, cpu, clients.calls, clients.recording or []
 
 
-def _stub_clients(event: dict[str, Any], latency: float) -> Any:
+def _stub_clients(event: dict[str, Any], latency: float) -> StubbedClients:
     from .stubbed import StubbedClients
 
     clients = StubbedClients(latency, items=items_of(event["Records"]), keys=("PK", "SK"))

@@ -16,6 +16,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+# One call as its caller made it: (service, operation, parameters).
+Call = tuple[str, str, dict[str, Any]]
 # Canned bodies per operation (every other operation answers `{}`): what each call's parser needs to succeed.
 BODIES = {
     "CreateSchedule": b'{"ScheduleArn": "arn:aws:scheduler:eu-west-1:123456789012:schedule/g/n"}',
@@ -46,7 +48,7 @@ class StubbedClients:
         self.items = {identity_of({k: item[k] for k in self.keys}): item for item in items}
         self.calls: Counter[str] = Counter()
         # With `recording` set, every call's (service, operation, parameters) as the caller gave them (`replay`).
-        self.recording: list[tuple[str, str, dict[str, Any]]] | None = None
+        self.recording: list[Call] | None = None
         self._inner = Clients()
         self._hooked: set[str] = set()
         self._lock = threading.Lock()
@@ -100,7 +102,7 @@ class StubbedClients:
 READS = ("BatchGetItem", "GetItem")
 
 
-def replay(clients: StubbedClients, calls: Sequence[tuple[str, str, dict[str, Any]]], workers: int) -> float:
+def replay(clients: StubbedClients, calls: Sequence[Call], workers: int) -> float:
     """Wall seconds for `calls` (a `recording`) made again by nothing but a loop over the same clients, `workers` at
     a time: the reads first (a handler acting on what it read waits for them), then the rest. It is the floor of a
     handler making those calls with that concurrency: the same client CPU, the same latency, the same threads'
@@ -108,7 +110,7 @@ def replay(clients: StubbedClients, calls: Sequence[tuple[str, str, dict[str, An
     from botocore import xform_name
     from st_core.batch import in_parallel
 
-    def call(entry: tuple[str, str, dict[str, Any]]) -> None:
+    def call(entry: Call) -> None:
         service, operation, params = entry
         getattr(clients.get(service), xform_name(operation))(**params)
 
