@@ -4,6 +4,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
+# Headless Chromium from Debian's packages: tests/docs reads the site as Chromium renders it, and `make docs-check`
+# screenshots it. Defined here, before any rule names $(CHROMIUM): make expands a rule's prerequisites as it reads
+# the rule, so a variable defined further down is empty there (tests/house/test_makefile.py holds this).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
 .PHONY: test demo bench soak lint typecheck unit pytest docs docs-check chromium install clean dist
 
 # uv installs the same requirements as pip in seconds where pip takes minutes on a clean clone (it compiles every
@@ -45,12 +51,13 @@ docs: $(STAMP)
 
 test: lint typecheck docs pytest
 
-# Headless Chromium from Debian's packages: tests/docs reads the site as Chromium renders it, and `make docs-check`
-# screenshots it. Installed when missing (root, or through sudo); apt-get update and the install took 2 min 43 s on
-# this 2-core machine under load (2026-11-27).
-CHROMIUM := /usr/bin/chromium
-SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+# Installed when missing (as root, or through sudo): Debian's `chromium` package, about 100 MB with what it needs;
+# apt-get update and the install took 2 min 43 s on this 2-core machine under load (2026-11-27). Where apt-get is not
+# the package manager, install Chromium by hand so that /usr/bin/chromium exists (Fedora: `dnf install chromium`;
+# Arch: `pacman -S chromium`; macOS: a link to the app's binary there), or run `make unit`, which needs no browser.
 $(CHROMIUM):
+	@command -v apt-get >/dev/null || { echo "make: $(CHROMIUM) is missing and apt-get is not here: install Chromium by hand so that $(CHROMIUM) exists (see the Makefile's note)"; exit 1; }
+	@echo "make: installing Debian's chromium package for the rendered-docs tests (apt-get)"
 	$(SUDO) apt-get update -q
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 chromium: $(CHROMIUM)
