@@ -11,9 +11,7 @@ import re
 import subprocess
 from pathlib import Path
 
-
 MAKEFILE = Path(__file__).resolve().parents[2] / "Makefile"
-
 
 
 def prerequisites(makefile: Path, target: str) -> list[str]:
