@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from . import faults, throttle, ttl
 from .component import constants
 from .endpoints import UNIVERSAL_SCHEDULES_PATH, Response, first, json_answer, serve
+from .rulebook import limit, rule
 from .stores import snapshot
 from .window import MinuteWindow, seed
 
@@ -52,11 +53,12 @@ REDELIVERY_DELAY_SECONDS = (1.0, 8.0)
 # ministack sweeps its schedules every 10 s; a 1 s sweep keeps the drawn instant meaningful.
 TICK_SECONDS = 1
 # ListSchedules' largest page (AWS's MaxResults limit).
-PAGE_SCHEDULES = 100
+PAGE_SCHEDULES = limit("scheduler-list-page")
 
 
 def patch_ministack(window: MinuteWindow) -> None:
     """ministack's Scheduler fires `at()` once its second has passed: make it fire at the drawn instant instead."""
+    rule("scheduler-minute")
     from ministack.services import scheduler
 
     named_epoch = scheduler._at_time_epoch
@@ -176,20 +178,20 @@ def poll_each_mapping() -> None:
     threading.Thread(target=supervise, name="stream-pollers", daemon=True).start()
 
 
-EVENT_AGE_SECONDS = (60, 21600)
+EVENT_AGE_SECONDS = (60, limit("lambda-event-age"))
 
 
 def schedule_problem(name: str, body: dict) -> str:
     """Why Scheduler would refuse this CreateSchedule/UpdateSchedule, or ""."""
-    if len(name) > 64:
+    if len(name) > limit("scheduler-name"):
         return (
             f"Value '{name}' at 'name' failed to satisfy constraint: Member must have length less than or equal to 64"
         )
     token = body.get("ClientToken")
-    if token is not None and not 1 <= len(str(token)) <= 64:
+    if token is not None and not 1 <= len(str(token)) <= limit("scheduler-client-token"):
         return "Value at 'clientToken' failed to satisfy constraint: Member must have length between 1 and 64"
     payload = str((body.get("Target") or {}).get("Input") or "")
-    if len(payload.encode("utf-8")) > constants.SCHEDULER_INPUT_BYTES:
+    if len(payload.encode("utf-8")) > limit("scheduler-input-size"):
         return "Value at 'target.input' failed to satisfy constraint: Member must have length less than 262144"
     return ""
 
@@ -214,7 +216,7 @@ def enforce_limits() -> None:
 
     def checked_function(data: dict) -> object:
         size = constants.environment_bytes((data.get("Environment") or {}).get("Variables") or {})
-        if size > constants.LAMBDA_ENVIRONMENT_BYTES:
+        if size > limit("lambda-environment-size"):
             message = f"Lambda was unable to configure your environment variables because the environment variables you have provided exceeded the 4KB limit. String measured: {size} bytes"  # noqa: E501
             return lambda_svc.error_response_json("InvalidParameterValueException", message, 400)
         return create_function(data)
@@ -324,7 +326,7 @@ def main() -> None:
     serve_universal_schedules()
     enforce_iam()  # AUTH=true (set by server.Ministack): ministack's IAM, with what it gets wrong put right
     fraction = float(os.environ.get(REDELIVER_VARIABLE, "0") or 0)
-    if fraction > 0:
+    if fraction > 0:  # rule("lambda-stream-redelivery")
         rng = random.Random(seed() + 1)
         patch_stream_delivery(fraction, rng, os.environ.get(REDELIVERY_LOG_VARIABLE))
     fault_rate = float(os.environ.get(faults.FAULTS_VARIABLE, "0") or 0)

@@ -239,7 +239,7 @@ def _denied_json(message: str) -> tuple[int, dict[str, str], bytes]:
 
 def check_pass_role() -> None:
     """CreateSchedule/UpdateSchedule: the caller must be allowed `iam:PassRole` on the target's role, for
-    Scheduler (`iam:PassedToService`), as AWS checks."""
+    Scheduler (`iam:PassedToService`), as AWS checks: rule("iam-pass-role")."""
     from ministack.core.iam_evaluator import AuthError, enforce
     from ministack.core.router import extract_access_key_id, extract_region
     from ministack.services import scheduler
@@ -446,6 +446,7 @@ def scheduler_refusal(target: dict[str, Any], schedule: dict[str, Any], region: 
         else None
     )
     arn = str(target["Arn"])
+    # rule("iam-evaluation"): ministack's evaluator (explicit deny, then allow, else implicit deny)
     denied = enforce(session["AccessKeyId"], action, service, region, resource_arn=arn, service_context=context)
     if denied is not None:
         who = "" if isinstance(denied, AuthError) else denied.principal_arn
@@ -454,7 +455,8 @@ def scheduler_refusal(target: dict[str, Any], schedule: dict[str, Any], region: 
 
 
 def key_refusal(access_key: str, action: str, service: str, resource: str, region: str) -> str:
-    """Why the caller may not use the key of `resource` for `action` (its own policy or the key policy), or ""."""
+    """Why the caller may not use the key of `resource` for `action` (its own policy or the key policy), or "":
+    rule("kms-key-policy")."""
     from ministack.core.iam_evaluator import AuthError, enforce
 
     key = resource_key(service, resource)

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .rulebook import limit
+
 __all__ = [
     "AWS_INVOCATIONS_PER_SECOND",
     "LOCAL_INVOCATIONS_PER_SECOND",
@@ -40,7 +42,7 @@ __all__ = [
 ]
 
 SCHEDULER_RATE_VARIABLE = "LOCALCLOUD_SCHEDULER_RATE"
-AWS_INVOCATIONS_PER_SECOND = 1000.0  # AWS's default invocations throttle, per account and Region
+AWS_INVOCATIONS_PER_SECOND = float(limit("scheduler-throttle"))  # AWS's default, per account and Region
 # What two shared cores serve with room to spare while the rest of the local cloud runs: 1,000/s scaled 1:10, so a
 # local herd of 10,000 drains as 100,000 do on AWS (docs/local-cloud.md).
 LOCAL_INVOCATIONS_PER_SECOND = 100.0

@@ -48,6 +48,8 @@ class TtlProcess:
             self.enabled = True
 
     def expires(self, table: str, ttl: float) -> float:
+        """When an item goes: a stated delay after its TTL, where AWS takes typically days (rule("dynamodb-ttl-lag");
+        relaxed here on purpose, RELAXATIONS "local-ttl-delay")."""
         return ttl + self.delays.get(table, self.delay)
 
     def sweep(self, now: float) -> None:

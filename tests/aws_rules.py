@@ -1,4 +1,5 @@
-"""AWS's limits and idempotency, enforced on every boto3 call a test makes against moto (which is silent on them).
+"""AWS's limits and idempotency, enforced on every boto3 call a test makes against moto (which is silent on them);
+each check names its rule in localcloud/rulebook.py, which cites AWS's page for it.
 
 A botocore `before-call` hook on the default session, so the handlers' own clients get it too. It rejects what AWS
 rejects, with AWS's error code, and answers a repeated idempotency token as AWS does:
@@ -8,13 +9,14 @@ rejects, with AWS's error code, and answers a repeated idempotency token as AWS 
   before succeeds without creating anything (AWS's idempotency).
 - Scheduler StartDate more than 5 minutes in the past (moto checks it for cron expressions only, AWS for any), and
   a ScheduleExpressionTimezone the zone database does not know.
-- DynamoDB TransactWriteItems: at most 100 actions, 4 MB; an `ADD` that takes a number beyond DynamoDB's range
-  (38 digits, magnitude below 1E+126) cancels the transaction with a ValidationError reason.
+- DynamoDB TransactWriteItems: at most 100 actions, 4 MB, every table in one account and Region; an `ADD` that
+  takes a number beyond DynamoDB's range (38 digits, magnitude below 1E+126) cancels the transaction with a ValidationError reason.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import re
 import threading
 import time
@@ -29,9 +31,13 @@ import botocore.loaders
 import botocore.session
 from botocore.exceptions import ClientError
 
-KIB = 1024
-_NAME = re.compile(r"^[0-9A-Za-z_.-]{1,64}$")
-_NUMBERS = Context(prec=38, Emax=125, Emin=-130, traps=[Inexact, Overflow, InvalidOperation])
+from localcloud.rulebook import limit
+
+DEFAULT_ACCOUNT = "123456789012"  # moto's account when MOTO_ACCOUNT_ID is not set
+_NAME = re.compile(rf"^[0-9A-Za-z_.-]{{1,{limit('scheduler-name')}}}$")
+_NUMBERS = Context(
+    prec=limit("dynamodb-number-range"), Emax=125, Emin=-130, traps=[Inexact, Overflow, InvalidOperation]
+)
 
 
 def _error(operation: str, code: str, message: str, status: int = 400, **extra: Any) -> ClientError:
@@ -90,7 +96,7 @@ class AwsRules:
             return
         context["aws_rules_params"] = params
         try:
-            context["aws_rules_response"] = handler(params)
+            context["aws_rules_response"] = handler(params, context.get("client_region") or "")
         except ClientError as exc:
             self.rejections.append(f"{service}.{model.name}: {exc.response['Error']['Code']}")
             raise
@@ -100,38 +106,38 @@ class AwsRules:
 
     # -- SQS, SNS, Step Functions, Lambda --------------------------------------------------------------------------
 
-    def _sqs_SendMessage(self, params: dict[str, Any]) -> None:
+    def _sqs_SendMessage(self, params: dict[str, Any], region: str) -> None:
         url = params["QueueUrl"]
         if url not in self.queue_limits:
             sqs = boto3.client("sqs", endpoint_url=None)
             attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["MaximumMessageSize"])
-            self.queue_limits[url] = int(attributes["Attributes"].get("MaximumMessageSize", 256 * KIB))
+            self.queue_limits[url] = int(attributes["Attributes"].get("MaximumMessageSize", limit("sqs-message-size")))
         size = len(params["MessageBody"].encode("utf-8"))
         if size > self.queue_limits[url]:
             raise _error("SendMessage", "InvalidParameterValue", f"message of {size} bytes is over the queue's limit")
 
-    def _sns_Publish(self, params: dict[str, Any]) -> None:
-        if len(params["Message"].encode("utf-8")) > 256 * KIB:
+    def _sns_Publish(self, params: dict[str, Any], region: str) -> None:
+        if len(params["Message"].encode("utf-8")) > limit("sns-message-size"):
             raise _error("Publish", "InvalidParameter", "Message too long")
 
-    def _stepfunctions_StartExecution(self, params: dict[str, Any]) -> None:
-        if len(params.get("input", "").encode("utf-8")) > 256 * KIB:
+    def _stepfunctions_StartExecution(self, params: dict[str, Any], region: str) -> None:
+        if len(params.get("input", "").encode("utf-8")) > limit("sfn-input-size"):
             raise _error("StartExecution", "InvalidExecutionInput", "input over 256 KiB")
-        if len(params.get("name", "")) > 80:
+        if len(params.get("name", "")) > limit("sfn-execution-name"):
             raise _error("StartExecution", "InvalidName", "name over 80 characters")
 
-    def _lambda_Invoke(self, params: dict[str, Any]) -> None:
+    def _lambda_Invoke(self, params: dict[str, Any], region: str) -> None:
         payload = params.get("Payload") or b""
-        if params.get("InvocationType") == "Event" and len(payload) > 256 * KIB:
+        if params.get("InvocationType") == "Event" and len(payload) > limit("lambda-async-payload"):
             raise _error("Invoke", "RequestEntityTooLargeException", "payload over 256 KiB", 413)
 
     # -- Scheduler -------------------------------------------------------------------------------------------------
 
-    def _scheduler_CreateSchedule(self, params: dict[str, Any]) -> Any:
+    def _scheduler_CreateSchedule(self, params: dict[str, Any], region: str) -> Any:
         self._schedule_limits("CreateSchedule", params)
         token = params.get("ClientToken")
         if token is not None:
-            if not 1 <= len(token) <= 64:
+            if not 1 <= len(token) <= limit("scheduler-client-token"):
                 raise _error("CreateSchedule", "ValidationException", "ClientToken must be 1-64 characters")
             with self.lock:
                 if token in self.tokens:
@@ -147,7 +153,7 @@ class AwsRules:
             with self.lock:
                 self.tokens[params["ClientToken"]] = parsed["ScheduleArn"]
 
-    def _scheduler_UpdateSchedule(self, params: dict[str, Any]) -> None:
+    def _scheduler_UpdateSchedule(self, params: dict[str, Any], region: str) -> None:
         self._schedule_limits("UpdateSchedule", params)
 
     def _schedule_limits(self, operation: str, params: dict[str, Any]) -> None:
@@ -155,14 +161,14 @@ class AwsRules:
             raise _error(
                 operation, "ValidationException", f"schedule name {params['Name']!r} is not 1-64 [0-9A-Za-z-_.]"
             )
-        if len(params["Target"].get("Input", "").encode("utf-8")) > 256 * KIB:
+        if len(params["Target"].get("Input", "").encode("utf-8")) > limit("scheduler-input-size"):
             raise _error(operation, "ValidationException", "Target.Input is over 256 KiB")
         start = params.get("StartDate")
-        if start is not None and start.timestamp() < time.time() - 300:
+        if start is not None and start.timestamp() < time.time() - limit("scheduler-start-date"):
             raise _error(
                 operation, "ValidationException", "The StartDate you specify cannot be earlier than 5 minutes ago."
             )
-        zone = params.get("ScheduleExpressionTimezone", "UTC")
+        zone = params.get("ScheduleExpressionTimezone", "UTC")  # rule("scheduler-time-zone")
         if zone != "UTC":
             try:
                 ZoneInfo(zone)
@@ -171,9 +177,17 @@ class AwsRules:
 
     # -- DynamoDB --------------------------------------------------------------------------------------------------
 
-    def _dynamodb_TransactWriteItems(self, params: dict[str, Any]) -> None:
+    def _dynamodb_TransactWriteItems(self, params: dict[str, Any], region: str) -> None:
         items = params["TransactItems"]
-        if len(items) > 100:
+        places = {_table_place(action["TableName"], region) for item in items for action in item.values()}
+        if len(places) > 1:  # rule("dynamodb-transaction-one-account")
+            raise _error(
+                "TransactWriteItems",
+                "ValidationException",
+                "A transaction cannot target tables in different AWS accounts or Regions: "
+                + ", ".join(sorted(f"{account}/{where}" for account, where in places)),
+            )
+        if len(items) > limit("dynamodb-transaction-actions"):
             raise _error("TransactWriteItems", "ValidationException", "at most 100 actions in a transaction")
         reasons: list[dict[str, str]] = []
         for item in items:
@@ -209,6 +223,14 @@ class AwsRules:
                 "Message": "Number overflow. Attempting to store a number with magnitude larger than supported range",
             }
         return ok
+
+
+def _table_place(table: str, region: str) -> tuple[str, str]:
+    """The account and Region a request's `TableName` is in: its ARN's, or the caller's (moto's account)."""
+    if table.startswith("arn:"):
+        parts = table.split(":")
+        return parts[4], parts[3]
+    return os.environ.get("MOTO_ACCOUNT_ID", DEFAULT_ACCOUNT), region
 
 
 RULES = AwsRules()

@@ -1,9 +1,9 @@
 """Every guarantee against the AWS behaviour that threatens it (issue 12).
 
 Records come from moto's real stream shaped exactly as Lambda delivers them (base64 binaries, decimal strings,
-epoch-second change times); schedules fire the way Scheduler may, anywhere in their minute, including before the
-second they name (`SchedulerClock`, seeded: `SCHEDULER_SEED=<n>` replays an order); batches are delivered again,
-whole, long after; and AWS's limits and idempotency tokens are enforced on every call (`tests/aws_rules.py`).
+epoch-second change times: rule("dynamodb-stream-encoding")); schedules fire the way Scheduler may, anywhere in
+their minute, including before the second they name (`SchedulerClock`, seeded: `SCHEDULER_SEED=<n>` replays an
+order); batches are delivered again, whole, long after; and AWS's limits and idempotency tokens are enforced on every call (`tests/aws_rules.py`).
 Each test here failed on the code before this change.
 """
 
@@ -599,3 +599,24 @@ def test_polling_a_time_moved_just_before_the_tick_runs_at_the_new_time(polling_
     polling.handle_assign_batch(moved, env.config, now=lambda: NOW + timedelta(seconds=61))
     polling.process(env.config, now=lambda: new.timestamp() + 60)
     assert [m["dueAt"] for m in env.messages(env.due_queue_url)] == [iso(new)]
+
+
+@pytest.mark.parametrize(
+    "elsewhere",
+    ["arn:aws:dynamodb:{region}:210987654321:table/{table}", "arn:aws:dynamodb:us-west-2:{account}:table/{table}"],
+    ids=["another account", "another Region"],
+)
+def test_a_transaction_across_accounts_or_regions_is_refused_as_aws_refuses_it(env: Env, elsewhere: str) -> None:
+    """rule("dynamodb-transaction-one-account"): moto lets a transaction write another account's or Region's table
+    by ARN; AWS refuses it whole, so the hooks do too. Within one account and Region, by name or ARN, it passes."""
+    account = "123456789012"
+    mine = f"arn:aws:dynamodb:{REGION}:{account}:table/{env.table}"
+
+    def put(table: str, key: str) -> dict[str, Any]:
+        item = {"PK": {"S": key}, "SK": {"S": "s"}, "dueAt": {"S": "2030-01-01T00:00:00Z"}}
+        return {"Put": {"TableName": table, "Item": item}}
+
+    env.ddb.transact_write_items(TransactItems=[put(env.table, "a"), put(mine, "b")])
+    other = put(elsewhere.format(region=REGION, account=account, table=env.table), "c")
+    with pytest.raises(env.ddb.exceptions.ClientError, match="different AWS accounts or Regions"):
+        env.ddb.transact_write_items(TransactItems=[put(env.table, "a"), other])

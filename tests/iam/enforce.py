@@ -92,14 +92,16 @@ def _context(principal: str, request: requests.Request, principal_type: str = "A
 
 
 def decide(role: Role, request: requests.Request) -> str:
-    """ "Allow", "Deny" (an explicit deny) or "ImplicitDeny", as IAM decides for this role's identity policy."""
+    """ "Allow", "Deny" (an explicit deny) or "ImplicitDeny", as IAM decides for this role's identity policy:
+    rule("iam-evaluation"), each operation by the actions it needs, rule("iam-actions-per-operation")."""
     return evaluate(_context(role.principal, request), [list(role.statements)]).decision
 
 
 def decide_key(role: Role, use: requests.KeyUse, encryption: requests.Encryption) -> str:
     """A use of a customer-managed key, as KMS decides it: the key policy must allow it (a key without a policy
     allows nothing); by a role, its own policy too, unless the key policy names the role itself (the account root
-    in a key policy delegates to IAM policies); by a service principal, the key policy alone, for this account."""
+    in a key policy delegates to IAM policies); by a service principal, the key policy alone, for this account:
+    rule("kms-key-policy")."""
     key = use.request.resource
     policy = encryption.policy_of(key)
     if use.service is not None:

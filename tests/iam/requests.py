@@ -163,7 +163,8 @@ def _schedule(params: dict[str, Any], where: Where) -> str:
 
 
 def _write_schedule(action: str, params: dict[str, Any], where: Where) -> list[Request]:
-    """Making or changing a schedule hands Scheduler its role: iam:PassRole on that role, to Scheduler."""
+    """Making or changing a schedule hands Scheduler its role: iam:PassRole on that role, to Scheduler
+    (rule("iam-pass-role"))."""
     passed = {"iam:passedtoservice": "scheduler.amazonaws.com"}
     return [
         Request(action, _schedule(params, where)),
