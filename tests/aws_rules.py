@@ -9,9 +9,9 @@ rejects, with AWS's error code, and answers a repeated idempotency token as AWS 
   before succeeds without creating anything (AWS's idempotency).
 - Scheduler StartDate more than 5 minutes in the past (moto checks it for cron expressions only, AWS for any), and
   a ScheduleExpressionTimezone the zone database does not know.
-- DynamoDB TransactWriteItems: at most 100 actions, 4 MB, every table in one account and Region; an `ADD` that
-  takes a number beyond DynamoDB's range (38 digits, magnitude below 1E+126) cancels the transaction with a ValidationError reason.
-"""
+- DynamoDB TransactWriteItems: at most 100 actions, 4 MB, every table in one account and Region; an `ADD` that takes a
+  number beyond DynamoDB's range (38 digits, magnitude below 1E+126) cancels the transaction with a ValidationError
+  reason."""
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
 """Every guarantee against the AWS behaviour that threatens it (issue 12).
 
-Records come from moto's real stream shaped exactly as Lambda delivers them (base64 binaries, decimal strings,
-epoch-second change times: rule("dynamodb-stream-encoding")); schedules fire the way Scheduler may, anywhere in
-their minute, including before the second they name (`SchedulerClock`, seeded: `SCHEDULER_SEED=<n>` replays an
-order); batches are delivered again, whole, long after; and AWS's limits and idempotency tokens are enforced on every call (`tests/aws_rules.py`).
-Each test here failed on the code before this change.
-"""
+Records come from moto's real stream shaped exactly as Lambda delivers them (base64 binaries, decimal strings, epoch-
+second change times: rule("dynamodb-stream-encoding")); schedules fire the way Scheduler may, anywhere in their
+minute, including before the second they name (`SchedulerClock`, seeded: `SCHEDULER_SEED=<n>` replays an order);
+batches are delivered again, whole, long after; and AWS's limits and idempotency tokens are enforced on every call
+(`tests/aws_rules.py`). Each test here failed on the code before this change."""
 
 from __future__ import annotations
 
