@@ -13,9 +13,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .aws import Client, Emit, clients, endpoint_url
+from . import inspection
+from .aws import Client, Emit, add_stack_options, clients
+from .inspection import SAMPLE_ITEMS
 from .redrive import queues
-from .redrive.discovery import RedriveError, discover, replace_queue
+from .redrive.discovery import RedriveError, consumer_of, discover, replace_queue
 from .redrive.poison import poison
 from .redrive.report import Report, Selection
 from .redrive.stream import stream_dlq
@@ -36,7 +38,9 @@ def parser() -> argparse.ArgumentParser:
         description="Operate a ScheduledTable's deployed stack.",
         epilog="exit status: 0 done; 1 something could not be redriven (or a call was refused midway: what the run "
         "hid is given back); 2 nothing could start (a wrong function "
-        "name, a missing queue, a usage error). `scheduled-table local --help` for the local cloud.",
+        "name, a missing queue, a usage error). Every command names its stack by --function or --table and reaches "
+        "AWS as the AWS CLI does: --profile, else AWS_PROFILE, else the default profile; --region, else AWS_REGION, "
+        "else AWS_DEFAULT_REGION, else the profile's region. `scheduled-table local --help` for the local cloud.",
     )
     top.add_argument("--version", action="version", version=f"scheduled-table {__version__}")
     commands = top.add_subparsers(dest="command", required=True)
@@ -53,17 +57,8 @@ def parser() -> argparse.ArgumentParser:
         ),
     )
     command.add_argument("source", choices=sorted(PATHS), help="which queue to redrive from")
-    command.add_argument(
-        "--function",
-        required=True,
-        help="the consumer function (the stack's function_name output) or the table's name; its "
-        "configuration and event source mapping name the queues",
-    )
+    add_stack_options(command)
     command.add_argument("--queue-url", help="read this queue instead of the one the function's configuration names")
-    command.add_argument(
-        "--endpoint-url", type=endpoint_url, help="another AWS endpoint, e.g. the local cloud's http://127.0.0.1:4566"
-    )
-    command.add_argument("--region", help="AWS region (default: your AWS configuration's)")
     command.add_argument("--max", type=int, dest="limit", metavar="N", help="redrive at most N messages")
     command.add_argument("--reason", help="only messages whose reason matches this regular expression")
     command.add_argument("--dry-run", action="store_true", help="list what would be redriven; change nothing")
@@ -73,23 +68,38 @@ def parser() -> argparse.ArgumentParser:
         help="show what a deployed table holds: pending occurrences, parked messages and why (changes nothing)",
         description="Read-only: the occurrences waiting to fire and what sits in the poison queue, the stream DLQ and "
         "the target DLQ, with reasons; messages are read with VisibilityTimeout=0 and left in place. Exit status 0 "
-        "when read, 2 when the function or a queue cannot be found.",
+        "when read, 2 when the function or a queue cannot be found. It also reads a sample of the table (the first "
+        "--sample-items items of a scan, never the whole table) for items without the time attribute, and names the "
+        "attributes holding a time they carry instead.",
     )
-    look.add_argument(
-        "--function", required=True, help="the consumer function (the stack's function_name output) or the table's name"
-    )
-    look.add_argument(
-        "--endpoint-url", type=endpoint_url, help="another AWS endpoint, e.g. the local cloud's http://127.0.0.1:4566"
-    )
-    look.add_argument("--region", help="AWS region (default: your AWS configuration's)")
+    add_stack_options(look)
     look.add_argument(
         "--max", type=int, default=10, dest="limit", metavar="N", help="show up to N of each (default 10)"
+    )
+    look.add_argument(
+        "--sample-items",
+        type=int,
+        default=SAMPLE_ITEMS,
+        metavar="N",
+        help=f"read the first N items of the table for items without the time attribute (default {SAMPLE_ITEMS}; 0 "
+        "skips it)",
+    )
+    look.add_argument(
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text (default) or json: one JSON document, its shape in docs/operations.md",
     )
     from .permissions import add_parser as add_policy_parser
 
     add_policy_parser(commands)
     # Parsed by scheduled_table.local (its own --help); listed here so `scheduled-table --help` shows it.
-    commands.add_parser("local", help="run your Pulumi program in a local AWS: local preview|up|down (extra [local])")
+    commands.add_parser(
+        "local",
+        help="run your Pulumi program in a local AWS: local preview|up|down (extra [local])",
+        description="Run a Pulumi program that uses ScheduledTable in a local AWS (ministack); "
+        "`scheduled-table local --help` lists its commands.",
+    )
     return top
 
 
@@ -117,11 +127,7 @@ def _scan_commands(commands: Any) -> None:
             description=long + " Exit status: 0 done; 1 something failed or a total was busy (parked in the poison "
             "queue or listed: run again); 2 could not start; 3 interrupted (run again with the same --checkpoint).",
         )
-        command.add_argument(
-            "--function", required=True, help="the consumer function (the stack's function_name) or the table's name"
-        )
-        command.add_argument("--endpoint-url", type=endpoint_url, help="another AWS endpoint, e.g. the local cloud's")
-        command.add_argument("--region", help="AWS region (default: your AWS configuration's)")
+        add_stack_options(command)
         command.add_argument("--segments", type=int, default=4, help="parallel scan segments (default 4)")
         command.add_argument(
             "--read-units", type=float, default=500.0, help="ceiling on read capacity units per second (default 500)"
@@ -159,7 +165,7 @@ def _scan_commands(commands: Any) -> None:
         )
 
 
-def scan_main(args: argparse.Namespace, client: Client | None, emit: Emit) -> int:
+def scan_main(args: argparse.Namespace, aws: Client, emit: Emit) -> int:
     from pathlib import Path
 
     from . import backfill, scan_report
@@ -181,7 +187,6 @@ def scan_main(args: argparse.Namespace, client: Client | None, emit: Emit) -> in
         deliver_past_due=args.deliver_past_due,
     )
     try:
-        aws = client or clients(args.endpoint_url, args.region)
         stack = discover(aws, args.function)
         tally, finished = backfill.run(aws, stack, plan)
     except RedriveError as error:
@@ -207,17 +212,22 @@ def main(argv: Sequence[str] | None = None, client: Client | None = None, emit: 
 
         return local.main(given[1:])
     args = parser().parse_args(given)
+    try:
+        aws = client or clients(args.endpoint_url, args.region, args.profile)
+        if args.table:  # the rest of the command reads the stack from its consumer function
+            args.function = consumer_of(aws, args.table)
+    except RedriveError as error:
+        print(f"scheduled-table: {error}", file=sys.stderr)
+        return 2
     if args.command in ("backfill", "reconcile"):
-        return scan_main(args, client, emit)
+        return scan_main(args, aws, emit)
     if args.command == "policy":
         from .permissions import main as policy_main
 
-        return policy_main(args, client or clients(args.endpoint_url, args.region), emit)
+        return policy_main(args, aws, emit)
     if args.command == "inspect":
-        from . import inspection
-
         try:
-            inspection.inspect(client or clients(args.endpoint_url, args.region), args.function, args.limit, emit)
+            inspection.inspect(aws, args.function, args.limit, emit, args.output, args.sample_items)
         except RedriveError as error:
             print(f"scheduled-table: {error}", file=sys.stderr)
             return 2
@@ -230,7 +240,6 @@ def main(argv: Sequence[str] | None = None, client: Client | None = None, emit: 
     run, label = PATHS[args.source]
     report = Report(emit=emit)
     try:
-        aws = client or clients(args.endpoint_url, args.region)
         stack = discover(aws, args.function)
         if args.queue_url:
             stack = replace_queue(stack, args.source, args.queue_url)

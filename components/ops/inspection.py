@@ -29,6 +29,9 @@ from .redrive.records import record_keys
 SAMPLE = 10
 # Scan pages (up to 1 MB each) inspect reads looking for due attributes no filter can match.
 SCAN_PAGES = 10
+# Items inspect reads to find those without the time attribute (`--sample-items`), PAGE_ITEMS a scan page.
+SAMPLE_ITEMS = 200
+PAGE_ITEMS = 100
 
 
 @dataclass
@@ -272,38 +275,150 @@ def queues(client: Client, stack: Stack, limit: int = SAMPLE) -> list[Parked]:
     return [peek(client, label, url, limit) for label, url in named if url]
 
 
-def report(client: Client, function: str, limit: int, emit: Emit) -> None:
-    """Print what the stack holds."""
-    stack = discover(client, function)
+def missing_time(client: Client, stack: Stack, items: int = SAMPLE_ITEMS) -> dict[str, Any] | None:
+    """Items without the stack's time attribute, from a sample of the table: the first `items` a scan returns, read
+    page by page (`PAGE_ITEMS` a page), never the whole table. None for aggregate mode, which reads no time. Without
+    it, an application writing its due times under another name sees nothing happen and nothing parked."""
+    from .time_hints import find
+
     config = stack.config
-    emit(f"table {config.get('table')} (mode {config.get('mode')}), consumer {stack.function}")
-    emit("pending:")
-    for waiting in pending(client, stack, limit):
-        figure = "-" if waiting.count < 0 else str(waiting.count)
-        emit(f"  {waiting.source}: {figure}" + (f" ({waiting.note})" if waiting.note else ""))
-        for name, when in waiting.sample:
-            emit(f"    {name}  {when}")
+    if config.get("mode") == "aggregate" or not config.get("timeAttribute") or items < 1:
+        return None
+    attribute = str(config["timeAttribute"])
+    read: list[dict[str, Any]] = []
+    request: dict[str, Any] = {"TableName": config["table"]}
+    more = True
+    while more and len(read) < items:
+        page = client("dynamodb").scan(**request, Limit=min(PAGE_ITEMS, items - len(read)))
+        read += page.get("Items", [])
+        more = bool(page.get("LastEvaluatedKey"))
+        request["ExclusiveStartKey"] = page.get("LastEvaluatedKey")
+    whole = not more
+    sampled = (
+        f"the whole table, {len(read)} items" if whole else f"a sample: the first {len(read)} items a scan returns"
+    )
+    hint = find((timed_view(item, config) for item in read), attribute)
+    return {
+        "attribute": attribute,
+        "sampled": len(read),
+        "whole": whole,
+        "missing": hint.missing if hint else 0,
+        "candidates": list(hint.candidates) if hint else [],
+        "message": hint.message if hint else f"every item sampled has `{attribute}`",
+        "note": sampled,
+    }
+
+
+def timed_view(item: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """An item as the time-attribute check sees it: without its keys (a sort key holding a date is no candidate);
+    in polling, an item the mode indexed or handled (any of its `st*` attributes: a writer's `pending_attributes`, a
+    delay, the default delay) or that carries the delay attribute counts as carrying a time."""
+    attribute = str(config["timeAttribute"])
+    keys = (config.get("partitionKey"), config.get("sortKey"))
+    polling = config.get("polling") or {}
+    index = runtime_module("pending")
+    if config.get("mode") == "polling" and (
+        polling.get("delayAttribute") in item or any(name in item for name in index.INDEX_ATTRIBUTES)
+    ):
+        return {attribute: True}
+    return {name: value for name, value in item.items() if name not in keys}
+
+
+def document(client: Client, stack: Stack, limit: int, items: int = SAMPLE_ITEMS) -> dict[str, Any]:
+    """What the stack holds, as `inspect --output json` prints it (the text output is written from it). Its
+    shape, documented in docs/operations.md:
+
+    - `table`, `mode`, `function`: strings; the stack's table, mode and consumer function.
+    - `pending`: a list of `{source, count, note, sample: [{name, when}]}`, what waits to fire, by where it was read
+      (`count` null where AWS lists none: DynamoDB TTL); `name` a schedule's name or an item's keys as JSON text.
+    - `unmatchable`: null, or `{source, count, note, sample: [{keys, why}]}`: items whose time attribute is of a type
+      no filter of the mapping passes (eventbridge and precise ttl only).
+    - `missing_time`: null (aggregate mode), or `{attribute, sampled, whole, missing, candidates, message, note}`:
+      of `sampled` items read (`whole`: the table was read to its end), `missing` carry no `attribute`;
+      `candidates` names the attributes holding a time those carry, most carried first; `note` says what was read.
+    - `parked`: a list of `{queue, url, visible, in_flight, delayed, sample: [{message_id, keys, reason}]}`, one per
+      queue the stack has (poison queue, stream DLQ, target DLQ); `keys` the item's keys as JSON text (or a stream
+      batch's first sequence number).
+    """
+    config = stack.config
+
+    def waiting(found: Pending) -> dict[str, Any]:
+        return {
+            "source": found.source,
+            "count": None if found.count < 0 else found.count,
+            "note": found.note,
+            "sample": [{"name": name, "when": when} for name, when in found.sample],
+        }
+
     unseen = unmatchable(client, stack, limit)
+    return {
+        "table": config.get("table"),
+        "mode": config.get("mode"),
+        "function": stack.function,
+        "pending": [waiting(found) for found in pending(client, stack, limit)],
+        "unmatchable": None
+        if unseen is None
+        else {**waiting(unseen), "sample": [{"keys": keys, "why": why} for keys, why in unseen.sample]},
+        "missing_time": missing_time(client, stack, items),
+        "parked": [
+            {
+                "queue": parked.label,
+                "url": parked.url,
+                "visible": parked.visible,
+                "in_flight": parked.in_flight,
+                "delayed": parked.delayed,
+                "sample": [{"message_id": i, "keys": keys, "reason": reason} for i, reason, keys in parked.sample],
+            }
+            for parked in queues(client, stack, limit)
+        ],
+    }
+
+
+def text(found: dict[str, Any]) -> list[str]:
+    """The document as the text output's lines."""
+    lines = [f"table {found['table']} (mode {found['mode']}), consumer {found['function']}", "pending:"]
+    for waiting in found["pending"]:
+        figure = "-" if waiting["count"] is None else str(waiting["count"])
+        lines.append(f"  {waiting['source']}: {figure}" + (f" ({waiting['note']})" if waiting["note"] else ""))
+        lines += [f"    {shown['name']}  {shown['when']}" for shown in waiting["sample"]]
+    unseen = found["unmatchable"]
     if unseen is not None:
-        emit("not seen (a due attribute no filter can match; a scan of the table):")
-        emit(f"  {unseen.source}: {unseen.count}" + (f" ({unseen.note})" if unseen.note else ""))
-        for keys, kind in unseen.sample:
-            emit(f"    {keys}  {kind}")
-    emit("parked (left in place; `scheduled-table redrive SOURCE` replays them):")
-    for parked in queues(client, stack, limit):
-        emit(
-            f"  {parked.label}: {parked.visible} visible, {parked.in_flight} in flight"
-            + (f", {parked.delayed} delayed" if parked.delayed else "")
+        lines.append("not seen (a due attribute no filter can match; a scan of the table):")
+        lines.append(f"  {unseen['source']}: {unseen['count']}" + (f" ({unseen['note']})" if unseen["note"] else ""))
+        lines += [f"    {shown['keys']}  {shown['why']}" for shown in unseen["sample"]]
+    missing = found["missing_time"]
+    if missing is not None:
+        lines.append(f"without {missing['attribute']} (never scheduled; {missing['note']}):")
+        lines.append(f"  {missing['message']}")
+    lines.append("parked (left in place; `scheduled-table redrive SOURCE` replays them):")
+    for parked in found["parked"]:
+        lines.append(
+            f"  {parked['queue']}: {parked['visible']} visible, {parked['in_flight']} in flight"
+            + (f", {parked['delayed']} delayed" if parked["delayed"] else "")
         )
-        for message_id, reason, keys in parked.sample:
-            emit(f"    {message_id}  {keys}  {reason}")
+        lines += [f"    {shown['message_id']}  {shown['keys']}  {shown['reason']}" for shown in parked["sample"]]
+    return lines
 
 
-def inspect(client: Client, function: str, limit: int, emit: Emit) -> None:
+def report(
+    client: Client, function: str, limit: int, emit: Emit, output: str = "text", items: int = SAMPLE_ITEMS
+) -> None:
+    """Print what the stack holds: the text lines, or (`output="json"`) the document as one JSON text."""
+    found = document(client, discover(client, function), limit, items)
+    if output == "json":
+        emit(json.dumps(found, indent=2, default=str))
+        return
+    for line in text(found):
+        emit(line)
+
+
+def inspect(
+    client: Client, function: str, limit: int, emit: Emit, output: str = "text", items: int = SAMPLE_ITEMS
+) -> None:
     """`report`, with an AWS error (a queue or group gone, access denied) raised as a RedriveError naming it, as
     the redrive's are, so the command prints one line and exits 2."""
     try:
-        report(client, function, limit, emit)
+        report(client, function, limit, emit, output, items)
     except RedriveError:
         raise
     except Exception as error:
@@ -315,13 +430,16 @@ def inspect(client: Client, function: str, limit: int, emit: Emit) -> None:
 __all__ = [
     "Parked",
     "Pending",
+    "document",
     "filters_by_type",
     "fire_time",
     "inspect",
+    "missing_time",
     "peek",
     "pending",
     "queues",
     "reason_of",
     "report",
+    "text",
     "unmatchable",
 ]

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..arns import arn_parts
 from ..policies import TABLE_KEY_ACTIONS, Statement, direct_dispatch_statements, document, key_statements, target_type
-from .aws import Client, Emit
+from .aws import Client, Emit, add_stack_options
 from .redrive.discovery import RedriveError, Stack, discover, queue_url
 
 ANY = "*"  # IAM has no resource-level permission for the action (ListEventSourceMappings, ListSchedules)
@@ -212,9 +212,10 @@ def _ordered(r: Resources) -> list[str | None]:
     return [] if stateless else [r.table]
 
 
-def _filtered_by_type(r: Resources) -> list[str | None]:
-    """The table, where inspect scans it for due attributes no filter can match (eventbridge, precise ttl)."""
-    return [r.table] if r.mode == "eventbridge" or (r.mode == "ttl" and r.precise) else []
+def _inspected(r: Resources) -> list[str | None]:
+    """The table, where inspect scans it: a sample for items without the time attribute (every mode but aggregate,
+    which reads no time), and for due attributes no filter can match (eventbridge, precise ttl)."""
+    return [] if r.mode == "aggregate" else [r.table]
 
 
 def _aggregate_table(r: Resources) -> list[str | None]:
@@ -340,7 +341,7 @@ COMMANDS: dict[str, tuple[Need | str, ...]] = {
         Need(("scheduler:ListSchedules",), ANY_IF_GROUP),
         Need(("scheduler:GetSchedule",), SCHEDULES),  # when each sampled schedule fires
         Need(("dynamodb:Scan",), DUE_INDEX),
-        Need(("dynamodb:Scan",), _filtered_by_type),
+        Need(("dynamodb:Scan",), _inspected),
     ),
     "redrive-poison": (*DISCOVER, Need(HOLD, _held(POISON)), *REPLAY),
     "redrive-stream": (
@@ -481,7 +482,7 @@ def add_parser(commands: Any) -> None:
         "what). Exit status 0 printed, 2 the function or its stack could not be read.",
     )
     command.add_argument("for_command", metavar="COMMAND", choices=NAMED, help=" | ".join(NAMED))
-    command.add_argument("--function", required=True, help="the consumer function (the stack's function_name)")
+    add_stack_options(command)
     command.add_argument(
         "--in-lambda",
         metavar="BACKFILL_FUNCTION",
@@ -490,8 +491,6 @@ def add_parser(commands: Any) -> None:
     command.add_argument(
         "--queue-url", help="redrive-*: the queue the redrive is told to read instead of its stack's (its --queue-url)"
     )
-    command.add_argument("--endpoint-url", help="another AWS endpoint, e.g. the local cloud's")
-    command.add_argument("--region", help="AWS region (default: your AWS configuration's)")
 
 
 def main(args: Any, client: Client, emit: Emit) -> int:

@@ -155,8 +155,8 @@ def test_a_name_that_is_no_function_lists_the_scheduled_table_functions(
         "scheduled-table: function 'orders-table': ResourceNotFoundException: An error occurred "
         "(ResourceNotFoundException) when calling the GetFunctionConfiguration operation: Function not found: "
         f"orders-table; the ScheduledTable functions here: {function.name} (table {env.table}, mode eventbridge); "
-        "pass the consumer (the stack's function_name output: `pulumi stack output function_name`) or the table's "
-        "name to --function"
+        "pass the consumer (the stack's function_name output: `pulumi stack output function_name`) to --function, "
+        "or the table's name to --table"
     ]
 
 
@@ -270,3 +270,124 @@ def test_the_scan_for_unmatchable_due_attributes_stops_after_its_pages_and_says_
     assert found.note.startswith("at least: the first 2 scan pages") and "reconcile --dry-run" in found.note
     whole = inspection.unmatchable(paged, stack, pages=10)
     assert whole is not None and whole.count == 3 and whole.note.startswith("never seen by the mapping's filter")
+
+
+# -- items without the time attribute, and the JSON output
+
+
+def test_items_written_under_another_time_attribute_are_named_with_the_fix(env: Env) -> None:
+    """The application writes `remindAt` while the stack reads the default `dueAt`: nothing is scheduled, nothing
+    parked. inspect counts the items without `dueAt` in its sample and names the attribute holding a time they
+    carry, never a key (a sort key holding a date) nor a number that is no time."""
+    function = consumer(env)
+    env.put({"PK": "a", "SK": "2026-12-01T10:00:00Z", "remindAt": FUTURE, "tries": 3})
+    env.put({"PK": "b", "SK": "2026-12-01T10:00:00Z", "remindAt": FUTURE, "tries": 1})
+    env.put({"PK": "c", "SK": "A", "dueAt": FUTURE})
+    eventbridge.handle_batch(env.event(), env.config)
+    assert len(env.schedules()) == 1 and bodies(env, env.poison_url) == []  # the two are silently ignored
+
+    status, lines = inspect(function)
+
+    assert status == 0, lines
+    start = lines.index("without dueAt (never scheduled; the whole table, 3 items):")
+    assert lines[start + 1] == (
+        "  2 of 3 items sampled have no `dueAt`; they have `remindAt` (2): set time_attribute='remindAt'?"
+    ), lines
+
+
+def test_the_time_attribute_check_reads_a_sample_page_by_page_and_says_so(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large table is never scanned whole by inspect: it reads `--sample-items` items, a page at a time."""
+    from components.ops import inspection
+
+    monkeypatch.setattr(inspection, "PAGE_ITEMS", 2)
+    function = consumer(env)
+    for n in range(7):
+        env.put({"PK": f"i{n}", "SK": "A", "remindAt": FUTURE})
+    scans: list[dict[str, object]] = []
+    client = aws(function)
+    real = client("dynamodb")
+
+    class Counted:
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+        def scan(self, **request: object) -> object:
+            scans.append(request)
+            return real.scan(**request)
+
+    def counted(service: str) -> object:
+        return Counted() if service == "dynamodb" else client(service)
+
+    lines: list[str] = []
+    status = main(["inspect", "--function", function.name, "--sample-items", "5"], client=counted, emit=lines.append)
+
+    assert status == 0, lines
+    sampled = [r for r in scans if "FilterExpression" not in r]  # not the scan for unmatchable types
+    assert [r["Limit"] for r in sampled] == [2, 2, 1], sampled
+    assert "without dueAt (never scheduled; a sample: the first 5 items a scan returns):" in lines, lines
+    assert "  5 of 5 items sampled have no `dueAt`; they have `remindAt` (5): set time_attribute='remindAt'?" in lines
+
+
+def test_a_polling_item_indexed_by_its_writer_is_not_without_a_time(env: Env) -> None:
+    """In polling, a writer may index an item itself (`pending_attributes`, no time attribute), or give it a delay:
+    both are scheduled, so neither is reported."""
+    from datetime import UTC, datetime
+
+    from st_core.pending import pending_attributes
+
+    env = with_due_index(env)
+    function = Function(env, lambda event, config: None, polling_filters())
+    env.put({"PK": "own", "SK": "T", **pending_attributes("own#T", datetime(2099, 1, 1, tzinfo=UTC), 8)})
+    env.put({"PK": "delayed", "SK": "T", "delaySeconds": 60})
+    env.put({"PK": "lost", "SK": "T", "remindAt": FUTURE})
+    status, lines = inspect(function)
+    assert status == 0, lines
+    assert (
+        "  1 of 3 items sampled have no `dueAt`; they have `remindAt` (1): set time_attribute='remindAt'?" in lines
+    ), lines
+
+
+def test_json_output_has_the_documented_shape(env: Env) -> None:
+    """`--output json`: one JSON document, the shape docs/operations.md gives; the text output says the same."""
+    env.config["target"] = {"kind": "sqs", "arn": f"arn:aws:sqs:eu-west-1:123456789012:gone-{env.table}"}
+    function = consumer(env)
+    env.put({"PK": "later", "SK": "A", "dueAt": FUTURE})
+    env.put({"PK": "parked", "SK": "A", "dueAt": PAST})
+    env.put({"PK": "other", "SK": "A", "remindAt": FUTURE})
+    eventbridge.handle_batch(env.event(), env.config)
+    # written after: the mapping's filter never hands the function a map (the raw stream here would)
+    env.ddb.put_item(TableName=env.table, Item={"PK": {"S": "m"}, "SK": {"S": "A"}, "dueAt": {"M": {}}})
+
+    status, lines = inspect(function, "--output", "json")
+
+    assert status == 0, lines
+    found = json.loads("\n".join(lines))
+    assert set(found) == {"table", "mode", "function", "pending", "unmatchable", "missing_time", "parked"}
+    assert (found["table"], found["mode"], found["function"]) == (env.table, "eventbridge", function.name)
+    [group] = found["pending"]
+    assert set(group) == {"source", "count", "note", "sample"} and group["count"] == 1
+    assert [set(s) for s in group["sample"]] == [{"name", "when"}] and group["sample"][0]["when"] == FUTURE
+    unseen = found["unmatchable"]
+    assert set(unseen) == {"source", "count", "note", "sample"} and unseen["count"] == 1
+    assert unseen["sample"] == [{"keys": '{"PK": "m", "SK": "A"}', "why": "dueAt is a DynamoDB M (map)"}]
+    assert found["missing_time"] == {
+        "attribute": "dueAt",
+        "sampled": 4,
+        "whole": True,
+        "missing": 1,
+        "candidates": ["remindAt"],
+        "message": "1 of 4 items sampled have no `dueAt`; they have `remindAt` (1): set time_attribute='remindAt'?",
+        "note": "the whole table, 4 items",
+    }
+    poison = next(q for q in found["parked"] if q["queue"] == "poison queue")
+    assert set(poison) == {"queue", "url", "visible", "in_flight", "delayed", "sample"}
+    assert (poison["url"], poison["visible"], poison["in_flight"], poison["delayed"]) == (env.poison_url, 1, 0, 0)
+    [message] = poison["sample"]
+    assert set(message) == {"message_id", "keys", "reason"} and json.loads(message["keys"])["PK"] == "parked"
+    assert "NonExistentQueue" in message["reason"] or "QueueDoesNotExist" in message["reason"]
+    # the text output is written from the same document
+    from components.ops.inspection import text
+
+    assert inspect(function)[1] == text(found)

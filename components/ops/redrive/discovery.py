@@ -123,7 +123,23 @@ def functions_hint(client: Client, consumers: list[str]) -> str:
     listed = "; ".join(sorted(found)[:20]) if found else "none found"
     return (
         f"the ScheduledTable functions here: {listed}; pass the consumer (the stack's function_name output: "
-        "`pulumi stack output function_name`) or the table's name to --function"
+        "`pulumi stack output function_name`) to --function, or the table's name to --table"
+    )
+
+
+def consumer_of(client: Client, table: str) -> str:
+    """`--table`: the ScheduledTable consumer of the table's stream, when exactly one reads it; else a RedriveError
+    naming the consumers to choose from, or the region's ScheduledTable functions when none reads it."""
+    consumers = table_consumers(client, table)
+    if len(consumers) == 1:
+        return consumers[0]
+    if consumers:
+        raise RedriveError(
+            f"table {table!r} has several ScheduledTable consumers: {', '.join(consumers)}; pass one to --function"
+        )
+    raise RedriveError(
+        f"table {table!r}: no ScheduledTable consumer reads its stream here (no such table, or no stream); "
+        + functions_hint(client, consumers)
     )
 
 
