@@ -38,9 +38,9 @@ def parser() -> argparse.ArgumentParser:
         description="Operate a ScheduledTable's deployed stack.",
         epilog="exit status: 0 done; 1 something could not be redriven (or a call was refused midway: what the run "
         "hid is given back); 2 nothing could start (a wrong function "
-        "name, a missing queue, a usage error). Every command names its stack by --function or --table and reaches "
-        "AWS as the AWS CLI does: --profile, else AWS_PROFILE, else the default profile; --region, else AWS_REGION, "
-        "else AWS_DEFAULT_REGION, else the profile's region. `scheduled-table local --help` for the local cloud.",
+        "name, a missing queue, a usage error). Every command names its stack by --function or --table and takes "
+        "--profile, --region and --endpoint-url as the AWS CLI does (`scheduled-table COMMAND --help` says how each "
+        "is read). `scheduled-table local --help` for the local cloud.",
     )
     top.add_argument("--version", action="version", version=f"scheduled-table {__version__}")
     commands = top.add_subparsers(dest="command", required=True)
