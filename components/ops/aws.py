@@ -65,12 +65,24 @@ def add_stack_options(command: Any) -> None:
     """The options every operator command shares, with one text each: which stack (`--function` or `--table`, one
     of them, so neither name misleads), and how to reach AWS (`--profile`, `--region`, `--endpoint-url`), as the AWS
     CLI names them."""
-    which = command.add_mutually_exclusive_group(required=True)
+    which = command.add_argument_group("the stack (one of)")
     which.add_argument("--function", help=FUNCTION_HELP)
     which.add_argument("--table", help=TABLE_HELP)
     command.add_argument("--profile", help=PROFILE_HELP)
     command.add_argument("--region", help=REGION_RULE)
     command.add_argument("--endpoint-url", type=endpoint_url, help=ENDPOINT_HELP)
+
+
+def stack_problem(function: str | None, table: str | None) -> str | None:
+    """The one line for a command given both `--function` and `--table`, or neither (None: one of them)."""
+    if function and table:
+        return (
+            f"give --function or --table, not both: --function {function!r} names the consumer function, --table "
+            f"{table!r} the table whose stream it reads"
+        )
+    if not function and not table:
+        return "name the stack: --function (its consumer function, the function_name output) or --table (its table)"
+    return None
 
 
 def profile_problem(profile: str | None, error: Exception) -> str:

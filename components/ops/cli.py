@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import inspection
-from .aws import Client, Emit, add_stack_options, clients
+from .aws import Client, Emit, add_stack_options, clients, stack_problem
 from .inspection import SAMPLE_ITEMS
 from .redrive import queues
 from .redrive.discovery import RedriveError, consumer_of, discover, replace_queue
@@ -67,10 +67,10 @@ def parser() -> argparse.ArgumentParser:
         "inspect",
         help="show what a deployed table holds: pending occurrences, parked messages and why (changes nothing)",
         description="Read-only: the occurrences waiting to fire and what sits in the poison queue, the stream DLQ and "
-        "the target DLQ, with reasons; messages are read with VisibilityTimeout=0 and left in place. Exit status 0 "
-        "when read, 2 when the function or a queue cannot be found. It also reads a sample of the table (the first "
-        "--sample-items items of a scan, never the whole table) for items without the time attribute, and names the "
-        "attributes holding a time they carry instead.",
+        "the target DLQ, with reasons; messages are read with VisibilityTimeout=0 and left in place. It also reads a "
+        "sample of the table (the first --sample-items items of a scan, never the whole table) for items without the "
+        "time attribute, which are never scheduled, and names the attributes holding a time they carry instead. Exit "
+        "status 0 when read, 2 when the function or a queue cannot be found.",
     )
     add_stack_options(look)
     look.add_argument(
@@ -212,6 +212,10 @@ def main(argv: Sequence[str] | None = None, client: Client | None = None, emit: 
 
         return local.main(given[1:])
     args = parser().parse_args(given)
+    problem = stack_problem(args.function, args.table)
+    if problem:
+        print(f"scheduled-table {args.command}: {problem}", file=sys.stderr)
+        return 2
     try:
         aws = client or clients(args.endpoint_url, args.region, args.profile)
         if args.table:  # the rest of the command reads the stack from its consumer function

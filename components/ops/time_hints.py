@@ -73,13 +73,15 @@ def find(items: Iterable[dict[str, Any]], time_attribute: str) -> TimeHint | Non
         return -carried[name], -difflib.SequenceMatcher(None, name.lower(), time_attribute.lower()).ratio(), name
 
     candidates = tuple(sorted(carried, key=rank))
-    counted = f"{missing} of {sampled} items sampled have"
+    counted = f"{missing} of {sampled} item{'s' * (sampled != 1)} sampled {'has' if missing == 1 else 'have'}"
+    they = "it has" if missing == 1 else "they have"
     if not candidates:
-        message = f"{counted} no `{time_attribute}` and no other attribute holding a time: they are never scheduled"
+        never = "it is never scheduled" if missing == 1 else "they are never scheduled"
+        message = f"{counted} no `{time_attribute}` and no other attribute holding a time: {never}"
         return TimeHint(missing, sampled, candidates, message)
     shown = ", ".join(f"`{name}` ({carried[name]})" for name in candidates[:SHOWN])
     more = f" and {len(candidates) - SHOWN} more" if len(candidates) > SHOWN else ""
-    message = f"{counted} no `{time_attribute}`; they have {shown}{more}: set time_attribute={candidates[0]!r}?"
+    message = f"{counted} no `{time_attribute}`; {they} {shown}{more}: set time_attribute={candidates[0]!r}?"
     return TimeHint(missing, sampled, candidates, message)
 
 

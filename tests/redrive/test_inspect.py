@@ -344,9 +344,9 @@ def test_a_polling_item_indexed_by_its_writer_is_not_without_a_time(env: Env) ->
     env.put({"PK": "lost", "SK": "T", "remindAt": FUTURE})
     status, lines = inspect(function)
     assert status == 0, lines
-    assert (
-        "  1 of 3 items sampled have no `dueAt`; they have `remindAt` (1): set time_attribute='remindAt'?" in lines
-    ), lines
+    assert "  1 of 3 items sampled has no `dueAt`; it has `remindAt` (1): set time_attribute='remindAt'?" in lines, (
+        lines
+    )
 
 
 def test_json_output_has_the_documented_shape(env: Env) -> None:
@@ -378,7 +378,7 @@ def test_json_output_has_the_documented_shape(env: Env) -> None:
         "whole": True,
         "missing": 1,
         "candidates": ["remindAt"],
-        "message": "1 of 4 items sampled have no `dueAt`; they have `remindAt` (1): set time_attribute='remindAt'?",
+        "message": "1 of 4 items sampled has no `dueAt`; it has `remindAt` (1): set time_attribute='remindAt'?",
         "note": "the whole table, 4 items",
     }
     poison = next(q for q in found["parked"] if q["queue"] == "poison queue")

@@ -45,7 +45,7 @@ def test_numbers_that_are_no_time_and_other_types_are_not_candidates() -> None:
     assert holds_time(Decimal("1767225600")) and holds_time("1767225600") and holds_time("2026-12-01T10:00:00+01:00")
     hint = find([{"PK": "a", "tries": 3, "done": False}], "dueAt")
     assert hint == TimeHint(
-        1, 1, (), "1 of 1 items sampled have no `dueAt` and no other attribute holding a time: they are never scheduled"
+        1, 1, (), "1 of 1 item sampled has no `dueAt` and no other attribute holding a time: it is never scheduled"
     )
 
 
