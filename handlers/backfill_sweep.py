@@ -3,12 +3,18 @@
 Every schedule of the group is checked against its item (consistent read): one whose item is gone, or holds
 another time (its occurrence is no longer the item's), is deleted. It runs after the item pass, which made what
 was missing, and skips the schedules that pass found as their items want them. A schedule whose keys cannot be read
-from its input (an email target) is left alone and counted."""
+from its input (an email target) is left alone and counted.
+
+An `eventbridge` schedule whose minute has begun is never deleted while Scheduler may still run it: it may be
+retrying its target (throttled or down: up to its retry policy's maximum event age, then its dead-letter queue), and a
+delete would end the retries with nothing in the dead-letter queue and the ledger's marker claiming the occurrence,
+so nothing would ever deliver it. The live handler's cancel leaves such a schedule to run for the same reason, by the
+same rule (`st_core.schedules.may_have_started`)."""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -22,6 +28,11 @@ from backfill_timed import calls_for, ledger, schedule
 # carries as plain values).
 AWS_ACTIONS_ON = {TABLE: ("dynamodb:DescribeTable",), ANY: ("scheduler:ListSchedules",)}
 AWS_ACTIONS = flat(AWS_ACTIONS_ON)
+
+# Scheduler's longest retry of a target (its default `MaximumEventAgeInSeconds`: 24 h), and how long after it a
+# schedule is still taken to be in Scheduler's hands (its own delay in invoking, and in deleting a finished schedule).
+MAX_EVENT_AGE_SECONDS = 86400.0
+RETRIES_MARGIN_SECONDS = 3600.0
 
 
 class Sweep:
@@ -75,6 +86,9 @@ class Sweep:
                 run.note("skipped", "schedule matches its item (under an earlier version's name)")
                 return
             why = f"a second copy of {own}, under an earlier version's name"
+        if self.kind == "eventbridge" and self.may_still_run(found):
+            run.note("skipped", f"{why}, but its minute has begun: left to Scheduler (it may be retrying)", where)
+            return
         if run.options.dry_run:
             run.note("acted", f"would delete schedule ({why})", where)
             return
@@ -82,10 +96,12 @@ class Sweep:
 
         run.calls.take(1)
         deleted = schedules.delete(run.clients, run.config["scheduler"]["group"], name)
-        if deleted and self.kind == "eventbridge" and not self.firing(found):
+        if deleted and self.kind == "eventbridge" and not self.started(found):
+            # As the handler's cancel: deleted before its minute began, it never ran, and its marker goes with it.
+            # Judged by the clock once the delete has answered; past its retries (`may_still_run`) the marker stays.
             from st_core.errors import persist
 
-            persist(lambda: ledger(run).unschedule(name))  # as the handler's cancel: the marker goes with it
+            persist(lambda: ledger(run).unschedule(name))
         run.note("acted", f"deleted schedule ({why})", where)
         # A live write may have given the item that time again between the read and the delete: follow it.
         now = run.read([keys]).get(identity(run.config, keys))
@@ -151,12 +167,31 @@ class Sweep:
             self.types = {d["AttributeName"]: d["AttributeType"] for d in table["AttributeDefinitions"]}
         return self.types
 
-    def firing(self, found: Record) -> bool:
-        """Whether the schedule may be firing now (its marker then stays, as the handler's cancel keeps it)."""
+    def started(self, found: Record) -> bool:
+        """Whether a one-time schedule may have started to run (the handler's rule, `schedules.may_have_started`,
+        applied to the schedule's own minute: the due time's for minute precision, the release minute for second
+        precision); a recurring one never counts as started (it has no marker, and the handler's cancel deletes it)."""
         from st_core import schedules
 
-        expression = str(found.get("ScheduleExpression") or "")
-        if not expression.startswith("at("):
+        fire = at_time(found)
+        return fire is not None and schedules.may_have_started(fire, datetime.fromtimestamp(self.run.now(), UTC))
+
+    def may_still_run(self, found: Record) -> bool:
+        """Whether Scheduler may still invoke the schedule's target: its minute has begun and its retries may not be
+        over (the schedule's own `MaximumEventAgeInSeconds`, Scheduler's 24 h when it names none, after its minute,
+        with a margin). A schedule still there after that will never run: deleting it loses nothing."""
+        fire = at_time(found)
+        if fire is None or not self.started(found):
             return False
-        fire = datetime.fromisoformat(expression[3:-1]).replace(tzinfo=UTC)
-        return bool(schedules.may_be_firing(fire, datetime.fromtimestamp(self.run.now(), UTC)))
+        policy = (found.get("Target") or {}).get("RetryPolicy") or {}
+        retries = float(policy.get("MaximumEventAgeInSeconds") or MAX_EVENT_AGE_SECONDS)
+        ends = fire + timedelta(seconds=retries + RETRIES_MARGIN_SECONDS)
+        return datetime.fromtimestamp(self.run.now(), UTC) < ends
+
+
+def at_time(found: Record) -> datetime | None:
+    """A one-time schedule's `at()` time (UTC); None for a recurring one."""
+    expression = str(found.get("ScheduleExpression") or "")
+    if not expression.startswith("at("):
+        return None
+    return datetime.fromisoformat(expression[3:-1]).replace(tzinfo=UTC)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time as wall
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,9 +114,10 @@ def run(
     time: FakeTime | None = None,
     stop: Callable[[], bool] = lambda: False,
     client: Any = None,
+    now: Callable[[], float] | None = None,
 ) -> tuple[Any, bool, list[str]]:
     """One run through `components.backfill.run`, as the command makes it; its tally, whether it finished, and the
-    progress lines."""
+    progress lines. `now`: the run's wall clock (epoch seconds; the real one when not given)."""
     fake = time or FakeTime()
     lines: list[str] = []
     aws_client = client or aws(function)
@@ -132,7 +134,14 @@ def run(
         page_items=page_items,
     )
     tally, finished = backfill.run(
-        aws_client, stack, plan, progress=lines.append, clock=fake.clock, sleep=fake.sleep, stop=stop
+        aws_client,
+        stack,
+        plan,
+        progress=lines.append,
+        clock=fake.clock,
+        sleep=fake.sleep,
+        stop=stop,
+        now=now or wall.time,
     )
     return tally, finished, lines
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import eventbridge
 
-from tests.backfill.conftest import command, consumer, schedules
+from tests.backfill.conftest import command, consumer, run, schedules
 from tests.backfill.test_eventbridge import expected_name, iso
 from tests.handlers.conftest import Env
 
@@ -85,6 +85,66 @@ def test_an_item_given_the_time_again_while_its_schedule_is_deleted_keeps_its_sc
 
     assert status == 0, lines
     assert expected_name(env, "back", due) in schedules(env)
+
+
+def status_of(env: Env, name: str) -> str | None:
+    """The ledger's status of an occurrence (None: no entry)."""
+    ledger = env.config["eventbridge"]["ledgerTable"]
+    item = env.ddb.get_item(TableName=ledger, Key={"id": {"S": name}}, ConsistentRead=True).get("Item")
+    return item["status"]["S"] if item else None
+
+
+def test_a_schedule_whose_minute_began_is_left_to_scheduler_while_it_may_still_be_retrying(env: Env) -> None:
+    """The item moved after its due time while Scheduler was still retrying the schedule's target (throttled or
+    down: Scheduler keeps the schedule and retries for up to 24 h, then dead-letters). The live cancel leaves it to
+    run; so does reconcile, minutes and hours later: deleting it would end the retries with nothing dead-lettered and
+    the marker claiming the occurrence, so nothing would deliver it. Once its retries are over, a schedule still there
+    will never run: it is deleted, its marker kept.
+    Before: reconcile deleted it minutes after its minute, and the occurrence was never delivered."""
+    from backfill_sweep import RETRIES_MARGIN_SECONDS
+
+    env.config["scheduler"]["maxEventAgeSeconds"] = 86400  # Scheduler's longest: retries for 24 h
+    due = NOW.replace(second=0) - timedelta(minutes=10)
+    env.put({"PK": "busy", "SK": "A", "dueAt": iso(due)})
+    eventbridge.handle_batch(env.event(), env.config, now=lambda: due - timedelta(days=1))
+    name = expected_name(env, "busy", due)
+    env.put({"PK": "busy", "SK": "A", "dueAt": iso(due + timedelta(days=1))})  # moved, 5 minutes after its time
+    eventbridge.handle_batch(env.event(), env.config, now=lambda: due + timedelta(minutes=5))
+    assert name in schedules(env) and status_of(env, name) == "SCHEDULED"  # the live cancel left it to run
+    function = consumer(env)
+    retries_over = timedelta(seconds=86400 + RETRIES_MARGIN_SECONDS)
+
+    for after in (
+        timedelta(seconds=-0.5),
+        timedelta(minutes=10),
+        timedelta(hours=20),
+        retries_over - timedelta(seconds=1),
+    ):
+        at = (due + after).timestamp()
+        _, finished, lines = run(env, function, command="reconcile", now=lambda: at)  # noqa: B023 (called here)
+        assert finished, lines
+        assert name in schedules(env) and status_of(env, name) == "SCHEDULED", (after, lines)
+
+    _, finished, lines = run(env, function, command="reconcile", now=lambda: (due + retries_over).timestamp())
+    assert finished and name not in schedules(env), lines
+    assert status_of(env, name) == "SCHEDULED"  # it may have run: a return to that time is not delivered again
+
+
+def test_a_schedule_deleted_before_its_minute_takes_its_marker_with_it(env: Env) -> None:
+    """The other side of the rule, as the live cancel has it: a schedule whose item left its time is deleted up to
+    the second before its minute (less the clocks' skew), and its marker goes with it."""
+    due = NOW.replace(second=0) + timedelta(hours=1)
+    env.put({"PK": "moved", "SK": "A", "dueAt": iso(due)})
+    eventbridge.handle_batch(env.event(), env.config, now=lambda: due - timedelta(days=1))
+    name = expected_name(env, "moved", due)
+    env.put({"PK": "moved", "SK": "A", "dueAt": iso(due + timedelta(days=1))})
+    env.stream.read()  # drift: the stream missed the move
+    function = consumer(env)
+
+    _, finished, lines = run(env, function, command="reconcile", now=lambda: (due - timedelta(seconds=1.5)).timestamp())
+
+    assert finished and name not in schedules(env), lines
+    assert status_of(env, name) is None
 
 
 def forget(env: Env, after: timedelta = timedelta(hours=49)) -> int:
