@@ -82,9 +82,12 @@ def resources_of(
     if backfill_function:
         named = backfill_function.startswith("arn:")
         backfill = backfill_function if named else arn("lambda", f"function:{backfill_function}")
+    # Another account's table is named by its ARN in the configuration (components/existing.py, table_reference):
+    # IAM matches that ARN itself, never `table/<the ARN>` in the function's account.
+    table = str(config["table"])
     return Resources(
         function=stack.function_arn,
-        table=arn("dynamodb", f"table/{config['table']}"),
+        table=table if table.startswith("arn:") else arn("dynamodb", f"table/{table}"),
         poison=queue(stack.poison_url),
         stream=stack.stream_arn,
         stream_dlq=stack.stream_dlq_arn,
@@ -258,9 +261,13 @@ def _target_of(kind: str) -> Resolve:
 
 
 def _account_keys(r: Resources) -> list[str | None]:
-    """Any key of the stack's account and region: which keys encrypt the stack is what `policy` asks KMS."""
-    partition, _, region, account, _ = arn_parts(r.function)
-    return [f"arn:{partition}:kms:{region}:{account}:key/*"]
+    """Any key of the stack's account and region, and of the table's when it is another account's (its key is that
+    account's): which keys encrypt the stack is what `policy` asks KMS."""
+    found: list[str | None] = []
+    for owner in (r.function, r.table):
+        partition, _, region, account, _ = arn_parts(owner)
+        found.append(f"arn:{partition}:kms:{region}:{account}:key/*")
+    return list(dict.fromkeys(found))
 
 
 # Finding the stack from the consumer function (redrive.discovery.discover): every command does it first. Given the

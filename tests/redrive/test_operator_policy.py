@@ -9,6 +9,7 @@ command with the messages hidden for ten minutes."""
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -708,3 +709,146 @@ def test_the_policy_command_runs_under_the_policy_it_prints_for_itself(stack: An
     assert (status, calls.refused) == (0, []), lines
     assert {"dynamodb:DescribeTable", "sqs:GetQueueAttributes", "kms:DescribeKey"} <= calls.actions
     assert key in "\n".join(lines)
+
+
+# -- a stack on another account's table: the configuration names the table by its ARN --------------------------------
+
+OTHER_ACCOUNT = "210987654321"
+
+
+class OtherAccountTable:
+    """DynamoDB as it answers for another account's table, named by its ARN (moto knows tables by name in one
+    account only): a request naming the ARN reaches moto's table of that name, and the answers keyed by table come
+    back keyed by the ARN the request gave, as DynamoDB's do. Every other call is moto's as it is."""
+
+    def __init__(self, inner: Any, arn: str, name: str) -> None:
+        self._inner, self._arn, self._name = inner, arn, name
+
+    def _to(self, value: Any) -> Any:
+        return self._name if value == self._arn else value
+
+    def _back(self, answer: Any) -> Any:
+        for field in ("Responses", "UnprocessedKeys", "UnprocessedItems"):
+            if isinstance(answer.get(field), dict) and self._name in answer[field]:
+                answer[field] = {self._arn if k == self._name else k: v for k, v in answer[field].items()}
+        return answer
+
+    def _call(self, method: Any) -> Any:
+        def call(**request: Any) -> Any:
+            if "TableName" in request:
+                request["TableName"] = self._to(request["TableName"])
+            if isinstance(request.get("RequestItems"), dict):
+                request["RequestItems"] = {self._to(k): v for k, v in request["RequestItems"].items()}
+            return self._back(method(**request))
+
+        return call
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._inner, name)
+        if name == "get_paginator":
+            return lambda operation: _Pages(found(operation), self._call)
+        return self._call(found) if callable(found) and not name.startswith(("_", "meta", "exceptions")) else found
+
+
+class _Pages:
+    def __init__(self, inner: Any, call: Any) -> None:
+        self._inner, self._call = inner, call
+
+    def paginate(self, **request: Any) -> Any:
+        return self._inner.paginate(**self._call(lambda **r: r)(**request))
+
+
+@pytest.fixture
+def other_account_stack(stack: Any) -> tuple[Env, Function, str, OtherAccountTable]:
+    """The eventbridge stack above, deployed in this account on a table of another: the configuration names the
+    table by its ARN (components/existing.py `table_reference`), as the functions call it. The consumer's own calls
+    are not the operator's (its role's are tests/iam/test_other_account.py's): it runs on moto's table by name."""
+    import boto3
+
+    from tests.conftest import REGION
+
+    env, function, name = stack
+    table_arn = f"arn:aws:dynamodb:{REGION}:{OTHER_ACCOUNT}:table/{env.table}"
+    by_name = copy.deepcopy(env.config)
+    env.config = {**env.config, "table": table_arn}
+    function.handle = lambda event, config: eventbridge.handle_batch(event, by_name)
+    return env, function, name, OtherAccountTable(boto3.client("dynamodb", region_name=REGION), table_arn, env.table)
+
+
+@pytest.mark.parametrize(
+    ("command", "argv", "on_table"),
+    [
+        ("inspect", ["inspect"], {"dynamodb:Scan"}),
+        ("redrive-poison", ["redrive", "poison"], {"dynamodb:GetItem"}),  # the item, to judge the record's order
+        ("backfill", ["backfill", "--segments", "2"], {"dynamodb:Scan", "dynamodb:DescribeTable"}),
+        ("reconcile", ["reconcile", "--segments", "2"], {"dynamodb:Scan", "dynamodb:DescribeTable"}),
+        ("policy", ["policy", "backfill"], {"dynamodb:DescribeTable"}),
+    ],
+)
+def test_a_stack_on_another_accounts_table_is_granted_that_table_by_its_own_arn(
+    other_account_stack: Any, command: str, argv: list[str], on_table: set[str]
+) -> None:
+    """The configuration holds another account's table by its ARN: the policy names that ARN (and nothing under
+    `table/` in the stack's account), and each command runs under exactly it, refused nothing, its calls on the
+    table made on that ARN. Before: the policy named `table/arn:aws:dynamodb:...` in the stack's account, which IAM
+    never matches, and every call on the table was refused."""
+    env, function, name, table = other_account_stack
+    queue(env, name)
+    env.stream.read()
+    table_arn = env.config["table"]
+    lines: list[str] = []
+    assert (
+        main(["policy", command, "--function", function.name], client=aws(function, dynamodb=table), emit=lines.append)
+        == 0
+    )
+    granted = json.loads("\n".join(lines))
+
+    status, lines, calls = as_operator(function, argv, granted, dynamodb=table)
+
+    assert (status, calls.refused) == (0, []), lines
+    assert on_table <= {a for a, r, ok in calls.made if r == table_arn and ok}, calls.made
+    resources = {r for s in granted["Statement"] for r in s["Resource"]}
+    assert not any(":table/arn:" in r for r in resources), resources
+
+
+def test_the_key_of_another_accounts_table_is_granted_where_its_stream_and_its_key_are_read() -> None:
+    """An aggregate stack on another account's table, encrypted with that account's key: the stack as the commands
+    find it (the configuration names the table by its ARN, the mapping its stream). The key's use is granted on the
+    reads of the table's stream (redrive stream: aggregate reads no item, so the stream's reads are the only use), and
+    `policy` itself may describe that account's keys (it asks KMS which key encrypts the table). Checked by the IAM
+    evaluator, the key's policy allowing the stack's account.
+    Before: the stream's reads lost the key's use (KMS refused them), and `policy` was refused the description."""
+    from components.ops.permissions import Keys, resources_of, statements
+    from components.ops.redrive.discovery import Stack
+    from tests.iam import enforce
+    from tests.iam.operator import operator_role
+
+    table = f"arn:aws:dynamodb:eu-west-1:{OTHER_ACCOUNT}:table/scores"
+    key = f"arn:aws:kms:eu-west-1:{OTHER_ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    found = Stack(
+        function="scores-consumer",
+        config={"mode": "aggregate", "table": table, "aggregate": {"ledgerTable": "scores-ledger"}},
+        poison_url=f"https://sqs.eu-west-1.amazonaws.com/{ACCOUNT}/scores-poison",
+        stream_dlq_url=f"https://sqs.eu-west-1.amazonaws.com/{ACCOUNT}/scores-stream-dlq",
+        target_dlq_url=None,
+        filters=[],
+        function_arn=f"arn:aws:lambda:eu-west-1:{ACCOUNT}:function:scores-consumer",
+        stream_arn=f"{table}/stream/2026-11-01T00:00:00.000",
+        stream_dlq_arn=f"arn:aws:sqs:eu-west-1:{ACCOUNT}:scores-stream-dlq",
+    )
+    resources = resources_of(found, keys=Keys(table=key))
+    allowed = [f"arn:aws:iam::{OTHER_ACCOUNT}:root", f"arn:aws:iam::{ACCOUNT}:root"]
+    key_policy = json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"AWS": allowed}, "Action": "kms:*", "Resource": "*"}],
+        }
+    )
+    encryption = requests.Encryption(((table, key),), ((key, key_policy),))
+
+    def role(command: str) -> Any:
+        return operator_role({"Version": "2012-10-17", "Statement": statements(command, resources)})
+
+    reads = [requests.Request(f"dynamodb:{a}", str(found.stream_arn)) for a in ("GetShardIterator", "GetRecords")]
+    enforce.check(role("redrive-stream"), reads, encryption)
+    enforce.check(role("policy"), [requests.Request("kms:DescribeKey", key)], encryption)
