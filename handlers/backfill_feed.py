@@ -62,6 +62,9 @@ class Run:
     # Schedules the item pass found as their item (as scanned) wants them: reconcile's sweep need not read them
     # again (shared by every segment of a run that also sweeps, else the run's own).
     confirmed: set[str] = field(default_factory=set)
+    # How long after its due time the ledger surely holds an occurrence's entry (backfill_timed.memory_seconds):
+    # read from the ledger once per run.
+    memory: float | None = None
 
     def note(self, outcome: str, kind: str, example: str = "") -> None:
         with self.lock:

@@ -27,6 +27,10 @@ FORGET_MARGIN_SECONDS = 3600.0
 # The ledger's record that a backfill of the table has finished once (never expires): later backfills deliver past
 # occurrences the ledger has forgotten only when asked (`--deliver-past-due`), as reconcile does.
 BACKFILLED = "scheduled-table#backfilled"
+# The ledger's record of the narrowest `windowSeconds` a backfill or reconcile of the table has run with (never
+# expires): entries keep the expiry they were written with, so a raised window does not make the ledger remember
+# longer what it was told under the old one (`memory_seconds`).
+WINDOW = "scheduled-table#window"
 
 
 class Need(NamedTuple):
@@ -48,6 +52,8 @@ FORGOTTEN = "past due longer ago than the ledger remembers: not delivered again 
 def act(run: Run, kind: str, items: list[Record]) -> None:
     """One page of eventbridge or precise ttl items (`kind` "eventbridge" or "ttl-precise")."""
     attribute = run.config["timeAttribute"]
+    if kind == "eventbridge":
+        memory_seconds(run)  # every run records the window it runs with, before one that is raised can come
     due: list[Record] = []
     timed: list[Record] = []
     unusable: set[int] = set()
@@ -98,11 +104,42 @@ def calls_for(run: Run, kind: str) -> int:
 def remembered(run: Run, due: datetime, now: datetime) -> bool:
     """Whether the ledger would still hold a delivery of an occurrence due at `due`: every delivery's entry (the
     schedule's marker, written before its time; a direct delivery's claim, made at or after it) lives at least
-    `windowSeconds` after the due time, less the release schedule's lead, before DynamoDB's TTL may delete it. So
-    within that time an occurrence the ledger does not hold was never delivered; after it, "delivered long ago" and
-    "never delivered" look the same."""
-    window = float(run.config["eventbridge"]["windowSeconds"])
-    return (now - due).total_seconds() < window - FORGET_MARGIN_SECONDS
+    the window it was written with after the due time, less the release schedule's lead, before DynamoDB's TTL may
+    delete it (`memory_seconds`). So within that time an occurrence the ledger does not hold was never delivered;
+    after it, "delivered long ago" and "never delivered" look the same."""
+    return (now - due).total_seconds() < memory_seconds(run) - FORGET_MARGIN_SECONDS
+
+
+def memory_seconds(run: Run) -> float:
+    """The window the ledger's entries are judged by: the narrowest `windowSeconds` of this run and of every backfill
+    or reconcile before it (the ledger's `WINDOW` record, lowered here when this run's is narrower; a dry run only
+    reads it). An entry keeps the expiry it was written with, and a schedule's marker may have been written months
+    before its time: after the window is raised, the entries written under the old one still go at the old one, and
+    judging their absence by the new one would deliver every occurrence between the two windows again. Never raised
+    back: which entries a narrower window wrote cannot be told apart. Read once per run."""
+    if run.memory is not None:
+        return run.memory
+    from st_core.errors import error_code
+
+    current = int(run.config["eventbridge"]["windowSeconds"])
+    table = run.config["eventbridge"]["ledgerTable"]
+    ddb = run.clients.get("dynamodb")
+    found = ddb.get_item(TableName=table, Key={"id": {"S": WINDOW}}, ConsistentRead=True).get("Item")
+    recorded = int(found["seconds"]["N"]) if found and "seconds" in found else None
+    if (recorded is None or current < recorded) and not run.options.dry_run:
+        try:
+            ddb.put_item(
+                TableName=table,
+                Item={"id": {"S": WINDOW}, "seconds": {"N": str(current)}, "at": {"N": str(int(run.now()))}},
+                ConditionExpression="attribute_not_exists(id) OR #seconds > :seconds",
+                ExpressionAttributeNames={"#seconds": "seconds"},  # a name DynamoDB may reserve: never bare
+                ExpressionAttributeValues={":seconds": {"N": str(current)}},
+            )
+        except Exception as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise  # else another run has just recorded one as narrow or narrower: the next run judges by it
+    run.memory = float(min(current, recorded if recorded is not None else current))
+    return run.memory
 
 
 def needs_of(run: Run, kind: str, record: Record) -> Need:

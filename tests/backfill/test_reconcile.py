@@ -288,3 +288,38 @@ def test_reconcile_reports_due_attributes_no_filter_can_match_and_feeds_unusable
     assert unseen.split()[0] == "2" and '"map"' in unseen and '"list"' in unseen, unseen
     assert any("1 would park (unusable due time)" in line for line in lines), lines
     assert any("1 no due time" in line for line in lines), lines
+
+
+def test_a_raised_window_does_not_make_reconcile_deliver_again_what_the_ledger_forgot_under_the_old_one(
+    env: Env,
+) -> None:
+    """A delivery's entry keeps the expiry it was written with (48 h here). The window is raised to 7 days; 50 hours
+    after the delivery DynamoDB's TTL has removed the entry, and the occurrence is well within the new window. The
+    ledger never held it for 7 days: reconcile judges it by the narrowest window it has run with (recorded in the
+    ledger), reports it, and delivers nothing.
+    Before: reconcile judged by the new window, took the missing entry for "never delivered" and delivered again."""
+    import time
+
+    from backfill_timed import FORGOTTEN
+
+    from tests.backfill.test_eventbridge import delivered
+
+    env.put({"PK": "missed", "SK": "A", "dueAt": iso(NOW - timedelta(hours=1))})  # written while the stream was off
+    env.stream.read()
+    function = consumer(env)
+    status, lines = command(function, "reconcile")
+    assert status == 0 and [m["keys"]["PK"] for m in delivered(env)] == ["missed"], lines
+
+    env.config["eventbridge"]["windowSeconds"] = 7 * 86400  # raised (the stack deployed again)
+    assert forget(env, after=timedelta(hours=50)) == 1  # TTL: the delivery's entry is gone
+    later = time.time() + 50 * 3600
+
+    tally, finished, lines = run(env, function, command="reconcile", now=lambda: later)
+
+    assert finished and delivered(env) == [], lines
+    assert tally.kinds.get(FORGOTTEN) == 1 and "missed" in tally.examples[FORGOTTEN][0], tally.to_json()
+    from backfill_timed import WINDOW
+
+    ledger = env.config["eventbridge"]["ledgerTable"]
+    recorded = env.ddb.get_item(TableName=ledger, Key={"id": {"S": WINDOW}})["Item"]["seconds"]["N"]
+    assert recorded == "172800"  # the narrowest window a run has seen, kept after the raise
