@@ -17,6 +17,12 @@ record age, plus the function timeout for a delivery that started just before th
 removed by the next write of its total once every record it can hold is past the horizon. Records older than the
 horizon cannot be checked and are parked with the reason (Lambda does not deliver them).
 
+A record parked because its group's total cannot be written (the total is not a number, the sum leaves DynamoDB's
+range) was not applied: it is parked with the groups it was not applied to (`stUnapplied` on the parked record), and
+its replay (`redrive poison`, once the total is fixed) is applied to those groups only, through the ledger's marker
+whatever its age, so a replay a day later counts once, and so does a second replay of it while the ledger remembers
+the first (`windowSeconds`). Its ids on the total are checked as well while they are there.
+
 The ids take at most RING_BYTES of the item, so a total stays under 1 KB and a write costs one write unit. A group
 with more records within the horizon than fit falls back to the ledger: its write becomes a transaction with one
 marker per record in the ledger table (2 write units each), which also sets `stLedgerUntil` to now + the horizon
@@ -82,6 +88,9 @@ AWS_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem")
 
 MODE = "aggregate"
 MARKER_PREFIX = "aggregate#"
+# On a record parked because its group's total cannot be written: the groups (`Contribution.group`) it was not
+# applied to. Its replay applies it to those only, through the ledger (see the module's docstring).
+UNAPPLIED = "stUnapplied"
 # Records per write: a transaction holds at most 100 actions (the total's update and up to 99 markers).
 RECORDS_PER_WRITE = 99
 # DynamoDB allows 300 operators and functions in an expression. A write's condition has 2 per record (`contains`
@@ -138,6 +147,7 @@ class Contribution:
     ) -> None:
         self.group, self.key, self.delta, self.event_id, self.sequence = group, key, delta, event_id, sequence
         self.created, self.record = created, record
+        self.ledger_only = False  # a replay of a record parked unapplied: checked in the ledger, whatever its age
 
     @property
     def marker(self) -> str:
@@ -301,6 +311,15 @@ class RingCache:
 RINGS = RingCache()
 
 
+class Unwritable(PermanentError):
+    """A group's total can never be written: the reason, and the records of it that were not applied."""
+
+    def __init__(self, reason: str, records: list[Contribution], code: str = "") -> None:
+        super().__init__(reason)
+        self.records = records
+        self.code = code
+
+
 class Plan:
     """One write of a chunk of one group's records: which path, what it adds, checks and removes."""
 
@@ -358,10 +377,18 @@ class Totals:
         self.rings = rings
 
     def apply(self, group: str, items: list[Contribution], outcome: Outcome) -> None:
-        """Applies what of `items` was not applied before, counting in `outcome`. PermanentError when the total can
-        never be written."""
+        """Applies what of `items` was not applied before, counting in `outcome`. Unwritable, naming the records not
+        applied, when the total can never be written (every chunk is tried: some may be applied before)."""
+        failed: Unwritable | None = None
+        unapplied: list[Contribution] = []
         for chunk in chunks(items):
-            self._apply_chunk(group, chunk, outcome)
+            try:
+                self._apply_chunk(group, chunk, outcome)
+            except Unwritable as exc:
+                failed = failed or exc
+                unapplied += exc.records
+        if failed is not None:
+            raise Unwritable(str(failed), unapplied, failed.code)
 
     def _apply_chunk(self, group: str, chunk: list[Contribution], outcome: Outcome) -> None:
         conditions = transient = 0
@@ -377,7 +404,10 @@ class Totals:
             try:
                 seen = self._write(group, chunk, outcome)
             except Exception as exc:
-                if isinstance(exc, PermanentError) or not is_transient(exc) or transient == TRANSIENT_RETRIES:
+                if isinstance(exc, PermanentError):
+                    # The write's condition passed (else DynamoDB says so): none of `chunk` is applied.
+                    raise Unwritable(str(exc), chunk, error_code(exc)) from exc
+                if not is_transient(exc) or transient == TRANSIENT_RETRIES:
                     raise
                 transient += 1
                 time.sleep(RETRY_DELAY_SECONDS * 2 ** (transient - 1))
@@ -436,7 +466,8 @@ class Totals:
                 kept[c.bucket] = kept.get(c.bucket, 0) + 1
         fits = ring.size(kept) <= RING_BYTES
         timed = len(referenced) > 0
-        if fits and timed and all(c.bucket is not None for c in chunk) and ring.ledger_until < now:
+        ring_only = all(c.bucket is not None and not c.ledger_only for c in chunk)
+        if fits and timed and ring_only and ring.ledger_until < now:
             return Plan(ledger=False, add_ids=True, set_until=False, expired=expired)
         add_ids = fits and timed
         return Plan(ledger=True, add_ids=add_ids, set_until=timed and not add_ids, expired=expired)
@@ -607,6 +638,15 @@ def handle_batch(
 
     def collect(record: DynamoDBStreamRecord) -> None:
         found = contributions(record, settings)
+        groups = unapplied_groups(record)
+        if groups is not None:
+            # A replay of a record parked unapplied, at any age: to the groups it was not applied to (the others
+            # were), each checked in the ledger.
+            found = [c for c in found if c.group in groups]
+            for c in found:
+                c.ledger_only = True
+            collected.add(found)
+            return
         age = now() - found[0].created if found and found[0].created is not None else 0.0
         if age > horizon:
             raise PermanentError(
@@ -627,6 +667,7 @@ def handle_batch(
             by_group.setdefault(item.group, []).append(item)
     totals = Totals(config, clients, now)
     outcomes: list[Outcome] = []
+    unwritable: list[Unwritable] = []
 
     def apply(group: str) -> list[str]:
         """The sequence numbers to retry from when this group's total could not be written (none if parked)."""
@@ -635,6 +676,9 @@ def handle_batch(
         outcomes.append(outcome)
         try:
             totals.apply(group, items, outcome)
+        except Unwritable as exc:
+            unwritable.append(exc)  # parked once every group is done: a record once, with all it was not applied to
+            return []
         except Exception as exc:
             if isinstance(exc, PermanentError) or not is_transient(exc):
                 return _park_group(poison, items, str(exc), error_code(exc))
@@ -649,6 +693,7 @@ def handle_batch(
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for sequences in pool.map(apply, list(by_group)):
             failed += sequences
+    failed += _park_unapplied(poison, unwritable)
     response: BatchResponse = {
         "batchItemFailures": [{"itemIdentifier": seq} for seq in sorted(set(failed), key=sequence_order)]
     }
@@ -667,6 +712,39 @@ def handle_batch(
     )
     batch_metrics(config, mode=MODE, records=len(records) + len(malformed), poison=poison, response=response)
     return response
+
+
+def unapplied_groups(record: DynamoDBStreamRecord) -> set[str] | None:
+    """The groups a parked record was not applied to (`UNAPPLIED`), when it was parked so; None otherwise."""
+    groups = record.get(UNAPPLIED) if isinstance(record, dict) else None
+    return {str(g) for g in groups} if isinstance(groups, list) else None
+
+
+def _park_unapplied(poison: PoisonQueue, failures: list[Unwritable]) -> list[str]:
+    """Park each record of totals that can never be written once, with every group it was not applied to: its
+    replay applies it to those (`unapplied_groups`). The sequence numbers of those the queue refuses, for retry."""
+    by_record: dict[str, tuple[DynamoDBStreamRecord, set[str], list[str], list[str], list[str]]] = {}
+    for failure in failures:
+        for c in failure.records:
+            if c.record is None:
+                continue
+            record, groups, reasons, codes, sequences = by_record.setdefault(c.event_id, (c.record, set(), [], [], []))
+            groups.add(c.group)
+            sequences.append(c.sequence)
+            if str(failure) not in reasons:
+                reasons.append(str(failure))
+                codes.append(failure.code)
+    retry: list[str] = []
+    for record, groups, reasons, codes, sequences in by_record.values():
+        stamped = {**record, UNAPPLIED: sorted(groups)}
+        try:
+            poison.send(stamped, "; ".join(reasons), codes[0])
+        except Exception as exc:
+            log.error("poison-failed", sequenceNumber=sequences[0], error=error_code(exc), reason=reasons[0])
+            retry += sequences
+    if by_record:
+        log.warning("total-parked", records=len(by_record), reason=reasons[0][:300])
+    return retry
 
 
 def _park_group(poison: PoisonQueue, items: list[Contribution], reason: str, code: str) -> list[str]:
