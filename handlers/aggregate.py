@@ -405,8 +405,7 @@ class Totals:
                 seen = self._write(group, chunk, outcome)
             except Exception as exc:
                 if isinstance(exc, PermanentError):
-                    # The write's condition passed (else DynamoDB says so): none of `chunk` is applied.
-                    raise Unwritable(str(exc), chunk, error_code(exc)) from exc
+                    raise Unwritable(str(exc), self._unapplied(group, chunk), error_code(exc)) from exc
                 if not is_transient(exc) or transient == TRANSIENT_RETRIES:
                     raise
                 transient += 1
@@ -420,6 +419,29 @@ class Totals:
             conditions += 1
             if chunk and conditions == CONDITION_ATTEMPTS:
                 raise TransientError(f"group {group!r}: the total's write kept failing its condition")
+
+    def _unapplied(self, group: str, chunk: list[Contribution]) -> list[Contribution]:
+        """Of a chunk whose write can never succeed, the records whose ids the total does not hold: the others were
+        applied before, whichever check DynamoDB made first. The total is read with a write that cannot happen (its
+        condition is false on any item; DynamoDB returns the item that failed it): UpdateItem is all this function
+        may call on the table. A record applied through the ledger is found by its marker when it is replayed."""
+        s = self.settings
+        hash_name = str(self.config["partitionKey"])
+        try:
+            self.clients.get("dynamodb").update_item(
+                TableName=self.config["table"],
+                Key={hash_name: chunk[0].key, str(self.config["sortKey"]): {"S": s["totalSortKey"]}},
+                UpdateExpression="REMOVE #until",
+                ConditionExpression="attribute_exists(#key) AND attribute_not_exists(#key)",
+                ExpressionAttributeNames={"#until": LEDGER_UNTIL, "#key": hash_name},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except Exception as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            held = _present(chunk, getattr(exc, "response", {}).get("Item") or {})
+            return [c for i, c in enumerate(chunk) if i not in held]
+        raise TransientError(f"group {group!r}: a condition that cannot hold held")  # never: DynamoDB checks it
 
     # -- one write ---------------------------------------------------------------------------------------------------
 

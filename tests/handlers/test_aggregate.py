@@ -632,3 +632,41 @@ def test_every_write_fits_dynamodbs_expression_limits(agg_env: Env, spread: int)
         assert len(chunk) <= aggregate.RECORDS_PER_WRITE
         written += len(chunk)
     assert written == 300
+
+
+def test_only_the_records_a_failed_write_did_not_apply_are_parked_as_unapplied(agg_env: Env) -> None:
+    """100 scores of one group in a batch are two writes (99 and 1). The total is near DynamoDB's largest number:
+    the 99's sum would leave the range (DynamoDB refuses the write), the 1's fits and is applied. Only the 99 are
+    parked, each as not applied to the total (their replay adds them once the total is fixed); the applied one is
+    not parked (a replay of it past the horizon would count it again)."""
+    agg_env.put({"PK": "USER#ada", "SK": "TOTAL", "totalScore": Decimal("9.98E+125")})
+    agg_env.stream.read()
+    for n in range(100):
+        score(agg_env, n, "ada", Decimal("1E+123"))
+
+    assert deliver(agg_env, sources(agg_env, 0), now=1) == {"batchItemFailures": []}
+
+    assert total(agg_env, "ada") == Decimal("9.99E+125")
+    parked = agg_env.messages(agg_env.poison_url)
+    assert len(parked) == 99 and all(m["record"][aggregate.UNAPPLIED] for m in parked)
+
+
+def test_a_record_applied_before_its_total_became_unwritable_is_not_parked_as_unapplied(agg_env: Env) -> None:
+    """A score is applied; its total is then set near DynamoDB's largest number; the batch comes again to a new
+    container, whose write DynamoDB refuses (the sum leaves the range) before or after checking the ids. The total
+    holds the score's id: it was applied, and it is not parked (parked as unapplied, its replay would count it a
+    second time)."""
+    score(agg_env, 1, "ada", 5)
+    records = sources(agg_env, 0)
+    assert deliver(agg_env, records, now=1) == {"batchItemFailures": []}
+    agg_env.ddb.update_item(
+        TableName=agg_env.table,
+        Key={"PK": {"S": "USER#ada"}, "SK": {"S": "TOTAL"}},
+        UpdateExpression="SET totalScore = :big",
+        ExpressionAttributeValues={":big": {"N": "9.99999999999999999999999999999999999E+125"}},
+    )
+    RINGS.clear()
+
+    assert deliver(agg_env, records, now=2) == {"batchItemFailures": []}
+
+    assert nothing_parked(agg_env)
