@@ -19,7 +19,12 @@ out for the calls this project makes.
   SQS's send; DynamoDB: reads kms:Decrypt, writes also kms:Encrypt and kms:GenerateDataKey; the same table as the
   tests', tests/iam/requests.py). ministack's SQS, SNS and DynamoDB never call KMS: `check_kms_keys` does, answering a
   refusal as each service does (SQS KMS.AccessDeniedException, SNS KMSAccessDenied, DynamoDB
-  AccessDeniedException). AWS-managed keys (no key record here) need nothing. An event bus's customer key is used
+  AccessDeniedException). Each such use is the service's on the caller's behalf, so it carries `kms:ViaService` (the
+  service's endpoint in the key's Region, `via_service_context`); a caller's own call to KMS carries none, and a
+  grant conditioned on the service does not cover it. A schedule's `KmsKeyArn` is checked too: at
+  CreateSchedule/UpdateSchedule the caller's use through Scheduler, at a templated target's firing the execution
+  role's own kms:Decrypt, both bound to the schedule's ARN (`schedule_key_refusal`; universal targets' firing is
+  not checked). AWS-managed keys (no key record here) need nothing. An event bus's customer key is used
   by EventBridge itself, not the sender: `check_bus_keys` drops an event whose bus's key policy does not allow
   `events.amazonaws.com` (PutEvents still answers), so no rule of the bus sees it.
 - Event source mappings: Lambda reads a function's stream or queue, and sends a failed stream batch's record to its

@@ -333,7 +333,7 @@ def option_sets() -> list[Options]:
     return found
 
 
-def _id(options: Options) -> str:
+def option_id(options: Options) -> str:
     extra = [n for n, on in (("second", options.precision_second), ("precise", options.precise)) if on]
     kind = options.kind + (".fifo" if options.fifo else "")
     polling = [options.on_done, *([f"groups{options.shard_groups}"] if options.shard_groups > 1 else [])]
@@ -344,7 +344,7 @@ def _id(options: Options) -> str:
     return "-".join([options.mode, kind, *extra, *(polling if options.mode == "polling" else []), *keys])
 
 
-@pytest.mark.parametrize("options", option_sets(), ids=_id)
+@pytest.mark.parametrize("options", option_sets(), ids=option_id)
 def test_each_function_is_granted_what_its_code_calls_and_nothing_more(options: Options) -> None:
     import json
 
@@ -376,7 +376,7 @@ def scheduler_expected(options: Options) -> set[str]:
     return actions | {"sqs:SendMessage"} | delivered | dlq | payload
 
 
-@pytest.mark.parametrize("options", [o for o in option_sets() if o.mode == "eventbridge" or o.precise], ids=_id)
+@pytest.mark.parametrize("options", [o for o in option_sets() if o.mode == "eventbridge" or o.precise], ids=option_id)
 def test_the_scheduler_role_is_granted_its_targets_and_its_dlq_only(options: Options) -> None:
     import json
 
