@@ -513,7 +513,8 @@ def via_service_context(service: str, key_arn: str) -> dict[str, str]:
     """The `kms:ViaService` a service's use of a key on a caller's behalf carries: the service's endpoint in the
     key's Region (the AWS KMS developer guide, "kms:ViaService"; the AWS managed keys' policies, e.g. aws/dynamodb's
     `dynamodb.<region>.amazonaws.com`). A caller's own call to KMS carries none. Written here, apart from the
-    component's own (components/arns.py), so the evaluator does not take the rule from the code it checks."""
+    component's own (components/arns.py), so the evaluator does not take the rule from the code it checks:
+    rule("kms-via-service")."""
     parts = key_arn.split(":")
     partition, region = (parts[1], parts[3]) if len(parts) > 3 else ("aws", "")
     domain = "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
@@ -530,7 +531,8 @@ SCHEDULE_CREATE_KEY_ACTIONS = ("kms:DescribeKey", "kms:GenerateDataKey", "kms:De
 
 
 def schedule_key_refusal(access_key: str, key: str, schedule_arn: str, region: str, *, firing: bool) -> str:
-    """Why the caller (`firing`: the execution role) may not use the schedule's payload key, or ""."""
+    """Why the caller (`firing`: the execution role) may not use the schedule's payload key, or "":
+    rule("scheduler-payload-key")."""
     bound = {SCHEDULE_CONTEXT_KEY: schedule_arn}
     if firing:
         return key_uses_refusal(access_key, ("kms:Decrypt",), key, region, None, bound)

@@ -348,7 +348,7 @@ NO_KEYS = Encryption()
 def key_uses(wanted: list[Request], encryption: Encryption) -> list[KeyUse]:
     """The key uses the authorizations `wanted` (one call's) bring with them on encrypted resources: each made by the
     service called, on the caller's behalf, so KMS sees `kms:ViaService` as that service's endpoint in the key's
-    Region (localcloud/iam.py, `via_service_context`)."""
+    Region (localcloud/iam.py, `via_service_context`): rule("kms-via-service")."""
     found: list[KeyUse] = []
     for request in wanted:
         key = encryption.key_of(request.resource)
@@ -372,7 +372,7 @@ def schedule_payload_uses(params: dict[str, Any], where: Where, *, firing: bool)
     """What a schedule's `KmsKeyArn` makes KMS see (localcloud/iam.py, `SCHEDULE_PAYLOAD_USES`): when it is made or
     changed, Scheduler's use of the key on the caller's behalf; when it fires (`firing`), the execution role's own
     kms:Decrypt, which Scheduler makes directly with the role's session (no kms:ViaService). Both with the
-    schedule's ARN as the encryption context."""
+    schedule's ARN as the encryption context: rule("scheduler-payload-key")."""
     key = params.get("KmsKeyArn")
     if not key:
         return []
