@@ -1,9 +1,11 @@
 """KMS as AWS enforces it, in the handler tests: the table (and the ledger) and the target encrypted with
 customer-managed keys, each with a key policy the test supplies; every call, every schedule Scheduler fires and
 every batch a mapping reads is checked against the role the component renders for those keys and against the key
-policy (tests/iam/enforce.py). Every mode delivers; removing one KMS grant from a role, or the key policy's
-statement, makes the affected call fail as AWS fails it; and a target whose key the component was not told about
-is parked with a reason naming `kms_key_arn` and the key."""
+policy (tests/iam/enforce.py), each use of a key through the service that makes it (`kms:ViaService`). The
+component's own queues (poison, target DLQ, release) are under the table's key too, and so is each schedule's
+payload (`KmsKeyArn`). Every mode delivers; removing one KMS grant from a role, or the key policy's statement, makes
+the affected call fail as AWS fails it; and a target whose key the component was not told about is parked with a
+reason naming `kms_key_arn` and the key."""
 
 from __future__ import annotations
 
