@@ -646,10 +646,14 @@ OPTION_DOCS: dict[str, str] = {
     "point_in_time_recovery": "continuous backups of the table and the ledger",
     "server_side_encryption": "AWS-managed KMS key unless `kms_key_arn`",
     "kms_key_arn": (
-        "customer key for the table (and ledger); every role that reads or writes the table, its stream or "
-        "the ledger (each Lambda, and Scheduler in precise `ttl` mode) gets `kms:Decrypt`, `kms:Encrypt`, "
-        "`kms:GenerateDataKey` on it only; the key's ARN (plain or an Output, checked when it resolves; not an alias "
-        "or a key id: IAM grants `kms:` actions on the key's ARN only)"
+        "customer key for the table (and ledger), and for what holds its items whole: the queues the component "
+        "makes to park them (poison, DLQs, release; not with a table given by stream ARN) and each schedule's "
+        "payload (`KmsKeyArn`); every role that reads or writes the table, its stream or the ledger (each Lambda, "
+        "and Scheduler in precise `ttl` mode) gets `kms:Decrypt`, `kms:Encrypt`, `kms:GenerateDataKey` on it only "
+        "through DynamoDB (`kms:ViaService`), the queues' writers and readers through SQS, the scheduling function "
+        "through Scheduler, and Scheduler's role `kms:Decrypt` of its group's schedules; the key's policy must let "
+        "the account's IAM policies grant that (the default key policy does); the key's ARN (plain or an Output, "
+        "checked when it resolves; not an alias or a key id: IAM grants `kms:` actions on the key's ARN only)"
     ),
     "deletion_protection": (
         "of the table and the ledger (with `existing_table`: the ledger's only, the one table the component then "

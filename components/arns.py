@@ -30,6 +30,19 @@ def schedules_in_group(group_arn: str | None) -> str:
     return f"arn:{partition}:{service}:{region}:{account}:schedule/{group}/*"
 
 
+def dns_suffix(partition: str) -> str:
+    """The domain of a partition's service endpoints (`sqs.cn-north-1.amazonaws.com.cn` in China)."""
+    return "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
+
+
+def via_service(service: str, arn: str | None) -> str:
+    """The value of `kms:ViaService` when `service` uses a key of `arn`'s region on a caller's behalf: that service's
+    endpoint there (`dynamodb.eu-west-1.amazonaws.com`). A service uses a key of its own region only, so the key's
+    ARN tells it (AWS KMS developer guide, "kms:ViaService")."""
+    partition, _, region, _, _ = arn_parts(arn)
+    return f"{service}.{region}.{dns_suffix(partition)}"
+
+
 def email_address(sender: str) -> str:
     """The bare address of a sender written either way: `r@example.com` or `Reminders <r@example.com>`."""
     return parseaddr(sender)[1]

@@ -30,7 +30,7 @@ from .overrides import FunctionOverrides, function_settings
 from .packaging import constants, handler_archive, runtime_module
 from .parts import BuildContext, Consumer, Owner, QueueRef, Scheduling, TableRef
 from .queues import ExistingQueue, placement_problem, queue_arn_problem, queue_name, queue_url
-from .runtime_config import Value, function_environment, handler_document
+from .runtime_config import Value, function_environment, handler_document, own_key_arn
 from .targets import EmailTarget
 
 DLQ_RETENTION_SECONDS = 14 * 24 * 3600
@@ -184,24 +184,38 @@ def _new_table(owner: Owner, a: ScheduledTableArgs) -> aws.dynamodb.Table:
     )
 
 
-def build_queue(owner: Owner, role: str, retention: int = DLQ_RETENTION_SECONDS) -> aws.sqs.Queue:
+def build_queue(
+    owner: Owner, role: str, retention: int = DLQ_RETENTION_SECONDS, key_arn: pulumi.Input[str] | None = None
+) -> aws.sqs.Queue:
     """Encrypted standard queue taking messages up to 1 MiB; a DLQ has no DLQ of its own (its messages are the
-    end of the line). Recorded by role for the alarms and the dashboard."""
+    end of the line). Under `key_arn` (`queue_encryption`). Recorded by role for the alarms and the dashboard."""
     queue = aws.sqs.Queue(
         f"{owner.name}-{role}",
-        sqs_managed_sse_enabled=True,
         max_message_size=constants.OWNED_QUEUE_MESSAGE_BYTES,
         message_retention_seconds=retention,
         tags=dict(owner.tags),
         opts=owner.child,
+        **queue_encryption(key_arn),
     )
     owner.made.queues[role] = queue
     return queue
 
 
-def owned_queue(queue: aws.sqs.Queue) -> QueueRef:
-    """A queue the component made, as its senders see it: SQS-managed encryption, 1 MiB messages."""
-    return QueueRef(arn=queue.arn, url=queue.url, max_message_bytes=constants.OWNED_QUEUE_MESSAGE_BYTES, resource=queue)
+def queue_encryption(key_arn: pulumi.Input[str] | None) -> dict[str, Any]:
+    """A queue of the component's own encrypted with the customer-managed key `key_arn` (`own_key_arn`: parked
+    messages carry whole items), or with SQS's own key when there is none."""
+    return {"kms_master_key_id": key_arn} if key_arn is not None else {"sqs_managed_sse_enabled": True}
+
+
+def owned_queue(queue: aws.sqs.Queue, key_arn: pulumi.Input[str] | None = None) -> QueueRef:
+    """A queue the component made, as its senders see it: 1 MiB messages, under `key_arn` (None: SQS's own)."""
+    return QueueRef(
+        arn=queue.arn,
+        url=queue.url,
+        max_message_bytes=constants.OWNED_QUEUE_MESSAGE_BYTES,
+        key_arn=key_arn,
+        resource=queue,
+    )
 
 
 def build_dead_letter_queue(
@@ -212,12 +226,14 @@ def build_dead_letter_queue(
     option: str,
     home_arn: pulumi.Input[str] | None,
     rename: Callable[[str], str] = str,
+    key_arn: pulumi.Input[str] | None = None,
 ) -> QueueRef:
     """The queue for `role` ("poison", "stream-dlq", "target-dlq"): the user's (`given`, option `option`), checked
     once its ARN and the deploying account and Region (`home_arn`: an ARN there) are known, and raising then, which
-    fails the deploy naming the option; or a new one (`build_queue`). The user's is recorded by name for the alarms."""
+    fails the deploy naming the option; or a new one (`build_queue`, under `key_arn`). The user's is recorded by
+    name for the alarms."""
     if given is None:
-        return owned_queue(build_queue(owner, role))
+        return owned_queue(build_queue(owner, role, key_arn=key_arn), key_arn)
 
     def check(values: list[Any]) -> str:
         arn, home = values
@@ -436,6 +452,7 @@ def build_target_dlq(ctx: BuildContext) -> QueueRef:
         option="existing_target_dlq",
         home_arn=ctx.home_arn,
         rename=ctx.rename,
+        key_arn=own_key_arn(ctx.args),
     )
 
 
@@ -458,22 +475,27 @@ def build_scheduling(
         tags=dict(owner.tags),
         opts=owner.child,
     )
+    # Each schedule's payload under the table's key (`own_key_arn`): Scheduler encrypts it as the scheduling
+    # function, and decrypts it as this role.
+    key = own_key_arn(ctx.args)
     aws.iam.RolePolicy(
         f"{owner.name}-scheduler-exec-policy",
         role=role.id,
-        policy=pulumi.Output.all(fire_statements, target_dlq.arn, target_dlq.key_arn).apply(
-            lambda v: policies.scheduler_execution_policy(v[0], v[1], v[2])
+        policy=pulumi.Output.all(fire_statements, target_dlq.arn, target_dlq.key_arn, key, group.arn).apply(
+            lambda v: policies.scheduler_execution_policy(v[0], v[1], v[2], payload_key_arn=v[3], group_arn=v[4])
         ),
         opts=owner.child,
     )
-    consumer_statements = pulumi.Output.all(group.arn, role.arn).apply(
-        lambda v: policies.scheduling_statements(group_arn=v[0], scheduler_role_arn=v[1])
+    consumer_statements = pulumi.Output.all(group.arn, role.arn, key).apply(
+        lambda v: policies.scheduling_statements(group_arn=v[0], scheduler_role_arn=v[1], payload_key_arn=v[2])
     )
     values: dict[str, pulumi.Input[str]] = {
         Value.SCHEDULE_GROUP: group.name,
         Value.SCHEDULER_ROLE_ARN: role.arn,
         Value.TARGET_DLQ_ARN: target_dlq.arn,
     }
+    if key is not None:
+        values[Value.SCHEDULE_KEY_ARN] = key
     return Scheduling(group=group, target_dlq=target_dlq, consumer_statements=consumer_statements, values=values)
 
 

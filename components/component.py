@@ -20,7 +20,7 @@ from .observability import build_operations
 from .parts import BuildContext, Made, ModeResult, Owner, TableRef
 from .provider_inputs import ScheduledTableInputs
 from .queues import QUEUE_OPTIONS
-from .runtime_config import target_kind
+from .runtime_config import own_key_arn, target_kind
 from .targets import checked_arn, topic_arn_problem
 
 TYPE = "scheduled-table:index:ScheduledTable"
@@ -86,12 +86,19 @@ class ScheduledTable(pulumi.ComponentResource):
         # user's, the caller identity and Region are looked up instead (the queues are checked against them).
         poison_given = args.existing_poison_queue
         home: pulumi.Output[str] | None = deploying_arn(owner) if poison_given is not None else None
+        key = own_key_arn(args)  # the table's key, for the queues that hold its items whole
         poison = build_dead_letter_queue(
-            owner, "poison", poison_given, option="existing_poison_queue", home_arn=home, rename=rename
+            owner, "poison", poison_given, option="existing_poison_queue", home_arn=home, rename=rename, key_arn=key
         )
         home = home if home is not None else poison.arn
         stream_dlq = build_dead_letter_queue(
-            owner, "stream-dlq", args.existing_stream_dlq, option="existing_stream_dlq", home_arn=home, rename=rename
+            owner,
+            "stream-dlq",
+            args.existing_stream_dlq,
+            option="existing_stream_dlq",
+            home_arn=home,
+            rename=rename,
+            key_arn=key,
         )
         # The queues the component made (None for one the user gave).
         self.stream_dlq: aws.sqs.Queue | None = stream_dlq.resource

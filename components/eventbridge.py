@@ -20,12 +20,13 @@ from .builders import (
     build_target_dlq,
     handler_config,
     owned_queue,
+    queue_encryption,
     target_statements,
 )
 from .filters import eventbridge_filters
 from .packaging import constants
 from .parts import BuildContext, Consumer, ModeResult, QueueRef, flatten
-from .runtime_config import Value, lease_seconds
+from .runtime_config import Value, lease_seconds, own_key_arn
 
 # A release message that failed this many receives (a target failing for a while, a consumer crashing) goes to the
 # target DLQ, where Scheduler also parks what it could not deliver.
@@ -48,8 +49,8 @@ def build(ctx: BuildContext) -> ModeResult:
         release_queue = _release_queue(ctx, target_dlq)
         # Scheduler sends one-time occurrences to the release queue; recurring items' schedules still deliver to the
         # target themselves (their firings are minutes), so the role keeps the target's statements.
-        fire_statements = pulumi.Output.all(fire_statements, release_queue.arn).apply(
-            lambda v: v[0] + policies.queue_send_statements(v[1])
+        fire_statements = pulumi.Output.all(fire_statements, release_queue.arn, own_key_arn(a)).apply(
+            lambda v: v[0] + policies.queue_send_statements(v[1], v[2])
         )
         values.update(
             {
@@ -73,7 +74,11 @@ def build(ctx: BuildContext) -> ModeResult:
     statements = [scheduling.consumer_statements, markers, delivery[0], items]
     if release_queue is not None:
         # Occurrences too close for a schedule go straight into the release queue.
-        statements.append(release_queue.arn.apply(policies.queue_send_statements))
+        statements.append(
+            pulumi.Output.all(release_queue.arn, own_key_arn(a)).apply(
+                lambda v: policies.queue_send_statements(v[0], v[1])
+            )
+        )
     consumer = build_stream_consumer(
         ctx,
         role="scheduler",
@@ -100,7 +105,7 @@ def _release_queue(ctx: BuildContext, target_dlq: QueueRef) -> aws.sqs.Queue:
     a = ctx.args
     return aws.sqs.Queue(
         f"{ctx.owner.name}-release",
-        sqs_managed_sse_enabled=True,
+        **queue_encryption(own_key_arn(a)),
         max_message_size=constants.OWNED_QUEUE_MESSAGE_BYTES,
         message_retention_seconds=RELEASE_RETENTION_SECONDS,
         visibility_timeout_seconds=lease_seconds(a),
@@ -130,7 +135,7 @@ def _releaser(
         extra_statements=statements.apply(flatten),
         config=config,
         stream=False,
-        send_queues=[owned_queue(release_queue), ctx.poison_queue, target_dlq],
+        send_queues=[owned_queue(release_queue, own_key_arn(ctx.args)), ctx.poison_queue, target_dlq],
     )
     mapping = aws.lambda_.EventSourceMapping(
         f"{ctx.owner.name}-release-mapping",

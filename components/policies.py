@@ -12,6 +12,7 @@ from .arns import (
     schedules_in_group,
     ses_configuration_set_arn,
     ses_identity_arns,
+    via_service,
 )
 from .packaging import runtime_module
 
@@ -24,6 +25,11 @@ Statement = dict[str, Any]
 
 # A customer-managed key on the table (and so its stream and the ledger): read and write items through it.
 TABLE_KEY_ACTIONS = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]
+# The services whose use of a key each grant is for (`kms:ViaService`): the table's key is used by DynamoDB (its
+# stream's records too: the AWS managed key aws/dynamodb allows dynamodb.<region> only, and its tables stream), a
+# queue's by SQS; a target's by its kind's service (its SERVICE, st_core/target_types/).
+TABLE_KEY_SERVICE = "dynamodb"
+QUEUE_KEY_SERVICE = "sqs"
 
 
 def target_type(kind: str) -> TargetType:
@@ -101,13 +107,52 @@ def _send_statements(
         statement["Resource"] = [target_arn, f"{target_arn}:*"]  # the function and its versions/aliases
     else:
         statement["Resource"] = [target_arn]
-    return [statement, *key_statements(target_key_arn, declared.KMS_ACTIONS)]
+    return [statement, *key_statements(target_key_arn, declared.KMS_ACTIONS, declared.SERVICE)]
 
 
-def key_statements(key_arn: str | None, actions: Sequence[str]) -> list[Statement]:
-    """`actions` on one customer-managed KMS key; nothing without a key (AWS-managed keys need no grant) or without
-    actions (a kind no key of which its senders use)."""
-    return [{"Effect": "Allow", "Action": sorted(actions), "Resource": [key_arn]}] if key_arn and actions else []
+def key_statements(key_arn: str | None, actions: Sequence[str], service: str) -> list[Statement]:
+    """`actions` on one customer-managed KMS key, only when `service` uses it on the role's behalf (`kms:ViaService`:
+    the role itself may not call KMS with the key, so it cannot decrypt what it reads some other way); nothing
+    without a key (AWS-managed keys need no grant) or without actions (a kind no key of which its senders use)."""
+    if not key_arn or not actions:
+        return []
+    condition = {"StringEquals": {"kms:ViaService": via_service(service, key_arn)}}
+    return [{"Effect": "Allow", "Action": sorted(actions), "Resource": [key_arn], "Condition": condition}]
+
+
+# Scheduler keeps a schedule's payload under the key its KmsKeyArn names: it encrypts it when the schedule is made or
+# changed, with the caller's permissions (kms:DescribeKey checks the key is symmetric, kms:GenerateDataKey makes the
+# data key, kms:Decrypt reads it back), and decrypts it when the schedule fires, with the schedule's execution role
+# (EventBridge Scheduler user guide, "Encryption at rest", "Managing KMS keys"). Each data key is bound to its
+# schedule: the encryption context `aws:scheduler:schedule:arn` is the schedule's ARN.
+SCHEDULE_KEY_SERVICE = "scheduler"
+SCHEDULE_KEY_CONTEXT = "kms:EncryptionContext:aws:scheduler:schedule:arn"
+SCHEDULE_WRITER_KEY_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
+
+
+def schedule_writer_key_statements(key_arn: str | None, group_arn: str) -> list[Statement]:
+    """What a function that makes or changes schedules under `key_arn` needs of it: through Scheduler only, and its
+    data keys only for schedules of this group (DescribeKey carries no encryption context: it is through Scheduler
+    alone). Nothing without a key (Scheduler's own AWS owned key)."""
+    if not key_arn:
+        return []
+    via = {"kms:ViaService": via_service(SCHEDULE_KEY_SERVICE, key_arn)}
+    bound = {"StringEquals": via, "ArnLike": {SCHEDULE_KEY_CONTEXT: schedules_in_group(group_arn)}}
+    return [
+        {"Effect": "Allow", "Action": ["kms:DescribeKey"], "Resource": [key_arn], "Condition": {"StringEquals": via}},
+        {"Effect": "Allow", "Action": list(SCHEDULE_WRITER_KEY_ACTIONS), "Resource": [key_arn], "Condition": bound},
+    ]
+
+
+def schedule_reader_key_statements(key_arn: str | None, group_arn: str) -> list[Statement]:
+    """What Scheduler's execution role needs of `key_arn` when a schedule fires: kms:Decrypt of the payloads of this
+    group's schedules only. No `kms:ViaService` here: Scheduler calls KMS itself with the role's session (its
+    CloudTrail record has no `invokedBy`, the guide's example statement no condition), so the request carries none
+    and a ViaService condition would stop every firing; the encryption context binds the grant instead."""
+    if not key_arn:
+        return []
+    bound = {"ArnLike": {SCHEDULE_KEY_CONTEXT: schedules_in_group(group_arn)}}
+    return [{"Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": [key_arn], "Condition": bound}]
 
 
 # What a sender to an SQS queue encrypted with a customer-managed key needs of that key.
@@ -115,12 +160,19 @@ QUEUE_KEY_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
 
 
 def scheduler_execution_policy(
-    target: list[Statement], target_dlq_arn: str, target_dlq_key_arn: str | None = None
+    target: list[Statement],
+    target_dlq_arn: str,
+    target_dlq_key_arn: str | None = None,
+    *,
+    payload_key_arn: str | None = None,
+    group_arn: str = UNKNOWN_ARN,
 ) -> str:
-    """What Scheduler may do when a schedule fires: call the target, or park the event in the target DLQ (and use
-    the DLQ's own key, a user's queue encrypted with a customer-managed one)."""
+    """What Scheduler may do when a schedule fires: read the schedule's payload (under `payload_key_arn`, the
+    schedules of group `group_arn`), call the target, or park the event in the target DLQ (and use the DLQ's key,
+    through SQS: Scheduler sends the dead letter as the role)."""
     dlq = {"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": [target_dlq_arn]}
-    return document([*target, dlq, *key_statements(target_dlq_key_arn, QUEUE_KEY_ACTIONS)])
+    keys = key_statements(target_dlq_key_arn, QUEUE_KEY_ACTIONS, QUEUE_KEY_SERVICE)
+    return document([*target, dlq, *keys, *schedule_reader_key_statements(payload_key_arn, group_arn)])
 
 
 # What an event source mapping does with its function's role to read the table's stream.
@@ -165,8 +217,13 @@ def stream_consumer_statements(
         },
     ]
     for key in sorted({k for k in send_queue_key_arns if k}):
-        statements += key_statements(key, QUEUE_KEY_ACTIONS)
-    return statements + key_statements(kms_key_arn, TABLE_KEY_ACTIONS)
+        statements += queue_key_statements(key)
+    return statements + key_statements(kms_key_arn, TABLE_KEY_ACTIONS, TABLE_KEY_SERVICE)
+
+
+def queue_key_statements(key_arn: str | None) -> list[Statement]:
+    """Send to and receive from queues encrypted with `key_arn`, through SQS."""
+    return key_statements(key_arn, QUEUE_KEY_ACTIONS, QUEUE_KEY_SERVICE)
 
 
 # X-Ray's write actions have no resource-level permissions: "*" is the only resource IAM accepts for them.
@@ -206,8 +263,11 @@ def with_statements(policy_document: str, statements: list[Statement]) -> str:
     return document(list(parsed["Statement"]) + statements)
 
 
-def scheduling_statements(*, group_arn: str, scheduler_role_arn: str) -> list[Statement]:
-    """Manage schedules in this table's group only, and hand Scheduler its role and no other."""
+def scheduling_statements(
+    *, group_arn: str, scheduler_role_arn: str, payload_key_arn: str | None = None
+) -> list[Statement]:
+    """Manage schedules in this table's group only (their payloads under `payload_key_arn`, if any), and hand
+    Scheduler its role and no other."""
     return [
         {
             "Effect": "Allow",
@@ -221,6 +281,7 @@ def scheduling_statements(*, group_arn: str, scheduler_role_arn: str) -> list[St
             "Resource": [scheduler_role_arn],
             "Condition": {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
         },
+        *schedule_writer_key_statements(payload_key_arn, group_arn),
     ]
 
 
@@ -229,9 +290,9 @@ def direct_dispatch_statements(kind: str, target_arn: str, **options: Any) -> li
     return target_statements(kind, target_arn, direct=True, **options)
 
 
-def queue_send_statements(queue_arn: str) -> list[Statement]:
-    """Send to one queue (precision="second": into the release queue)."""
-    return [{"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": [queue_arn]}]
+def queue_send_statements(queue_arn: str, key_arn: str | None = None) -> list[Statement]:
+    """Send to one queue (precision="second": into the release queue), encrypted with `key_arn` if given."""
+    return [{"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": [queue_arn]}, *queue_key_statements(key_arn)]
 
 
 def self_invoke_statements(function_arn: str) -> list[Statement]:
@@ -261,7 +322,9 @@ def scheduled_delete_statements(table_arn: str, kms_key_arn: str | None) -> list
     """What Scheduler needs to fire an item at its due time (precise ttl mode: its universal target
     `dynamodb:updateItem` moves the due time into `stFiredAt`; the executor deletes the item): UpdateItem on the
     table, and the table's own KMS key if it has one."""
-    return table_item_statements(table_arn, ["UpdateItem"]) + key_statements(kms_key_arn, TABLE_KEY_ACTIONS)
+    return table_item_statements(table_arn, ["UpdateItem"]) + key_statements(
+        kms_key_arn, TABLE_KEY_ACTIONS, TABLE_KEY_SERVICE
+    )
 
 
 def index_query_statements(table_arn: str, index_name: str) -> list[Statement]:

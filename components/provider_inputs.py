@@ -274,10 +274,15 @@ class ScheduledTableInputs(TypedDict, total=False):
     """AWS-managed KMS key unless `kmsKeyArn`. Default: `true`."""
     kms_key_arn: pulumi.Input[str] | None
     (
-        "Customer key for the table (and ledger); every role that reads or writes the table, its stream or the ledger "
-        "(each Lambda, and Scheduler in precise `ttl` mode) gets `kms:Decrypt`, `kms:Encrypt`, `kms:GenerateDataKey` "
-        "on it only; the key's ARN (plain or an Output, checked when it resolves; not an alias or a key id: IAM grants "
-        "`kms:` actions on the key's ARN only). Default: not set."
+        "Customer key for the table (and ledger), and for what holds its items whole: the queues the component makes "
+        "to park them (poison, DLQs, release; not with a table given by stream ARN) and each schedule's payload "
+        "(`KmsKeyArn`); every role that reads or writes the table, its stream or the ledger (each Lambda, and "
+        "Scheduler in precise `ttl` mode) gets `kms:Decrypt`, `kms:Encrypt`, `kms:GenerateDataKey` on it only through "
+        "DynamoDB (`kms:ViaService`), the queues' writers and readers through SQS, the scheduling function through "
+        "Scheduler, and Scheduler's role `kms:Decrypt` of its group's schedules; the key's policy must let the "
+        "account's IAM policies grant that (the default key policy does); the key's ARN (plain or an Output, checked "
+        "when it resolves; not an alias or a key id: IAM grants `kms:` actions on the key's ARN only). Default: not "
+        "set."
     )
     deletion_protection: bool
     (

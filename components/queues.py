@@ -20,7 +20,7 @@ from typing import Any
 
 import pulumi
 
-from .arns import kms_key_problem
+from .arns import dns_suffix, kms_key_problem
 from .packaging import constants
 
 # The options, each with what the queue is for and who writes to it (in messages and docs).
@@ -238,8 +238,7 @@ def _placement(arn: str) -> tuple[str, str, str]:
 def queue_url(arn: str) -> str:
     """The queue's URL from its ARN (SQS's URL is `https://sqs.<region>.<domain>/<account>/<name>`)."""
     _, partition, _, region, account, name = arn.split(":", 5)
-    domain = "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
-    return f"https://sqs.{region}.{domain}/{account}/{name}"
+    return f"https://sqs.{region}.{dns_suffix(partition)}/{account}/{name}"
 
 
 def queue_name(arn: str) -> str:

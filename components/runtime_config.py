@@ -16,6 +16,8 @@ from .targets import QueueTarget
 from .types import Mode
 
 if TYPE_CHECKING:  # the options validate themselves with this module's 4 KB check: a type-only import back
+    import pulumi
+
     from .args import ScheduledTableArgs
 
 # Stand-in for a name, ARN or URL not known at construction: as long as such a value realistically gets.
@@ -35,9 +37,23 @@ class Value(StrEnum):
     LEDGER_TABLE = "ledgerTable"
     RELEASE_QUEUE_ARN = "releaseQueueArn"
     RELEASE_QUEUE_URL = "releaseQueueUrl"
+    SCHEDULE_KEY_ARN = "scheduleKeyArn"
 
 
-_SCHEDULING = (Value.SCHEDULE_GROUP, Value.SCHEDULER_ROLE_ARN, Value.TARGET_DLQ_ARN)
+def own_key_arn(args: ScheduledTableArgs) -> pulumi.Input[str] | None:
+    """The customer-managed key the component's own queues (poison, DLQs, release) and its schedules' payloads are
+    kept under: the table's (`kms_key_arn`), since they carry its items whole. Not for a table given by stream ARN,
+    which may be another account's (its key is that account's to lend, for its table): those keep SQS's and
+    Scheduler's own keys."""
+    given = args.existing_table
+    if args.kms_key_arn is None or (given is not None and given.stream_arn is not None):
+        return None
+    return args.kms_key_arn
+
+
+def _scheduling(args: ScheduledTableArgs) -> tuple[Value, ...]:
+    keyed = (Value.SCHEDULE_KEY_ARN,) if own_key_arn(args) is not None else ()
+    return (Value.SCHEDULE_GROUP, Value.SCHEDULER_ROLE_ARN, Value.TARGET_DLQ_ARN, *keyed)
 
 
 def needed_values(args: ScheduledTableArgs) -> tuple[Value, ...]:
@@ -45,9 +61,9 @@ def needed_values(args: ScheduledTableArgs) -> tuple[Value, ...]:
     shared = (Value.TABLE, Value.TARGET_ARN, Value.POISON_QUEUE_URL)
     if args.mode is Mode.EVENTBRIDGE:
         release = (Value.RELEASE_QUEUE_ARN, Value.RELEASE_QUEUE_URL, Value.TARGET_DLQ_URL)
-        return (*shared, *_SCHEDULING, Value.LEDGER_TABLE, *(release if args.precision == "second" else ()))
+        return (*shared, *_scheduling(args), Value.LEDGER_TABLE, *(release if args.precision == "second" else ()))
     if args.mode is Mode.TTL:
-        return (*shared, Value.LEDGER_TABLE, *(_SCHEDULING if args.precise else ()))
+        return (*shared, Value.LEDGER_TABLE, *(_scheduling(args) if args.precise else ()))
     if args.mode is Mode.POLLING:
         return (*shared, Value.TARGET_DLQ_URL, Value.LEDGER_TABLE)
     return (*shared, Value.LEDGER_TABLE)
@@ -116,13 +132,16 @@ def _ledger(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, An
 
 
 def _scheduler(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, Any]:
-    return {
+    section: dict[str, Any] = {
         "group": values[Value.SCHEDULE_GROUP],
         "roleArn": values[Value.SCHEDULER_ROLE_ARN],
         "deadLetterArn": values[Value.TARGET_DLQ_ARN],
         "maxEventAgeSeconds": args.schedule_max_event_age_seconds,
         "maxRetryAttempts": args.schedule_retry_attempts,
     }
+    if values.get(Value.SCHEDULE_KEY_ARN):  # each schedule's payload (the whole item) under the table's key
+        section["kmsKeyArn"] = values[Value.SCHEDULE_KEY_ARN]
+    return section
 
 
 def _sections(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, dict[str, Any]]:

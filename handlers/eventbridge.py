@@ -452,6 +452,7 @@ class Scheduling:
                 fire=fire,
                 target=scheduler_target(self.config["target"], self.config["scheduler"], payload),
                 description=f"scheduled-table {MODE} {self.config['table']}",
+                key=schedules.payload_key(self.config["scheduler"]),
             )
             schedules.upsert(self.clients, request, create_first=step.fresh, before_create=self._dropper(step))
         # After the schedule exists (written at the end of the batch): a crash in between can only cost a duplicate,
@@ -510,6 +511,7 @@ class Scheduling:
             fire=fire,
             target=release.scheduler_release_target(self.config, text),
             description=f"scheduled-table {MODE} {self.config['table']} release",
+            key=schedules.payload_key(self.config["scheduler"]),
         )
         schedules.upsert(self.clients, request, create_first=step.fresh, before_create=drop)
         return fire
@@ -573,6 +575,7 @@ class Scheduling:
             end=spec.end,
             target=scheduler_target(self.config["target"], self.config["scheduler"], payload),
             description=f"scheduled-table {MODE} {self.config['table']} recurring",
+            key=schedules.payload_key(self.config["scheduler"]),
         )
         # An older name of it would go on firing beside it, for ever: dropped before its own name is created.
         try:

@@ -447,6 +447,7 @@ class Executor:
                 fire=schedules.fire_time(due, now),
                 target=schedule_target(UPDATE_ITEM_UNIVERSAL_TARGET, scheduler, json.dumps(request)),
                 description=f"scheduled-table {MODE} precise {self.config['table']}",
+                key=schedules.payload_key(scheduler),
             ),
             create_first=record["eventName"] == "INSERT",
         )

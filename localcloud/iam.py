@@ -19,7 +19,12 @@ out for the calls this project makes.
   SQS's send; DynamoDB: reads kms:Decrypt, writes also kms:Encrypt and kms:GenerateDataKey; the same table as the
   tests', tests/iam/requests.py). ministack's SQS, SNS and DynamoDB never call KMS: `check_kms_keys` does, answering a
   refusal as each service does (SQS KMS.AccessDeniedException, SNS KMSAccessDenied, DynamoDB
-  AccessDeniedException). AWS-managed keys (no key record here) need nothing. An event bus's customer key is used
+  AccessDeniedException). Each such use is the service's on the caller's behalf, so it carries `kms:ViaService` (the
+  service's endpoint in the key's Region, `via_service_context`); a caller's own call to KMS carries none, and a
+  grant conditioned on the service does not cover it. A schedule's `KmsKeyArn` is checked too: at
+  CreateSchedule/UpdateSchedule the caller's use through Scheduler, at a templated target's firing the execution
+  role's own kms:Decrypt, both bound to the schedule's ARN (`schedule_key_refusal`; universal targets' firing is
+  not checked). AWS-managed keys (no key record here) need nothing. An event bus's customer key is used
   by EventBridge itself, not the sender: `check_bus_keys` drops an event whose bus's key policy does not allow
   `events.amazonaws.com` (PutEvents still answers), so no rule of the bus sees it.
 - Event source mappings: Lambda reads a function's stream or queue, and sends a failed stream batch's record to its
@@ -56,6 +61,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
@@ -68,6 +74,7 @@ log = logging.getLogger("localcloud.iam")
 AUTH_VARIABLE = "AUTH"
 SERVICE_SESSION_PATH = "/_localcloud/service-session"
 SCHEDULER_PRINCIPAL = "scheduler.amazonaws.com"
+SCHEDULER_SERVICE = "scheduler"  # its IAM namespace and endpoint name
 SESSION_SECONDS = 3600
 # A session is handed out again until this many seconds before it expires.
 SESSION_MARGIN_SECONDS = 600
@@ -239,7 +246,8 @@ def _denied_json(message: str) -> tuple[int, dict[str, str], bytes]:
 
 def check_pass_role() -> None:
     """CreateSchedule/UpdateSchedule: the caller must be allowed `iam:PassRole` on the target's role, for
-    Scheduler (`iam:PassedToService`), as AWS checks: rule("iam-pass-role")."""
+    Scheduler (`iam:PassedToService`), as AWS checks: rule("iam-pass-role"); and, with a `KmsKeyArn`, the use of
+    that key through Scheduler (`schedule_key_refusal`)."""
     from ministack.core.iam_evaluator import AuthError, enforce
     from ministack.core.router import extract_access_key_id, extract_region
     from ministack.services import scheduler
@@ -252,19 +260,31 @@ def check_pass_role() -> None:
                 document = json.loads(body or b"{}")
             except (ValueError, UnicodeDecodeError):
                 document = {}
-            role = str(((document if isinstance(document, dict) else {}).get("Target") or {}).get("RoleArn") or "")
+            document = document if isinstance(document, dict) else {}
+            role = str((document.get("Target") or {}).get("RoleArn") or "")
+            access_key, region = extract_access_key_id(headers, query_params), extract_region(headers, query_params)
             if role:
                 denied = enforce(
-                    extract_access_key_id(headers, query_params),
+                    access_key,
                     "iam:PassRole",
                     "iam",
-                    extract_region(headers, query_params),
+                    region,
                     resource_arn=role,
                     service_context={"iam:PassedToService": SCHEDULER_PRINCIPAL},
                 )
                 if denied is not None:
                     who = "" if isinstance(denied, AuthError) else denied.principal_arn
                     return _denied_json(f"User: {who} is not authorized to perform: iam:PassRole on resource: {role}")
+            key = str(document.get("KmsKeyArn") or "")
+            if key:  # Scheduler encrypts the payload with the caller's permissions
+                from ministack.core.responses import get_account_id
+
+                group = str(document.get("GroupName") or "default")
+                name = unquote(path.rstrip("/").rsplit("/", 1)[-1])
+                arn = f"arn:aws:scheduler:{region}:{get_account_id()}:schedule/{group}/{name}"
+                refused = schedule_key_refusal(access_key, key, arn, region, firing=False)
+                if refused:
+                    return _denied_json(refused)
         return await handle(method, path, headers, body, query_params)
 
     scheduler.handle_request = handle_request
@@ -439,6 +459,12 @@ def scheduler_refusal(target: dict[str, Any], schedule: dict[str, Any], region: 
         session = service_session(str(target.get("RoleArn", "")), SCHEDULER_PRINCIPAL, str(schedule.get("Arn", "")))
     except Refused as refusal:
         return str(refusal)
+    payload_key = str(schedule.get("KmsKeyArn") or "")
+    if payload_key:  # the payload is read first, as the role
+        arn = str(schedule.get("Arn", ""))
+        refused = schedule_key_refusal(session["AccessKeyId"], payload_key, arn, region, firing=True)
+        if refused:
+            return refused
     parameters = target.get("EventBridgeParameters") or {}
     context = (
         {"events:source": str(parameters.get("Source", "")), "events:detailType": str(parameters.get("DetailType", ""))}
@@ -456,16 +482,64 @@ def scheduler_refusal(target: dict[str, Any], schedule: dict[str, Any], region: 
 
 def key_refusal(access_key: str, action: str, service: str, resource: str, region: str) -> str:
     """Why the caller may not use the key of `resource` for `action` (its own policy or the key policy), or "":
-    rule("kms-key-policy")."""
+    rule("kms-key-policy"); the service uses it on the caller's behalf, so KMS sees that service as
+    `kms:ViaService`."""
+    key = resource_key(service, resource)
+    return key_uses_refusal(access_key, KEY_ACTIONS.get(action, ()) if key else (), key or "", region, service)
+
+
+def key_uses_refusal(
+    access_key: str,
+    uses: tuple[str, ...],
+    key: str,
+    region: str,
+    service: str | None,
+    context: Mapping[str, str] | None = None,
+) -> str:
+    """Why the caller may not make each of `uses` with `key`, or "": through `service` (`kms:ViaService`; None: the
+    caller's own call to KMS), with the request's other condition keys `context` (an encryption context)."""
     from ministack.core.iam_evaluator import AuthError, enforce
 
-    key = resource_key(service, resource)
-    for use in KEY_ACTIONS.get(action, ()) if key else ():
-        denied = enforce(access_key, use, "kms", region, resource_arn=key)
+    keys = {**(via_service_context(service, key) if service else {}), **(context or {})}
+    for use in uses:
+        denied = enforce(access_key, use, "kms", region, resource_arn=key, service_context=keys)
         if denied is not None:
             who = "" if isinstance(denied, AuthError) else denied.principal_arn
             return f"User: {who} is not authorized to perform: {use} on resource: {key}"
     return ""
+
+
+def via_service_context(service: str, key_arn: str) -> dict[str, str]:
+    """The `kms:ViaService` a service's use of a key on a caller's behalf carries: the service's endpoint in the
+    key's Region (the AWS KMS developer guide, "kms:ViaService"; the AWS managed keys' policies, e.g. aws/dynamodb's
+    `dynamodb.<region>.amazonaws.com`). A caller's own call to KMS carries none. Written here, apart from the
+    component's own (components/arns.py), so the evaluator does not take the rule from the code it checks:
+    rule("kms-via-service")."""
+    parts = key_arn.split(":")
+    partition, region = (parts[1], parts[3]) if len(parts) > 3 else ("aws", "")
+    domain = "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
+    return {"kms:viaservice": f"{service}.{region}.{domain}"}
+
+
+# A schedule's customer-managed key (`KmsKeyArn`): Scheduler encrypts the payload with the caller's permissions when
+# the schedule is made or changed (kms:DescribeKey, kms:GenerateDataKey, kms:Decrypt, through Scheduler), and the
+# execution role decrypts it when the schedule fires, Scheduler calling KMS itself with the role's session (no
+# kms:ViaService); each data key bound to the schedule's ARN as the encryption context (the EventBridge Scheduler
+# user guide, "Encryption at rest" and its identity-based policy example for CreateSchedule).
+SCHEDULE_CONTEXT_KEY = "kms:encryptioncontext:aws:scheduler:schedule:arn"
+SCHEDULE_CREATE_KEY_ACTIONS = ("kms:DescribeKey", "kms:GenerateDataKey", "kms:Decrypt")
+
+
+def schedule_key_refusal(access_key: str, key: str, schedule_arn: str, region: str, *, firing: bool) -> str:
+    """Why the caller (`firing`: the execution role) may not use the schedule's payload key, or "":
+    rule("scheduler-payload-key")."""
+    bound = {SCHEDULE_CONTEXT_KEY: schedule_arn}
+    if firing:
+        return key_uses_refusal(access_key, ("kms:Decrypt",), key, region, None, bound)
+    refused = key_uses_refusal(access_key, ("kms:DescribeKey",), key, region, SCHEDULER_SERVICE)
+    return refused or key_uses_refusal(
+        access_key, SCHEDULE_CREATE_KEY_ACTIONS[1:], key, region, SCHEDULER_SERVICE, bound
+    )
 
 
 def dead_letter(target: dict[str, Any], schedule: dict[str, Any], payload: str, code: str, message: str) -> None:
@@ -595,9 +669,9 @@ def resource_key(service: str, resource_arn: str) -> str | None:
 def kms_refusal(
     service: str, method: str, path: str, headers: dict, body: bytes, query_params: dict
 ) -> tuple[int, dict[str, str], bytes] | None:
-    """The service's answer when the caller may not use the key of what it calls; None when it may."""
+    """The service's answer when the caller may not use the key of what it calls (through that service: its
+    `kms:ViaService`); None when it may."""
     from ministack.core import iam_actions
-    from ministack.core.iam_evaluator import AuthError, enforce
     from ministack.core.responses import get_account_id
     from ministack.core.router import extract_access_key_id, extract_region
 
@@ -616,13 +690,8 @@ def kms_refusal(
     key = resource_key(service, resource) if resource and resource != "*" else None
     if key is None:
         return None
-    access_key = extract_access_key_id(headers, query_params)
-    for use in uses:
-        denied = enforce(access_key, use, "kms", region, resource_arn=key)
-        if denied is not None:
-            who = "" if isinstance(denied, AuthError) else denied.principal_arn
-            return kms_denied(service, f"User: {who} is not authorized to perform: {use} on resource: {key}")
-    return None
+    refused = key_uses_refusal(extract_access_key_id(headers, query_params), uses, key, region, service)
+    return kms_denied(service, refused) if refused else None
 
 
 def check_kms_keys() -> None:

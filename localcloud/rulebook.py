@@ -240,6 +240,23 @@ RULES: tuple[Rule, ...] = (
         DOCS + "kms/latest/developerguide/key-policies.html",
         (_IAM, _LOCAL_IAM),
     ),
+    Rule(
+        "kms-via-service",
+        "A service that uses a key on a caller's behalf (DynamoDB, SQS, SNS, Step Functions, Scheduler) asks KMS "
+        "with its endpoint in the key's Region as kms:ViaService (dynamodb.eu-west-1.amazonaws.com); a caller's own "
+        "call to KMS carries none, so a grant conditioned on a service does not cover it.",
+        DOCS + "kms/latest/developerguide/conditions-kms.html#conditions-kms-via-service",
+        ("tests/iam/requests.py", _LOCAL_IAM),
+    ),
+    Rule(
+        "scheduler-payload-key",
+        "A schedule with KmsKeyArn keeps its payload under that key: Scheduler encrypts it with the caller's "
+        "permissions (kms:DescribeKey, kms:GenerateDataKey, kms:Decrypt, through Scheduler) and decrypts it when it "
+        "fires as the execution role, calling KMS itself; the encryption context is the schedule's ARN "
+        "(aws:scheduler:schedule:arn).",
+        DOCS + "scheduler/latest/UserGuide/encryption-rest.html",
+        ("tests/iam/requests.py", _LOCAL_IAM),
+    ),
 )
 
 RELAXATIONS: tuple[Relaxation, ...] = (

@@ -18,7 +18,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..arns import arn_parts
-from ..policies import TABLE_KEY_ACTIONS, Statement, direct_dispatch_statements, document, key_statements, target_type
+from ..policies import (
+    QUEUE_KEY_SERVICE,
+    TABLE_KEY_ACTIONS,
+    TABLE_KEY_SERVICE,
+    Statement,
+    direct_dispatch_statements,
+    document,
+    key_statements,
+    target_type,
+)
 from .aws import Client, Emit, add_stack_options
 from .redrive.discovery import RedriveError, Stack, discover, queue_url
 
@@ -425,8 +434,8 @@ def key_uses(action: str, *, table: bool) -> tuple[str, ...]:
 
 
 def _key_statements(found: list[Statement], r: Resources) -> list[Statement]:
-    """The use of each customer-managed key the command's calls make, one statement per key: derived from the
-    statements the command's declarations gave, so a new call on a keyed resource brings its key use with it."""
+    """The use of each customer-managed key the command's calls make, one statement per key and service: derived
+    from the statements the command's declarations gave, so a new call on a keyed resource brings its key use."""
     queues = dict(r.keys.queues)
 
     def key_of(arn: str) -> tuple[str | None, bool]:
@@ -434,15 +443,20 @@ def _key_statements(found: list[Statement], r: Resources) -> list[Statement]:
             return r.keys.table, True
         return queues.get(arn), False
 
-    uses: dict[str, set[str]] = {}
+    # One statement per key and service that uses it for the command (kms:ViaService): DynamoDB for the table's,
+    # SQS for a queue's (one key may encrypt both).
+    uses: dict[tuple[str, str], set[str]] = {}
     for statement in found:
         for arn in statement["Resource"]:
             key, table = key_of(arn)
             if key is not None:
-                uses.setdefault(key, set()).update(
+                service = TABLE_KEY_SERVICE if table else QUEUE_KEY_SERVICE
+                uses.setdefault((key, service), set()).update(
                     a for action in statement["Action"] for a in key_uses(action, table=table)
                 )
-    return [s for key, actions in sorted(uses.items()) for s in key_statements(key, sorted(actions))]
+    return [
+        s for (key, service), actions in sorted(uses.items()) for s in key_statements(key, sorted(actions), service)
+    ]
 
 
 def _target_statements(command: str, r: Resources) -> list[Statement]:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import log
 from .clients import Clients
 from .errors import TransientError, error_code
 from .timeparse import at_expression, minute_at_or_after
+
+if TYPE_CHECKING:
+    from .config import SchedulerConfig
 
 # The AWS actions this module's own calls need (checked by tests/iam): schedules in the table's group, and handing
 # Scheduler its role with each one made or changed.
@@ -52,8 +55,9 @@ def may_have_started(due: datetime, now: datetime) -> bool:
 
 
 def schedule_request(
-    *, group: str, name: str, fire: datetime, target: dict[str, Any], description: str
+    *, group: str, name: str, fire: datetime, target: dict[str, Any], description: str, key: str | None = None
 ) -> dict[str, Any]:
+    """A one-time schedule; `key`: the customer-managed key its payload is kept under (`payload_key`)."""
     return {
         "Name": name,
         "GroupName": group,
@@ -64,7 +68,19 @@ def schedule_request(
         "State": "ENABLED",
         "Description": description[:512],
         "Target": target,
+        **_encrypted(key),
     }
+
+
+def payload_key(scheduler: SchedulerConfig) -> str | None:
+    """The customer-managed key the configuration keeps schedules' payloads under (the table's), or None."""
+    return scheduler.get("kmsKeyArn") or None
+
+
+def _encrypted(key: str | None) -> dict[str, str]:
+    """A schedule's payload holds the item whole: with a customer-managed key, Scheduler keeps it under that key
+    (and its own AWS owned key) instead of its AWS owned key alone."""
+    return {"KmsKeyArn": key} if key else {}
 
 
 def recurring_request(
@@ -77,11 +93,12 @@ def recurring_request(
     end: datetime | None,
     target: dict[str, Any],
     description: str,
+    key: str | None = None,
 ) -> dict[str, Any]:
     """A recurring schedule: it stays after each firing until the item's change deletes it, or, with an end, until
     Scheduler completes it there (ActionAfterCompletion DELETE then, so finished schedules do not pile up against
     the account's quota; a later change of the item makes it again). Scheduler evaluates the expression in `zone`,
-    with its daylight-saving rules (see st_core.recurrence)."""
+    with its daylight-saving rules (see st_core.recurrence). Its payload under `key`, as `schedule_request`'s."""
     request: dict[str, Any] = {
         "Name": name,
         "GroupName": group,
@@ -92,6 +109,7 @@ def recurring_request(
         "State": "ENABLED",
         "Description": description[:512],
         "Target": target,
+        **_encrypted(key),
     }
     if start is not None:
         request["StartDate"] = start

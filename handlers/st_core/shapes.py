@@ -41,6 +41,7 @@ class SchedulerConfig(TypedDict):
     deadLetterArn: str
     maxEventAgeSeconds: int
     maxRetryAttempts: int
+    kmsKeyArn: NotRequired[str]  # the customer-managed key each schedule's payload is kept under (its KmsKeyArn)
 
 
 class ReleaseConfig(TypedDict):

@@ -379,12 +379,29 @@ def test_lambda_may_send_to_its_dead_letter_and_poison_queues(build: Build) -> N
     assert built.one("rem-poison").outputs["arn"] in resources
 
 
-def test_a_table_key_lets_the_lambda_read_and_write_through_that_key_only(build: Build) -> None:
+def via(service: str) -> dict[str, Any]:
+    """The condition of a grant used through `service` only (in the tests' region)."""
+    return {"Condition": {"StringEquals": {"kms:ViaService": f"{service}.eu-west-1.amazonaws.com"}}}
+
+
+def test_a_table_key_lets_the_lambda_use_it_through_dynamodb_sqs_and_scheduler_only(build: Build) -> None:
     assert not any(a.startswith("kms:") for a in actions(build().policy("rem-scheduler-policy")))
-    found = build(kms_key_arn=KEY).statements("rem-scheduler-policy")
+    built = build(kms_key_arn=KEY)
+    found = built.statements("rem-scheduler-policy")
+    schedules = built.one("rem-schedules").outputs["arn"].replace(":schedule-group/", ":schedule/") + "/*"
+    bound = {"ArnLike": {"kms:EncryptionContext:aws:scheduler:schedule:arn": schedules}}
+    scheduler = via("scheduler")["Condition"]
     assert [s for s in found if any(a.startswith("kms:") for a in s["Action"])] == [
-        {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"], "Resource": [KEY]}
+        # its queues (the component's own, under the table's key), the table and the ledger
+        allow(["kms:Decrypt", "kms:GenerateDataKey"], [KEY], **via("sqs")),
+        allow(["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"], [KEY], **via("dynamodb")),
+        # the schedules' payloads, encrypted by Scheduler as the function, for this group's schedules only
+        allow(["kms:DescribeKey"], [KEY], **via("scheduler")),
+        allow(["kms:Decrypt", "kms:GenerateDataKey"], [KEY], Condition={**scheduler, **bound}),
     ]
+    # Scheduler's role reads the payloads of this group's schedules itself (no service between: no ViaService)
+    assert allow(["kms:Decrypt"], [KEY], Condition=bound) in built.statements("rem-scheduler-exec-policy")
+    assert built.handler_config()["scheduler"]["kmsKeyArn"] == KEY
 
 
 FUNCTION = "arn:aws:lambda:eu-west-1:123456789012:function:f"
@@ -440,7 +457,8 @@ def test_scheduler_role_may_do_exactly_the_targets_action(build: Build, target: 
 )
 def test_a_target_key_is_usable_by_whoever_sends_to_the_target(build: Build, target: Any) -> None:
     built = build(target=target)
-    use_key = allow(["kms:Decrypt", "kms:GenerateDataKey"], [TARGET_KEY])
+    service = target.arn.split(":")[2]  # sqs, sns, states: the service that uses the target's key
+    use_key = allow(["kms:Decrypt", "kms:GenerateDataKey"], [TARGET_KEY], **via(service))
     assert use_key in built.statements("rem-scheduler-exec-policy")
     assert use_key in built.statements("rem-scheduler-policy")
     assert "key/target" not in json.dumps(built.handler_config())  # the handlers need not know it
@@ -561,6 +579,6 @@ def test_keys_given_as_outputs_are_granted_as_plain_ones_are(build: Build) -> No
         target=TopicTarget(TOPIC, kms_key_arn=pulumi.Output.from_input(TARGET_KEY)),
     )
     found = built.statements("rem-scheduler-policy")
-    assert allow(["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"], [KEY]) in found
-    assert allow(["kms:Decrypt", "kms:GenerateDataKey"], [TARGET_KEY]) in found
+    assert allow(["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"], [KEY], **via("dynamodb")) in found
+    assert allow(["kms:Decrypt", "kms:GenerateDataKey"], [TARGET_KEY], **via("sns")) in found
     assert built.one("rem-ledger").inputs["serverSideEncryption"] == {"enabled": True, "kmsKeyArn": KEY}

@@ -59,9 +59,14 @@ def test_iam_allows_only_updating_totals_and_writing_markers(build: Build) -> No
 def test_a_table_key_is_usable_by_the_aggregator(build: Build) -> None:
     key = "arn:aws:kms:eu-west-1:123456789012:key/abc"
     found = aggregate(build, kms_key_arn=key).statements("rem-aggregator-policy")
-    assert {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"], "Resource": [key]} in (
-        found
-    )
+    through_dynamodb = {"StringEquals": {"kms:ViaService": "dynamodb.eu-west-1.amazonaws.com"}}
+    use_key = {
+        "Effect": "Allow",
+        "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"],
+        "Resource": [key],
+        "Condition": through_dynamodb,
+    }
+    assert use_key in found
 
 
 def test_handler_config_carries_the_aggregate_section(build: Build) -> None:

@@ -130,8 +130,14 @@ def test_keys_of_the_table_and_of_the_target_reach_the_roles_that_use_them(build
         "Effect": "Allow",
         "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"],
         "Resource": [table_key],
+        "Condition": {"StringEquals": {"kms:ViaService": "dynamodb.eu-west-1.amazonaws.com"}},
     }
-    use_target_key = {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [target_key]}
+    use_target_key = {
+        "Effect": "Allow",
+        "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+        "Resource": [target_key],
+        "Condition": {"StringEquals": {"kms:ViaService": "sns.eu-west-1.amazonaws.com"}},
+    }
     processor, assigner = built.statements("rem-processor-policy"), built.statements("rem-assigner-policy")
     assert use_table_key in processor and use_target_key in processor
     assert use_table_key in assigner and use_target_key not in assigner  # the assigner never sends to the target

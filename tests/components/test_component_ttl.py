@@ -115,7 +115,12 @@ def test_precise_adds_a_schedule_group_whose_role_may_only_update_this_tables_it
 def test_a_table_key_is_usable_by_the_executor_and_by_scheduler_which_fires_items(build: Build) -> None:
     key = "arn:aws:kms:eu-west-1:123456789012:key/abc"
     built = ttl(build, precise=True, kms_key_arn=key)
-    use_key = {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"], "Resource": [key]}
+    use_key = {
+        "Effect": "Allow",
+        "Action": ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"],
+        "Resource": [key],
+        "Condition": {"StringEquals": {"kms:ViaService": "dynamodb.eu-west-1.amazonaws.com"}},
+    }
     assert use_key in built.statements("rem-executor-policy")
     assert built.statements("rem-scheduler-exec-policy")[:2] == [
         {"Effect": "Allow", "Action": ["dynamodb:UpdateItem"], "Resource": [built.one("rem-table").outputs["arn"]]},
@@ -128,7 +133,12 @@ def test_a_target_key_is_not_scheduler_s_business_in_precise_mode(build: Build) 
 
     target = QueueTarget("arn:aws:sqs:eu-west-1:123456789012:q", kms_key_arn="arn:aws:kms:eu-west-1:1:key/t")
     built = ttl(build, precise=True, target=target)
-    use_key = {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [target.kms_key_arn]}
+    use_key = {
+        "Effect": "Allow",
+        "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+        "Resource": [target.kms_key_arn],
+        "Condition": {"StringEquals": {"kms:ViaService": "sqs.eu-west-1.amazonaws.com"}},
+    }
     assert use_key in built.statements("rem-executor-policy")  # the executor sends to the target
     assert use_key not in built.statements("rem-scheduler-exec-policy")  # Scheduler only fires items
 

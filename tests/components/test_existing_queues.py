@@ -82,7 +82,9 @@ def test_every_writer_may_send_to_the_users_queues_and_use_their_key_and_nothing
     assert _granted(stack, "scheduler-exec", "sqs:SendMessage") >= {DLQ}
     for role in ("scheduler", "releaser", "scheduler-exec"):
         keyed = [s for s in _statements(stack, role) if s["Resource"] == [KEY]]
-        assert keyed == [{"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [KEY]}], role
+        through_sqs = {"StringEquals": {"kms:ViaService": "sqs.eu-west-1.amazonaws.com"}}
+        use_key = {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [KEY]}
+        assert keyed == [{**use_key, "Condition": through_sqs}], role
     # Given nothing but the queues, no role may do anything else with them.
     for role in ("scheduler", "releaser", "scheduler-exec"):
         for statement in _statements(stack, role):

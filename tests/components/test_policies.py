@@ -76,16 +76,29 @@ def test_a_display_name_sender_is_granted_by_its_bare_address_and_domain() -> No
     assert send["Condition"] == {"StringEquals": {"ses:FromAddress": "r@example.com"}}
 
 
-def test_key_statements_name_one_key_and_nothing_without_one() -> None:
+def test_key_statements_name_one_key_through_one_service_and_nothing_without_one() -> None:
     key = "arn:aws:kms:eu-west-1:123456789012:key/k"
-    assert policies.key_statements(None, policies.TABLE_KEY_ACTIONS) == []
-    assert policies.key_statements(key, ["kms:GenerateDataKey", "kms:Decrypt"]) == [
-        {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [key]}
+    assert policies.key_statements(None, policies.TABLE_KEY_ACTIONS, "dynamodb") == []
+    assert policies.key_statements(key, ["kms:GenerateDataKey", "kms:Decrypt"], "sqs") == [
+        {
+            "Effect": "Allow",
+            "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+            "Resource": [key],
+            "Condition": {"StringEquals": {"kms:ViaService": "sqs.eu-west-1.amazonaws.com"}},
+        }
     ]
     statements = policies.target_statements(
         "sns", "arn:aws:sns:eu-west-1:123456789012:t", home_arn=TABLE, target_key_arn=key
     )
-    assert statements[1] == {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [key]}
+    assert statements[1] == {
+        "Effect": "Allow",
+        "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+        "Resource": [key],
+        "Condition": {"StringEquals": {"kms:ViaService": "sns.eu-west-1.amazonaws.com"}},
+    }
+    china = "arn:aws-cn:kms:cn-north-1:123456789012:key/k"
+    [state_machine] = policies.key_statements(china, ["kms:Decrypt"], "states")
+    assert state_machine["Condition"] == {"StringEquals": {"kms:ViaService": "states.cn-north-1.amazonaws.com.cn"}}
 
 
 def test_scheduler_deletes_items_through_the_tables_key() -> None:

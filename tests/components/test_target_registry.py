@@ -123,7 +123,8 @@ def test_a_kind_added_through_the_registry_alone_is_granted(kinesis: None, build
     key = "arn:aws:kms:eu-west-1:123456789012:key/k"
     built = build(target=KinesisTarget(STREAM, kms_key_arn=key))
     put = {"Effect": "Allow", "Action": ["kinesis:PutRecord"], "Resource": [STREAM]}
-    use_key = {"Effect": "Allow", "Action": ["kms:GenerateDataKey"], "Resource": [key]}
+    through_kinesis = {"StringEquals": {"kms:ViaService": "kinesis.eu-west-1.amazonaws.com"}}
+    use_key = {"Effect": "Allow", "Action": ["kms:GenerateDataKey"], "Resource": [key], "Condition": through_kinesis}
     for policy in ("rem-scheduler-exec-policy", "rem-scheduler-policy"):
         assert put in built.statements(policy) and use_key in built.statements(policy), policy
     assert built.handler_config()["target"] == {"kind": "kinesis", "arn": STREAM}

@@ -5,9 +5,11 @@ functions' reads, writes and sends, each mapping's stream reads, Scheduler's sen
 use of the bus's key). Every mode delivers; with one KMS grant or key-policy statement removed, exactly the call that
 needed it fails, as AWS fails it.
 
-The queues the component makes (stream DLQ, poison, target DLQ, release, due) are encrypted with SQS's own key
-(`sqs_managed_sse_enabled`), which needs no KMS permission; the user's own poison queue and Scheduler dead-letter
-queue (`ExistingQueue` with `kms_key_arn`) are encrypted with the user's key, and are sent to with it.
+The queues the component makes to park items (stream DLQ, poison, target DLQ, release) are encrypted with the
+table's key (`kms_key_arn`), and each schedule's payload too (its `KmsKeyArn`); the due queue keeps SQS's own key.
+The user's own poison queue and Scheduler dead-letter queue (`ExistingQueue` with `kms_key_arn`) are encrypted with
+the user's key, and are sent to with it. Every grant of a key holds through the service that uses it
+(`kms:ViaService`): a function's role calling KMS itself with the table's key is refused.
 
 Scheduler (eventbridge mode, minute precision) sends to the encrypted queue and puts on the encrypted bus itself, as
 its role, anywhere in the due minute, and deletes the precise ttl table's items (with its table-key grant); the TTL
@@ -360,3 +362,62 @@ def test_without_the_aggregators_kms_decrypt_its_stream_read_is_refused_until_it
     # AND with the grant back, the batch Lambda kept retrying goes through: nothing was lost
     found = _wait(lambda: client("dynamodb").get_item(TableName=deployed["scores_table"], Key=key).get("Item"), 60)
     assert found is not None and found["totalScore"] == {"N": "7"}
+
+
+def test_the_components_own_queues_are_under_the_tables_key(deployed: dict[str, Any], fresh_cloud: Ministack) -> None:
+    """Parked messages carry whole items: the poison queues the component made use the table's key, not SQS's."""
+    client = _client(fresh_cloud)
+    for mode in ("orders", "offers", "sessions", "jobs", "scores"):  # (the tickets' poison queue is the user's)
+        attributes = client("sqs").get_queue_attributes(QueueUrl=deployed[f"{mode}_poison"], AttributeNames=["All"])
+        assert attributes["Attributes"].get("KmsMasterKeyId") == deployed["table_key"], (mode, attributes)
+
+
+def _orders_group(client: Callable[[str], Any]) -> str:
+    groups = client("scheduler").list_schedule_groups(NamePrefix="orders-schedules")["ScheduleGroups"]
+    (group,) = [g["Name"] for g in groups]
+    return str(group)
+
+
+def test_a_schedules_payload_is_under_the_tables_key(deployed: dict[str, Any], fresh_cloud: Ministack) -> None:
+    # GIVEN an order due in two days (its schedule made by the scheduling function, under the table's key: the
+    # local cloud checks the function may use the key through Scheduler for this schedule, as Scheduler does)
+    client = _client(fresh_cloud)
+    group = _orders_group(client)
+    _put(client, deployed["orders_table"], _due("ORDER#9", "shipAt", int(time.time()) + 2 * 86400))
+    try:
+        names = _wait(
+            lambda: [s["Name"] for s in client("scheduler").list_schedules(GroupName=group)["Schedules"]],
+            WAIT_SECONDS,
+        )
+        assert names, "no schedule made for the order"
+        # THEN the schedule names the table's key
+        schedule = client("scheduler").get_schedule(GroupName=group, Name=names[0])
+        assert schedule.get("KmsKeyArn") == deployed["table_key"], schedule
+    finally:
+        client("dynamodb").delete_item(
+            TableName=deployed["orders_table"], Key={"PK": {"S": "ORDER#9"}, "SK": {"S": "DUE"}}
+        )
+
+
+def test_a_functions_role_may_not_use_the_tables_key_directly(deployed: dict[str, Any], fresh_cloud: Ministack) -> None:
+    """The table key's grants hold through DynamoDB (kms:ViaService): the function's role reads the table, and
+    its own call to KMS with the key is refused."""
+    from botocore.exceptions import ClientError
+
+    from localcloud.emulators import RoleSessions
+
+    client = _client(fresh_cloud)
+    sessions = RoleSessions(fresh_cloud.endpoint, REGION)
+    role = deployed["roles"]["orders-scheduler-role"]  # the scheduling function's: it reads the table's items
+    table = sessions.client(role, "dynamodb", "lambda.amazonaws.com")
+    table.get_item(TableName=deployed["orders_table"], Key={"PK": {"S": "ORDER#none"}, "SK": {"S": "DUE"}})
+    kms = sessions.client(role, "kms", "lambda.amazonaws.com")
+    for call in (
+        lambda: kms.generate_data_key(KeyId=deployed["table_key"], KeySpec="AES_256"),
+        lambda: kms.encrypt(KeyId=deployed["table_key"], Plaintext=b"an item"),
+    ):
+        with pytest.raises(ClientError) as refused:
+            call()
+        assert refused.value.response["Error"]["Code"] == "AccessDeniedException", refused.value.response
+    # (the key itself works for whoever may use it directly: the account's own credentials)
+    assert client("kms").generate_data_key(KeyId=deployed["table_key"], KeySpec="AES_256")["KeyId"]

@@ -1,9 +1,11 @@
 """KMS as AWS enforces it, in the handler tests: the table (and the ledger) and the target encrypted with
 customer-managed keys, each with a key policy the test supplies; every call, every schedule Scheduler fires and
 every batch a mapping reads is checked against the role the component renders for those keys and against the key
-policy (tests/iam/enforce.py). Every mode delivers; removing one KMS grant from a role, or the key policy's
-statement, makes the affected call fail as AWS fails it; and a target whose key the component was not told about
-is parked with a reason naming `kms_key_arn` and the key."""
+policy (tests/iam/enforce.py), each use of a key through the service that makes it (`kms:ViaService`). The
+component's own queues (poison, target DLQ, release) are under the table's key too, and so is each schedule's
+payload (`KmsKeyArn`). Every mode delivers; removing one KMS grant from a role, or the key policy's statement, makes
+the affected call fail as AWS fails it; and a target whose key the component was not told about is parked with a
+reason naming `kms_key_arn` and the key."""
 
 from __future__ import annotations
 
@@ -310,3 +312,55 @@ def test_polling_publishes_batches_to_a_topic_with_its_key_and_not_without(
         env.put({"PK": pk, "SK": "T", "stShard": 0, "stDue": due, "stStatus": "PENDING"})
     assert polling.process(env.config, now=lambda: NOW.timestamp()).failed == 2
     assert delivered(env) == []
+
+
+# -- each schedule's payload (the whole item) under the table's key --------------------------------------------------
+
+
+def _payload_keyed(env: Env) -> None:
+    """The scheduler section as the component renders it with `kms_key_arn`: schedules under the table's key."""
+    env.config["scheduler"]["kmsKeyArn"] = TABLE_KEY
+
+
+def test_a_schedules_payload_is_kept_under_the_tables_key_and_fires(env: Env, keyed: enforce.Enforcement) -> None:
+    # GIVEN the table's key for schedules' payloads, and an item due in two days
+    _payload_keyed(env)
+    env.put({"PK": "user#1", "SK": "later", "dueAt": iso(NOW + timedelta(days=2))})
+    # WHEN the batch is handled, THEN its schedule names the key (Scheduler encrypts it as the function, through
+    # Scheduler: checked when it is made)
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    (schedule,) = env.schedules()
+    assert schedule["KmsKeyArn"] == TABLE_KEY
+    # AND Scheduler's role reads it back when it fires (checked as it fires), and it arrives
+    SchedulerClock(env).run(schedule)
+    assert [m["keys"]["SK"] for m in delivered(env)] == ["later"]
+    assert not keyed.violations
+
+
+def test_a_precise_ttl_schedules_payload_is_kept_under_the_tables_key(env: Env, keyed: enforce.Enforcement) -> None:
+    as_ttl(env).config["ttl"]["precise"] = True
+    env.config["scheduler"] = {**build_scheduler(env), "kmsKeyArn": TABLE_KEY}
+    env.put({"PK": "offer#2", "SK": "S", "dueAt": int((NOW + timedelta(days=2)).timestamp())})
+    assert ttl.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    (schedule,) = env.schedules()
+    assert schedule["KmsKeyArn"] == TABLE_KEY
+    enforce.check_firing(roles.role_for(env.config, "scheduler-exec", KEYS), schedule, keyed.encryption(env.config))
+
+
+def test_without_the_payload_grant_scheduler_refuses_the_schedule_and_the_record_is_parked(
+    env: Env, keyed: enforce.Enforcement, monkeypatch: pytest.MonkeyPatch, long_running: None
+) -> None:
+    # GIVEN the scheduling function's role without its use of the table's key through Scheduler
+    monkeypatch.setattr(policies, "schedule_writer_key_statements", lambda key, group: [])
+    roles.rerender()
+    try:
+        _payload_keyed(env)
+        env.put({"PK": "user#1", "SK": "later", "dueAt": iso(NOW + timedelta(days=2))})
+        # WHEN the batch is handled, THEN CreateSchedule is refused the key: no schedule, the record is parked
+        assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    finally:
+        monkeypatch.undo()
+        roles.rerender()
+    assert env.schedules() == []
+    (parked,) = env.messages(env.poison_url)
+    assert parked["error"] == "AccessDeniedException" and f"on resource: {TABLE_KEY}" in parked["reason"], parked

@@ -24,7 +24,7 @@ import functools
 import inspect
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,13 +114,19 @@ def decide_key(role: Role, use: requests.KeyUse, encryption: requests.Encryption
     return combine_resource_policy(identity, context, policy, owner, required=True).decision
 
 
-def check(role: Role, wanted: list[requests.Request], encryption: requests.Encryption = requests.NO_KEYS) -> None:
-    """Every authorization `wanted` allowed for `role`, and every use of a key they bring (KeyDenied if not)."""
+def check(
+    role: Role,
+    wanted: list[requests.Request],
+    encryption: requests.Encryption = requests.NO_KEYS,
+    uses: Sequence[requests.KeyUse] = (),
+) -> None:
+    """Every authorization `wanted` allowed for `role`, and every use of a key they bring, and `uses` besides (a
+    schedule's payload key: KeyDenied if not)."""
     for request in wanted:
         decision = decide(role, request)
         if decision != "Allow":
             raise Denied(role, request, decision == "Deny")
-    for use in requests.key_uses(wanted, encryption):
+    for use in [*requests.key_uses(wanted, encryption), *uses]:
         if decide_key(role, use, encryption) != "Allow":
             by_key_policy = use.service is not None or decide(role, use.request) == "Allow"
             raise KeyDenied(role, use, by_key_policy=by_key_policy)
@@ -138,18 +144,35 @@ class Acting:
 
 
 def encryption_for(config: Mapping[str, Any], keys: Keys, policies: Mapping[str, str]) -> requests.Encryption:
-    """What the configuration's resources are encrypted with: the table and the ledger with the table's key, the
-    target with its own; and each key's policy."""
+    """What the configuration's resources are encrypted with: the table and the ledger with the table's key, and so
+    the queues the component makes (they hold its items whole: poison, target DLQ, release), the target with its
+    own; and each key's policy."""
     encrypted: dict[str, str] = {}
     if keys.table is not None:
         section = config.get(config["mode"], {})
         for table in (config["table"], section.get("ledgerTable")):
             if table:
                 encrypted[requests.table_arn(str(table), WHERE)] = keys.table
+        for queue in owned_queues(config):
+            encrypted[queue] = keys.table
     target = config.get("target") or {}
     if keys.target is not None and target.get("arn"):
         encrypted[str(target["arn"])] = keys.target
     return requests.Encryption(tuple(sorted(encrypted.items())), tuple(sorted(policies.items())))
+
+
+def owned_queues(config: Mapping[str, Any]) -> list[str]:
+    """The ARNs of the queues of the component's own the configuration names: the poison queue, the target DLQ, the
+    release queue."""
+    release = (config.get("eventbridge") or {}).get("release") or {}
+    urls = [
+        config.get("poisonQueueUrl"),
+        (config.get("polling") or {}).get("deadLetterUrl"),
+        release.get("queueUrl"),
+        release.get("deadLetterUrl"),
+    ]
+    arns = [requests.queue_arn_of_url(str(url)) for url in urls if url]
+    return sorted({*arns, *(str(a) for a in ((config.get("scheduler") or {}).get("deadLetterArn"),) if a)})
 
 
 def resolve(
@@ -292,8 +315,10 @@ def _authorize(client: BaseClient, operation: str, params: dict[str, Any], calle
             f"{caller.removeprefix(str(REPO) + '/')} calls {service}.{operation} ({', '.join(undeclared)}) as the "
             f"{now.role.name} function, but does not declare it in its AWS_ACTIONS"
         )
+    schedule = service == "scheduler" and operation in ("CreateSchedule", "UpdateSchedule")
+    payload = requests.schedule_payload_uses(params, WHERE, firing=False) if schedule else []
     try:
-        check(now.role, wanted, now.encryption)
+        check(now.role, wanted, now.encryption, payload)
     except KeyDenied as denied:
         if denied.service is not None:
             # The service, not the caller, is refused the key: the call succeeds, and the event never arrives.
@@ -310,9 +335,10 @@ def _authorize(client: BaseClient, operation: str, params: dict[str, Any], calle
 
 
 def check_firing(role: Role, schedule: dict[str, Any], encryption: requests.Encryption) -> None:
-    """What Scheduler does with the schedule's role when it fires: call the target (using its key, if encrypted),
-    or send to its DLQ; Denied (KeyDenied) as AWS would refuse it."""
-    check(role, firing_requests(schedule, WHERE), encryption)
+    """What Scheduler does with the schedule's role when it fires: read its payload (under its KmsKeyArn, if any),
+    call the target (using its key, if encrypted), or send to its DLQ; Denied (KeyDenied) as AWS would refuse it."""
+    payload = requests.schedule_payload_uses(schedule, WHERE, firing=True)
+    check(role, firing_requests(schedule, WHERE), encryption, payload)
 
 
 def _check_firing(role: Role | None, schedule: dict[str, Any], encryption: requests.Encryption) -> None:

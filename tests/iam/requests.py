@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from localcloud.iam import KEY_ACTIONS as LOCAL_KEY_ACTIONS
+from localcloud.iam import SCHEDULE_CONTEXT_KEY, SCHEDULE_CREATE_KEY_ACTIONS, via_service_context
 
 PARTITION = "aws"
 
@@ -345,17 +346,45 @@ NO_KEYS = Encryption()
 
 
 def key_uses(wanted: list[Request], encryption: Encryption) -> list[KeyUse]:
-    """The key uses the authorizations `wanted` (one call's) bring with them on encrypted resources."""
+    """The key uses the authorizations `wanted` (one call's) bring with them on encrypted resources: each made by the
+    service called, on the caller's behalf, so KMS sees `kms:ViaService` as that service's endpoint in the key's
+    Region (localcloud/iam.py, `via_service_context`): rule("kms-via-service")."""
     found: list[KeyUse] = []
     for request in wanted:
         key = encryption.key_of(request.resource)
         if key is None:
             continue
-        found += [KeyUse(Request(a, key)) for a in KEY_ACTIONS.get(request.action, ())]
+        via = via_service_context(request.action.split(":", 1)[0], key)
+        found += [KeyUse(Request(a, key, via)) for a in KEY_ACTIONS.get(request.action, ())]
         if request.action in SERVICE_KEY_ACTIONS:
             service, actions = SERVICE_KEY_ACTIONS[request.action]
             found += [KeyUse(Request(a, key), service) for a in actions]
     return list(dict.fromkeys(found))
+
+
+def direct_key_use(action: str, key: str) -> KeyUse:
+    """The caller's own call to KMS (`kms:Decrypt` with its credentials, say): no service in between, so no
+    `kms:ViaService` in the request."""
+    return KeyUse(Request(action, key))
+
+
+def schedule_payload_uses(params: dict[str, Any], where: Where, *, firing: bool) -> list[KeyUse]:
+    """What a schedule's `KmsKeyArn` makes KMS see (localcloud/iam.py, `SCHEDULE_PAYLOAD_USES`): when it is made or
+    changed, Scheduler's use of the key on the caller's behalf; when it fires (`firing`), the execution role's own
+    kms:Decrypt, which Scheduler makes directly with the role's session (no kms:ViaService). Both with the
+    schedule's ARN as the encryption context: rule("scheduler-payload-key")."""
+    key = params.get("KmsKeyArn")
+    if not key:
+        return []
+    arn = schedule_arn(params.get("GroupName"), params["Name"], where)
+    bound = {SCHEDULE_CONTEXT_KEY: arn}
+    if firing:
+        return [KeyUse(Request("kms:Decrypt", key, bound))]
+    via = via_service_context("scheduler", key)
+    return [
+        KeyUse(Request(action, key, {**via, **(bound if action != "kms:DescribeKey" else {})}))
+        for action in SCHEDULE_CREATE_KEY_ACTIONS
+    ]
 
 
 def default_key_policy(account: str) -> str:
@@ -386,6 +415,7 @@ _KMS_DENIED: dict[str, tuple[int, str]] = {
     "dynamodb": (400, "AccessDeniedException"),
     "dynamodbstreams": (400, "AccessDeniedException"),
     "stepfunctions": (400, "KmsAccessDeniedException"),
+    "scheduler": (403, "AccessDeniedException"),
 }
 
 

@@ -30,7 +30,7 @@ import pytest
 from botocore import xform_name
 from st_core import target_types
 
-from components.policies import QUEUE_KEY_ACTIONS, VPC_ACCESS_ACTIONS
+from components.policies import QUEUE_KEY_ACTIONS, SCHEDULE_WRITER_KEY_ACTIONS, VPC_ACCESS_ACTIONS
 from tests.iam import requests
 from tests.iam.roles import KEYED_TARGETS, Options, rendered
 
@@ -261,6 +261,10 @@ def key_actions(actions: set[str], options: Options) -> set[str]:
             found |= set(requests.KEY_ACTIONS.get(action, ()))
     if options.queue_key and "sqs:SendMessage" in actions:  # every role writes to one of the user's queues
         found |= set(QUEUE_KEY_ACTIONS)
+    if options.table_key and not options.own_queues and "sqs:SendMessage" in actions:
+        found |= set(QUEUE_KEY_ACTIONS)  # the component's own queues are under the table's key
+    if options.table_key and "scheduler:CreateSchedule" in actions:  # Scheduler encrypts the payload as the caller
+        found |= {"kms:DescribeKey", *SCHEDULE_WRITER_KEY_ACTIONS}
     if options.target_key and options.kind in KEYED_TARGETS:
         declared = target_types.of(options.kind)
         if actions & {*declared.SEND_ACTIONS, *declared.SCHEDULER_ACTIONS}:
@@ -329,7 +333,7 @@ def option_sets() -> list[Options]:
     return found
 
 
-def _id(options: Options) -> str:
+def option_id(options: Options) -> str:
     extra = [n for n, on in (("second", options.precision_second), ("precise", options.precise)) if on]
     kind = options.kind + (".fifo" if options.fifo else "")
     polling = [options.on_done, *([f"groups{options.shard_groups}"] if options.shard_groups > 1 else [])]
@@ -340,7 +344,7 @@ def _id(options: Options) -> str:
     return "-".join([options.mode, kind, *extra, *(polling if options.mode == "polling" else []), *keys])
 
 
-@pytest.mark.parametrize("options", option_sets(), ids=_id)
+@pytest.mark.parametrize("options", option_sets(), ids=option_id)
 def test_each_function_is_granted_what_its_code_calls_and_nothing_more(options: Options) -> None:
     import json
 
@@ -360,16 +364,19 @@ def test_each_function_is_granted_what_its_code_calls_and_nothing_more(options: 
 def scheduler_expected(options: Options) -> set[str]:
     if options.mode == "ttl":
         fire = {"dynamodb:UpdateItem"}  # the item's fire (stFiredAt)
-        dlq = set(QUEUE_KEY_ACTIONS) if options.queue_key else set()  # a user's DLQ's key
+        dlq = set(QUEUE_KEY_ACTIONS) if options.queue_key or options.table_key else set()  # the DLQ's key
         return fire | {"sqs:SendMessage"} | key_actions(fire, options) | dlq  # and the DLQ
     actions = set(target_types.of(options.kind).SCHEDULER_ACTIONS)
     delivered = key_actions(actions, options)  # the target's key, by the target's action (not the release queue's)
     if options.precision_second:
         actions.add("sqs:SendMessage")  # one-time occurrences go to the release queue
-    return actions | {"sqs:SendMessage"} | delivered | (set(QUEUE_KEY_ACTIONS) if options.queue_key else set())
+    # The DLQ's key (a user's, or the table's on the component's own); the payload's, the table's
+    dlq = set(QUEUE_KEY_ACTIONS) if options.queue_key or options.table_key else set()
+    payload = {"kms:Decrypt"} if options.table_key else set()
+    return actions | {"sqs:SendMessage"} | delivered | dlq | payload
 
 
-@pytest.mark.parametrize("options", [o for o in option_sets() if o.mode == "eventbridge" or o.precise], ids=_id)
+@pytest.mark.parametrize("options", [o for o in option_sets() if o.mode == "eventbridge" or o.precise], ids=option_id)
 def test_the_scheduler_role_is_granted_its_targets_and_its_dlq_only(options: Options) -> None:
     import json
 

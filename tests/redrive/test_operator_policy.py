@@ -432,8 +432,14 @@ def test_redrive_target_to_a_queue_encrypted_with_a_customer_key_is_granted_that
     scheduler_dead_letter(env, body)
     keys = encrypted((target_arn, key))
     granted = policy(function, "redrive-target")
+    through_sqs = {"StringEquals": {"kms:ViaService": f"sqs.{key.split(':')[3]}.amazonaws.com"}}
     assert [s for s in granted["Statement"] if s["Resource"] == [key]] == [
-        {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [key]}
+        {
+            "Effect": "Allow",
+            "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+            "Resource": [key],
+            "Condition": through_sqs,
+        }
     ]
 
     status, lines, calls = as_operator(function, ["redrive", "target"], without(granted, "kms:GenerateDataKey"), keys)
