@@ -6,6 +6,7 @@ Each rule raises ValueError naming the field and the fix, so `pulumi up` stops b
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal, get_args
 
@@ -277,7 +278,8 @@ def _lambda(args: ScheduledTableArgs) -> None:
         _fail("lambda_architecture", f"{args.lambda_architecture!r} is not supported", "use 'arm64' or 'x86_64'")
     if args.lambda_runtime not in LAMBDA_RUNTIMES:
         _fail("lambda_runtime", f"{args.lambda_runtime!r} is not supported", f"use one of {sorted(LAMBDA_RUNTIMES)}")
-    if args.log_retention_days not in LOG_RETENTION_DAYS:
+    days = args.log_retention_days
+    if not isinstance(days, int | float) or isinstance(days, bool) or days not in LOG_RETENTION_DAYS:
         _fail("log_retention_days", f"{args.log_retention_days!r} is not a CloudWatch period", "use e.g. 7, 30 or 90")
     if args.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         _fail("log_level", f"{args.log_level!r} is not a level", "use 'DEBUG', 'INFO', 'WARNING' or 'ERROR'")
@@ -574,6 +576,8 @@ def _reconcile(args: ScheduledTableArgs) -> None:
 
 
 def _tags(args: ScheduledTableArgs) -> None:
+    if not isinstance(args.tags, Mapping):
+        _fail("tags", f"{args.tags!r} is not a mapping of tag names to values", "pass a dict, e.g. {'team': 'ops'}")
     for key, value in args.tags.items():
         if not isinstance(key, str) or not isinstance(value, str) or not key or key.startswith("aws:"):
             _fail("tags", f"{key!r}: {value!r} is not a valid tag", "use non-empty string keys not starting 'aws:'")

@@ -54,17 +54,27 @@ class EmailTarget(TargetBase):
     }
 
     def __post_init__(self) -> None:
-        local, _, domain = email_address(self.sender).partition("@")
+        local, _, domain = email_address(self.sender).partition("@") if isinstance(self.sender, str) else ("", "", "")
         if not local or not domain or "@" in domain:
             raise ValueError(
                 f"EmailTarget.sender: {self.sender!r} is not an email address; pass the verified SES identity to "
                 "send from, e.g. 'reminders@example.com' or 'Reminders <reminders@example.com>'"
             )
-        if not self.recipient_attribute:
-            raise ValueError("EmailTarget.recipient_attribute: must name the item attribute holding the recipient")
-        for field_name in ("subject", "body"):
+        if not self.recipient_attribute or not isinstance(self.recipient_attribute, str):
+            raise ValueError(
+                f"EmailTarget.recipient_attribute: {self.recipient_attribute!r} is not an attribute name; name the "
+                "item attribute holding the recipient's address, e.g. 'email'"
+            )
+        for field_name, example in (("subject", "Reminder: {title}"), ("body", "{title} is due at {dueAt}.")):
+            template = getattr(self, field_name)
+            if not isinstance(template, str):
+                # The handler renders it as text: anything else fails every email, or here inside `re`.
+                raise ValueError(
+                    f"EmailTarget.{field_name}: {template!r} is not a template; pass text, e.g. {example!r}, or leave "
+                    f"it out for the default ({getattr(type(self), field_name)!r})"
+                )
             try:
-                runtime_module("templates").template_fields(getattr(self, field_name))
+                runtime_module("templates").template_fields(template)
             except ValueError as exc:
                 raise ValueError(
                     f"EmailTarget.{field_name}: {exc}; write {{attribute}} to insert an item attribute"

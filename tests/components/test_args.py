@@ -95,6 +95,9 @@ RULES: list[tuple[dict[str, Any], str]] = [
     ({"lambda_architecture": "arm"}, "lambda_architecture: 'arm' is not supported; use 'arm64' or 'x86_64'"),
     ({"lambda_runtime": "python3.9"}, "lambda_runtime: 'python3.9' is not supported; use one of"),
     ({"log_retention_days": 10}, "log_retention_days: 10 is not a CloudWatch period; use e.g. 7, 30 or 90"),
+    # Another type where a number belongs: the field and the fix, not "unhashable type: 'list'"
+    ({"log_retention_days": ["x"]}, "log_retention_days: ['x'] is not a CloudWatch period; use e.g. 7, 30 or 90"),
+    ({"log_retention_days": True}, "log_retention_days: True is not a CloudWatch period; use e.g. 7, 30 or 90"),
     ({"log_level": "LOUD"}, "log_level: 'LOUD' is not a level"),
     ({"max_workers": 0}, "max_workers: 0 is out of range; use a whole number from 1 to 64"),
     ({"batch_size": 0}, "batch_size: 0 is out of range; use a whole number from 1 to 10000"),
@@ -121,6 +124,8 @@ RULES: list[tuple[dict[str, Any], str]] = [
     ({"bisect_on_error": "yes"}, "bisect_on_error: expected true or false, got 'yes'; pass bisect_on_error=True"),
     ({"time_attribute": 5}, "time_attribute: expected text, got 5; pass time_attribute as a string, e.g. 'dueAt'"),
     ({"tags": {"aws:owner": "x"}}, "tags: 'aws:owner': 'x' is not a valid tag; use non-empty string keys"),
+    # None where a dict belongs: not "'NoneType' object has no attribute 'items'"
+    ({"tags": None}, "tags: None is not a mapping of tag names to values; pass a dict, e.g. {'team': 'ops'}"),
     (
         {"precise": True},
         "precise: only applies to mode='ttl' (mode is 'eventbridge'); remove precise or set mode='ttl'",
@@ -238,7 +243,22 @@ def test_tracing_is_passthrough_unless_active_is_asked_for() -> None:
         ({"sender": "Reminders <>"}, "EmailTarget.sender: 'Reminders <>' is not an email address"),
         ({"sender": "r@"}, "EmailTarget.sender: 'r@' is not an email address"),
         ({"sender": "@example.com"}, "EmailTarget.sender: '@example.com' is not an email address"),
-        ({"sender": "a@b.c", "recipient_attribute": ""}, "EmailTarget.recipient_attribute: must name the item"),
+        (
+            {"sender": "a@b.c", "recipient_attribute": ""},
+            "EmailTarget.recipient_attribute: '' is not an attribute name; name the item attribute holding the "
+            "recipient's address, e.g. 'email'",
+        ),
+        # None or another type where text belongs: the field and the fix, not a TypeError from inside `re` or `len`
+        ({"sender": None}, "EmailTarget.sender: None is not an email address; pass the verified SES identity"),
+        ({"sender": 5}, "EmailTarget.sender: 5 is not an email address"),
+        ({"sender": "a@b.c", "recipient_attribute": 5}, "EmailTarget.recipient_attribute: 5 is not an attribute name"),
+        (
+            {"sender": "a@b.c", "subject": None},
+            "EmailTarget.subject: None is not a template; pass text, e.g. 'Reminder: {title}', or leave it out for "
+            "the default ('Reminder')",
+        ),
+        ({"sender": "a@b.c", "body": 3}, "EmailTarget.body: 3 is not a template; pass text"),
+        ({"sender": "a@b.c", "body": ["x"]}, "EmailTarget.body: ['x'] is not a template; pass text"),
         ({"sender": "a@b.c", "subject": "Hi {name"}, "EmailTarget.subject: stray or empty brace at position 3"),
         ({"sender": "a@b.c", "body": "Hi {}"}, "EmailTarget.body: stray or empty brace at position 3"),
     ],
