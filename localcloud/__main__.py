@@ -12,13 +12,14 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
+import boto3
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from .component import endpoint_url
+from .component import REGION_HINT, endpoint_url
 from .demo import demo
-from .deploy import LOCAL_STACK, TableKeys, down, up
+from .deploy import LOCAL_STACK, Deployment, TableKeys, down, up
 from .emulators import Emulators, fire_rule
-from .guide import program_instructions, verify_program_senders
+from .guide import program_instructions, time_attribute_notes, verify_program_senders
 from .interrupts import interrupting
 from .program import REPO, ConfigError, config_path, run_program, stack_tables
 from .provision import clients, describe
@@ -26,6 +27,8 @@ from .server import Ministack, ses_outbox
 from .stay import instructions, verify_senders
 
 COMMAND = ".venv/bin/python -m localcloud"
+# How often `up --stay` reads its tables again for items without their time attribute (one Scan page each).
+WATCH_SECONDS = 10.0
 
 DESCRIPTION = """\
 scheduled-table: one Pulumi component, ScheduledTable, that makes things happen at the time named by data in
@@ -71,6 +74,7 @@ def up_command(
         deployment = up(target, stack, program, config_file=config_file, existing=existing or [])
         print(f"deployed stack '{stack}' of {program} to {target}: {len(deployment.resources)} resources")
         print(describe(deployment.outputs))
+        noted = _new_notes(deployment, set())
         if not stay:
             if cloud is not None:
                 print("ministack stops as this command exits; use --stay to keep it, or --endpoint-url for your own.")
@@ -88,14 +92,23 @@ def up_command(
             )
             print(text, flush=True)
             try:
-                while True:
-                    time.sleep(3600)
+                while True:  # items your app writes now are looked at too
+                    time.sleep(WATCH_SECONDS)
+                    noted |= _new_notes(deployment, noted)
             except KeyboardInterrupt:
                 print("stopping", flush=True)
         return 0
     finally:
         if cloud is not None:
             cloud.stop()
+
+
+def _new_notes(deployment: Deployment, noted: set[str]) -> set[str]:
+    """Print the notes on items without their table's time attribute not printed before; returns them."""
+    notes = [note for note in time_attribute_notes(deployment) if note not in noted]
+    for note in notes:
+        print(f"note: {note}", flush=True)
+    return set(notes)
 
 
 def _stack_options(stack: str, config_file: Path | None, program: Path = REPO) -> list[str]:
@@ -150,6 +163,56 @@ exit status: 0 done; 1 the cloud refused or could not be reached, or a demo scen
 configuration error (the message names the file and the setting); 130 interrupted."""
 
 
+# Each subcommand: its one-line help (in the list of commands) and its description (its own --help).
+SUBCOMMANDS = {
+    "preview": (
+        "print the resources the program would create (Pulumi mocks)",
+        "Run the program under Pulumi mocks, as `pulumi preview` would, and list the resources it would create. "
+        "Nothing is started and no AWS account is needed; a mistake in the program or its stack file is reported "
+        "as one line naming the file (and line) and the fix.",
+    ),
+    "demo": (
+        "start ministack, deploy this repository's stack, run every scenario (make demo)",
+        "Start ministack, deploy this repository's own local stack, drive every scenario (each mode, redelivered "
+        "batches, a backlog, a drifted resource) and print what was delivered, early, late or lost. It needs a "
+        "checkout of the repository (its stack files), so an installed package does not offer it.",
+    ),
+    "up": (
+        "deploy the program into ministack (started for you unless --endpoint-url)",
+        "Deploy the program into a local AWS: ministack with IAM enforced, plus emulators for what it lacks "
+        "(Scheduler's deliveries, TTL deletions). With --stay it keeps running and prints commands to try each "
+        "table: write an item, then see its due event arrive.",
+    ),
+    "down": (
+        "delete every resource of the program from a running ministack",
+        "Delete every resource the program defines from a running local cloud, dependents first; tables it does not "
+        "own are left.",
+    ),
+    "fire": (
+        "invoke a schedule rule's targets now instead of at its next rate() tick",
+        "Invoke a rule's Lambda targets now, with the event EventBridge would send, instead of waiting for its "
+        "rate(): a polling table's processor takes its due items at once.",
+    ),
+    "emails": (
+        "print the emails the local SES sent (email targets)",
+        "Print what the local SES sent, oldest first: the time, the recipients and the subject of each email an "
+        "email target sent.",
+    ),
+}
+
+
+DEMO_ONLY_IN_A_CHECKOUT = (
+    "the demo deploys the scheduled-table repository's own stack, which an installed package does not hold; run "
+    "`make demo` in a clone of the repository, or try your own program with `up --stay`"
+)
+
+
+def is_checkout(folder: Path = REPO) -> bool:
+    """Whether the local cloud runs from a checkout of this repository (its stack files beside it), not from an
+    installed package: only a checkout has the stack `demo` deploys."""
+    return (folder / "Pulumi.yaml").is_file() and (folder / "__main__.py").is_file()
+
+
 def parser(prog: str = "python -m localcloud", default_program: Path = REPO) -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog=prog,
@@ -158,11 +221,16 @@ def parser(prog: str = "python -m localcloud", default_program: Path = REPO) -> 
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    show = commands.add_parser("preview", help="print the resources the program would create (Pulumi mocks)")
-    run_demo = commands.add_parser(
-        "demo", help="start ministack, deploy this repo's stack, run every scenario (a checkout only: make demo)"
-    )
-    deploy = commands.add_parser("up", help="deploy the program into ministack (started for you unless --endpoint-url)")
+
+    def subcommand(name: str) -> argparse.ArgumentParser:
+        summary, description = SUBCOMMANDS[name]
+        return commands.add_parser(name, help=summary, description=description)
+
+    show = subcommand("preview")
+    offered = [show]
+    if is_checkout():
+        offered.append(subcommand("demo"))
+    deploy = subcommand("up")
     deploy.add_argument("--endpoint-url", dest="endpoint", type=endpoint_url, metavar="URL", help=ENDPOINT_HELP)
     deploy.add_argument("--stay", action="store_true", help="keep the cloud and its emulators running until Ctrl-C")
     deploy.add_argument(
@@ -175,21 +243,24 @@ def parser(prog: str = "python -m localcloud", default_program: Path = REPO) -> 
         help="make this table (string keys, a NEW_AND_OLD_IMAGES stream) before deploying, as your own table would "
         "exist on AWS; repeat for several",
     )
-    destroy = commands.add_parser("down", help="delete every resource of the program from a running ministack")
+    destroy = subcommand("down")
     destroy.add_argument(
         "--endpoint-url", dest="endpoint", type=endpoint_url, metavar="URL", required=True, help=ENDPOINT_HELP
     )
-    fire = commands.add_parser("fire", help="invoke a schedule rule's targets now instead of at its next rate() tick")
+    fire = subcommand("fire")
     fire.add_argument("--rule", required=True, help="the rule's name, e.g. jobs-tick (output tick_rule_name)")
     fire.add_argument(
         "--endpoint-url", dest="endpoint", type=endpoint_url, metavar="URL", required=True, help=ENDPOINT_HELP
     )
-    fire.add_argument("--region", default="eu-west-1", help="the stack's region (default: eu-west-1)")
-    outbox = commands.add_parser("emails", help="print the emails the local SES sent (email targets)")
+    fire.add_argument(
+        "--region",
+        help="the stack's region (default: your AWS configuration's: AWS_REGION, AWS_DEFAULT_REGION or ~/.aws/config)",
+    )
+    outbox = subcommand("emails")
     outbox.add_argument(
         "--endpoint-url", dest="endpoint", type=endpoint_url, metavar="URL", required=True, help=ENDPOINT_HELP
     )
-    for command in (show, run_demo, deploy, destroy):
+    for command in [*offered, deploy, destroy]:
         default = "dev" if command is show and default_program == REPO else LOCAL_STACK
         command.add_argument(
             "--stack", default=default, help=f"the stack whose Pulumi.<stack>.yaml configures it (default: {default})"
@@ -208,12 +279,31 @@ def parser(prog: str = "python -m localcloud", default_program: Path = REPO) -> 
     return top
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m localcloud", default_program: Path = REPO) -> int:
+def configured_region(given: str | None) -> str:
+    """`--region`, else the AWS configuration's region (AWS_REGION, AWS_DEFAULT_REGION, ~/.aws/config), as every
+    other command of the package takes it; none is a one-line error naming the ways to give one."""
+    region = given or boto3.session.Session().region_name
+    if not region:
+        raise ConfigError(f"no AWS region configured; {REGION_HINT}")
+    return str(region)
+
+
+def main(
+    argv: list[str] | None = None,
+    prog: str = "python -m localcloud",
+    default_program: Path = REPO,
+    command: str | None = None,
+) -> int:
+    """The command line. `command`: how the commands it prints run this command line again, from any shell (the
+    path of the running executable); `prog` by default."""
+    if list(sys.argv[1:] if argv is None else argv)[:1] == ["demo"] and not is_checkout():
+        print(f"error: {prog} demo: {DEMO_ONLY_IN_A_CHECKOUT}", file=sys.stderr)
+        return 2
     args = parser(prog, default_program).parse_args(argv)
     _show_emulator_notes()
     try:
         with interrupting():
-            return _run(args, prog)
+            return _run(args, command or prog)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -227,8 +317,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m localcloud", defa
 
 def _run(args: argparse.Namespace, prog: str) -> int:
     if args.command == "fire":
+        region = configured_region(args.region)
         try:
-            invoked = fire_rule(clients(args.endpoint, args.region), args.rule, args.region)
+            invoked = fire_rule(clients(args.endpoint, region), args.rule, region)
         except ClientError as error:
             print(f"error: rule {args.rule}: {error}", file=sys.stderr)
             return 1

@@ -16,8 +16,9 @@ if TYPE_CHECKING:
     from components.arns import email_address
     from components.component import TYPE
     from components.ops import backfill as scan_commands
-    from components.ops.aws import endpoint_url
+    from components.ops.aws import REGION_HINT, endpoint_url
     from components.ops.redrive.discovery import discover
+    from components.ops.time_hints import find as time_hint
     from components.packaging import constants, error_code, runtime_module
     from components.stack_config import tables_from_config
     from components.targets import EmailTarget
@@ -46,8 +47,9 @@ else:
         from components.arns import email_address
         from components.component import TYPE
         from components.ops import backfill as scan_commands
-        from components.ops.aws import endpoint_url
+        from components.ops.aws import REGION_HINT, endpoint_url
         from components.ops.redrive.discovery import discover
+        from components.ops.time_hints import find as time_hint
         from components.packaging import constants, error_code, runtime_module
         from components.stack_config import tables_from_config
         from components.targets import EmailTarget
@@ -70,8 +72,9 @@ else:
         from scheduled_table.arns import email_address
         from scheduled_table.component import TYPE
         from scheduled_table.ops import backfill as scan_commands
-        from scheduled_table.ops.aws import endpoint_url
+        from scheduled_table.ops.aws import REGION_HINT, endpoint_url
         from scheduled_table.ops.redrive.discovery import discover
+        from scheduled_table.ops.time_hints import find as time_hint
         from scheduled_table.packaging import constants, error_code, runtime_module
         from scheduled_table.stack_config import tables_from_config
         from scheduled_table.targets import EmailTarget
@@ -93,6 +96,7 @@ else:
 
 __all__ = [
     "ACCOUNT",
+    "REGION_HINT",
     "STACK_TYPE",
     "TYPE",
     "Backend",
@@ -116,4 +120,5 @@ __all__ = [
     "scan_commands",
     "set_mocks",
     "tables_from_config",
+    "time_hint",
 ]

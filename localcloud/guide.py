@@ -15,12 +15,14 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from .component import TYPE, constants
+from .component import TYPE, constants, time_hint
 from .deploy import Deployment
 from .mocks import Registration
 from .provision import clients
-from .stay import DUE, aws, receive_and_delete, write_item
+from .stay import DUE, aws, email_fields, receive_and_delete, sender_domain, write_item
 
+# How many items `up` reads of each table to find those without its time attribute (one Scan page at most).
+SCANNED_ITEMS = 1000
 # As `stay.LEAD_SECONDS`: far enough ahead that the write is seen before the item falls due.
 LEAD_SECONDS = {"eventbridge": 30, "ttl": 5, "polling": 0}
 
@@ -86,7 +88,7 @@ def table_guide(found: FoundTable, deployment: Deployment, command: str) -> list
         ]
     email = target.get("email")
     if email:
-        item[email.get("recipientAttribute", "email")] = {"S": f"you@{_domain(str(email.get('sender', '')))}"}
+        item.update(email_fields(email))
     item[str(config.get("timeAttribute"))] = {"N": DUE}
     lead = LEAD_SECONDS.get(mode, 0)
     due = "due now" if lead == 0 else f"due in {lead} s"
@@ -112,12 +114,49 @@ def verify_program_senders(deployment: Deployment) -> None:
     for found in found_tables(deployment.resources):
         email = (found.config.get("target") or {}).get("email")
         if email:
-            ses.create_email_identity(EmailIdentity=_domain(str(email.get("sender", ""))))
+            ses.create_email_identity(EmailIdentity=sender_domain(str(email.get("sender", ""))))
 
 
-def _domain(sender: str) -> str:
-    """`Team <team@example.org>` or `team@example.org` -> `example.org`."""
-    return sender.rsplit("@", 1)[-1].rstrip(">").strip()
+def time_attribute_notes(deployment: Deployment) -> list[str]:
+    """One line per table some of whose items carry none of its time attribute (they are ignored without a trace:
+    nothing scheduled, nothing parked), naming what they carry instead; aggregate tables have no time attribute. On
+    a table several components share, an item another of them acts on is that one's, not a missing time. A table
+    gone (`down` while `up --stay` runs) has nothing to say."""
+    dynamodb = clients(deployment.endpoint, deployment.region)("dynamodb")
+    found = found_tables(deployment.resources)
+    notes = []
+    for table in found:
+        attribute = table.config.get("timeAttribute")
+        if table.config.get("mode") == "aggregate" or not attribute:
+            continue
+        try:
+            items = dynamodb.scan(TableName=table.table, Limit=SCANNED_ITEMS).get("Items", [])
+        except dynamodb.exceptions.ResourceNotFoundException:
+            continue
+        others = [o for o in found if o.table == table.table and o is not table]
+        keys = {str(k) for k in (table.config.get("partitionKey"), table.config.get("sortKey")) if k}
+        # (a key holding a time, a date as the sort key say, is the item's name, not its due time)
+        mine = [
+            {name: value for name, value in item.items() if name not in keys}
+            for item in items
+            if not any(acts_on(other, item) for other in others)
+        ]
+        hint = time_hint(mine, str(attribute))
+        if hint is not None:
+            notes.append(f"table {table.table}: {hint.message}")
+    return notes
+
+
+def acts_on(found: FoundTable, item: dict[str, Any]) -> bool:
+    """Whether the component acts on this item (as the client returns it): it carries the component's time
+    attribute, or, for an aggregate, it is one of its source items (partition key with its prefix) or totals."""
+    config = found.config
+    aggregate = config.get("aggregate")
+    if not aggregate:
+        return str(config.get("timeAttribute")) in item
+    partition = item.get(str(config.get("partitionKey")), {}).get("S", "")
+    total = item.get(str(config.get("sortKey")), {}).get("S") == aggregate.get("totalSortKey")
+    return total or partition.startswith(str(aggregate.get("sourcePrefix")))
 
 
 def program_instructions(deployment: Deployment, command: str, down_options: list[str]) -> str:

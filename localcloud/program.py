@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import runpy
 import sys
+import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -13,7 +14,14 @@ import pulumi
 import yaml
 from pulumi.runtime.settings import get_root_resource
 
-from .component import ScheduledTableArgs, config_string, fabricated_table, first_cause, tables_from_config
+from .component import (
+    ScheduledTableArgs,
+    config_string,
+    fabricated_table,
+    first_cause,
+    runtime_module,
+    tables_from_config,
+)
 from .interrupts import deferred
 from .mocks import Backend, Invoke, RecordingMocks, install
 
@@ -76,7 +84,7 @@ def stack_tables(
     refuses bad values), without running it: a configuration error is found before any cloud is started."""
     config = stack_config(stack, project_dir, config_file)
     project = _project_name(project_dir)
-    if project_dir != REPO and not {f"{project}:tables", f"{project}:mode"} & set(config):
+    if project_dir != REPO and not _reads_tables(config, project_dir):
         return []  # a user's program that builds its tables in Python, not from its stack file
     pulumi.runtime.set_all_config(config)
     try:
@@ -115,13 +123,20 @@ def run_program(
     mocks = install(region, project=_project_name(project_dir), stack=stack, backend=backend, lookups=lookups)
     pulumi.runtime.set_all_config(config)
 
+    def mistake(error: BaseException) -> ConfigError:
+        return ConfigError(f"{where(error, stack, project_dir, config_file)}: {error}")
+
     @pulumi.runtime.test
     def execute() -> pulumi.Output[Any]:
         try:
             with _importable(project_dir):
                 runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
         except (ValueError, pulumi.RunError) as error:
-            raise ConfigError(f"{config_path(stack, project_dir, config_file)}: {error}") from None
+            raise mistake(error) from None
+        except TypeError as error:
+            if not _raised_by_the_component(error):
+                raise  # a mistake of the program's own code: its traceback says more than one line could
+            raise mistake(error) from None
         # Under mocks the stack never registers its outputs; read what the program exported and resolve it.
         root = get_root_resource()
         exported = dict(getattr(root, "outputs", {}) or {})
@@ -138,5 +153,51 @@ def run_program(
             root = first_cause(error)
             if not isinstance(root, ValueError):
                 raise
-            raise ConfigError(f"{config_path(stack, project_dir, config_file)}: {root}") from None
+            raise mistake(root) from None
     return mocks
+
+
+def _component_dirs() -> list[Path]:
+    """Where the component, its handlers' runtime and the local cloud live: code a user's mistake passes through,
+    never the place to point them at."""
+    return [
+        Path(sys.modules[ScheduledTableArgs.__module__].__file__ or "").parent,
+        Path(runtime_module("templates").__file__ or "").parents[1],
+        Path(__file__).parent,
+    ]
+
+
+def _raised_by_the_component(error: BaseException) -> bool:
+    """A TypeError the component raised itself (an unknown keyword of `ScheduledTableArgs(...)`, with its fix), not
+    one of the program's own code."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and any(Path(frames[-1].filename).is_relative_to(d) for d in _component_dirs())
+
+
+def where(error: BaseException, stack: str, project_dir: Path = REPO, config_file: Path | None = None) -> str:
+    """Where the mistake behind `error` is, for the one line the CLI prints. The stack file when the error came from
+    reading it (`tables_from_config`), or when the program builds its tables from it and a value was refused (a
+    ValueError: the values are the stack file's); else the program's own file and line the error passed through
+    last (its `__main__.py` or a module of its own: a misspelled keyword, a value written in Python); else, for a
+    check made once a value resolved (no line of the program is on the stack then), the program's `__main__.py`."""
+    frames = traceback.extract_tb(error.__traceback__)
+    reading = Path(tables_from_config.__code__.co_filename)
+    from_stack_file = project_dir == REPO or _reads_tables(stack_config(stack, project_dir, config_file), project_dir)
+    if any(Path(frame.filename) == reading for frame in frames) or (from_stack_file and isinstance(error, ValueError)):
+        return str(config_path(stack, project_dir, config_file))
+    outside = [Path(sys.prefix), Path(sys.base_prefix), *_component_dirs()]
+    own = [
+        frame
+        for frame in frames
+        if Path(frame.filename).is_relative_to(project_dir)
+        and not any(Path(frame.filename).is_relative_to(folder) for folder in outside)
+    ]
+    if own:
+        return f"{own[-1].filename}:{own[-1].lineno}"
+    return str(config_path(stack, project_dir, config_file) if from_stack_file else project_dir / "__main__.py")
+
+
+def _reads_tables(config: Mapping[str, str], project_dir: Path) -> bool:
+    """Whether the stack file describes the program's tables (`tables:` or a single table's `mode:`)."""
+    project = _project_name(project_dir)
+    return bool({f"{project}:tables", f"{project}:mode"} & set(config))

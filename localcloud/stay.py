@@ -19,6 +19,7 @@ import base64
 import json
 import os
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from .component import EmailTarget, Mode, ScheduledTableArgs, email_address, runtime_module
@@ -85,14 +86,21 @@ def write_item(endpoint: str, table: str, item: dict[str, Any], lead: int = 0) -
     )
 
 
-def _email_fields(target: EmailTarget) -> dict[str, Any]:
-    """The recipient (at the sender's domain, which `up --stay` verifies) and every attribute the templates name."""
-    domain = email_address(target.sender).rsplit("@", 1)[-1]
-    fields = {target.recipient_attribute: {"S": f"you@{domain}"}}
-    for template in (target.subject, target.body):
-        for name in runtime_module("templates").template_fields(template):
+def email_fields(email: Mapping[str, Any]) -> dict[str, Any]:
+    """What an item needs to be emailed, from the email target's options as the handlers read them (`sender`,
+    `recipientAttribute`, `subject`, `body`): the recipient, at the sender's domain (which `up --stay` verifies), and
+    every attribute the templates name. An item without one is parked, not sent."""
+    domain = sender_domain(str(email.get("sender", "")))
+    fields = {str(email.get("recipientAttribute") or "email"): {"S": f"you@{domain}"}}
+    for template in (email.get("subject"), email.get("body")):
+        for name in runtime_module("templates").template_fields(str(template or "")):
             fields.setdefault(name, {"S": f"your {name}"})
     return fields
+
+
+def sender_domain(sender: str) -> str:
+    """`Team <team@example.org>` or `team@example.org` -> `example.org`: the identity `up --stay` verifies."""
+    return email_address(sender).rsplit("@", 1)[-1]
 
 
 def table_commands(endpoint: str, region: str, name: str, args: ScheduledTableArgs, out: dict[str, Any]) -> list[str]:
@@ -115,7 +123,7 @@ def table_commands(endpoint: str, region: str, name: str, args: ScheduledTableAr
     lead = LEAD_SECONDS[mode]
     item = {**_key(args, f"TRY#{name}", "try"), args.time_attribute: {"N": DUE}}
     if isinstance(target, EmailTarget):
-        item.update(_email_fields(target))
+        item.update(email_fields(target.handler_options()["email"]))
     due = "due now" if lead == 0 else f"due in {lead} s"
     how = {
         Mode.EVENTBRIDGE: "it is released at its second, from the release queue (a schedule in the minute before "
@@ -174,4 +182,4 @@ def verify_senders(deployment: Deployment) -> None:
     ses = clients(deployment.endpoint, deployment.region)("sesv2")
     for _, args in deployment.tables:
         if isinstance(args.target, EmailTarget):
-            ses.create_email_identity(EmailIdentity=email_address(args.target.sender).rsplit("@", 1)[-1])
+            ses.create_email_identity(EmailIdentity=sender_domain(args.target.sender))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,13 +37,24 @@ def localcloud_cli() -> ModuleType:
     raise SystemExit(f"{INSTALL_HINT} (the local cloud is not installed with this package)")
 
 
+def invocation(script: str | None = None, interpreter: str | None = None) -> str:
+    """This command as the commands it prints must name it to run verbatim in any shell, its venv activated or not:
+    the installed script that is running (a venv's `bin/scheduled-table`) by its absolute path, else this
+    interpreter running the package (`python -m scheduled_table`). Quoted for the shell."""
+    path = Path(sys.argv[0] if script is None else script)
+    if path.name == "scheduled-table" and path.is_file():
+        return f"{shlex.quote(str(path.absolute()))} local"
+    package = (__package__ or "").rpartition(".")[0]
+    return f"{shlex.quote(interpreter or sys.executable)} -m {package} local"
+
+
 def main(argv: Sequence[str]) -> int:
     """Run the local cloud's command line for the program in the current folder unless `--program` names another."""
     cli = localcloud_cli()
     # ministack runs in a process of its own, started by `up` (and `demo`): say what is missing before starting it.
     if list(argv)[:1] in (["up"], ["demo"]) and importlib.util.find_spec("ministack") is None:
         raise SystemExit(f"{INSTALL_HINT} (ministack is missing)")
-    return int(cli.main(list(argv), prog=PROG, default_program=Path.cwd()))
+    return int(cli.main(list(argv), prog=PROG, default_program=Path.cwd(), command=invocation()))
 
 
 if __name__ == "__main__":

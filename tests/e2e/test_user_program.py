@@ -143,3 +143,27 @@ def test_inspect_reads_the_deployed_users_table_in_the_local_cloud(
     assert lines[0].startswith("table orders (mode eventbridge)"), lines
     assert "  poison queue: 0 visible, 0 in flight" in lines, lines
     assert group == "" or any(group in line for line in lines), lines
+
+
+def test_up_names_items_written_under_another_time_attribute(
+    program: Path, fresh_cloud: Ministack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Items the program writes with its due time under another name (`shipWhen`) than the table's time_attribute
+    (`shipAt`) are ignored without a trace: no schedule, nothing parked. Failed before: `up` said nothing of them."""
+    endpoint = fresh_cloud.endpoint
+    up(endpoint, "local", program, existing=[TableKeys("orders", "PK", "SK")])
+    dynamodb = clients(endpoint, REGION)("dynamodb")
+    for number, when in ((7, {"S": "2027-03-01T09:00:00Z"}), (8, {"N": "1803200000"})):
+        item = {"PK": {"S": f"ORDER#{number}"}, "SK": {"S": "SHIP"}, "shipWhen": when, "weight": {"N": "3"}}
+        dynamodb.put_item(TableName="orders", Item=item)
+    # WHEN `up` runs again THEN its summary counts them and names the attribute they carry
+    code = main(
+        ["up", "--endpoint-url", endpoint, "--existing-table", "orders:PK:SK"],
+        prog="scheduled-table local",
+        default_program=program,
+    )
+    printed = capsys.readouterr().out.splitlines()
+    assert code == 0, printed
+    [note] = [line for line in printed if line.startswith("note: ")]
+    assert note.startswith("note: table orders: 2 of "), note
+    assert note.endswith(" items sampled have no `shipAt`; they have `shipWhen` (2): set time_attribute='shipWhen'?")

@@ -131,8 +131,10 @@ def test_two_tables_with_one_name_are_refused_as_pulumis_engine_refuses_them(
     )
     assert main(["preview"], prog="scheduled-table local", default_program=users_project(tmp_path, program)) == 2
     err = capsys.readouterr().err
+    # The program, not a stack file it does not have: the engine finds the duplicate after the program ran, so no
+    # line of it is on the stack
     assert err.splitlines() == [
-        f"error: {tmp_path / 'Pulumi.local.yaml'}: Duplicate resource URN "
+        f"error: {tmp_path / '__main__.py'}: Duplicate resource URN "
         "'urn:pulumi:local::shop::scheduled-table:index:ScheduledTable::reminders'; try giving it a unique name (the "
         "name 'reminders' is given to two scheduled-table:index:ScheduledTable resources)"
     ]
@@ -167,7 +169,7 @@ def test_an_existing_table_missing_from_a_fresh_local_cloud_names_the_option_tha
                 "local", users_project(tmp_path, program), backend=provisioner.plan, lookups=provisioner.lookups()
             )
     assert str(raised.value) == (
-        f"{tmp_path / 'Pulumi.local.yaml'}: existing_table: table 'orders' is not in the local cloud, which starts "
+        f"{tmp_path / '__main__.py'}: existing_table: table 'orders' is not in the local cloud, which starts "
         "with none of your tables; have `up` make it first: scheduled-table local up --existing-table orders:PK:SK "
         "(NAME:PK:SK with your table's partition and sort key names; NAME:PK without a sort key)"
     )
@@ -197,3 +199,142 @@ def test_an_endpoint_without_its_scheme_is_a_usage_error_naming_the_fix(
         "argument --endpoint-url: '127.0.0.1:4566' is not a URL; write it with its scheme, e.g. http://127.0.0.1:4566"
         in capsys.readouterr().err
     )
+
+
+# -- a newcomer's first hour: the printed item is delivered, the printed commands run, errors point at the mistake
+
+
+def test_every_subcommand_has_a_description_and_a_one_line_help() -> None:
+    """Failed before: `scheduled-table local up --help` (and every other) had no description."""
+    from localcloud.__main__ import SUBCOMMANDS
+
+    listed = " ".join(parser().format_help().split())
+    for name, command in subcommands().items():
+        summary, description = SUBCOMMANDS[name]
+        assert f"{name} {summary}" in listed, name
+        assert command.description == description and len(description) > len(summary), name
+
+
+EMAIL_PROGRAM = """\
+import pulumi
+from scheduled_table import EmailTarget, ScheduledTable, ScheduledTableArgs
+
+target = EmailTarget("Team <team@example.org>", recipient_attribute="to", subject="Hi {name}", body="{title} at {when}")
+ScheduledTable("notes", ScheduledTableArgs(mode="eventbridge", time_attribute="sendAt", target=target))
+"""
+
+
+def test_the_printed_item_carries_every_attribute_the_email_templates_and_recipient_use(tmp_path: Path) -> None:
+    """Failed before: the item had the recipient and the time only, so the handler parked it ("template needs
+    attribute(s) name that the item lacks") and nothing arrived. The templates are read from the deployed function's
+    configuration, as the handler reads them."""
+    from localcloud.deploy import Deployment
+    from localcloud.guide import program_instructions
+    from localcloud.program import run_program
+    from tests.localcloud.test_stay import item_of, parse_printed
+
+    (tmp_path / "Pulumi.yaml").write_text("name: shop\nruntime: python\n")
+    (tmp_path / "__main__.py").write_text(EMAIL_PROGRAM)
+    mocks = run_program("local", tmp_path)
+    deployment = Deployment("local", "http://127.0.0.1:1", "eu-west-1", mocks.registrations(), mocks.stack_outputs)
+    printed = parse_printed(program_instructions(deployment, "/venv/bin/scheduled-table local", []).splitlines())
+    [put] = [c for c in printed.commands if "put-item" in c]
+    item = item_of(put)
+    assert {name for name in item if name not in ("PK", "SK")} == {"to", "name", "title", "when", "sendAt"}
+    assert item["to"] == {"S": "you@example.org"}  # at the sender's domain, which `up --stay` verifies
+    [emails] = [c for c in printed.commands if " emails " in c]
+    assert emails.startswith("/venv/bin/scheduled-table local emails --endpoint-url ")
+
+
+def test_printed_commands_name_the_running_executable_by_its_path(tmp_path: Path) -> None:
+    """Failed before: they began `scheduled-table local`, which a shell without the venv activated does not find."""
+    from scheduled_table.ops.local import invocation  # as the installed command imports it
+
+    script = tmp_path / "my venv" / "bin" / "scheduled-table"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n")
+    assert invocation(str(script)) == f"'{script}' local"
+    # Run as `python -m scheduled_table`: the interpreter, which finds the package wherever the shell is
+    assert invocation("/x/scheduled_table/__main__.py", "/opt/venv/bin/python") == (
+        "/opt/venv/bin/python -m scheduled_table local"
+    )
+
+
+@pytest.fixture
+def no_aws_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+
+
+@pytest.mark.usefixtures("no_aws_configuration")
+def test_fire_takes_its_region_as_every_command_does(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Failed before: `--region` defaulted to eu-west-1 whatever the AWS configuration said."""
+    from localcloud.__main__ import configured_region
+
+    fire = ["fire", "--rule", "jobs-tick", "--endpoint-url", "http://127.0.0.1:9"]
+    # WHEN nothing names a region THEN one line says how to give one, before any call is made
+    assert main(fire, prog="scheduled-table local") == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: no AWS region configured; pass --region (the stack's region"), line
+    # WHEN the AWS configuration names one THEN that is the region; --region still wins
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-2")
+    assert configured_region(parser().parse_args(fire).region) == "us-east-2"
+    assert configured_region(parser().parse_args([*fire, "--region", "ap-south-1"]).region) == "ap-south-1"
+
+
+PROGRAM_MISTAKES = {
+    "misspelled keyword": (
+        "ScheduledTable('t', ScheduledTableArgs(mode='ttl', time_atribute='remindAt'))\n",
+        "__main__.py:3: ScheduledTableArgs: time_atribute: unknown keyword; did you mean time_attribute?",
+    ),
+    "None as a template": (
+        "target = EmailTarget('r@example.com', subject=None)\n",
+        "__main__.py:3: EmailTarget.subject: None is not a template; pass text, e.g. 'Reminder: {title}', or leave it "
+        "out for the default ('Reminder')",
+    ),
+    "a value out of range": (
+        "ScheduledTable('t', ScheduledTableArgs(mode='polling', shards=0))\n",
+        "__main__.py:3: shards: 0 is out of range; use a whole number from 1 to 100 (one index partition each; 8 by "
+        "default)",
+    ),
+    "in a module of the program's own": (
+        "import shop_helpers\n\nshop_helpers.build()\n",
+        "shop_helpers.py:5: ScheduledTableArgs: batch: unknown keyword; did you mean batch_size?",
+    ),
+}
+
+
+@pytest.mark.usefixtures("failed_deploy")
+@pytest.mark.parametrize("mistake", PROGRAM_MISTAKES)
+def test_a_mistake_in_the_program_is_one_line_naming_its_file_and_line_and_the_fix(
+    mistake: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Failed before: every error was put on `Pulumi.local.yaml` (which these projects do not have), and a
+    misspelled keyword or a None template came out as a 40-line traceback."""
+    program, expected = PROGRAM_MISTAKES[mistake]
+    (tmp_path / "shop_helpers.py").write_text(
+        "from scheduled_table import ScheduledTable, ScheduledTableArgs\n\n\ndef build() -> None:\n"
+        "    ScheduledTable('t', ScheduledTableArgs(mode='ttl', batch=10))\n"
+    )
+    project = users_project(tmp_path, "import pulumi\n" + program)
+    # (`up` meets the mistake as it runs the program, before the program's first call to the cloud)
+    for command in (["preview"], ["up", "--endpoint-url", "http://127.0.0.1:9"]):
+        assert main(command, prog="scheduled-table local", default_program=project) == 2
+        assert capsys.readouterr().err.splitlines() == [f"error: {tmp_path}/{expected}"]
+
+
+@pytest.mark.usefixtures("failed_deploy")
+def test_a_mistake_in_the_stack_file_still_names_the_stack_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "Pulumi.yaml").write_text("name: shop\nruntime: python\n")
+    (tmp_path / "__main__.py").write_text(STACK_FILE_PROGRAM)
+    (tmp_path / "Pulumi.local.yaml").write_text("config:\n  shop:tables:\n    - name: orders\n      mode: sometimes\n")
+    assert main(["preview"], prog="scheduled-table local", default_program=tmp_path) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {tmp_path / 'Pulumi.local.yaml'}: "), line
+    assert "'sometimes' is not a mode" in line, line

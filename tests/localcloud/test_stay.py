@@ -81,7 +81,7 @@ def parse_printed(lines: list[str]) -> Printed:
         command = line.strip()
         if command.startswith("export "):
             printed.export = command
-        elif " localcloud down " in command:
+        elif re.search(r" local(?:cloud)? down ", command):
             printed.down = command
         elif printed.tables and printed.tables[-1][0] == heading:
             printed.tables[-1][1].append(command)
@@ -91,12 +91,15 @@ def parse_printed(lines: list[str]) -> Printed:
 
 
 class Localcloud:
-    """A `python -m localcloud ...` process, its output collected line by line as it comes."""
+    """A `python -m localcloud ...` process (or `command ...`: the installed `scheduled-table local`, say), its output
+    collected line by line as it comes."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(
+        self, args: list[str], env: dict[str, str], command: list[str] | None = None, cwd: Path = REPO
+    ) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "localcloud", *args],
-            cwd=REPO,
+            [*(command or [sys.executable, "-m", "localcloud"]), *args],
+            cwd=cwd,
             env={**env, "PYTHONUNBUFFERED": "1"},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -147,12 +150,12 @@ class Localcloud:
                 self.process.wait(timeout=EXIT_SECONDS)
 
 
-def sh(command: str, export: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def sh(command: str, export: str, env: dict[str, str], cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     """One printed command, after the printed export line, as a user's bash would run it (failing if any part of a
     pipeline fails)."""
     return subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", f"{export}\n{command}"],
-        cwd=REPO,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,

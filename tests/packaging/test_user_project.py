@@ -18,7 +18,20 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import EXAMPLE, fresh_venv, pip_into, python_of
+from localcloud.provision import clients
+from localcloud.scenarios import queue_depth
+from tests.e2e.conftest import snapshot
+from tests.localcloud.test_stay import (
+    EFFECT_POLL_SECONDS,
+    EFFECT_SECONDS,
+    Localcloud,
+    echoed,
+    option,
+    sh,
+    until,
+)
+
+from .conftest import EXAMPLE, REPO, fresh_venv, pip_into, python_of
 
 # A user's mistakes, each on its own line, and the mypy error code each must get.
 MISUSE = """\
@@ -179,3 +192,107 @@ def test_wheel_installs_beside_the_newest_boto3_and_still_builds_stacks(wheel: P
     ).stdout.split()
     assert where[0] == newest and Path(where[1]).is_relative_to(env_dir), where
     run_example_tests(env_dir, tmp_path)
+
+
+def newcomers_shell(tmp_path: Path) -> dict[str, str]:
+    """A shell as a newcomer's: no venv activated (PATH has neither it nor this repo's tools), no AWS settings or
+    files, only the AWS CLI on PATH (the one installed here, else the botocore stand-in, tests/localcloud/aws_cli)."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    real = shutil.which("aws")
+    stand_in = f'PYTHONPATH="{REPO}" exec "{sys.executable}" -m tests.localcloud.aws_cli "$@"'
+    run = f'exec "{real}" "$@"' if real else stand_in
+    (tools / "aws").write_text(f"#!/bin/sh\n{run}\n")
+    (tools / "aws").chmod(0o755)
+    return {
+        "PATH": f"{tools}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+    }
+
+
+def test_a_newcomer_runs_every_printed_command_as_printed_and_the_due_events_arrive(
+    installed: Path, tmp_path: Path
+) -> None:
+    """The first hour: a copy of examples/user_project, `scheduled-table local up --stay` run in it with the installed
+    wheel, and every command it prints run verbatim, in bash, in the project's folder, by a shell without the venv;
+    then an item written with the wrong time attribute. Failed before: the reminder item lacked `title` (its
+    subject's attribute) and was parked, so no email came; the printed `scheduled-table local fire` and `emails` were
+    "command not found"; and the item without `dueAt` was ignored without a word."""
+    project = copy_example(tmp_path)
+    scheduled_table = [str(installed / "bin" / "scheduled-table"), "local"]
+    running = Localcloud(["up", "--stay"], {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, scheduled_table, project)
+    shell = newcomers_shell(tmp_path)
+
+    def as_printed(command: str) -> str:
+        result = sh(command, printed.export, shell, cwd=project)
+        assert (result.returncode, result.stderr) == (0, ""), command
+        return result.stdout
+
+    try:
+        printed = running.ready()
+        # WHEN each printed command runs, in order, as printed
+        seen = {command: as_printed(command) for command in printed.commands}
+        endpoint = option(printed.down, "endpoint-url")
+        # THEN the work item's due event reaches the user's jobs queue (the printed tick may come before the item is
+        # indexed: tick again, as printed, until the printed receive shows it)
+        [(_, work)] = [(h, c) for h, c in printed.tables if h.startswith("work ")]
+        fire, receive = next(c for c in work if " fire " in c), next(c for c in work if "receive-message" in c)
+        bodies = echoed(seen[receive])
+
+        def job_arrived() -> bool:
+            if any(body.get("keys") == {"PK": "try-1", "SK": "try-1"} for body in bodies):
+                return True
+            as_printed(fire)
+            bodies.extend(echoed(as_printed(receive)))
+            return False
+
+        until(job_arrived, EFFECT_SECONDS, "the work item's due event", every=EFFECT_POLL_SECONDS)
+        # AND the reminder is emailed, its subject filled from the item (a Scheduler schedule: within two minutes)
+        [(_, reminders)] = [(h, c) for h, c in printed.tables if h.startswith("reminders ")]
+        emails = next(c for c in reminders if " emails " in c)
+        until(
+            lambda: "to you@example.com: Reminder: your title" in as_printed(emails),
+            EFFECT_SECONDS,
+            "the reminder email",
+            every=EFFECT_POLL_SECONDS,
+        )
+        # AND nothing written was parked or dead-lettered
+        client = clients(endpoint, "eu-west-1")
+        for url in snapshot(endpoint)["queues"]:
+            if "poison" in url or "dlq" in url:
+                assert queue_depth(client, url) == 0, url
+        # WHEN the app writes an item with its due time under another name than the table's time_attribute
+        put = next(c for c in work if "put-item" in c)
+        as_printed(put.replace('"dueAt"', '"runAt"').replace('"try-1"', '"app-1"', 1))
+        # THEN `up --stay`, still running, says so and names the fix (it looks every few seconds)
+        note = re.compile(
+            r"note: table work-table: 1 of \d+ items? sampled has no `dueAt`; it has `runAt` \(1\): "
+            r"set time_attribute='runAt'\?"
+        )
+        noted = lambda: any(note.fullmatch(line) for line in running.out)  # noqa: E731
+        running.wait_for(noted, EFFECT_SECONDS, "the note on the item without dueAt")
+        # AND the printed `down` removes the stack
+        assert as_printed(printed.down).startswith("removed ")
+    finally:
+        running.close()
+
+
+def test_local_demo_is_not_offered_by_the_installed_package(installed: Path, tmp_path: Path) -> None:
+    """The demo deploys this repository's own stack (its stack files and `__main__.py`), which the wheel does not
+    hold; a user's own program has `local up --stay`. Failed before: `local --help` offered it and it failed with a
+    path inside site-packages."""
+    command = [str(installed / "bin" / "scheduled-table"), "local"]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    shown = subprocess.run([*command, "--help"], capture_output=True, text=True, env=env, check=True).stdout
+    assert re.search(r"^\s+up\s", shown, re.MULTILINE) and not re.search(r"^\s+demo\s", shown, re.MULTILINE), shown
+    result = subprocess.run(
+        [*command, "demo"], cwd=tmp_path, capture_output=True, text=True, env=env, check=False, timeout=300
+    )
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        "error: scheduled-table local demo: the demo deploys the scheduled-table repository's own stack, which an "
+        "installed package does not hold; run `make demo` in a clone of the repository, or try your own program "
+        "with `up --stay`"
+    ]
