@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import boto3
-from botocore.exceptions import ClientError, EndpointConnectionError
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
-from .component import REGION_HINT, endpoint_url
+from .component import REGION_HINT, REGION_RULE, endpoint_url, profile_problem, rule_region
 from .demo import demo
 from .deploy import LOCAL_STACK, Deployment, TableKeys, down, up
 from .emulators import Emulators, fire_rule
@@ -252,9 +252,10 @@ def parser(prog: str = "python -m localcloud", default_program: Path = REPO) -> 
     fire.add_argument(
         "--endpoint-url", dest="endpoint", type=endpoint_url, metavar="URL", required=True, help=ENDPOINT_HELP
     )
+    fire.add_argument("--region", help=REGION_RULE)
     fire.add_argument(
-        "--region",
-        help="the stack's region (default: your AWS configuration's: AWS_REGION, AWS_DEFAULT_REGION or ~/.aws/config)",
+        "--profile",
+        help="the AWS profile whose region is the default (its credentials are not used: the local cloud has its own)",
     )
     outbox = subcommand("emails")
     outbox.add_argument(
@@ -279,10 +280,13 @@ def parser(prog: str = "python -m localcloud", default_program: Path = REPO) -> 
     return top
 
 
-def configured_region(given: str | None) -> str:
-    """`--region`, else the AWS configuration's region (AWS_REGION, AWS_DEFAULT_REGION, ~/.aws/config), as every
-    other command of the package takes it; none is a one-line error naming the ways to give one."""
-    region = given or boto3.session.Session().region_name
+def configured_region(given: str | None, profile: str | None = None) -> str:
+    """`--region`, else the AWS configuration's region, by the rule every operator command follows (REGION_RULE);
+    none, or a profile that cannot be read, is a one-line error naming the fix."""
+    try:
+        region = boto3.session.Session(profile_name=profile, region_name=rule_region(given)).region_name
+    except BotoCoreError as error:  # --profile or AWS_PROFILE names a profile the files do not have
+        raise ConfigError(profile_problem(profile, error)) from None
     if not region:
         raise ConfigError(f"no AWS region configured; {REGION_HINT}")
     return str(region)
@@ -317,7 +321,7 @@ def main(
 
 def _run(args: argparse.Namespace, prog: str) -> int:
     if args.command == "fire":
-        region = configured_region(args.region)
+        region = configured_region(args.region, args.profile)
         try:
             invoked = fire_rule(clients(args.endpoint, region), args.rule, region)
         except ClientError as error:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from components.arns import email_address
     from components.component import TYPE
     from components.ops import backfill as scan_commands
-    from components.ops.aws import REGION_HINT, endpoint_url
+    from components.ops.aws import REGION_HINT, REGION_RULE, endpoint_url, profile_problem, rule_region
     from components.ops.redrive.discovery import discover
     from components.ops.time_hints import find as time_hint
     from components.packaging import constants, error_code, runtime_module
@@ -47,7 +47,7 @@ else:
         from components.arns import email_address
         from components.component import TYPE
         from components.ops import backfill as scan_commands
-        from components.ops.aws import REGION_HINT, endpoint_url
+        from components.ops.aws import REGION_HINT, REGION_RULE, endpoint_url, profile_problem, rule_region
         from components.ops.redrive.discovery import discover
         from components.ops.time_hints import find as time_hint
         from components.packaging import constants, error_code, runtime_module
@@ -72,7 +72,7 @@ else:
         from scheduled_table.arns import email_address
         from scheduled_table.component import TYPE
         from scheduled_table.ops import backfill as scan_commands
-        from scheduled_table.ops.aws import REGION_HINT, endpoint_url
+        from scheduled_table.ops.aws import REGION_HINT, REGION_RULE, endpoint_url, profile_problem, rule_region
         from scheduled_table.ops.redrive.discovery import discover
         from scheduled_table.ops.time_hints import find as time_hint
         from scheduled_table.packaging import constants, error_code, runtime_module
@@ -97,6 +97,7 @@ else:
 __all__ = [
     "ACCOUNT",
     "REGION_HINT",
+    "REGION_RULE",
     "STACK_TYPE",
     "TYPE",
     "Backend",
@@ -116,6 +117,8 @@ __all__ = [
     "fabricate",
     "fabricated_table",
     "first_cause",
+    "profile_problem",
+    "rule_region",
     "runtime_module",
     "scan_commands",
     "set_mocks",

@@ -116,13 +116,20 @@ def profile_problem(profile: str | None, error: Exception) -> str:
     return f"{where} is not in {places} (profiles there: {known}); {instead}, or create it: {create}"
 
 
+def rule_region(region: str | None) -> str | None:
+    """What REGION_RULE puts before botocore's own reading (AWS_DEFAULT_REGION, then the profile's): `region`, else
+    AWS_REGION, which botocore ignores and the AWS CLI (v2) and the other SDKs read first. A boto3 session made with
+    it has the rule's region."""
+    import os
+
+    return region or os.environ.get("AWS_REGION") or None
+
+
 def clients(endpoint_url: str | None, region: str | None, profile: str | None = None) -> Client:
     """One boto3 client per service, created on first use, from `profile` (else AWS_PROFILE, else the default) and
     REGION_RULE's region. A profile that is unknown or gives no credentials is a RedriveError naming it, before any
     call. Against a local endpoint without credentials configured, the local cloud's dummy ones are used (it
     accepts any)."""
-    import os
-
     try:
         import boto3
         import botocore.exceptions
@@ -131,8 +138,7 @@ def clients(endpoint_url: str | None, region: str | None, profile: str | None = 
             "scheduled-table redrive needs boto3, which the package does not install (the component never calls "
             "AWS): pip install boto3"
         ) from None
-    # botocore reads AWS_DEFAULT_REGION only; the AWS CLI (v2) and the other SDKs read AWS_REGION first.
-    region = region or os.environ.get("AWS_REGION") or None
+    region = rule_region(region)
     try:
         session = boto3.session.Session(profile_name=profile, region_name=region)
         credentials = session.get_credentials()

@@ -270,7 +270,7 @@ def no_aws_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("no_aws_configuration")
 def test_fire_takes_its_region_as_every_command_does(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Failed before: `--region` defaulted to eu-west-1 whatever the AWS configuration said."""
     from localcloud.__main__ import configured_region
@@ -280,10 +280,25 @@ def test_fire_takes_its_region_as_every_command_does(
     assert main(fire, prog="scheduled-table local") == 2
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("error: no AWS region configured; pass --region (the stack's region"), line
-    # WHEN the AWS configuration names one THEN that is the region; --region still wins
+    # WHEN AWS_PROFILE names a profile that is not there THEN one line names it and the fix
+    monkeypatch.setenv("AWS_PROFILE", "nosuch")
+    assert main(fire, prog="scheduled-table local") == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: AWS profile 'nosuch' (from AWS_PROFILE) is not in /dev/null"), line
+    monkeypatch.delenv("AWS_PROFILE")
+    # WHEN the AWS configuration names one THEN that is the region, in the AWS CLI's order; --region still wins
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-2")
     assert configured_region(parser().parse_args(fire).region) == "us-east-2"
+    monkeypatch.setenv("AWS_REGION", "us-west-2")
+    assert configured_region(parser().parse_args(fire).region) == "us-west-2"
     assert configured_region(parser().parse_args([*fire, "--region", "ap-south-1"]).region) == "ap-south-1"
+    profile = tmp_path / "config"
+    profile.write_text("[profile shop]\nregion = ca-central-1\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(profile))
+    monkeypatch.delenv("AWS_REGION")
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    options = parser().parse_args([*fire, "--profile", "shop"])
+    assert configured_region(options.region, options.profile) == "ca-central-1"
 
 
 PROGRAM_MISTAKES = {
