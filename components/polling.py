@@ -26,8 +26,9 @@ def build(ctx: BuildContext) -> ModeResult:
     a = ctx.args
     pending = runtime_module("pending")
     target_dlq = build_target_dlq(ctx)
-    # The assigner indexes an item and marks the record in the ledger in one transaction (once per record); the
-    # processor holds each shard it takes with a lease item there.
+    # The assigner indexes an item and marks the record in the ledger in one transaction (once per record; on
+    # another account's table one write after the other, reading the marker first); the processor holds each shard
+    # it takes with a lease item there.
     ledger = build_ledger(ctx)
     config = handler_config(ctx, {Value.TARGET_DLQ_URL: target_dlq.url, Value.LEDGER_TABLE: ledger.name})
     done_actions = ["DeleteItem", "UpdateItem"] if a.on_done == "delete" else ["UpdateItem"]
@@ -96,7 +97,7 @@ def build(ctx: BuildContext) -> ModeResult:
         filters=polling_filters(),
         extra_statements=pulumi.Output.all(
             ctx.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),
-            ledger.arn.apply(lambda arn: policies.table_item_statements(arn, ["PutItem"])),
+            ledger.arn.apply(lambda arn: policies.table_item_statements(arn, ["GetItem", "PutItem"])),
         ).apply(flatten),
         config=config,
     )

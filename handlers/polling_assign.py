@@ -8,6 +8,7 @@ the assigner never loads the tick's shard scanning. Exactly-once indexing under 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -18,7 +19,7 @@ from st_core.batch import handle_stream_batch
 from st_core.clients import CLIENTS, Clients
 from st_core.config import load_config
 from st_core.errors import PermanentError, error_code
-from st_core.idempotency import marker_put
+from st_core.idempotency import marker_put, shares_account_with_ledger
 from st_core.pending import ATTEMPTS, CLAIM, DUE, ERROR, SHARD, STATUS, TIMED, Status, pending_attributes
 from st_core.stream import (
     BatchResponse,
@@ -35,11 +36,14 @@ if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see 
     from st_core.config import HandlerConfig
 
 # The AWS actions this module's own calls need (checked by tests/iam): index an item (update), in a transaction with
-# a marker put into the ledger.
-AWS_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem")
+# a marker put into the ledger; on another account's table, the marker read, put and index update one by one.
+AWS_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
 
 MODE = "polling"
 ASSIGN_MARKER = "assign#"
+# On another account's table, the item an assignment is staged on carries `<eventID>#<nonce>` here until it is
+# indexed (see `_assign_in_steps`): out of the due index meanwhile, and never on an item that can run.
+STAGED = "stStaged"
 
 
 def due_of(item: dict[str, Any], config: HandlerConfig, written: datetime) -> datetime:
@@ -85,6 +89,9 @@ def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: 
         return  # its time did not change: leave it where it is (in the index, done or failed)
     if new.get(STATUS) not in (None, Status.PENDING.value):
         return  # the mode's own write (filtered out on AWS; a defensive no-op here)
+    if unchanged and new.get(STATUS) is None and _restaged_since(old, config, clients):
+        log.info("assign-skipped", reason="the record staged on the item before this write indexed it since")
+        return
     created = changed_at(record)
     written = datetime.fromtimestamp(created, UTC) if created is not None else now
     try:
@@ -103,6 +110,7 @@ def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: 
         "#claim": CLAIM,
         "#time": time_attribute,
         "#timed": TIMED,
+        "#staged": STAGED,
     }
     values: dict[str, Any] = {
         ":shard": {"N": str(attributes[SHARD])},
@@ -134,29 +142,34 @@ def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: 
         "TableName": config["table"],
         "Key": to_request(data["Keys"]),
         "UpdateExpression": (
-            "SET #shard = :shard, #due = :due, #status = :pending, #timed = :timed REMOVE #attempts, #error, #claim"
+            "SET #shard = :shard, #due = :due, #status = :pending, #timed = :timed "
+            "REMOVE #attempts, #error, #claim, #staged"
             if timed
-            else "SET #shard = :shard, #due = :due, #status = :pending REMOVE #attempts, #error, #claim, #timed"
+            else "SET #shard = :shard, #due = :due, #status = :pending "
+            "REMOVE #attempts, #error, #claim, #timed, #staged"
         ),
         "ConditionExpression": " AND ".join(conditions),
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
     }
     ddb = clients.get("dynamodb")
+    polling = config["polling"]
     if new.get(STATUS) is not None:
         # A waiting item's index entry: once it runs its status changes, which no PutItem can give back.
         skipped = _conditional(lambda: ddb.update_item(**update))
-    else:
+    elif shares_account_with_ledger(config["table"]):
         # An item without a status: after it ran, a PutItem that keeps its time (a consumer writing it back) leaves
         # an item this record's conditions cannot tell from the one it shows. So the index write is paired with a
         # marker for the record in the ledger, in one transaction: a redelivered record finds the marker.
-        polling = config["polling"]
         marker = marker_put(
             polling["ledgerTable"],
             f"{ASSIGN_MARKER}{record['eventID']}",
             int(now.timestamp()) + polling["windowSeconds"],
         )
         skipped = _conditional(lambda: ddb.transact_write_items(TransactItems=[{"Update": update}, marker]))
+    else:
+        # Another account's table: no transaction may hold its item and the ledger's marker.
+        skipped = _assign_in_steps(record, update, config, clients, int(now.timestamp()) + polling["windowSeconds"])
     if skipped:
         log.info(
             "assign-skipped",
@@ -164,6 +177,90 @@ def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: 
         )
         return
     log.info("assigned", dueAt=format_due(due), shard=attributes[SHARD])
+
+
+def _assign_in_steps(
+    record: DynamoDBStreamRecord, update: dict[str, Any], config: HandlerConfig, clients: Clients, expires: int
+) -> bool:
+    """Index an item without a status on another account's table exactly once per record, without a transaction
+    (DynamoDB refuses one whose items are in two accounts, and the ledger is in the deploying account). True when
+    nothing was indexed (a condition failed). Four calls, each conditional or a read:
+
+    1. read the record's marker (consistent);
+    2. marker absent: stage the item: status PENDING and `stStaged = <eventID>#<nonce>`, but no shard or due, so
+       no processor can see it; conditional on the item being as this record shows (as the index update is), or
+       already staged by this record, whose nonce it then keeps;
+    3. put the marker with the nonce the item holds (or take the one an overlapping attempt put);
+    4. index it: shard and due set, `stStaged` removed, conditional on the item still holding that nonce and the
+       record's time, and having no shard.
+
+    Why a crash anywhere, a redelivery at any later time and a user's writes meanwhile leave it indexed once:
+    - only step 4 makes the item runnable, and only on an item that holds this record's staging, which a run and a
+      write-back (a PutItem) never give back: a record whose item ran is never indexed again by it;
+    - a marker is put only after its staging (step 2 before 3): a delivery that finds the marker goes straight to
+      step 4 and never stages again. Before the marker, the item was never runnable under this record, so staging
+      again (a crash between 2 and 3, or before 2) cannot run it twice;
+    - a user's PutItem over a staged item (a later record R2, whose old image shows the staging) wipes it: when the
+      marker was already there this record stops at step 4 and R2 indexes the item, as it would over any waiting
+      item; when it was not, this record's next delivery (before R2: records of one item come in order) stages it
+      again under a new nonce, indexes it, and R2 finds the marker's nonce differs from the one it wiped and leaves
+      it (`_restaged_since`).
+    Cost: one consistent read and three writes (the transaction: four write units), none more on a redelivery."""
+    ddb = clients.get("dynamodb")
+    polling = config["polling"]
+    marker_id = f"{ASSIGN_MARKER}{record['eventID']}"
+    found = ddb.get_item(TableName=polling["ledgerTable"], Key={"id": {"S": marker_id}}, ConsistentRead=True)
+    token = found.get("Item", {}).get("nonce", {}).get("S")
+    names, values = update["ExpressionAttributeNames"], update["ExpressionAttributeValues"]
+    if token is None:
+        stage = {
+            **update,
+            "UpdateExpression": "SET #status = :pending, #staged = if_not_exists(#staged, :token)",
+            "ConditionExpression": f"({update['ConditionExpression']}) OR begins_with(#staged, :record)",
+            "ExpressionAttributeNames": {k: names[k] for k in ("#status", "#staged", "#pk", "#time")},
+            "ExpressionAttributeValues": {
+                **{k: v for k, v in values.items() if k in (":pending", ":time")},
+                ":token": {"S": f"{record['eventID']}#{uuid.uuid4().hex}"},
+                ":record": {"S": f"{record['eventID']}#"},
+            },
+            "ReturnValues": "ALL_NEW",  # the nonce it holds (if_not_exists kept an earlier one: not "updated")
+        }
+        staged: dict[str, Any] = {}
+        if _conditional(lambda: staged.update(ddb.update_item(**stage))):
+            return True
+        token = staged["Attributes"][STAGED]["S"]
+        marker = marker_put(polling["ledgerTable"], marker_id, expires)["Put"]
+        marker["Item"]["nonce"] = {"S": token}
+        try:
+            ddb.put_item(**marker, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except Exception as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            token = getattr(exc, "response", {}).get("Item", {}).get("nonce", {}).get("S", token)
+    index = {
+        **update,
+        "ConditionExpression": "#staged = :token AND attribute_not_exists(#shard) AND "
+        + ("#time = :time" if ":time" in values else "attribute_not_exists(#time)"),
+        "ExpressionAttributeNames": {**names},
+        "ExpressionAttributeValues": {**{k: v for k, v in values.items() if k != ":indexed"}, ":token": {"S": token}},
+    }
+    del index["ExpressionAttributeNames"]["#pk"]
+    return _conditional(lambda: ddb.update_item(**index))
+
+
+def _restaged_since(old: dict[str, Any], config: HandlerConfig, clients: Clients) -> bool:
+    """True when this record is a write over an item staged by an earlier record (its old image holds
+    `stStaged`) whose next delivery staged and indexed it again after this write: the marker of that record holds
+    another nonce than the staging this write wiped. See `_assign_in_steps`."""
+    staged = old.get(STAGED)
+    if not isinstance(staged, str) or "#" not in staged:
+        return False
+    marker_id = f"{ASSIGN_MARKER}{staged.rsplit('#', 1)[0]}"
+    found = clients.get("dynamodb").get_item(
+        TableName=config["polling"]["ledgerTable"], Key={"id": {"S": marker_id}}, ConsistentRead=True
+    )
+    nonce = found.get("Item", {}).get("nonce", {}).get("S")
+    return nonce is not None and nonce != staged
 
 
 def _unindex(record: DynamoDBStreamRecord, config: HandlerConfig, clients: Clients) -> None:

@@ -8,9 +8,11 @@ its name and looks that up in the caller's account, refuses a mapping on another
 
 - `TableScope`: within a DynamoDB request that names another account's table by ARN (`TableName`, `RequestItems`,
   `TransactItems`), that table's name resolves in its owner's account (its items, stream records, TTL); every other
-  table of the request stays the caller's (a transaction may write a total in the other account's table and a
-  ledger marker in the caller's, as AWS allows). A name the caller's account also has is then the other account's
-  for that request only.
+  table of the request stays the caller's (a batch may read or write tables of both accounts). A name the caller's
+  account also has is then the other account's for that request only.
+- `transaction_scope_problem`: a transaction (TransactWriteItems, TransactGetItems) whose items are in two accounts
+  or two Regions is refused with a ValidationException, as AWS refuses it (rule
+  "dynamodb-transaction-one-account"); one wholly in another account's tables is served there.
 - `table_policy`: the table's resource-based policy (DynamoDB `PutResourcePolicy`, kept by ministack in the owner's
   account) joins the IAM decision on a table ARN (its indexes too): in the owner's account as any resource policy;
   from another account it must allow too, and without one nothing is allowed.
@@ -39,6 +41,13 @@ from typing import Any
 STREAM_POLICY_READS = ("dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords")
 # The operations of a transaction that name a table.
 TRANSACT_PARTS = ("Get", "Put", "Update", "Delete", "ConditionCheck")
+# DynamoDB's transactions: their items must all be in one account and one Region (rule
+# "dynamodb-transaction-one-account", localcloud/rulebook.py, which cites AWS's page; TransactGetItems's page says the
+# same). One wholly in another account's tables is served (both list cross-account support: DynamoDB developer
+# guide, "DynamoDB API operations supported by resource-based policies"). AWS documents no text for the refusal:
+# the code is DynamoDB's for a request it will not take (ValidationException), the message says which rule.
+TRANSACTIONS = ("TransactWriteItems", "TransactGetItems")
+ONE_ACCOUNT_MESSAGE = "A transaction cannot target items in different AWS accounts or Regions"
 
 
 def arn_scope(arn: str) -> tuple[str, str, str] | None:
@@ -69,6 +78,24 @@ def foreign_tables(request: Any, account: str) -> dict[str, tuple[str, str]]:
         if scope is not None and scope[0] != account:
             found[scope[2]] = (scope[0], scope[1])
     return found
+
+
+def transaction_scope_problem(request: Any, account: str, region: str) -> str | None:
+    """Why a transaction's items cannot be served together (None when they can): they are in two accounts or two
+    Regions. A table named by name is the caller's (`account`, `region`); one named by ARN, the ARN's."""
+    entries = request.get("TransactItems") if isinstance(request, dict) else None
+    scopes: set[tuple[str, str]] = set()
+    for entry in entries if isinstance(entries, list) else []:
+        for part in TRANSACT_PARTS:
+            operation = entry.get(part) if isinstance(entry, dict) else None
+            table = operation.get("TableName") if isinstance(operation, dict) else None
+            if isinstance(table, str):
+                scope = arn_scope(table)
+                scopes.add((scope[0], scope[1]) if scope is not None else (account, region))
+    if len(scopes) < 2:
+        return None
+    named = ", ".join(f"account {a} in {r}" for a, r in sorted(scopes))
+    return f"{ONE_ACCOUNT_MESSAGE} (this one targets {named})"
 
 
 def owner_scope(key: Any, foreign: dict[str, tuple[str, str]]) -> tuple[str, str, str] | None:
@@ -113,12 +140,20 @@ def scope_tables_by_owner() -> None:
     handle = dynamodb.handle_request
 
     def handle_request(method: str, path: str, headers: dict, body: bytes, query_params: dict) -> Any:
-        from ministack.core.responses import get_account_id
+        from ministack.core.responses import error_response_json, get_account_id, get_region
 
         try:
             request = json.loads(body) if body else {}
         except (ValueError, UnicodeDecodeError):
             request = {}
+        if str(headers.get("x-amz-target", "")).rpartition(".")[2] in TRANSACTIONS:
+            problem = transaction_scope_problem(request, get_account_id(), get_region())
+            if problem is not None:  # rule("dynamodb-transaction-one-account")
+
+                async def refused() -> Any:
+                    return error_response_json("ValidationException", problem, 400)
+
+                return refused()
         foreign = foreign_tables(request, get_account_id())
 
         async def run() -> Any:

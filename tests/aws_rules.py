@@ -9,9 +9,13 @@ rejects, with AWS's error code, and answers a repeated idempotency token as AWS 
   before succeeds without creating anything (AWS's idempotency).
 - Scheduler StartDate more than 5 minutes in the past (moto checks it for cron expressions only, AWS for any), and
   a ScheduleExpressionTimezone the zone database does not know.
-- DynamoDB TransactWriteItems: at most 100 actions, 4 MB, every table in one account and Region; an `ADD` that takes a
-  number beyond DynamoDB's range (38 digits, magnitude below 1E+126) cancels the transaction with a ValidationError
-  reason."""
+- DynamoDB TransactWriteItems: at most 100 actions, 4 MB, every table in one account and Region (TransactGetItems
+  too: localcloud/accounts.py `transaction_scope_problem`, the local cloud's check); an `ADD` that takes a number
+  beyond DynamoDB's range (38 digits, magnitude below 1E+126) cancels the transaction with a ValidationError reason.
+- Another account's table (`other_accounts_table`): a test's moto table a handler names by the ARN of another
+  account, as it names such a table on AWS. Moto has one account here; each call naming that ARN is served by the
+  test's table (after the rules above have seen the ARN), as DynamoDB serves another account's table by its ARN.
+"""
 
 from __future__ import annotations
 
@@ -31,7 +35,9 @@ import botocore.loaders
 import botocore.session
 from botocore.exceptions import ClientError
 
+from localcloud.accounts import TRANSACT_PARTS, transaction_scope_problem
 from localcloud.rulebook import limit
+from tests.conftest import REGION
 
 DEFAULT_ACCOUNT = "123456789012"  # moto's account when MOTO_ACCOUNT_ID is not set
 _NAME = re.compile(rf"^[0-9A-Za-z_.-]{{1,{limit('scheduler-name')}}}$")
@@ -80,6 +86,13 @@ class AwsRules:
         self.queue_limits: dict[str, int] = {}
         self.lock = threading.Lock()
         self.rejections: list[str] = []
+        self.other_accounts: dict[str, str] = {}  # another account's table ARN -> the moto table standing for it
+
+    def other_accounts_table(self, name: str, account: str, region: str = REGION) -> str:
+        """The ARN a handler names the moto table `name` by, as the table of `account`; calls naming it reach it."""
+        arn = f"arn:aws:dynamodb:{region}:{account}:table/{name}"
+        self.other_accounts[arn] = name
+        return arn
 
     def install(self) -> None:
         boto3.setup_default_session(botocore_session=fresh_session())
@@ -93,6 +106,8 @@ class AwsRules:
         service = model.service_model.service_name
         handler = getattr(self, f"_{service}_{model.name}".replace("-", "_"), None)
         if handler is None:
+            if service == "dynamodb":
+                self._to_moto_tables(params)
             return
         context["aws_rules_params"] = params
         try:
@@ -100,6 +115,23 @@ class AwsRules:
         except ClientError as exc:
             self.rejections.append(f"{service}.{model.name}: {exc.response['Error']['Code']}")
             raise
+        if service == "dynamodb":
+            self._to_moto_tables(params)
+
+    def _to_moto_tables(self, params: dict[str, Any]) -> None:
+        """Each other account's table the call names by ARN, renamed to the moto table standing for it."""
+        if not self.other_accounts:
+            return
+        if params.get("TableName") in self.other_accounts:
+            params["TableName"] = self.other_accounts[params["TableName"]]
+        named = params.get("RequestItems")
+        if isinstance(named, dict):
+            params["RequestItems"] = {self.other_accounts.get(t, t): v for t, v in named.items()}
+        for entry in params.get("TransactItems") or []:
+            for part in TRANSACT_PARTS:
+                operation = entry.get(part)
+                if isinstance(operation, dict) and operation.get("TableName") in self.other_accounts:
+                    operation["TableName"] = self.other_accounts[operation["TableName"]]
 
     def _answer(self, context: dict[str, Any], **_: Any) -> Any:
         return context.get("aws_rules_response")
@@ -177,16 +209,18 @@ class AwsRules:
 
     # -- DynamoDB --------------------------------------------------------------------------------------------------
 
+    def _one_account(self, operation: str, params: dict[str, Any], region: str) -> None:
+        account = os.environ.get("MOTO_ACCOUNT_ID", DEFAULT_ACCOUNT)  # a table named by name is moto's account's
+        problem = transaction_scope_problem(params, account, region)  # rule("dynamodb-transaction-one-account")
+        if problem is not None:
+            raise _error(operation, "ValidationException", problem)
+
+    def _dynamodb_TransactGetItems(self, params: dict[str, Any], region: str) -> None:
+        self._one_account("TransactGetItems", params, region)
+
     def _dynamodb_TransactWriteItems(self, params: dict[str, Any], region: str) -> None:
+        self._one_account("TransactWriteItems", params, region)
         items = params["TransactItems"]
-        places = {_table_place(action["TableName"], region) for item in items for action in item.values()}
-        if len(places) > 1:  # rule("dynamodb-transaction-one-account")
-            raise _error(
-                "TransactWriteItems",
-                "ValidationException",
-                "A transaction cannot target tables in different AWS accounts or Regions: "
-                + ", ".join(sorted(f"{account}/{where}" for account, where in places)),
-            )
         if len(items) > limit("dynamodb-transaction-actions"):
             raise _error("TransactWriteItems", "ValidationException", "at most 100 actions in a transaction")
         reasons: list[dict[str, str]] = []
@@ -223,14 +257,6 @@ class AwsRules:
                 "Message": "Number overflow. Attempting to store a number with magnitude larger than supported range",
             }
         return ok
-
-
-def _table_place(table: str, region: str) -> tuple[str, str]:
-    """The account and Region a request's `TableName` is in: its ARN's, or the caller's (moto's account)."""
-    if table.startswith("arn:"):
-        parts = table.split(":")
-        return parts[4], parts[3]
-    return os.environ.get("MOTO_ACCOUNT_ID", DEFAULT_ACCOUNT), region
 
 
 RULES = AwsRules()

@@ -69,6 +69,14 @@ def marker_put(table: str, marker: str, expires_at: int) -> dict[str, Any]:
     }
 
 
+def shares_account_with_ledger(table: str) -> bool:
+    """Whether one transaction may hold a write to `table` and one to the ledger. The ledger is always in the
+    deploying account, named by its name; the component names another account's table by its ARN (and only such a
+    table: components/existing.py `table_reference`), and DynamoDB refuses a transaction whose items are in two
+    accounts or Regions (API reference, TransactWriteItems)."""
+    return not table.startswith("arn:")
+
+
 # A record's digest: 6 bytes. Two different records of one total are mistaken for each other with probability about
 # n / 2**48 per record checked against n digests (n is at most about 130 here: under 1e-12), and a mistake
 # drops a record rather than counting one twice; 48 bits keep each digest at 6 bytes of the item they live on.

@@ -241,6 +241,9 @@ def _queue_name(url_or_arn: str) -> str:
 def real_names(config: dict[str, Any], built: Rendered) -> dict[str, str]:
     """Fabricated physical name -> the test's name, for every resource the configuration names."""
     names: dict[str, str] = {built.physical["table"]: config["table"], built.physical["poison"]: ""}
+    if config["table"].startswith("arn:"):
+        # Another account's table, which the handlers name by its ARN: the rendered table's ARN stands for it.
+        names[f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{built.physical['table']}"] = config["table"]
     names[built.physical["poison"]] = _queue_name(config["poisonQueueUrl"])
     section = config.get(config["mode"], {})
     if "ledger" in built.physical and section.get("ledgerTable"):

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from localcloud.accounts import arn_scope, foreign_tables, owner_scope
+from localcloud.accounts import arn_scope, foreign_tables, owner_scope, transaction_scope_problem
 
 HOME = "000000000000"
 OTHER = "222222222222"
@@ -39,3 +39,30 @@ def test_the_stores_find_another_accounts_table_by_name_or_arn_in_its_owners_acc
     assert owner_scope(f"arn:aws:dynamodb:eu-west-1:{HOME}:table/scores", foreign) is None
     assert owner_scope(f"{SCORES}/index/byUser", foreign) is None
     assert owner_scope("scores", {}) is None
+
+
+def test_a_transaction_across_two_accounts_or_two_regions_is_refused_and_one_within_one_account_is_not() -> None:
+    ledger = {"Put": {"TableName": "ledger"}}
+    mine = f"arn:aws:dynamodb:eu-west-1:{HOME}:table/ledger"
+    # the polling assigner's old transaction: the other account's item and the caller's own ledger marker
+    problem = transaction_scope_problem(
+        {"TransactItems": [{"Update": {"TableName": SCORES}}, ledger]}, HOME, "eu-west-1"
+    )
+    assert problem is not None and problem.startswith("A transaction cannot target items in different AWS accounts")
+    assert OTHER in problem and HOME in problem
+    # a ConditionCheck or a Get counts as much as a write; another Region of the caller's own account too
+    assert transaction_scope_problem(
+        {"TransactItems": [{"ConditionCheck": {"TableName": SCORES}}, ledger]}, HOME, "eu-west-1"
+    )
+    assert transaction_scope_problem(
+        {"TransactItems": [{"Get": {"TableName": SCORES}}, {"Get": {"TableName": "ledger"}}]}, HOME, "eu-west-1"
+    )
+    elsewhere = f"arn:aws:dynamodb:us-east-1:{HOME}:table/ledger"
+    assert transaction_scope_problem({"TransactItems": [{"Put": {"TableName": elsewhere}}, ledger]}, HOME, "eu-west-1")
+    # within one account and Region: by name, by the caller's own ARN, or wholly in the other account's tables
+    assert (
+        transaction_scope_problem({"TransactItems": [{"Put": {"TableName": mine}}, ledger]}, HOME, "eu-west-1") is None
+    )
+    both = {"TransactItems": [{"Update": {"TableName": SCORES}}, {"Put": {"TableName": SCORES}}]}
+    assert transaction_scope_problem(both, HOME, "eu-west-1") is None
+    assert transaction_scope_problem({"TableName": SCORES}, HOME, "eu-west-1") is None
