@@ -10,6 +10,7 @@ from .builders import (
     build_ledger,
     build_stream_consumer,
     handler_config,
+    other_accounts_table,
 )
 from .filters import aggregate_filters
 from .parts import BuildContext, ModeResult, flatten
@@ -18,12 +19,18 @@ from .runtime_config import Value
 
 def build(ctx: BuildContext) -> ModeResult:
     """Filtered stream -> running totals in the same table, one conditional write per group per batch (seed 003);
-    a transaction with ledger markers only for a total with more recent records than its ids can hold."""
+    a transaction with ledger markers only for a total with more recent records than its ids can hold (on another
+    account's table, the markers read and put in batches beside the total's update)."""
     a = ctx.args
     ledger = build_ledger(ctx)
     statements = pulumi.Output.all(
         ctx.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),
-        ledger.arn.apply(lambda arn: policies.table_item_statements(arn, ["PutItem"])),
+        pulumi.Output.all(ledger.arn, other_accounts_table(ctx)).apply(
+            # on another account's table the markers are read and put in batches (no transaction holds both)
+            lambda v: policies.table_item_statements(
+                v[0], ["BatchGetItem", "BatchWriteItem", "PutItem"] if v[1] else ["PutItem"]
+            )
+        ),
     ).apply(flatten)
     consumer = build_stream_consumer(
         ctx,

@@ -499,6 +499,14 @@ def build_scheduling(
     return Scheduling(group=group, target_dlq=target_dlq, consumer_statements=consumer_statements, values=values)
 
 
+def other_accounts_table(ctx: BuildContext) -> pulumi.Output[bool]:
+    """Whether the functions name the table by its ARN (another account's): then no transaction may hold one of its
+    items and one of the ledger's, which is in the deploying account."""
+    return pulumi.Output.all(ctx.table.name, ctx.table.arn, ctx.home_arn).apply(
+        lambda v: table_reference(*v).startswith("arn:")
+    )
+
+
 def handler_config(ctx: BuildContext, values: dict[str, pulumi.Input[str]]) -> pulumi.Output[str]:
     """The handler's config document, from the shared values and a mode's own (`runtime_config.needed_values`)."""
     shared = {

@@ -13,6 +13,7 @@ from .builders import (
     build_stream_consumer,
     build_target_dlq,
     handler_config,
+    other_accounts_table,
     target_statements,
 )
 from .filters import polling_filters
@@ -97,7 +98,10 @@ def build(ctx: BuildContext) -> ModeResult:
         filters=polling_filters(),
         extra_statements=pulumi.Output.all(
             ctx.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),
-            ledger.arn.apply(lambda arn: policies.table_item_statements(arn, ["GetItem", "PutItem"])),
+            pulumi.Output.all(ledger.arn, other_accounts_table(ctx)).apply(
+                # on another account's table the marker is read first (no transaction holds both accounts' items)
+                lambda v: policies.table_item_statements(v[0], ["GetItem", "PutItem"] if v[1] else ["PutItem"])
+            ),
         ).apply(flatten),
         config=config,
     )

@@ -32,6 +32,11 @@ as well, and puts its own there when they fit (so ledger mode ends one horizon a
 not fit). A record without a creation time (Lambda always gives one) can only be checked in the ledger, and takes
 that path. `stIds*` and `stLedgerUntil` are reserved names on the total item.
 
+On another account's table the ledger path cannot be a transaction (DynamoDB refuses one whose items are in two
+accounts, and the ledger is in the deploying account): the write there takes the records' markers from the ledger
+first, adds to the total with a journal of its records' ids (`stJournal`, also reserved), then puts their markers and
+clears the journal (see `Totals._in_steps`).
+
 Each container remembers the ids of the totals it wrote (DynamoDB returns the item with every write, at no cost):
 a record whose id it saw there was applied, and is skipped without a write (Lambda's retry of a batch mostly
 reaches the container of its first delivery); the memory also names the expired buckets to remove. It is only a
@@ -64,8 +69,9 @@ from st_core.batch import batch_metrics, park_malformed, process_batch, sequence
 from st_core.clients import CLIENTS, Clients
 from st_core.config import load_config
 from st_core.errors import PermanentError, TransientError, error_code, is_transient
-from st_core.idempotency import DIGEST_BYTES, marker_put, record_digest
+from st_core.idempotency import DIGEST_BYTES, marker_put, put_markers, record_digest, shares_account_with_ledger
 from st_core.poison import PoisonQueue, message_limit
+from st_core.reads import read_items
 from st_core.stream import (
     AttributeValue,
     BatchResponse,
@@ -83,7 +89,8 @@ if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see 
     from st_core.config import AggregateConfig, HandlerConfig
 
 # The AWS actions this module's own calls need (checked by tests/iam): the total's update on the table, alone or in
-# a transaction with one marker put per record into the ledger.
+# a transaction with one marker put per record into the ledger (on another account's table, the markers are read
+# and put in batches by st_core's reads and idempotency, which declare those).
 AWS_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem")
 
 MODE = "aggregate"
@@ -108,6 +115,9 @@ BUCKET_SECONDS = 900
 RING_BYTES = 800
 RING_PREFIX = "stIds"
 LEDGER_UNTIL = "stLedgerUntil"
+# On another account's table: the ids of a ledger-path write applied to the total whose markers may not be in the
+# ledger yet (see `Totals._in_steps`).
+JOURNAL = "stJournal"
 # Totals whose ids this container remembers (about 1 KB each when full): a hint, never needed for correctness.
 CACHED_TOTALS = 10_000
 # A write that fails for a transient reason (throttled, 5xx, timed out, a transaction conflict) is tried again this
@@ -158,9 +168,19 @@ class Contribution:
         return record_digest(self.event_id, self.group)
 
     @property
+    def step_marker(self) -> str:
+        """Its marker on another account's table, where a journal names records by digest (`Totals._in_steps`)."""
+        return journal_marker(self.group, self.digest)
+
+    @property
     def bucket(self) -> int | None:
         """The bucket its id lives in; None when the record does not say when it was made (ledger only)."""
         return None if self.created is None else math.floor(self.created / BUCKET_SECONDS)
+
+
+def journal_marker(group: str, digest: bytes) -> str:
+    """The ledger marker of a record by its digest (a journal holds digests, not the records' event ids)."""
+    return f"{MARKER_PREFIX}{digest.hex()}#{group}"
 
 
 class Collected:
@@ -454,6 +474,8 @@ class Totals:
         plan = self._plan(chunk, known, now)
         request = self._request(group, chunk, plan, now)
         try:
+            if plan.ledger and not shares_account_with_ledger(self.config["table"]):
+                return self._in_steps(group, chunk, plan, request, now, outcome)
             if plan.ledger:
                 return self._transact(group, chunk, plan, request, now, outcome)
             response = self.clients.get("dynamodb").update_item(
@@ -606,6 +628,96 @@ class Totals:
         self._remember(group, chunk, plan, now)
         self._applied(group, chunk, plan, request, units)
         return None
+
+    def _in_steps(
+        self,
+        group: str,
+        chunk: list[Contribution],
+        plan: Plan,
+        request: dict[str, Any],
+        now: int,
+        outcome: Outcome,
+    ) -> set[int] | None:
+        """The ledger path on another account's table, without a transaction: each record still counts once.
+
+        1. read the chunk's markers (consistent): a record with one was applied;
+        2. add to the total as the transaction's update would, and add the chunk's ids to `stJournal`, conditional
+           (besides the ids on the total) on the total having no journal;
+        3. put the chunk's markers, then remove the journal (conditional on it being this write's).
+
+        A record is applied exactly when its id is on the total (ring or journal) or its marker is in the ledger,
+        and every write checks the total's ids and journal in its own condition: a crash after step 2 leaves the
+        journal, which fails the next ledger-path write of that total (any container's, any batch's); that write
+        puts the journal's markers and removes it (`_settle`), and its own records are then checked in the ledger
+        again (step 1), where the journal's now are. Steps 1 and 2 are not one: a record counted by another write
+        between them would count twice; a record is only ever in one invocation at a time (Lambda runs one batch
+        per shard, or per key with a parallelization factor, and retries a batch only after it ended).
+        Cost: one consistent read per record, the update, a put per record and the journal's removal (the
+        transaction: two write units per record and two for the update)."""
+        s = self.settings
+        ledger = s["ledgerTable"]
+        keys = [{"id": {"S": c.step_marker}} for c in chunk]
+        found = read_items(self.clients, ledger, {identity_of(k): k for k in keys}, workers=1)
+        if any(identity_of(k) not in found for k in keys):
+            raise TransientError(f"group {group!r}: the ledger's markers could not all be read")
+        marked = {i for i, k in enumerate(keys) if found[identity_of(k)] is not None}
+        if marked:
+            return marked
+        journal = sorted({c.digest for c in chunk})
+        update = {
+            **request,
+            "UpdateExpression": request["UpdateExpression"].replace("ADD ", "ADD #journal :journal, ", 1),
+            "ConditionExpression": " AND ".join(
+                [
+                    "attribute_not_exists(#journal)",
+                    *([request["ConditionExpression"]] if "ConditionExpression" in request else []),
+                ]
+            ),
+            "ExpressionAttributeNames": {**request["ExpressionAttributeNames"], "#journal": JOURNAL},
+            "ExpressionAttributeValues": {**request["ExpressionAttributeValues"], ":journal": {"BS": journal}},
+        }
+        ddb = self.clients.get("dynamodb")
+        try:
+            response = ddb.update_item(**update, ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except Exception as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            outcome.failed_writes += 1
+            item = getattr(exc, "response", {}).get("Item")
+            if item is None:
+                raise TransientError(f"group {group!r}: condition failed and DynamoDB returned no item") from exc
+            self.rings.put((self.config["table"], group), Ring.of(item))
+            left = {bytes(b) for b in item.get(JOURNAL, {}).get("BS", [])}
+            if left:
+                self._settle(group, chunk[0].key, left, now)
+            return _present(chunk, item) | {i for i, c in enumerate(chunk) if c.digest in left}
+        units = _units(response)
+        outcome.units += units
+        outcome.writes += 1
+        outcome.ledger_writes += 1
+        self.rings.put((self.config["table"], group), Ring.of(response.get("Attributes", {})))
+        self._settle(group, chunk[0].key, set(journal), now)
+        self._applied(group, chunk, plan, request, units)
+        return None
+
+    def _settle(self, group: str, key: AttributeValue, journal: set[bytes], now: int) -> None:
+        """Put the markers of the records a total's journal names, then remove the journal (if it is still that
+        one: another container may have settled it first)."""
+        s = self.settings
+        expires = now + max(s["windowSeconds"], self.horizon)  # as the transaction's markers: outlive every redelivery
+        put_markers(self.clients, s["ledgerTable"], [journal_marker(group, d) for d in sorted(journal)], expires)
+        try:
+            self.clients.get("dynamodb").update_item(
+                TableName=self.config["table"],
+                Key={self.config["partitionKey"]: key, str(self.config["sortKey"]): {"S": s["totalSortKey"]}},
+                UpdateExpression="REMOVE #journal",
+                ConditionExpression="#journal = :journal",
+                ExpressionAttributeNames={"#journal": JOURNAL},
+                ExpressionAttributeValues={":journal": {"BS": sorted(journal)}},
+            )
+        except Exception as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
 
     def _remember(self, group: str, chunk: list[Contribution], plan: Plan, now: int) -> None:
         """A transaction returns no item: what this write did to the ring, applied to what was known of it."""

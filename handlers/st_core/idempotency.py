@@ -69,6 +69,27 @@ def marker_put(table: str, marker: str, expires_at: int) -> dict[str, Any]:
     }
 
 
+def put_markers(clients: Clients, table: str, markers: list[str], expires_at: int) -> None:
+    """Record-level markers put into the ledger outside a transaction (aggregate on another account's table), 25 to
+    a BatchWriteItem; a put is idempotent, so unprocessed ones are sent again, and TransientError if some never go
+    through."""
+    ddb = clients.get("dynamodb")
+    requests = [
+        {"PutRequest": {"Item": {"id": {"S": marker}, "expiresAt": {"N": str(expires_at)}}}}
+        for marker in dict.fromkeys(markers)  # a batch may not name an item twice
+    ]
+    for start in range(0, len(requests), BATCH_WRITE_LIMIT):
+        pending = requests[start : start + BATCH_WRITE_LIMIT]
+        for attempt in range(UNPROCESSED_ATTEMPTS):
+            if attempt:
+                time.sleep(0.05 * 2**attempt)
+            pending = ddb.batch_write_item(RequestItems={table: pending}).get("UnprocessedItems", {}).get(table, [])
+            if not pending:
+                break
+        else:
+            raise TransientError(f"{len(pending)} record marker(s) left unprocessed by BatchWriteItem")
+
+
 def shares_account_with_ledger(table: str) -> bool:
     """Whether one transaction may hold a write to `table` and one to the ledger. The ledger is always in the
     deploying account, named by its name; the component names another account's table by its ARN (and only such a

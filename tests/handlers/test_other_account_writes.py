@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+import aggregate
 import boto3
 import polling
 import pytest
@@ -18,6 +19,8 @@ from botocore.exceptions import ClientError, ReadTimeoutError
 
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env, with_due_index
+from tests.handlers.test_aggregate import T0, nothing_parked, score, sources, total, total_item
+from tests.handlers.test_aggregate import agg_env as agg_env  # the fixture, for `foreign_totals`
 from tests.handlers.test_polling import NOW, item
 
 OTHER = "210987654321"
@@ -25,8 +28,9 @@ OTHER = "210987654321"
 
 class Crash:
     """The handlers' clients, whose DynamoDB call `operation` (on a table whose name contains `table`) crashes the
-    invocation once, on its `nth` occurrence: `before` the call is made (the writes before it stand, none after), or
-    after it (the call is applied, its answer lost: a timeout once DynamoDB acted)."""
+    invocation on its `nth` occurrence: `before` the call is made (the writes before it stand, none after), or
+    after it (the call is applied, its answer lost: a timeout once DynamoDB acted). Every call after the crash
+    fails too: the invocation is over, whatever retries the handler would make within it."""
 
     def __init__(self, operation: str, table: str, *, before: bool, nth: int = 1) -> None:
         self.operation, self.table, self.before, self.nth = operation, table, before, nth
@@ -46,7 +50,8 @@ class Crash:
             return self._clients[service]
 
     def _hit(self, model: Any, params: dict[str, Any]) -> bool:
-        if self.crashed or model.name != self.operation or self.table not in str(params.get("TableName", "")):
+        named = " ".join([str(params.get("TableName", "")), *params.get("RequestItems", {})])
+        if self.crashed or model.name != self.operation or self.table not in named:
             return False
         self.seen += 1
         if self.seen < self.nth:
@@ -58,6 +63,8 @@ class Crash:
         context["crash_params"] = dict(params)
 
     def _before(self, model: Any, context: dict[str, Any], **_: Any) -> None:
+        if self.crashed:
+            raise ReadTimeoutError(endpoint_url=f"https://after-the-crash/{model.name}")
         if self.before and self._hit(model, context.get("crash_params") or {}):
             raise ReadTimeoutError(endpoint_url=f"https://crashed-before/{model.name}")
 
@@ -224,3 +231,74 @@ def test_a_users_move_of_a_staged_item_runs_it_at_its_new_time_only(foreign_poll
     # THEN it waits for its new time, and runs once then
     assert item(env, "a")["stDue"] == {"N": str(int(NOW) + 3600)}
     assert run(env, NOW + 60) == 0 and run(env, NOW + 3600) == 1
+
+
+# -- aggregate: the ledger path ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def foreign_totals(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
+    """The aggregate env, its table another account's, and no room for ids on a total: every write takes the
+    ledger path (as a group with more recent records than its ids hold does)."""
+    monkeypatch.setattr(aggregate, "RING_BYTES", 0)
+    yield as_other_accounts(request.getfixturevalue("agg_env"))
+
+
+def deliver(env: Env, records: list[dict[str, Any]], now: float, clients: Any = None) -> Any:
+    extra = {} if clients is None else {"clients": clients}
+    return aggregate.handle_batch({"Records": records}, env.config, now=lambda: T0 + now, **extra)
+
+
+def test_totals_on_another_accounts_table_take_the_ledger_path_without_a_transaction(foreign_totals: Env) -> None:
+    env = foreign_totals
+    for n in range(1, 6):
+        score(env, n, "ada", n)
+    records = sources(env, 0)
+    assert deliver(env, records, now=1) == {"batchItemFailures": []}
+    assert total(env, "ada") == 15 and nothing_parked(env)
+    assert aggregate.JOURNAL not in total_item(env, "ada")
+    # AND delivered again, to a new container, then from the third record on: counted once
+    aggregate.RINGS.clear()
+    assert deliver(env, records, now=2) == {"batchItemFailures": []}
+    assert deliver(env, records[2:], now=3) == {"batchItemFailures": []}
+    assert total(env, "ada") == 15 and nothing_parked(env)
+
+
+AGGREGATE_CRASHES = {
+    # (operation, table, before, nth): where the first delivery stops
+    "before the markers are read": ("BatchGetItem", "ledger", True, 1),
+    "after the total's update": ("UpdateItem", "items", False, 1),
+    "before the markers are put": ("BatchWriteItem", "ledger", True, 1),
+    "before the journal is removed": ("UpdateItem", "items", True, 2),
+}
+
+
+@pytest.mark.parametrize("next_batch", ["the same batch again", "other records first"])
+@pytest.mark.parametrize("where", sorted(AGGREGATE_CRASHES))
+def test_a_crash_between_the_ledger_paths_writes_counts_each_record_once(
+    foreign_totals: Env, where: str, next_batch: str
+) -> None:
+    env = foreign_totals
+    for n in range(1, 4):
+        score(env, n, "ada", n)
+    records = sources(env, 0)
+    operation, table, before, nth = AGGREGATE_CRASHES[where]
+    crash = Crash(operation, table, before=before, nth=nth)
+    # GIVEN the batch's delivery crashed at that point (its retries within the invocation included)
+    assert deliver(env, records, now=1, clients=crash)["batchItemFailures"]
+    assert crash.crashed
+    aggregate.RINGS.clear()  # the retry reaches a new container
+    if next_batch == "other records first":
+        # WHEN scores of another item of the same user come first (another shard's batch)
+        score(env, 10, "ada", 100)
+        assert deliver(env, sources(env, 5), now=6) == {"batchItemFailures": []}
+    # AND Lambda delivers the batch again, and again from its second record
+    assert deliver(env, records, now=10) == {"batchItemFailures": []}
+    assert deliver(env, records[1:], now=11) == {"batchItemFailures": []}
+    # THEN each record counted once, nothing parked
+    expected = 6 + (100 if next_batch == "other records first" else 0)
+    assert total(env, "ada") == expected and nothing_parked(env)
+    # AND a journal left behind (its markers all put) is gone with the total's next ledger write
+    score(env, 20, "ada", 1000)
+    assert deliver(env, sources(env, 20), now=21) == {"batchItemFailures": []}
+    assert total(env, "ada") == expected + 1000 and aggregate.JOURNAL not in total_item(env, "ada")

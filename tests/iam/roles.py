@@ -67,6 +67,7 @@ class Options:
     vpc: bool = False  # every function in a VPC (`function_overrides` with a VpcConfig for each role)
     own_queues: bool = False  # the user's poison queue, stream DLQ and target DLQ (ExistingQueue), not the component's
     queue_key: bool = False  # those encrypted with a customer-managed key, named by each one's `kms_key_arn`
+    table_account: str | None = None  # the table is this other account's (ExistingTable by its stream ARN)
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,17 @@ def options_of(config: dict[str, Any], keys: Keys = NO_KEYS) -> Options:
         precise=bool(config.get("ttl", {}).get("precise")),
         on_done=config.get("polling", {}).get("onDone", "mark"),
         shard_groups=config.get("polling", {}).get("shardGroups", 1),
+        # the handlers name another account's table by its ARN (and only such a table)
+        table_account=config["table"].split(":")[4] if config["table"].startswith("arn:") else None,
     )
+
+
+# Another account's table as the component is given it, and the ARN its policies name it by.
+OTHER_TABLE = "others-table"
+
+
+def other_table_arn(account: str) -> str:
+    return f"arn:aws:dynamodb:{REGION}:{account}:table/{OTHER_TABLE}"
 
 
 def _target(options: Options) -> Any:
@@ -143,6 +154,11 @@ def args_of(options: Options) -> dict[str, Any]:
         args["shard_groups"] = options.shard_groups
     if options.table_key:
         args["kms_key_arn"] = TABLE_KEY_STANDIN
+    if options.table_account:
+        from components import ExistingTable
+
+        stream = f"{other_table_arn(options.table_account)}/stream/2026-01-01T00:00:00.000"
+        args["existing_table"] = ExistingTable(name=OTHER_TABLE, stream_arn=stream)
     if options.own_queues:
         args.update(_own_queues(options))
     if options.vpc:
@@ -240,10 +256,11 @@ def _queue_name(url_or_arn: str) -> str:
 
 def real_names(config: dict[str, Any], built: Rendered) -> dict[str, str]:
     """Fabricated physical name -> the test's name, for every resource the configuration names."""
-    names: dict[str, str] = {built.physical["table"]: config["table"], built.physical["poison"]: ""}
-    if config["table"].startswith("arn:"):
-        # Another account's table, which the handlers name by its ARN: the rendered table's ARN stands for it.
-        names[f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{built.physical['table']}"] = config["table"]
+    names: dict[str, str] = {built.physical["poison"]: ""}
+    if "table" in built.physical:
+        names[built.physical["table"]] = config["table"]
+    else:  # another account's table, which the handlers name by its ARN
+        names[other_table_arn(config["table"].split(":")[4])] = config["table"]
     names[built.physical["poison"]] = _queue_name(config["poisonQueueUrl"])
     section = config.get(config["mode"], {})
     if "ledger" in built.physical and section.get("ledgerTable"):

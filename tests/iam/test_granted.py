@@ -85,10 +85,18 @@ NOT_TAKEN: dict[tuple[str, str], tuple[Condition, str]] = {
     **{("executor", a): (lambda o: not o.precise, "only precise ttl makes delete schedules") for a in SCHEDULING},
     ("executor", "dynamodb:BatchWriteItem"): (lambda o: True, "ttl marks occurrences one at a time"),
     **{
-        (role, a): (lambda o: True, "polling and aggregate use the ledger only through marker_put, in a transaction")
+        (role, a): (
+            lambda o: True,
+            "polling and aggregate use the ledger through marker_put, in a transaction; outside one only on another "
+            "account's table (tests/iam/test_other_account.py), which this matrix does not build",
+        )
         for role in ("processor", "assigner", "aggregator")
         for a in ("dynamodb:BatchWriteItem", "dynamodb:GetItem")
     },
+    ("aggregator", "dynamodb:BatchGetItem"): (
+        lambda o: True,
+        "aggregate reads the ledger's markers only on another account's table (tests/iam/test_other_account.py)",
+    ),
     ("processor", "lambda:InvokeFunction"): (
         lambda o: o.shard_groups == 1 and o.kind != "lambda",
         "only shard_groups > 1 invokes the processor itself (a Lambda target is invoked by the dispatch)",

@@ -65,3 +65,20 @@ def test_every_modes_calls_on_another_accounts_table_are_allowed_and_scheduler_m
         assert not _trusts(trust, SCHEDULER_PRINCIPAL, {"aws:SourceAccount": OTHER})
         # and, so assumed, fires the item on the other account's table
         enforce.check(_role(stack, "scheduler-exec"), [requests.Request("dynamodb:UpdateItem", TABLE)])
+
+
+# What each stream consumer does with the ledger (in the deploying account) when the table is another account's: no
+# transaction may hold items of both, so the polling assigner reads its marker before writing it, and aggregate's
+# ledger path reads and puts its markers in batches.
+LEDGER_CALLS = {
+    "polling": ("assigner", ["GetItem", "PutItem"]),
+    "aggregate": ("aggregator", ["BatchGetItem", "BatchWriteItem", "PutItem"]),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(LEDGER_CALLS))
+def test_on_another_accounts_table_the_consumer_reads_and_writes_its_markers_in_the_ledger(mode: str) -> None:
+    stack = _built({"mode": mode})
+    role, actions = LEDGER_CALLS[mode]
+    (ledger,) = [r for r in stack.resources if r.name == "st-ledger"]
+    enforce.check(_role(stack, role), [requests.Request(f"dynamodb:{a}", str(ledger.outputs["arn"])) for a in actions])
