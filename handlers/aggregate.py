@@ -589,8 +589,7 @@ class Totals:
         s = self.settings
         update = {k: v for k, v in request.items() if k != "ReturnConsumedCapacity"}
         update["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        # A marker must outlive every redelivery of its record, however the ledger window is set.
-        expires = now + max(s["windowSeconds"], self.horizon)
+        expires = self._marker_expiry(now)
         actions: list[dict[str, Any]] = [{"Update": update}]
         actions += [marker_put(s["ledgerTable"], c.marker, expires) for c in chunk]
         try:
@@ -654,10 +653,8 @@ class Totals:
         per shard, or per key with a parallelization factor, and retries a batch only after it ended).
         Cost: one consistent read per record, the update, a put per record and the journal's removal (the
         transaction: two write units per record and two for the update)."""
-        s = self.settings
-        ledger = s["ledgerTable"]
         keys = [{"id": {"S": c.step_marker}} for c in chunk]
-        found = read_items(self.clients, ledger, {identity_of(k): k for k in keys}, workers=1)
+        found = read_items(self.clients, self.settings["ledgerTable"], {identity_of(k): k for k in keys}, workers=1)
         if any(identity_of(k) not in found for k in keys):
             raise TransientError(f"group {group!r}: the ledger's markers could not all be read")
         marked = {i for i, k in enumerate(keys) if found[identity_of(k)] is not None}
@@ -704,8 +701,8 @@ class Totals:
         """Put the markers of the records a total's journal names, then remove the journal (if it is still that
         one: another container may have settled it first)."""
         s = self.settings
-        expires = now + max(s["windowSeconds"], self.horizon)  # as the transaction's markers: outlive every redelivery
-        put_markers(self.clients, s["ledgerTable"], [journal_marker(group, d) for d in sorted(journal)], expires)
+        markers = [journal_marker(group, d) for d in sorted(journal)]
+        put_markers(self.clients, s["ledgerTable"], markers, self._marker_expiry(now))
         try:
             self.clients.get("dynamodb").update_item(
                 TableName=self.config["table"],
@@ -718,6 +715,10 @@ class Totals:
         except Exception as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
+
+    def _marker_expiry(self, now: int) -> int:
+        """A marker must outlive every redelivery of its record, however the ledger window is set."""
+        return now + max(self.settings["windowSeconds"], self.horizon)
 
     def _remember(self, group: str, chunk: list[Contribution], plan: Plan, now: int) -> None:
         """A transaction returns no item: what this write did to the ring, applied to what was known of it."""

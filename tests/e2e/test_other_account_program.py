@@ -9,7 +9,9 @@ scores written in B are totalled in B's table. Without the stream policy's state
 and nothing is lost: the batch goes through once it is back; without the stream's policy the mapping cannot be
 created; without the table's policy, or without the role's own grant, the role's calls on B's table are refused.
 The scores table is encrypted with B's customer-managed key, which A's component is given (`kms_key_arn`): without
-the key policy's statement for A, its stream reads and writes are refused until it is back."""
+the key policy's statement for A, its stream reads and writes are refused until it is back. A DynamoDB transaction
+whose items are in both accounts is refused, as AWS refuses it: polling's assigner and aggregate's ledger path
+deliver without one."""
 
 from __future__ import annotations
 
@@ -323,3 +325,50 @@ def test_without_the_owners_key_policy_statement_the_encrypted_tables_stream_and
     _held_back_until(
         owner, "cy", lambda: owner("kms").put_key_policy(KeyId=deployed["key"], PolicyName="default", Policy=restored)
     )
+
+
+def test_a_transaction_across_both_accounts_is_refused_and_one_in_the_owners_table_is_not(
+    deployed: dict[str, Any], fresh_cloud: Ministack
+) -> None:
+    # GIVEN A's own ledger (the polling stack's) and B's jobs table, which A's policies and B's table policy allow
+    client = clients(fresh_cloud.endpoint, REGION)("dynamodb")
+    ledger = next(name for name in client.list_tables()["TableNames"] if "jobs" in name and "ledger" in name)
+    jobs = deployed["tables"]["jobs"]["table"]
+    key = {"PK": {"S": "PROBE"}, "SK": {"S": "DUE"}}
+    check = {"TableName": jobs, "Key": key, "ConditionExpression": "attribute_not_exists(PK)"}
+    marker = {"TableName": ledger, "Item": {"id": {"S": "probe#cross-account"}}}
+    gets = [{"Get": {"TableName": jobs, "Key": key}}, {"Get": {"TableName": ledger, "Key": marker["Item"]}}]
+    # WHEN A writes, or reads, one transaction over both THEN it is refused, and nothing of it is written
+    for request in (
+        lambda: client.transact_write_items(TransactItems=[{"ConditionCheck": check}, {"Put": marker}]),
+        lambda: client.transact_get_items(TransactItems=gets),
+    ):
+        with pytest.raises(ClientError) as refused:
+            request()
+        assert refused.value.response["Error"]["Code"] == "ValidationException"
+        assert "different AWS accounts or Regions" in refused.value.response["Error"]["Message"]
+    assert "Item" not in client.get_item(TableName=ledger, Key=marker["Item"], ConsistentRead=True)
+    # AND a transaction wholly in B's table goes through
+    client.transact_write_items(TransactItems=[{"ConditionCheck": check}])
+
+
+def test_a_user_with_more_scores_than_the_totals_ids_hold_is_totalled_through_the_ledger_once(
+    deployed: dict[str, Any], fresh_cloud: Ministack
+) -> None:
+    # GIVEN more scores for one user within the record-age horizon than the ids on a total hold (about 130): the
+    # aggregator's ledger path, which on B's table cannot be one transaction with A's ledger
+    owner = _owner(fresh_cloud.endpoint)
+    scores = 150
+    for number in range(scores):
+        item = {"PK": {"S": f"SCORE#many-{number}"}, "SK": {"S": "USER#many"}, "Score": {"N": "2"}}
+        owner("dynamodb").put_item(TableName="scores", Item=item)
+    # THEN every score is counted once in B's table, and the ledger holds markers for some (the path was taken)
+    found = _wait(lambda: (total := _total(owner, "many")) and total["totalScore"] == {"N": str(2 * scores)} and total)
+    assert found, _total(owner, "many")
+    client = clients(fresh_cloud.endpoint, REGION)("dynamodb")
+    ledger = next(name for name in client.list_tables()["TableNames"] if "scores" in name and "ledger" in name)
+    assert client.scan(TableName=ledger, Select="COUNT")["Count"] > 0
+    # AND nothing counts twice later, and no journal is left on the total (each write removes its own)
+    time.sleep(5)
+    later = _total(owner, "many") or {}
+    assert later.get("totalScore") == {"N": str(2 * scores)} and "stJournal" not in later, later
