@@ -164,7 +164,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "dynamodb-transaction-one-account",
-        "A transaction's actions may target different tables, but not tables in different AWS accounts or Regions.",
+        "A transaction's actions may target different tables, but not tables in different AWS accounts or Regions "
+        "(one wholly in another account's tables, named by their ARNs, is served under their resource policy).",
         DOCS + "amazondynamodb/latest/APIReference/API_TransactWriteItems.html",
         (_HOOKS, _ACCOUNTS),
     ),
