@@ -126,7 +126,10 @@ def emails(endpoint: str) -> int:
         at = datetime.fromtimestamp(float(message.get("Timestamp", 0)), UTC).strftime("%H:%M:%S")
         print(f"{at}  to {', '.join(message.get('To', []))}: {message.get('Subject', '')}")
     if not sent:
-        print("no email sent yet")
+        print(
+            "no email sent yet: an email is sent within a minute or two of its due time; one that is not was parked "
+            "(`scheduled-table inspect --table TABLE --endpoint-url URL` says why)"
+        )
     return 0
 
 

@@ -19,7 +19,7 @@ from .component import TYPE, constants, time_hint
 from .deploy import Deployment
 from .mocks import Registration
 from .provision import clients
-from .stay import DUE, aws, email_fields, receive_and_delete, sender_domain, write_item
+from .stay import DUE, aws, email_fields, receive_and_delete, sender_domain, try_it_header, write_item
 
 # How many items `up` reads of each table to find those without its time attribute (one Scan page at most).
 SCANNED_ITEMS = 1000
@@ -163,8 +163,7 @@ def program_instructions(deployment: Deployment, command: str, down_options: lis
     """The text `up --stay` prints for a user's program."""
     endpoint, region = deployment.endpoint, deployment.region
     text = [
-        f"Ready: the local cloud answers at {endpoint} (region {region}; any credentials work).",
-        "Try it in bash or zsh (AWS CLI v1 or v2); first, in that shell:",
+        *try_it_header(endpoint, region),
         "",
         f"  export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_DEFAULT_REGION={region} AWS_PAGER=",
     ]

@@ -42,7 +42,11 @@ def _project_name(project_dir: Path) -> str:
     try:
         project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
     except (OSError, yaml.YAMLError, TypeError, KeyError) as error:
-        raise ConfigError(f"{project_dir / 'Pulumi.yaml'}: not a Pulumi project file with a name ({error})") from None
+        raise ConfigError(
+            f"{project_dir / 'Pulumi.yaml'}: not a Pulumi project file with a name ({error}); write one beside "
+            "__main__.py with two lines, `name: my-app` and `runtime: python`, or name the program's folder with "
+            "--program DIR"
+        ) from None
     return str(project)
 
 

@@ -19,6 +19,7 @@ import base64
 import json
 import os
 import shlex
+import shutil
 from collections.abc import Mapping
 from typing import Any
 
@@ -153,13 +154,30 @@ def table_commands(endpoint: str, region: str, name: str, args: ScheduledTableAr
     return lines
 
 
+def try_it_header(endpoint: str, region: str, where: str = "") -> list[str]:
+    """The lines before the try-it commands, for the repo's stack and a user's program alike: what they need (the
+    AWS CLI, which a newcomer may not have), and how long what an item causes takes to show (a first empty receive
+    is not a failure)."""
+    text = [
+        f"Ready: the local cloud answers at {endpoint} (region {region}; any credentials work).",
+        "What an item causes shows within a minute or two of its due time: a receive that prints nothing (it waits "
+        "20 s) or 'no email sent yet' means run it again; `scheduled-table inspect --table TABLE --endpoint-url "
+        f"{endpoint}` shows what is pending and what was parked, and why.",
+    ]
+    if shutil.which("aws") is None:
+        text.append(
+            "note: the `aws` lines below need the AWS CLI, which is not on PATH: install it (`pip install awscli` "
+            "in this venv, or AWS's installer), then run them as printed."
+        )
+    return [*text, f"Try it{where} in bash or zsh (AWS CLI v1 or v2); first, in that shell:"]
+
+
 def instructions(deployment: Deployment, stack_options: list[str]) -> str:
     """The text `up --stay` prints once the stack is deployed. `stack_options`: how the command named the stack
     (`--stack dev`, `--config-file f.yaml`), repeated in the `down` command."""
     endpoint, region = deployment.endpoint, deployment.region
     text = [
-        f"Ready: the local cloud answers at {endpoint} (region {region}; any credentials work).",
-        f"Try it from {REPO} in bash or zsh (AWS CLI v1 or v2); first, in that shell:",
+        *try_it_header(endpoint, region, f" from {REPO}"),
         "",
         f"  export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_DEFAULT_REGION={region} AWS_PAGER=",
     ]

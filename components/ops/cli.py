@@ -96,7 +96,7 @@ def parser() -> argparse.ArgumentParser:
     # Parsed by scheduled_table.local (its own --help); listed here so `scheduled-table --help` shows it.
     commands.add_parser(
         "local",
-        help="run your Pulumi program in a local AWS: local preview|up|down (extra [local])",
+        help="run your Pulumi program in a local AWS: local preview|up|down|fire|emails (extra [local])",
         description="Run a Pulumi program that uses ScheduledTable in a local AWS (ministack); "
         "`scheduled-table local --help` lists its commands.",
     )

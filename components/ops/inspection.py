@@ -294,9 +294,8 @@ def missing_time(client: Client, stack: Stack, items: int = SAMPLE_ITEMS) -> dic
         more = bool(page.get("LastEvaluatedKey"))
         request["ExclusiveStartKey"] = page.get("LastEvaluatedKey")
     whole = not more
-    sampled = (
-        f"the whole table, {len(read)} items" if whole else f"a sample: the first {len(read)} items a scan returns"
-    )
+    counted = f"{len(read)} item{'' if len(read) == 1 else 's'}"
+    sampled = f"the whole table, {counted}" if whole else f"a sample: the first {counted} a scan returns"
     hint = find((timed_view(item, config) for item in read), attribute)
     return {
         "attribute": attribute,

@@ -353,3 +353,25 @@ def test_a_mistake_in_the_stack_file_still_names_the_stack_file(
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: {tmp_path / 'Pulumi.local.yaml'}: "), line
     assert "'sometimes' is not a mode" in line, line
+
+
+def test_the_try_it_header_says_how_long_to_wait_and_warns_when_the_aws_cli_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A newcomer's first receive comes back empty, and a machine may have no AWS CLI: both said before the
+    commands, not discovered by running them."""
+    from localcloud import stay
+
+    monkeypatch.setattr(stay.shutil, "which", lambda name: None)
+    without = "\n".join(stay.try_it_header("http://127.0.0.1:4566", "eu-west-1"))
+    assert "need the AWS CLI, which is not on PATH" in without
+    assert "run it again" in without and "scheduled-table inspect --table TABLE" in without
+    monkeypatch.setattr(stay.shutil, "which", lambda name: "/usr/bin/aws")
+    assert "not on PATH" not in "\n".join(stay.try_it_header("http://127.0.0.1:4566", "eu-west-1"))
+
+
+def test_a_missing_project_file_says_what_to_write(tmp_path: Path) -> None:
+    from localcloud.program import ConfigError, stack_config
+
+    with pytest.raises(ConfigError, match=r"name: my-app.*runtime: python.*--program DIR"):
+        stack_config("local", tmp_path)
