@@ -903,7 +903,7 @@ def _taken_over(step: Step, spec: Recurrence, parsed: Expression, until: datetim
             return found
         if minute_start(fired) - CLOCK_SKEW > landed and _covered(step.before, spec, fired):
             found.insert(0, fired)
-        until = fired - timedelta(microseconds=1)
+        until = fired - timedelta(seconds=1)  # firings fall on whole seconds, at least a minute apart
 
 
 def _covered(before: Recurrence | None, spec: Recurrence, fired: datetime) -> bool:
