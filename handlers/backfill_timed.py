@@ -27,7 +27,7 @@ BACKFILLED = "scheduled-table#backfilled"
 # The ledger's record of the narrowest `windowSeconds` a backfill or reconcile of the table has run with (never
 # expires): entries keep the expiry they were written with, so a raised window does not make the ledger remember
 # longer what it was told under the old one (`memory_seconds`).
-WINDOW = "scheduled-table#window"
+WINDOW = idempotency.NARROWEST_WINDOW
 
 
 class Need(NamedTuple):

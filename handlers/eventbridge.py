@@ -48,7 +48,7 @@ from st_core.clients import CLIENTS, Clients
 from st_core.config import load_config
 from st_core.dispatch import due_event, scheduler_target, send_now, target_input
 from st_core.errors import PermanentError, error_code, is_transient, persist
-from st_core.idempotency import BATCH_WRITE_LIMIT, Ledger, remembered
+from st_core.idempotency import BATCH_WRITE_LIMIT, SHORTEST_WINDOW_SECONDS, Ledger, remembered
 from st_core.naming import (
     RECURRING,
     SCHEDULED_TIME,
@@ -727,7 +727,13 @@ class Scheduling:
         # cannot tell when the item left it): this record says it left after the time came, so it is delivered here,
         # through the same claim, which the schedule's marker does not stop.
         occurrence = step.occurrence
-        if not remembered(occurrence.due, self.now(), self.ledger.window_seconds):
+        now = self.now()
+        window = float(self.ledger.window_seconds)
+        if remembered(occurrence.due, now, window) and not remembered(occurrence.due, now, SHORTEST_WINDOW_SECONDS):
+            # Its entry may have been written under a narrower window than today's (the window was raised since):
+            # one read of the narrowest the table ran with, only for an occurrence that old.
+            window = self.ledger.narrowest_window()
+        if not remembered(occurrence.due, now, window):
             # The ledger may have forgotten this occurrence's delivery (its schedule ran, or a claim delivered it,
             # longer ago than the window): a claim would let it through a second time. An item lives on for months
             # after its occurrences (deleted, moved, removed by a cleanup TTL days later), so it is not delivered

@@ -66,6 +66,12 @@ FORGET_MARGIN_SECONDS = 3600.0
 # How long a new rule's first-scheduled entry is kept: SQS keeps a message at most 14 days, so a record parked in
 # the poison queue is redriven within that (or never), and must still find when its rule's schedule was first made.
 RULE_MARKER_SECONDS = 14 * 24 * 3600
+# The ledger's record of the narrowest `windowSeconds` backfill and reconcile have run the table with (never
+# expires; written by backfill_timed.memory_seconds): entries keep the expiry they were written with, so after the
+# window is raised the ledger still forgets at the old one.
+NARROWEST_WINDOW = "scheduled-table#window"
+# The narrowest `idempotency_window_seconds` the component accepts (components/args.py): any entry lives this long.
+SHORTEST_WINDOW_SECONDS = 86400
 
 
 def remembered(due: datetime, at: datetime, window_seconds: float) -> bool:
@@ -206,6 +212,12 @@ class Ledger:
                 return False
             raise TransientError(f"occurrence {occurrence} is being acted on by another invocation") from exc
         return True
+
+    def narrowest_window(self) -> float:
+        """The window to judge the ledger's memory by: this one, or a narrower one the table ran with before
+        (`NARROWEST_WINDOW`, when recorded). One consistent read."""
+        recorded = self._item(NARROWEST_WINDOW).get("seconds", {}).get("N")
+        return float(self.window_seconds if recorded is None else min(self.window_seconds, int(recorded)))
 
     def complete(self, occurrence: str) -> None:
         self._set(occurrence, DONE)

@@ -87,6 +87,30 @@ def test_an_item_leaving_its_due_time_days_after_it_came_is_not_delivered_again(
     assert [s for s in sent(env) if s == iso(DUE)] == []
 
 
+def test_after_the_window_is_raised_an_entry_written_under_the_old_one_is_judged_by_it(env: Env) -> None:
+    # GIVEN Monday's occurrence delivered by its schedule under the 48 h window, which a reconcile ran with (it
+    # records the narrowest window the table ran with)
+    from st_core.idempotency import NARROWEST_WINDOW
+
+    clock = SchedulerClock(env)
+    item = {"PK": "appt", "SK": "1", "dueAt": iso(DUE)}
+    env.put(item)
+    handled(env, DUE - timedelta(minutes=10))
+    clock.fire_due(DUE + timedelta(minutes=2))
+    assert sent(env) == [iso(DUE)]
+    ledger = env.config["eventbridge"]["ledgerTable"]
+    recorded = {"id": {"S": NARROWEST_WINDOW}, "seconds": {"N": str(int(WINDOW.total_seconds()))}}
+    env.ddb.put_item(TableName=ledger, Item=recorded)
+    # AND the window raised to 7 days on Tuesday; the entry keeps the expiry it was written with, and TTL removes it
+    env.config["eventbridge"]["windowSeconds"] = 7 * 86400
+    thursday = DUE + timedelta(days=3)
+    assert ttl_removes_expired(env, thursday) == 1
+    # WHEN the item is deleted on Thursday (within the new window, past the old one)
+    leave(env, "deleted", item, thursday)
+    # THEN it is not delivered again: the ledger is judged by the window its entries were written with
+    assert sent(env) == []
+
+
 def test_at_second_precision_an_item_leaving_its_due_time_days_later_is_not_delivered_again(
     env: Env,
     queue: ReleaseQueue,  # noqa: F811
