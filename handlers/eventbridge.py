@@ -551,7 +551,7 @@ class Scheduling:
             # again, and when it was made (what it missed) is unknown. The schedule is made or updated; no catch-up.
             self._count("forgotten")
             log.debug("recurring-catch-up-forgotten", schedule=occurrence.name, expression=spec.expression)
-            step = step._replace(since=None)
+            step = Step(step.action, step.occurrence, fresh=step.fresh, before=step.before, version=step.version)
         if known is not None:
             # This version of the rule had its schedule made before: its record is handled again (Lambda delivering
             # the batch again, a redrive), and the records after it, handled since, made the schedule what the item
