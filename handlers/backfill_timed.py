@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from backfill_feed import Run, feed_settled
 from backfill_records import Record, change, describe, stream
 from backfill_resources import MARKER, SCHEDULES, flat
+from st_core import idempotency
 from st_core.schedules import MIN_LEAD
 
 # The AWS actions this module's own calls need, by resource (handlers/backfill_resources.py; checked by tests/iam):
@@ -20,17 +21,13 @@ from st_core.schedules import MIN_LEAD
 AWS_ACTIONS_ON = {SCHEDULES: ("scheduler:GetSchedule",), MARKER: ("dynamodb:GetItem", "dynamodb:PutItem")}
 AWS_ACTIONS = flat(AWS_ACTIONS_ON)
 
-# How much earlier than `windowSeconds` after its due time reconcile stops trusting the ledger's silence about an
-# occurrence: the release schedule's lead (second precision: its marker counts from the release, up to a minute
-# early), clock differences and the ledger writes' own time, with room to spare.
-FORGET_MARGIN_SECONDS = 3600.0
 # The ledger's record that a backfill of the table has finished once (never expires): later backfills deliver past
 # occurrences the ledger has forgotten only when asked (`--deliver-past-due`), as reconcile does.
 BACKFILLED = "scheduled-table#backfilled"
 # The ledger's record of the narrowest `windowSeconds` a backfill or reconcile of the table has run with (never
 # expires): entries keep the expiry they were written with, so a raised window does not make the ledger remember
 # longer what it was told under the old one (`memory_seconds`).
-WINDOW = "scheduled-table#window"
+WINDOW = idempotency.NARROWEST_WINDOW
 
 
 class Need(NamedTuple):
@@ -102,12 +99,9 @@ def calls_for(run: Run, kind: str) -> int:
 
 
 def remembered(run: Run, due: datetime, now: datetime) -> bool:
-    """Whether the ledger would still hold a delivery of an occurrence due at `due`: every delivery's entry (the
-    schedule's marker, written before its time; a direct delivery's claim, made at or after it) lives at least
-    the window it was written with after the due time, less the release schedule's lead, before DynamoDB's TTL may
-    delete it (`memory_seconds`). So within that time an occurrence the ledger does not hold was never delivered;
-    after it, "delivered long ago" and "never delivered" look the same."""
-    return (now - due).total_seconds() < memory_seconds(run) - FORGET_MARGIN_SECONDS
+    """Whether the ledger would still hold a delivery of an occurrence due at `due` (`idempotency.remembered`, the
+    live handler's rule too), judged by the window its entries were written with (`memory_seconds`)."""
+    return idempotency.remembered(due, now, memory_seconds(run))
 
 
 def memory_seconds(run: Run) -> float:

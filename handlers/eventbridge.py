@@ -21,13 +21,14 @@ Once per occurrence, under AWS's real behaviour:
 Recurring items: the time attribute may hold a Scheduler `rate(...)` or `cron(...)` expression instead of a time
 (in the item's time zone attribute, with optional start and end attributes). The item then has one recurring
 schedule (ActionAfterCompletion NONE), made, updated in place and deleted with the item; Scheduler delivers every
-firing itself, with its scheduled time in the due event's `dueAt`. The one firing this function delivers is one
-that came after the item took its rule and before the schedule existed (a late batch): Scheduler only fires from
-then on, so it is delivered at once, under the `occurrenceId` Scheduler gives it, once through the ledger. A
-redelivered batch otherwise only repeats idempotent create/update/delete calls, made only for the rule the item
-still holds (a consistent read), so an old batch handled after a newer one brings no deleted schedule back. The
-expression shares the time attribute (rather than an attribute of its own) so the mapping's filters stay within
-Lambda's five per event source mapping.
+firing itself, with its scheduled time in the due event's `dueAt`. The firings this function delivers: one that
+came after the item took its rule and before the schedule existed (a late batch): Scheduler only fires from then
+on, so it is delivered at once, under the `occurrenceId` Scheduler gives it, once through the ledger; and one of the
+seconds before an update of the schedule (a write that keeps the rule), which the update takes from Scheduler
+(`_taken_over`), the same way. A redelivered batch otherwise only repeats idempotent create/update/delete calls,
+made only for the rule the item still holds (a consistent read), so an old batch handled after a newer one brings
+no deleted schedule back. The expression shares the time attribute (rather than an attribute of its own) so the
+mapping's filters stay within Lambda's five per event source mapping.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from st_core.clients import CLIENTS, Clients
 from st_core.config import load_config
 from st_core.dispatch import due_event, scheduler_target, send_now, target_input
 from st_core.errors import PermanentError, error_code, is_transient, persist
-from st_core.idempotency import BATCH_WRITE_LIMIT, Ledger
+from st_core.idempotency import BATCH_WRITE_LIMIT, SHORTEST_WINDOW_SECONDS, Ledger, remembered
 from st_core.naming import (
     RECURRING,
     SCHEDULED_TIME,
@@ -58,7 +59,7 @@ from st_core.naming import (
     recurring_names,
 )
 from st_core.reads import Found, read_items
-from st_core.schedules import MIN_LEAD
+from st_core.schedules import CLOCK_SKEW, MIN_LEAD
 from st_core.stream import (
     BatchResponse,
     DynamoDBStreamEvent,
@@ -70,7 +71,7 @@ from st_core.stream import (
     sequence_number,
     to_request,
 )
-from st_core.timeparse import format_due, parse_due, zone
+from st_core.timeparse import format_due, minute_start, parse_due, zone
 
 if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see st_core/shapes.py)
     from st_core.config import HandlerConfig
@@ -543,6 +544,14 @@ class Scheduling:
         parsed = recurrence.parse(spec.expression)
         marker = None if step.since is None else _rule_marker(occurrence, step.version)
         known = None if marker is None else self.ledger.first_scheduled_at(marker)
+        lived = self.ledger.rule_marker_seconds
+        if known is None and step.since is not None and not remembered(step.since, now, lived):
+            # The rule's first-scheduled entry may have expired (a record redriven longer after its change than the
+            # entry lives): a schedule may have existed since long ago, running the firings a catch-up would send
+            # again, and when it was made (what it missed) is unknown. The schedule is made or updated; no catch-up.
+            self._count("forgotten")
+            log.debug("recurring-catch-up-forgotten", schedule=occurrence.name, expression=spec.expression)
+            step = Step(step.action, step.occurrence, fresh=step.fresh, before=step.before, version=step.version)
         if known is not None:
             # This version of the rule had its schedule made before: its record is handled again (Lambda delivering
             # the batch again, a redrive), and the records after it, handled since, made the schedule what the item
@@ -555,7 +564,8 @@ class Scheduling:
         window = recurring_window(spec, parsed, now)
         reach = now + MIN_LEAD  # the handler sends a new rule's firing up to here (`_catch_up`), Scheduler after it
         start = None if window is None else window[0]
-        if window is not None and start is None and self._missed(step, spec, parsed, reach) is not None:
+        held = _taken_over(step, spec, parsed, reach, now)
+        if window is not None and start is None and (held or self._missed(step, spec, parsed, reach) is not None):
             # A cron schedule made without a start would run that firing too (Scheduler runs one made before it, or
             # inside its minute): it starts on the next whole second instead (a rate starts past `reach` already).
             start = _next_second(reach)
@@ -563,6 +573,7 @@ class Scheduling:
                 window = None  # no firing is left between them for Scheduler
         if window is None:
             self._cancel_recurring(occurrence)  # nothing is left to fire
+            self._take_over(occurrence, _taken_over(step, spec, parsed, reach, self.now()))
             self._catch_up(step, occurrence, spec, parsed, self.now())
             return
         payload = target_input(self.config["target"], self._event(occurrence), via_scheduler=True)
@@ -593,7 +604,20 @@ class Scheduling:
         made = self.now()
         # Scheduler answered before `reach`: the schedule's start divides the firings (up to `reach` the handler's,
         # after it Scheduler's). A create slower than that: every firing up to MIN_LEAD after it answered.
+        self._take_over(occurrence, _taken_over(step, spec, parsed, reach, made))
         self._catch_up(step, occurrence, spec, parsed, now if made <= reach else made)
+
+    def _take_over(self, occurrence: Occurrence, firings: list[datetime]) -> None:
+        """Send the firings an update took from the item's schedule (`_taken_over`), each at its time (never
+        early: the wait is at most `MIN_LEAD`), once through the ledger under the id Scheduler gives it: a write
+        every few seconds takes the same firing again, and finds it claimed."""
+        for fired in firings:
+            early = (fired - self.now()).total_seconds()
+            if early > 0:
+                self.sleep(min(early, MIN_LEAD.total_seconds()))
+            self._count("takenOver")
+            log.debug("firing-taken-over", schedule=occurrence.name, dueAt=format_due(fired))
+            self._deliver(occurrence, fired=fired)
 
     def _catch_up(
         self,
@@ -641,7 +665,8 @@ class Scheduling:
         """The firing of a new rule the handler sends: the latest after the item took the rule (`step.since`) and
         no later than `until`, within its start and end. None for a rule the item held before (`step.since` None),
         and for a firing the item's previous schedule covered (the same expression and zone, within its bounds:
-        only the start or end changed), which was Scheduler's."""
+        only the start or end changed), which was Scheduler's (or the handler's, if the update took it from
+        Scheduler: `_taken_over`)."""
         if step.since is None:
             return None
         from st_core import recurrence
@@ -701,7 +726,23 @@ class Scheduling:
         # With precision="second" the release consumer drops an occurrence whose item has left its due time (it
         # cannot tell when the item left it): this record says it left after the time came, so it is delivered here,
         # through the same claim, which the schedule's marker does not stop.
-        self._deliver(step.occurrence, take_over=self.second)
+        occurrence = step.occurrence
+        now = self.now()
+        window = float(self.ledger.window_seconds)
+        if remembered(occurrence.due, now, window) and not remembered(occurrence.due, now, SHORTEST_WINDOW_SECONDS):
+            # Its entry may have been written under a narrower window than today's (the window was raised since):
+            # one read of the narrowest the table ran with, only for an occurrence that old.
+            window = self.ledger.narrowest_window()
+        if not remembered(occurrence.due, now, window):
+            # The ledger may have forgotten this occurrence's delivery (its schedule ran, or a claim delivered it,
+            # longer ago than the window): a claim would let it through a second time. An item lives on for months
+            # after its occurrences (deleted, moved, removed by a cleanup TTL days later), so it is not delivered
+            # again, as reconcile does not deliver it. Judged now, when the claim would be made: never earlier than
+            # the change (a record handled a day late, or redriven, is judged then).
+            self._count("forgotten")
+            log.debug("settle-forgotten", schedule=occurrence.name, dueAt=format_due(occurrence.due))
+            return
+        self._deliver(occurrence, take_over=self.second)
 
     def _cancel(self, record: DynamoDBStreamRecord, step: Step) -> None:
         occurrence = step.occurrence
@@ -769,7 +810,7 @@ class Scheduling:
         if fired is not None:
             names = tuple(recurring_firing_id(n, format_due(fired)) for n in names)
         name = names[0]
-        if not self.ledger.claim(name, take_over_scheduled=take_over, aliases=names[1:]):
+        if not self.ledger.claim(name, self.now().timestamp(), take_over_scheduled=take_over, aliases=names[1:]):
             self._count("duplicates")
             log.debug("duplicate", schedule=name, dueAt=format_due(due))
             return
@@ -841,6 +882,34 @@ def _rule_marker(occurrence: Occurrence, version: str) -> str:
     """The ledger id under which the first time a schedule existed for one version of an item's rule (the rule one
     stream record, `version`, gave the item) is kept."""
     return recurring_firing_id(occurrence.name, f"rule-{version}")
+
+
+def _taken_over(step: Step, spec: Recurrence, parsed: Expression, until: datetime, landed: datetime) -> list[datetime]:
+    """The firings the item's schedule held that its update takes from Scheduler, oldest first: the updated
+    schedule starts after `until` (a rate on its next firing past it, a cron on the second after it), so it runs
+    none up to there; the schedule as it was (the same expression and zone, within its start and end: `_covered`)
+    had not run them when the update `landed`, as their minute had not begun (Scheduler fires anywhere in a
+    firing's minute, never before it; less the clocks' skew). Without this, a write in the seconds before a firing
+    (a status, a counter, a consumer's write-back) would lose it, and writes every few seconds would stop the item
+    for good. Each is the handler's alone, sent once (`_take_over`).
+
+    A firing whose minute had begun is left to Scheduler: it may have run already (a consumer writes back right
+    after a firing, in its minute), and sending it again would double every firing of such an item. Its limit: a
+    write made inside a firing's minute, before Scheduler runs it, and with no write in the seconds before that
+    minute, loses that firing (Scheduler's instant in the minute cannot be known)."""
+    from st_core import recurrence
+
+    found: list[datetime] = []
+    floor = landed - MIN_LEAD  # a firing before this had its minute begun by `landed`
+    while True:
+        fired = recurrence.latest_firing(
+            parsed, zone(spec.zone), after=floor, until=until, start=spec.start, end=spec.end
+        )
+        if fired is None:
+            return found
+        if minute_start(fired) - CLOCK_SKEW > landed and _covered(step.before, spec, fired):
+            found.insert(0, fired)
+        until = fired - timedelta(seconds=1)  # firings fall on whole seconds, at least a minute apart
 
 
 def _covered(before: Recurrence | None, spec: Recurrence, fired: datetime) -> bool:

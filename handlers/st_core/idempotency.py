@@ -15,8 +15,11 @@ never trigger anything), one item per occurrence:
   handler fed the item for another occurrence does not deliver it; unlike DONE it records no delivery, so a
   `--deliver-past-due` run removes it (`unwithhold`) and the handler's claim then delivers it once.
 - first_scheduled (eventbridge, recurring items): when a recurring schedule first existed for one version of an
-  item's rule, so a redelivered batch leaves the firings after it to Scheduler.
-- items expire through the ledger's TTL after `windowSeconds`, longer than any redelivery.
+  item's rule, so a redelivered batch leaves the firings after it to Scheduler. Kept as long as a parked record can
+  wait to be redriven (`RULE_MARKER_SECONDS`), since its record comes back that late.
+- items expire through the ledger's TTL after `windowSeconds`, longer than any redelivery. So the ledger's silence
+  about an occurrence means "never delivered" only for a while after its due time (`remembered`): after that,
+  "delivered long ago" and "never delivered" look the same, and no path delivers it again.
 
 Cost: two write request units per action (claim and complete), about $1.25 per million actions at on-demand
 prices ($0.625 per million writes, us-east-1), no reads on the normal path, and none on a refused claim either
@@ -33,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from .clients import Clients
@@ -55,6 +59,30 @@ WITHHELD = "WITHHELD"
 REFUSING = (DONE, WITHHELD)  # statuses that refuse every claim: acted, or held back by reconcile
 BATCH_WRITE_LIMIT = 25  # DynamoDB's most items in one BatchWriteItem
 UNPROCESSED_ATTEMPTS = 5
+# How much earlier than `windowSeconds` after its due time the ledger's silence about an occurrence stops being
+# trusted: the release schedule's lead (second precision: its marker counts from the release, up to a minute early),
+# clock differences and the ledger writes' own time, with room to spare.
+FORGET_MARGIN_SECONDS = 3600.0
+# How long a new rule's first-scheduled entry is kept: SQS keeps a message at most 14 days, so a record parked in
+# the poison queue is redriven within that (or never), and must still find when its rule's schedule was first made.
+RULE_MARKER_SECONDS = 14 * 24 * 3600
+# The ledger's record of the narrowest `windowSeconds` backfill and reconcile have run the table with (never
+# expires; written by backfill_timed.memory_seconds): entries keep the expiry they were written with, so after the
+# window is raised the ledger still forgets at the old one.
+NARROWEST_WINDOW = "scheduled-table#window"
+# The narrowest `idempotency_window_seconds` the component accepts (components/args.py): any entry lives this long.
+SHORTEST_WINDOW_SECONDS = 86400
+
+
+def remembered(due: datetime, at: datetime, window_seconds: float) -> bool:
+    """Whether the ledger still holds, at `at`, every entry written for an occurrence due at `due` (one definition
+    for every path that acts on the ledger's silence: the live handler, backfill and reconcile). Each entry lives at
+    least `window_seconds` after the due time, less the release schedule's lead (a schedule's marker counts from its
+    firing, a direct delivery's claim from when it is made, at or after the due time), and DynamoDB's TTL deletes
+    only once that has passed. So before this an occurrence the ledger does not hold was never delivered; after it,
+    "delivered long ago" and "never delivered" look the same. Judged at the moment the ledger is asked: TTL deletes
+    by the clock, whenever the question comes (a stream record a day late, a redrive days later)."""
+    return (at - due).total_seconds() < window_seconds - FORGET_MARGIN_SECONDS
 
 
 def marker_put(table: str, marker: str, expires_at: int) -> dict[str, Any]:
@@ -185,6 +213,12 @@ class Ledger:
             raise TransientError(f"occurrence {occurrence} is being acted on by another invocation") from exc
         return True
 
+    def narrowest_window(self) -> float:
+        """The window to judge the ledger's memory by: this one, or a narrower one the table ran with before
+        (`NARROWEST_WINDOW`, when recorded). One consistent read."""
+        recorded = self._item(NARROWEST_WINDOW).get("seconds", {}).get("N")
+        return float(self.window_seconds if recorded is None else min(self.window_seconds, int(recorded)))
+
     def complete(self, occurrence: str) -> None:
         self._set(occurrence, DONE)
 
@@ -234,9 +268,16 @@ class Ledger:
             else:
                 raise TransientError(f"{len(pending)} schedule marker(s) left unprocessed by BatchWriteItem")
 
+    @property
+    def rule_marker_seconds(self) -> int:
+        """How long a `first_scheduled` entry lives after its time: the window, or as long as a parked record can
+        wait to be redriven if that is longer."""
+        return max(self.window_seconds, RULE_MARKER_SECONDS)
+
     def first_scheduled(self, marker: str, at: float) -> float:
         """Record that a schedule exists since `at` under `marker`, unless an earlier call recorded a time there;
-        returns the time recorded (the first). One conditional write; a refusal returns the item that refused it."""
+        returns the time recorded (the first). One conditional write; a refusal returns the item that refused it.
+        Kept `rule_marker_seconds`: the record that asks comes back up to that late (a redrive)."""
         try:
             self.clients.get("dynamodb").put_item(
                 TableName=self.table,
@@ -244,7 +285,7 @@ class Ledger:
                     "id": {"S": marker},
                     "status": {"S": SCHEDULED},
                     "at": {"N": repr(at)},
-                    "expiresAt": {"N": str(int(at) + self.window_seconds)},
+                    "expiresAt": {"N": str(int(at) + self.rule_marker_seconds)},
                 },
                 ConditionExpression="attribute_not_exists(id)",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
