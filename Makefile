@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: test demo bench soak lint typecheck unit pytest docs docs-check chromium install clean dist
+.PHONY: test demo bench soak lifetime lint typecheck unit pytest docs docs-check chromium install clean dist
 
 # uv installs the same requirements as pip in seconds where pip takes minutes on a clean clone (it compiles every
 # installed module to bytecode; pulumi-aws alone is thousands). The venv starts without pip (ensurepip alone takes
@@ -91,6 +91,16 @@ FAULTS ?= 0.02
 HERD ?= 0
 soak: $(STAMP)
 	$(PY) -m bench.soak --items $(N) --rate $(RATE) --faults $(FAULTS) --herd $(HERD)
+
+# Not part of `make test` either (long): the lifetime simulation (tests/lifetime) with many more drawn item lives
+# than `make test`'s fixed few, new draws from LIFETIME_SEED (the failing example is shrunk and printed with it);
+# writes what it covered (simulated item-days, seed) to bench/lifetime.md.
+LIFETIME_EXAMPLES ?= 200
+LIFETIME_SEED ?= 1
+LIFETIME_ITEMS ?= 40
+lifetime: $(STAMP)
+	LIFETIME_EXAMPLES=$(LIFETIME_EXAMPLES) LIFETIME_SEED=$(LIFETIME_SEED) LIFETIME_ITEMS=$(LIFETIME_ITEMS) \
+		LIFETIME_REPORT=bench/lifetime.md $(PY) -m pytest -q -p no:randomly tests/lifetime -k over_weeks
 
 # The release's files in dist/: the sdist, then the wheel built from it (so the sdist is known to hold everything the
 # wheel needs: the component, the handlers, the local cloud), both checked as PyPI will render and accept them.

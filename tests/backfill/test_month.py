@@ -21,26 +21,25 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import eventbridge
 import pytest
 from backfill_feed import answer_failures
 from backfill_timed import FORGOTTEN
 from moto.dynamodb.models import dynamodb_backends
-from st_core import idempotency, recurrence
+from st_core import idempotency
+from st_core.naming import SCHEDULED_TIME
 from st_core.timeparse import format_due
 
 from components.ops import backfill
 from components.ops.redrive.discovery import discover
 from tests.backfill.conftest import consumer
 from tests.conftest import REGION
-from tests.handlers.conftest import ACCOUNT, Env, SchedulerClock
+from tests.handlers.conftest import ACCOUNT, Env, SchedulerClock, firings
 from tests.redrive.conftest import aws
 
 DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)
-PLACEHOLDER = "<aws.scheduler.scheduled-time>"
 
 
 class Month:
@@ -94,7 +93,7 @@ class Month:
                     self.scheduler.run(schedule)
                 continue
             for firing in firings(schedule, since, self.t):
-                body = schedule["Target"]["Input"].replace(PLACEHOLDER, format_due(firing))
+                body = schedule["Target"]["Input"].replace(SCHEDULED_TIME, format_due(firing))
                 self.env.sqs.send_message(QueueUrl=self.env.due_queue_url, MessageBody=body)
             end = schedule.get("EndDate")
             if end is not None and end <= self.t:
@@ -153,26 +152,6 @@ class Month:
     def schedule(self, pk: str) -> dict[str, Any]:
         (found,) = self.schedules(pk)
         return found
-
-
-def firings(schedule: dict[str, Any], since: datetime, until: datetime) -> list[datetime]:
-    """A recurring schedule's firings in (since, until], by the rule it holds, within its start and end."""
-    parsed = recurrence.parse(schedule["ScheduleExpression"])
-    start, end = schedule.get("StartDate"), schedule.get("EndDate")
-    found: list[datetime] = []
-    moment = since if start is None else max(since, start - timedelta(microseconds=1))
-    while True:
-        if isinstance(parsed, recurrence.Rate):
-            assert start is not None  # the handler always gives a rate its grid
-            moment = parsed.next_after(moment, start)
-        else:
-            following = parsed.next_after(moment, ZoneInfo(schedule.get("ScheduleExpressionTimezone") or "UTC"))
-            if following is None:
-                return found
-            moment = following
-        if moment > until or (end is not None and moment > end):
-            return found
-        found.append(moment)
 
 
 @pytest.mark.slow  # 720 reconciles against moto: 50 s of CPU, 3.5 minutes on a loaded 2-core machine

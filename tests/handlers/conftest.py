@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import boto3
 import pytest
@@ -225,6 +226,29 @@ class SchedulerClock:
             raise AssertionError(f"no emulation for target {arn}")
         if schedule.get("ActionAfterCompletion") == "DELETE":
             self.env.scheduler.delete_schedule(Name=schedule["Name"], GroupName=schedule["GroupName"])
+
+
+def firings(schedule: dict[str, Any], since: datetime, until: datetime, limit: int | None = None) -> list[datetime]:
+    """A recurring schedule's firings in (since, until], by the rule it holds, within its start and end (what
+    Scheduler runs of it: nothing before its StartDate); only the first `limit` of them, if given."""
+    from st_core import recurrence  # imported where used, as the handlers import it
+
+    parsed = recurrence.parse(schedule["ScheduleExpression"])
+    start, end = schedule.get("StartDate"), schedule.get("EndDate")
+    found: list[datetime] = []
+    moment = since if start is None else max(since, start - timedelta(microseconds=1))
+    while True:
+        if isinstance(parsed, recurrence.Rate):
+            assert start is not None  # the handler always gives a rate its grid
+            moment = parsed.next_after(moment, start)
+        else:
+            following = parsed.next_after(moment, ZoneInfo(schedule.get("ScheduleExpressionTimezone") or "UTC"))
+            if following is None:
+                return found
+            moment = following
+        if moment > until or (end is not None and moment > end) or len(found) == limit:
+            return found
+        found.append(moment)
 
 
 @dataclass

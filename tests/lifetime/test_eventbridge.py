@@ -1,0 +1,234 @@
+"""`eventbridge` over a table's life: weeks of simulated time per example, item lives drawn by Hypothesis, the world
+of tests/lifetime/world.py (Scheduler anywhere in its minute and retrying for a day, Lambda's lag and
+redeliveries within 24 h, TTL on the ledger and on the user's items days late, reconcile, outages of the target,
+the idempotency window changed). Each run ends with `verdict`: every occurrence acted on exactly once by the
+component's own paths, never early, a cancel handled before its minute holds, nothing lost without a parked reason.
+
+`make test` runs the fixed examples (`derandomize`, a fixed count); `make lifetime` runs many more with new draws
+(`LIFETIME_EXAMPLES`, `LIFETIME_SEED`) and writes what it covered to bench/lifetime.md. The named cases below are
+single lives the drawn ones cover too, kept fixed so that each defect has a test of its own."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+from moto import mock_aws
+from st_core.clients import CLIENTS
+from st_core.timeparse import format_due
+
+from tests.handlers.conftest import build_env
+from tests.lifetime.lives import Change, Life, horizon, once_lives, play, recurring_lives
+from tests.lifetime.world import DAY, HOUR, START, World, verdict
+
+EXAMPLES = int(os.environ.get("LIFETIME_EXAMPLES", "6"))
+SEED = os.environ.get("LIFETIME_SEED")  # set: new draws from this seed (`make lifetime`); unset: the fixed ones
+RANDOM = SEED is not None
+ITEMS = int(os.environ.get("LIFETIME_ITEMS", "5"))  # the most item lives in one example
+REPORT = os.environ.get("LIFETIME_REPORT")  # where `make lifetime` writes what it covered
+
+pytestmark = pytest.mark.model
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The world's part of an example: how AWS and the operator behave over its weeks."""
+
+    seed: int
+    reconcile_every: timedelta | None
+    ttl_lag: timedelta
+    offsets: tuple[int, ...]
+    outages: tuple[tuple[int, int], ...]  # (start hour, hours) of the target being down
+    window: int | None  # the idempotency window the user sets, on day 10
+
+
+SETTINGS = st.builds(
+    Setting,
+    seed=st.integers(0, 2**32 - 1),
+    reconcile_every=st.sampled_from([None, DAY, 3 * DAY]),
+    ttl_lag=st.sampled_from([timedelta(0), HOUR, DAY, 3 * DAY]),
+    offsets=st.sampled_from([(0,), (-86400, 0)]),
+    outages=st.lists(st.tuples(st.integers(0, 30 * 24), st.integers(1, 30)), max_size=2).map(tuple),
+    window=st.none() | st.sampled_from([86400, 7 * 86400]),
+)
+
+
+@contextmanager
+def simulated(setting: Setting, *, lost_answers: float = 0.0) -> Iterator[World]:
+    """A fresh moto world for one example, configured as `setting` says."""
+    with mock_aws():
+        env = build_env()
+        env.config["maxWorkers"] = 2
+        env.config["eventbridge"]["offsets"] = list(setting.offsets)
+        world = World(
+            env,
+            seed=setting.seed,
+            reconcile_every=setting.reconcile_every,
+            ttl_lag=setting.ttl_lag,
+            lost_answers=lost_answers,
+        )
+        world.outages = [
+            (START + timedelta(hours=start), START + timedelta(hours=start + hours)) for start, hours in setting.outages
+        ]
+        try:
+            with world.running():
+                yield world
+        finally:
+            CLIENTS.reset()
+
+
+def live(setting: Setting, lives: list[Life], *, lost_answers: float = 0.0) -> World:
+    """Play the lives in a world, to a few days after the last change; fail with the verdict's findings."""
+    with simulated(setting, lost_answers=lost_answers) as world:
+        for life in lives:
+            play(world, life)
+        if setting.window is not None:
+            window = setting.window
+            world.at(START + 10 * DAY, lambda: world.set_window(window))
+        end = horizon(lives) + 2 * DAY
+        world.run_until(end)
+        found = verdict(world, offsets=list(world.env.config["eventbridge"]["offsets"]), end=end)
+        COVERED.append((end - START, len(lives), found.occurrences, world.handled, world.reconciles))
+        assert not found.failures(), "\n".join(found.failures())
+        return world
+
+
+COVERED: list[tuple[timedelta, int, int, int, int]] = []  # per example: span, items, occurrences, records, reconciles
+
+
+def run_settings() -> settings:
+    return settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=not RANDOM,
+        database=None,
+        print_blob=True,
+        report_multiple_bugs=False,
+        # `make test`'s run reports the first failing example as drawn (shrinking it costs minutes of moto);
+        # `make lifetime` shrinks.
+        phases=list(Phase) if RANDOM else [Phase.explicit, Phase.reuse, Phase.generate],
+    )
+
+
+def seeded(test: Any) -> Any:
+    """The test with Hypothesis seeded from `LIFETIME_SEED` (a long run's draws replay from the seed it reports)."""
+    return test if SEED is None else seed(int(SEED))(test)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report() -> Iterator[None]:
+    """With `LIFETIME_REPORT`: what the module's runs covered, written there once they are done."""
+    COVERED.clear()
+    yield
+    if REPORT:
+        write_report(Path(REPORT))
+
+
+def write_report(path: Path) -> None:
+    item_days = sum(span.total_seconds() / 86400 * items for span, items, *_ in COVERED)
+    longest = max((span for span, *_ in COVERED), default=timedelta(0))
+    lines = [
+        "# Lifetime simulation",
+        "",
+        "Written by `make lifetime` (tests/lifetime): item lives drawn by Hypothesis in a simulated AWS over weeks.",
+        "",
+        "| measure | value |",
+        "| --- | --- |",
+        f"| Hypothesis seed (`LIFETIME_SEED`) | {SEED if RANDOM else 'fixed examples (derandomized)'} |",
+        f"| examples run | {len(COVERED)} |",
+        f"| simulated item-days | {item_days:,.0f} |",
+        f"| item lives | {sum(items for _, items, *_ in COVERED):,} |",
+        f"| occurrences and firings checked | {sum(o for _, _, o, *_ in COVERED):,} |",
+        f"| stream records handled (redeliveries included) | {sum(r for *_, r, _ in COVERED):,} |",
+        f"| reconcile runs | {sum(c for *_, c in COVERED):,} |",
+        f"| longest simulated span | {longest.days} days |",
+        "",
+    ]
+    path.write_text("\n".join(lines))
+
+
+@run_settings()
+@seeded
+@given(setting=SETTINGS, lives=st.lists(once_lives(), min_size=1, max_size=ITEMS))
+def test_one_time_items_over_weeks(setting: Setting, lives: list[Life]) -> None:
+    live(setting, lives)
+
+
+@run_settings()
+@seeded
+@given(setting=SETTINGS, lives=st.lists(recurring_lives(), min_size=1, max_size=max(1, ITEMS // 2)))
+def test_recurring_items_over_weeks(setting: Setting, lives: list[Life]) -> None:
+    live(setting, lives)
+
+
+# -- single lives, one per defect the drawn ones find ---------------------------------------------------------------
+
+QUIET = Setting(seed=47, reconcile_every=None, ttl_lag=HOUR, offsets=(0,), outages=(), window=None)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        Change("delete", at=4 * 86400),
+        Change("move", at=4 * 86400, by=7 * 86400),
+        Change("move", at=4 * 86400, by=-86400),
+    ],
+    ids=["deleted", "moved-later", "moved-earlier"],
+)
+def test_an_item_changed_days_after_its_occurrence_is_not_delivered_again(change: Change) -> None:
+    """Delivered on its day; the item deleted or moved four days later, once the ledger's entry expired (48 h) and
+    TTL removed it: the settle must not deliver it a second time."""
+    live(QUIET, [Life(created=0, due=3600, changes=(change,))])
+
+
+def test_an_item_the_users_ttl_removes_days_later_is_not_delivered_again() -> None:
+    """The user's own cleanup TTL removes the item three days after its occurrence, a day or so late."""
+    live(QUIET, [Life(created=0, due=3600, changes=(), cleanup=3 * 86400)])
+
+
+def test_a_recurring_item_written_in_the_seconds_before_a_firing_loses_no_firing() -> None:
+    """A consumer's write-back (same rule, new data) five seconds before the item's tenth hourly firing."""
+    life = Life(created=0, due=0, changes=(Change("write", at=-5, firing=10),), recurring=True)
+    live(QUIET, [life])
+
+
+def test_reconcile_leaves_a_schedule_scheduler_is_still_retrying() -> None:
+    """The target is down from an hour before the item's due time for ten hours; the item moves two hours after its
+    due time (its schedule is retrying); reconcile runs every three hours. The firing reaches the target once it is
+    back, or the DLQ: never nothing."""
+    setting = Setting(seed=47, reconcile_every=3 * HOUR, ttl_lag=HOUR, offsets=(0,), outages=((0, 12),), window=None)
+    moved = Change("move", at=2 * 3600, by=5 * 86400)
+    world = live(setting, [Life(created=0, due=2 * 3600 + 30, changes=(moved,))])
+    assert world.reconciles > 0
+
+
+def test_the_world_counts_a_lost_answer_apart() -> None:
+    """Scheduler invokes the target again after a lost answer: two copies at the target, named as the documented
+    at-least-once case, not as a duplicate of the component's."""
+    with simulated(QUIET, lost_answers=1.0) as world:
+        play(world, Life(created=0, due=3600, changes=()))
+        end = START + 3 * DAY
+        world.run_until(end)
+        found = verdict(world, offsets=[0], end=end)
+    assert found.failures() == [] and len(found.at_least_once) == 1, found
+
+
+def test_the_verdict_fails_a_second_delivery() -> None:
+    """The checker itself: a copy of a delivery the world did not name as a lost answer is a failure."""
+    with simulated(QUIET) as world:
+        play(world, Life(created=0, due=3600, changes=()))
+        end = START + 3 * DAY
+        world.run_until(end)
+        world.deliveries.append(world.deliveries[0])
+        found = verdict(world, offsets=[0], end=end)
+    assert [f.split(":")[0] for f in found.failures()] == ["delivered twice"], found
+    assert format_due(START + HOUR) in found.twice[0]
