@@ -111,6 +111,8 @@ def _once(world: World, pk: str, life: Life) -> None:
         when = max(world.t + timedelta(seconds=1), held + timedelta(seconds=change.at))
 
         def act() -> None:
+            if world.history[pk][-1].value is None:
+                return  # the user's TTL removed it: the app's later writes find no item (its life is over)
             if change.kind == "delete":
                 world.delete(pk)
                 return

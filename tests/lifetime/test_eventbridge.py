@@ -10,6 +10,7 @@ single lives the drawn ones cover too, kept fixed so that each defect has a test
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +28,7 @@ from st_core.timeparse import format_due
 
 from tests.handlers.conftest import build_env
 from tests.lifetime.lives import Change, Life, horizon, once_lives, play, recurring_lives
-from tests.lifetime.world import DAY, HOUR, START, World, verdict
+from tests.lifetime.world import DAY, HOUR, START, World, second_precision, verdict
 
 EXAMPLES = int(os.environ.get("LIFETIME_EXAMPLES", "6"))
 SEED = os.environ.get("LIFETIME_SEED")  # set: new draws from this seed (`make lifetime`); unset: the fixed ones
@@ -47,7 +48,9 @@ class Setting:
     ttl_lag: timedelta
     offsets: tuple[int, ...]
     outages: tuple[tuple[int, int], ...]  # (start hour, hours) of the target being down
-    window: int | None  # the idempotency window the user sets, on day 10
+    window: int | None  # the idempotency window the user sets, on `window_day`
+    window_day: int = 10
+    second: bool = False  # precision="second" (a release queue)
 
 
 SETTINGS = st.builds(
@@ -58,6 +61,7 @@ SETTINGS = st.builds(
     offsets=st.sampled_from([(0,), (-86400, 0)]),
     outages=st.lists(st.tuples(st.integers(0, 30 * 24), st.integers(1, 30)), max_size=2).map(tuple),
     window=st.none() | st.sampled_from([86400, 7 * 86400]),
+    second=st.booleans(),
 )
 
 
@@ -68,6 +72,8 @@ def simulated(setting: Setting, *, lost_answers: float = 0.0) -> Iterator[World]
         env = build_env()
         env.config["maxWorkers"] = 2
         env.config["eventbridge"]["offsets"] = list(setting.offsets)
+        if setting.second:
+            second_precision(env)
         world = World(
             env,
             seed=setting.seed,
@@ -92,8 +98,10 @@ def live(setting: Setting, lives: list[Life], *, lost_answers: float = 0.0) -> W
             play(world, life)
         if setting.window is not None:
             window = setting.window
-            world.at(START + 10 * DAY, lambda: world.set_window(window))
+            world.at(START + setting.window_day * DAY, lambda: world.set_window(window))
         end = horizon(lives) + 2 * DAY
+        if setting.window is not None:
+            end = max(end, START + (setting.window_day + 3) * DAY)  # reconcile runs under the new window too
         world.run_until(end)
         found = verdict(world, offsets=list(world.env.config["eventbridge"]["offsets"]), end=end)
         COVERED.append((end - START, len(lives), found.occurrences, world.handled, world.reconciles))
@@ -184,10 +192,11 @@ QUIET = Setting(seed=47, reconcile_every=None, ttl_lag=HOUR, offsets=(0,), outag
     ],
     ids=["deleted", "moved-later", "moved-earlier"],
 )
-def test_an_item_changed_days_after_its_occurrence_is_not_delivered_again(change: Change) -> None:
+@pytest.mark.parametrize("second", [False, True], ids=["minute", "second"])
+def test_an_item_changed_days_after_its_occurrence_is_not_delivered_again(change: Change, second: bool) -> None:
     """Delivered on its day; the item deleted or moved four days later, once the ledger's entry expired (48 h) and
-    TTL removed it: the settle must not deliver it a second time."""
-    live(QUIET, [Life(created=0, due=3600, changes=(change,))])
+    TTL removed it: the settle must not deliver it a second time (either precision)."""
+    live(dataclasses.replace(QUIET, second=second), [Life(created=0, due=3600, changes=(change,))])
 
 
 def test_an_item_the_users_ttl_removes_days_later_is_not_delivered_again() -> None:
@@ -208,6 +217,16 @@ def test_reconcile_leaves_a_schedule_scheduler_is_still_retrying() -> None:
     setting = Setting(seed=47, reconcile_every=3 * HOUR, ttl_lag=HOUR, offsets=(0,), outages=((0, 12),), window=None)
     moved = Change("move", at=2 * 3600, by=5 * 86400)
     world = live(setting, [Life(created=0, due=2 * 3600 + 30, changes=(moved,))])
+    assert world.reconciles > 0
+
+
+def test_raising_the_idempotency_window_delivers_nothing_again() -> None:
+    """Delivered on its day, its ledger entry gone three days later (48 h, TTL an hour late); on day 4 the user
+    raises the window to a week: the next daily reconcile must not take the ledger's silence for a missed delivery."""
+    setting = Setting(
+        seed=47, reconcile_every=DAY, ttl_lag=HOUR, offsets=(0,), outages=(), window=7 * 86400, window_day=4
+    )
+    world = live(setting, [Life(created=0, due=3600, changes=())])
     assert world.reconciles > 0
 
 
