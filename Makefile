@@ -95,9 +95,9 @@ soak: $(STAMP)
 # Not part of `make test` either (long): the lifetime simulation (tests/lifetime) with many more drawn item lives
 # than `make test`'s fixed few, new draws from LIFETIME_SEED (the failing example is shrunk and printed with it);
 # writes what it covered (simulated item-days, seed) to bench/lifetime.md.
-LIFETIME_EXAMPLES ?= 200
+LIFETIME_EXAMPLES ?= 500
 LIFETIME_SEED ?= 1
-LIFETIME_ITEMS ?= 40
+LIFETIME_ITEMS ?= 60
 lifetime: $(STAMP)
 	LIFETIME_EXAMPLES=$(LIFETIME_EXAMPLES) LIFETIME_SEED=$(LIFETIME_SEED) LIFETIME_ITEMS=$(LIFETIME_ITEMS) \
 		LIFETIME_REPORT=bench/lifetime.md $(PY) -m pytest -q -p no:randomly tests/lifetime -k over_weeks

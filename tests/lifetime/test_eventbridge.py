@@ -173,7 +173,7 @@ def test_one_time_items_over_weeks(setting: Setting, lives: list[Life]) -> None:
 
 @run_settings()
 @seeded
-@given(setting=SETTINGS, lives=st.lists(recurring_lives(), min_size=1, max_size=max(1, ITEMS // 2)))
+@given(setting=SETTINGS, lives=st.lists(recurring_lives(), min_size=1, max_size=max(2, ITEMS // 10)))
 def test_recurring_items_over_weeks(setting: Setting, lives: list[Life]) -> None:
     live(setting, lives)
 
