@@ -204,6 +204,16 @@ def test_an_item_the_users_ttl_removes_days_later_is_not_delivered_again() -> No
     live(QUIET, [Life(created=0, due=3600, changes=(), cleanup=3 * 86400)])
 
 
+@pytest.mark.parametrize("second", [False, True], ids=["minute", "second"])
+def test_an_item_written_long_past_due_and_removed_before_the_handler_saw_it_is_delivered_once(second: bool) -> None:
+    """Written 41 h after its due time (its reminder, a day before, 65 h after) with a cleanup TTL already
+    expired; TTL removes it before the handler has seen the write. A write of a past due time is delivered at once
+    however old the time; handled in one batch with its removal, the write must not turn into a settle of an
+    occurrence the ledger is taken to have forgotten (nothing would deliver it). Found by the drawn lives."""
+    setting = dataclasses.replace(QUIET, second=second, offsets=(-86400, 0))
+    live(setting, [Life(created=53942, due=-149239, changes=(), cleanup=24883)])
+
+
 def test_a_recurring_item_written_in_the_seconds_before_a_firing_loses_no_firing() -> None:
     """A consumer's write-back (same rule, new data) five seconds before the item's tenth hourly firing."""
     life = Life(created=0, due=0, changes=(Change("write", at=-5, firing=10),), recurring=True)
