@@ -220,6 +220,33 @@ def test_a_recurring_item_written_in_the_seconds_before_a_firing_loses_no_firing
     live(QUIET, [life])
 
 
+def test_a_recurring_item_written_just_before_a_firing_and_handled_after_it_gets_that_firing_once() -> None:
+    """A drawn life (seed 5799): a daily rule written again seconds around its firings, its write handled by a
+    late batch once Scheduler had run the firing; the handler must not send that firing a second time."""
+    setting = Setting(
+        seed=5799,
+        reconcile_every=None,
+        ttl_lag=timedelta(0),
+        offsets=(0,),
+        outages=((265, 10),),
+        window=None,
+        second=True,
+    )
+    daily = Life(
+        created=784,
+        due=2,
+        changes=(
+            Change("write", at=0, firing=12),
+            Change("rule", at=-1, by=0, firing=6),
+            Change("write", at=-14, firing=5),
+            Change("write", at=2, firing=1),
+        ),
+        recurring=True,
+    )
+    hourly = Life(created=1152, due=0, changes=(Change("write", at=-479, by=2, firing=8),), recurring=True)
+    live(setting, [daily, hourly])
+
+
 def test_reconcile_leaves_a_schedule_scheduler_is_still_retrying() -> None:
     """The target is down from an hour before the item's due time for ten hours; the item moves two hours after its
     due time (its schedule is retrying); reconcile runs every three hours. The firing reaches the target once it is
