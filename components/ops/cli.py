@@ -90,9 +90,11 @@ def parser() -> argparse.ArgumentParser:
         default="text",
         help="text (default) or json: one JSON document, its shape in docs/operations.md",
     )
+    from .console import add_parser as add_console_parser
     from .permissions import add_parser as add_policy_parser
 
     add_policy_parser(commands)
+    add_console_parser(commands, add_stack_options)
     # Parsed by scheduled_table.local (its own --help); listed here so `scheduled-table --help` shows it.
     commands.add_parser(
         "local",
@@ -213,7 +215,7 @@ def main(argv: Sequence[str] | None = None, client: Client | None = None, emit: 
         return local.main(given[1:])
     args = parser().parse_args(given)
     problem = stack_problem(args.function, args.table)
-    if problem:
+    if problem and not (args.command == "console" and not args.function and not args.table):  # console: all of them
         print(f"scheduled-table {args.command}: {problem}", file=sys.stderr)
         return 2
     try:
@@ -225,6 +227,10 @@ def main(argv: Sequence[str] | None = None, client: Client | None = None, emit: 
         return 2
     if args.command in ("backfill", "reconcile"):
         return scan_main(args, aws, emit)
+    if args.command == "console":
+        from .console import main as console_main
+
+        return console_main(args, aws, emit)
     if args.command == "policy":
         from .permissions import main as policy_main
 
@@ -241,23 +247,46 @@ def main(argv: Sequence[str] | None = None, client: Client | None = None, emit: 
     except re.error as error:
         print(f"scheduled-table: --reason {args.reason!r} is not a regular expression: {error}", file=sys.stderr)
         return 2
-    run, label = PATHS[args.source]
+    selection = Selection(pattern, args.limit, args.dry_run, queues.WAIT_SECONDS)
+    return redrive(aws, args.function, args.source, selection, emit, args.queue_url)
+
+
+def redrive(
+    aws: Client,
+    function: str,
+    source: str,
+    selection: Selection,
+    emit: Emit,
+    queue_url: str | None = None,
+    warn: Emit | None = None,
+) -> int:
+    """One redrive as `scheduled-table redrive SOURCE` runs it (the console's button runs this too): a line per
+    message, the summary, and the command's exit status (0 done, 1 something could not be redriven, 2 could not
+    start); what stops it goes to `warn` (default: stderr, as the command prints it)."""
+
+    def problem(text: str) -> None:
+        if warn is None:
+            print(f"scheduled-table: {text}", file=sys.stderr)
+        else:
+            warn(text)
+
+    run, label = PATHS[source]
     report = Report(emit=emit)
     try:
-        stack = discover(aws, args.function)
-        if args.queue_url:
-            stack = replace_queue(stack, args.source, args.queue_url)
-        run(aws, stack, report, Selection(pattern, args.limit, args.dry_run, queues.WAIT_SECONDS))
+        stack = discover(aws, function)
+        if queue_url:
+            stack = replace_queue(stack, source, queue_url)
+        run(aws, stack, report, selection)
     except RedriveError as error:
-        print(f"scheduled-table: {error}", file=sys.stderr)
+        problem(str(error))
         return 2
     except Exception as error:  # refused mid-run (a permission missing, say): what the run hid is given back
         lines = queues.stopped(error)
         if lines is None:
             raise
         for line in lines:
-            print(f"scheduled-table: {label}: {line}", file=sys.stderr)
+            problem(f"{label}: {line}")
         emit(report.summary(label))
         return 1
-    emit(("dry run, nothing changed. " if args.dry_run else "") + report.summary(label))
+    emit(("dry run, nothing changed. " if selection.dry_run else "") + report.summary(label))
     return 0 if report.ok else 1

@@ -67,6 +67,7 @@ NAMESPACE = {
     "stepfunctions": "states",
     "sns": "sns",
     "kms": "kms",
+    "logs": "logs",
 }
 # A TransactWriteItems/TransactGetItems entry -> the item action it performs.
 TRANSACT_ITEM_ACTIONS = {
