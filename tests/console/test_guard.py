@@ -5,8 +5,8 @@ Host header (DNS rebinding), the Origin or Referer of an action (cross-site requ
 from __future__ import annotations
 
 import http.client
-from html import unescape
 from collections.abc import Iterator
+from html import unescape
 from urllib.parse import urlencode
 
 import pytest

@@ -20,7 +20,9 @@ text-align:left;vertical-align:top}th{background:#eef1f5}.note{color:#5b6675;fon
 .timeline{position:relative;height:34px;background:#fff;border:1px solid #d9dde3;margin:6px 0}
 .tick{position:absolute;top:4px;width:3px;height:24px;background:#2f6fde}.ok{color:#1b7f3b}.over{color:#b3261e}
 .refused{background:#fff1f0;border:1px solid #b3261e;padding:10px}nav a{margin-right:12px}
-.status{font-weight:600}button{font:inherit;padding:3px 10px}pre{background:#fff;border:1px solid #d9dde3;padding:8px}
+.status{font-weight:600}button{font:inherit;padding:3px 10px}
+pre{background:#fff;border:1px solid #d9dde3;padding:8px;white-space:pre-wrap;word-break:break-word}
+.scale{display:flex;justify-content:space-between;color:#5b6675;font-size:12px}
 """
 
 LAYOUT = Template("""<!doctype html>
@@ -93,8 +95,8 @@ def upcoming(
             if o.when is not None
         )
         rows = "".join(
-            f'<tr class="occurrence"><td>{escape(stamp(o.when) if o.when else o.label)}</td>'
-            f"<td>{escape(o.what)}</td></tr>"
+            f'<tr class="occurrence"><td>{escape(stamp(o.when) if o.when else "")}</td>'
+            f"<td>{escape(o.what)}</td><td>{escape(o.label)}</td></tr>"
             for o in store.occurrences
         )
         more = ""
@@ -104,8 +106,11 @@ def upcoming(
         parts.append(
             f"<h2>{escape(store.source)}: {len(store.occurrences)} in the window</h2>"
             f'<p class="note">read: {escape(store.read)}</p>'
-            + (f'<div class="timeline">{ticks}</div>' if ticks else "")
-            + (f"<table><tr><th>due (UTC)</th><th>occurrence</th></tr>{rows}</table>" if rows else "")
+            + (
+                f'<div class="timeline">{ticks}</div><div class="scale"><span>now</span><span>+{window}</span></div>'
+                * bool(ticks)
+            )
+            + (f"<table><tr><th>due (UTC)</th><th>occurrence</th><th></th></tr>{rows}</table>" if rows else "")
             + more
         )
     return layout(f"Upcoming · {table}", "".join(parts), stack=function, refresh=refresh)

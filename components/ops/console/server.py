@@ -135,8 +135,8 @@ class Console:
 
     def redrive(self, stack: Stack, source: str, *, dry_run: bool) -> tuple[list[str], int]:
         """The command's redrive (ops.cli.redrive), its lines and the problems it reports collected for the page."""
-        from ..cli import redrive
         from ..redrive import queues
+        from ..redrive.run import redrive
 
         lines: list[str] = []
         selection = Selection(None, None, dry_run, queues.WAIT_SECONDS)

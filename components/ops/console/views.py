@@ -112,13 +112,13 @@ def schedules(client: Client, group: str, now: datetime, window: int, limit: int
 def due_index(
     client: Client, config: dict[str, Any], now: datetime, window: int, limit: int, cursor: str | None
 ) -> Upcoming:
-    """The soonest `limit` entries of the due index in the window: each shard queried by due time (its sort key),
-    `limit` at most each, merged. The next page starts after the last second shown (a page ends on a whole second,
-    so none is skipped)."""
+    """The soonest `limit` entries of the due index up to the window's end, overdue ones first (due, waiting for
+    the next tick): each shard queried by due time (its sort key), `limit` at most each, merged. The next page
+    starts after the last second shown (a page ends on a whole second, so none is skipped)."""
     index = runtime_module("pending")
     table = str(config["table"])
     keys = [str(config["partitionKey"])] + ([str(config["sortKey"])] if config.get("sortKey") else [])
-    start = max(int(now.timestamp()), int(cursor) + 1 if cursor and cursor.isdigit() else 0)
+    start = int(cursor) + 1 if cursor and cursor.isdigit() else 0
     end = int(now.timestamp()) + window
     names = {"#s": index.SHARD, "#d": index.DUE} | {f"#k{i}": name for i, name in enumerate(keys)}
     entries: list[tuple[int, str]] = []
@@ -142,7 +142,11 @@ def due_index(
     if more and page_of and entries[limit][0] == page_of[-1][0]:  # end the page on a whole second
         whole = [entry for entry in page_of if entry[0] != page_of[-1][0]]
         page_of = whole or page_of
-    occurrences = [Occurrence(datetime.fromtimestamp(due, UTC), what) for due, what in page_of]
+    overdue = "overdue: waits for the next tick"
+    occurrences = [
+        Occurrence(datetime.fromtimestamp(due, UTC), what, overdue if due < now.timestamp() else "")
+        for due, what in page_of
+    ]
     read = (
         f"the due index's soonest entries: {shards} shard(s) queried by due time, up to {limit} each "
         f"({len(entries)} read)" + ("; more on the next page" if more else "")
