@@ -24,8 +24,8 @@ SPREAD = 7 * 86_400  # the occurrences are due at random seconds over the next w
 RUNS = 5  # renders timed per view; the median is reported
 
 
-def load(ddb: Any, name: str, size: int, now: int) -> list[tuple[int, str]]:
-    """A polling table with its due index (shard, due) and `size` pending items; their (due, PK), soonest first."""
+def due_index_table(ddb: Any, name: str) -> None:
+    """A polling table (PK, SK) with its due index (shard, due) as the component makes it; keys only projected."""
     ddb.create_table(
         TableName=name,
         KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
@@ -45,6 +45,11 @@ def load(ddb: Any, name: str, size: int, now: int) -> list[tuple[int, str]]:
         ],
         BillingMode="PAY_PER_REQUEST",
     )
+
+
+def load(ddb: Any, name: str, size: int, now: int) -> list[tuple[int, str]]:
+    """A polling table with `size` pending items, due over the next week; their (due, PK), soonest first."""
+    due_index_table(ddb, name)
     rng = random.Random(size)
     loaded: list[tuple[int, str]] = []
     batch: list[dict[str, Any]] = []

@@ -27,10 +27,11 @@ import pytest
 from components.ops.aws import clients as operator_clients
 from components.ops.console import launch
 from components.ops.console.server import Server
-from localcloud.deploy import Deployment, up
+from localcloud.deploy import Deployment
 from localcloud.emulators import fire_rule
-from localcloud.provision import CREDENTIALS, clients
+from localcloud.provision import clients
 from localcloud.server import Ministack
+from tests.e2e.conftest import deploy
 
 REGION = "eu-west-1"
 MISSING = "console-missing-target"
@@ -67,21 +68,12 @@ def wait_for(what: str, check: Callable[[], Any], every: float = 2.0) -> Any:
     return found
 
 
-@pytest.fixture(autouse=True)
-def operator_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The local cloud's admin keys (IAM is enforced: it knows no others), as the operator's."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", CREDENTIALS["aws_access_key_id"])
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", CREDENTIALS["aws_secret_access_key"])
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+pytestmark = pytest.mark.usefixtures("operator_credentials")
 
 
 @pytest.fixture(scope="module")
 def deployment(fresh_cloud: Ministack, tmp_path_factory: pytest.TempPathFactory) -> Deployment:
-    aws = clients(fresh_cloud.endpoint, REGION)
-    account = aws("sts").get_caller_identity()["Account"]
-    config = tmp_path_factory.mktemp("console") / "Pulumi.console.yaml"
-    config.write_text(CONFIG.replace("ACCOUNT", account))
-    return up(fresh_cloud.endpoint, stack="console", config_file=config)
+    return deploy(fresh_cloud, tmp_path_factory.mktemp("console"), "console", CONFIG)
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +99,14 @@ def shot(page: Any, name: str) -> None:
         page.screenshot(path=str(SHOTS / f"console-{name}.png"), full_page=True)
 
 
+def opened(browser: Any, address: str) -> Any:
+    """A new page at the printed address: the token becomes a cookie and leaves the URL."""
+    page = browser.new_page()
+    page.goto(address)
+    assert urlsplit(page.url).query == ""
+    return page
+
+
 def view(page: Any, address: str, path: str, **query: str) -> str:
     """Open a view (the console's cookie already set) and return its text."""
     parts = urlsplit(address)
@@ -121,9 +121,8 @@ def test_a_due_job_shows_as_upcoming_then_as_delivered_with_its_lateness(
     jobs = deployment.outputs["jobs"]
     function = jobs["function_name"]
     aws = clients(deployment.endpoint, REGION)
-    page = browser.new_page()
-    page.goto(address)  # the printed address: the token becomes a cookie and leaves the URL
-    assert urlsplit(page.url).query == "" and "jobs" in page.inner_text("main")
+    page = opened(browser, address)
+    assert "jobs" in page.inner_text("main")
 
     due = (datetime.now(UTC) + timedelta(seconds=40)).replace(microsecond=0)
     written = due.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -176,8 +175,7 @@ def test_a_parked_item_shows_its_reason_and_is_redriven_from_the_page_after_its_
     )  # already due: sent at once, to a queue that does not exist
     wait_for("the note parked in the poison queue", lambda: visible(aws, notes["poison_queue_url"]) >= 1)
 
-    page = browser.new_page()
-    page.goto(address)
+    page = opened(browser, address)
     view(page, address, "/parked", stack=function)
     row = page.locator("tr.parked", has_text="note-1")
     assert "NonExistentQueue" in row.locator("td.reason").inner_text()
@@ -264,8 +262,7 @@ def test_under_the_read_only_policy_the_page_has_no_redrive_and_refuses_the_acti
 
     server, address = launch(read_only_client(deployment), [function])
     try:
-        page = browser.new_page()
-        page.goto(address)
+        page = opened(browser, address)
         text = view(page, address, "/parked", stack=function)
         assert "Throttling" in text and "poison queue: 1 visible" in text
         assert f"read-only: these credentials may not invoke {function} (lambda:InvokeFunction)" in text

@@ -113,8 +113,10 @@ def due_index(
     client: Client, config: dict[str, Any], now: datetime, window: int, limit: int, cursor: str | None
 ) -> Upcoming:
     """The soonest `limit` entries of the due index up to the window's end, overdue ones first (due, waiting for
-    the next tick): each shard queried by due time (its sort key), `limit` at most each, merged. The next page
-    starts after the last second shown (a page ends on a whole second, so none is skipped)."""
+    the next tick): each shard queried by due time (its sort key), `limit` at most each, merged. A shard with more
+    than it gave is read only up to its last second read, so the page holds every entry before the earliest such
+    second, and ends on a whole second: the next page starts after the last second shown and skips nothing (but a
+    second holding more than `limit` entries of one shard, of which it shows `limit`)."""
     index = runtime_module("pending")
     table = str(config["table"])
     keys = [str(config["partitionKey"])] + ([str(config["sortKey"])] if config.get("sortKey") else [])
@@ -122,6 +124,7 @@ def due_index(
     end = int(now.timestamp()) + window
     names = {"#s": index.SHARD, "#d": index.DUE} | {f"#k{i}": name for i, name in enumerate(keys)}
     entries: list[tuple[int, str]] = []
+    horizon: int | None = None  # the earliest second a shard was not read to its end at
     shards = int(config["polling"]["shards"])
     for shard in range(shards):
         page = client("dynamodb").query(
@@ -133,25 +136,33 @@ def due_index(
             ProjectionExpression=", ".join(names),
             Limit=limit,
         )
+        dues = []
         for item in page.get("Items", []):
             shown = {name: next(iter(item[name].values())) for name in keys if name in item}
-            entries.append((int(float(item[index.DUE]["N"])), json.dumps(shown, sort_keys=True, default=str)))
+            dues.append(int(float(item[index.DUE]["N"])))
+            entries.append((dues[-1], json.dumps(shown, sort_keys=True, default=str)))
+        if page.get("LastEvaluatedKey") and dues:
+            horizon = min(dues[-1], horizon if horizon is not None else dues[-1])
     entries.sort()
-    page_of = entries[:limit]
-    more = len(entries) > limit
-    if more and page_of and entries[limit][0] == page_of[-1][0]:  # end the page on a whole second
-        whole = [entry for entry in page_of if entry[0] != page_of[-1][0]]
-        page_of = whole or page_of
+    certain = [entry for entry in entries if horizon is None or entry[0] < horizon]
+    if certain:
+        listed = certain[:limit]
+        if len(certain) > limit and certain[limit][0] == listed[-1][0]:  # end the page on a whole second
+            last = listed[-1][0]
+            listed = [entry for entry in listed if entry[0] != last] or [e for e in certain if e[0] == last]
+    else:  # the soonest second is all a shard's page held: that second, whole as read
+        listed = [entry for entry in entries if entry[0] == horizon]
+    more = horizon is not None or len(certain) > limit
     overdue = "overdue: waits for the next tick"
     occurrences = [
         Occurrence(datetime.fromtimestamp(due, UTC), what, overdue if due < now.timestamp() else "")
-        for due, what in page_of
+        for due, what in listed
     ]
     read = (
         f"the due index's soonest entries: {shards} shard(s) queried by due time, up to {limit} each "
         f"({len(entries)} read)" + ("; more on the next page" if more else "")
     )
-    return Upcoming(f"due index of {table}", occurrences, read, str(page_of[-1][0]) if more and page_of else None)
+    return Upcoming(f"due index of {table}", occurrences, read, str(listed[-1][0]) if more and listed else None)
 
 
 def ttl_sample(client: Client, config: dict[str, Any], now: datetime, window: int, limit: int) -> Upcoming:
