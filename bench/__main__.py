@@ -1,7 +1,7 @@
 """`make bench`: every benchmark, its table printed as it finishes (Markdown, ready for the README); with `--out`,
 the report (tables, plots, every figure) written there and the plots in the docs site's `docs/assets/plots/`.
 
-    python -m bench [--out bench/latest.md] [eventbridge polling aggregate coldstart scale backfill paths herd]
+    python -m bench [--out bench/latest.md] [eventbridge polling aggregate coldstart scale backfill paths herd console]
 
 Each benchmark checks that the work it times happened (a schedule per record that should make one, each due item
 delivered once, totals exact, nothing parked) before it reports a time. `BENCH_SMALL=1` runs every one at a tiny
@@ -25,7 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # Every benchmark, in the order `make bench` runs them (tests/bench runs each at its small size).
-BENCHMARKS = ("eventbridge", "polling", "aggregate", "coldstart", "scale", "backfill", "paths", "herd")
+BENCHMARKS = ("eventbridge", "polling", "aggregate", "coldstart", "scale", "backfill", "paths", "herd", "console")
 
 
 @contextmanager
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_aggregate,
         bench_backfill,
         bench_coldstart,
+        bench_console,
         bench_eventbridge,
         bench_herd,
         bench_paths,
@@ -68,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         "backfill": bench_backfill.run,
         "paths": bench_paths.run,
         "herd": bench_herd.run,
+        "console": bench_console.run,
     }
     chosen = {name: runs[name] for name in BENCHMARKS}
     args = list(argv if argv is not None else sys.argv[1:])

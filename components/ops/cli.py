@@ -17,17 +17,9 @@ from . import inspection
 from .aws import Client, Emit, add_stack_options, clients, stack_problem
 from .inspection import SAMPLE_ITEMS
 from .redrive import queues
-from .redrive.discovery import RedriveError, consumer_of, discover, replace_queue
-from .redrive.poison import poison
-from .redrive.report import Report, Selection
-from .redrive.stream import stream_dlq
-from .redrive.target import target_dlq
-
-PATHS = {
-    "poison": (poison, "poison queue"),
-    "stream": (stream_dlq, "stream DLQ"),
-    "target": (target_dlq, "target DLQ"),
-}
+from .redrive.discovery import RedriveError, consumer_of, discover
+from .redrive.report import Selection
+from .redrive.run import PATHS, redrive
 
 
 def parser() -> argparse.ArgumentParser:
@@ -90,9 +82,11 @@ def parser() -> argparse.ArgumentParser:
         default="text",
         help="text (default) or json: one JSON document, its shape in docs/operations.md",
     )
+    from .console import add_parser as add_console_parser
     from .permissions import add_parser as add_policy_parser
 
     add_policy_parser(commands)
+    add_console_parser(commands, add_stack_options)
     # Parsed by scheduled_table.local (its own --help); listed here so `scheduled-table --help` shows it.
     commands.add_parser(
         "local",
@@ -213,7 +207,7 @@ def main(argv: Sequence[str] | None = None, client: Client | None = None, emit: 
         return local.main(given[1:])
     args = parser().parse_args(given)
     problem = stack_problem(args.function, args.table)
-    if problem:
+    if problem and not (args.command == "console" and not args.function and not args.table):  # console: all of them
         print(f"scheduled-table {args.command}: {problem}", file=sys.stderr)
         return 2
     try:
@@ -225,6 +219,10 @@ def main(argv: Sequence[str] | None = None, client: Client | None = None, emit: 
         return 2
     if args.command in ("backfill", "reconcile"):
         return scan_main(args, aws, emit)
+    if args.command == "console":
+        from .console import main as console_main
+
+        return console_main(args, aws, emit)
     if args.command == "policy":
         from .permissions import main as policy_main
 
@@ -241,23 +239,5 @@ def main(argv: Sequence[str] | None = None, client: Client | None = None, emit: 
     except re.error as error:
         print(f"scheduled-table: --reason {args.reason!r} is not a regular expression: {error}", file=sys.stderr)
         return 2
-    run, label = PATHS[args.source]
-    report = Report(emit=emit)
-    try:
-        stack = discover(aws, args.function)
-        if args.queue_url:
-            stack = replace_queue(stack, args.source, args.queue_url)
-        run(aws, stack, report, Selection(pattern, args.limit, args.dry_run, queues.WAIT_SECONDS))
-    except RedriveError as error:
-        print(f"scheduled-table: {error}", file=sys.stderr)
-        return 2
-    except Exception as error:  # refused mid-run (a permission missing, say): what the run hid is given back
-        lines = queues.stopped(error)
-        if lines is None:
-            raise
-        for line in lines:
-            print(f"scheduled-table: {label}: {line}", file=sys.stderr)
-        emit(report.summary(label))
-        return 1
-    emit(("dry run, nothing changed. " if args.dry_run else "") + report.summary(label))
-    return 0 if report.ok else 1
+    selection = Selection(pattern, args.limit, args.dry_run, queues.WAIT_SECONDS)
+    return redrive(aws, args.function, args.source, selection, emit, args.queue_url)

@@ -65,14 +65,20 @@ class Resources:
     backfill_function: str | None = None  # --in-lambda
     keys: Keys = Keys()  # the customer-managed keys its resources are encrypted with
     given_queue: str | None = None  # --queue-url: the queue a redrive reads instead of its stack's own (ARN)
+    log_groups: tuple[str, ...] = ()  # the console: the log groups of the stack's functions (ARNs), its deliveries
 
 
 def resources_of(
-    stack: Stack, *, backfill_function: str | None = None, keys: Keys = Keys(), queue_url: str | None = None
+    stack: Stack,
+    *,
+    backfill_function: str | None = None,
+    keys: Keys = Keys(),
+    queue_url: str | None = None,
+    log_groups: tuple[str, ...] = (),
 ) -> Resources:
     """What the command finds from the consumer function, as ARNs (account and region from the function's); `keys`:
     the customer-managed keys of its resources (`keys_of`); `queue_url`: the queue a redrive is told to read instead
-    of its stack's (`--queue-url`)."""
+    of its stack's (`--queue-url`); `log_groups`: the names of its functions' log groups (the console reads them)."""
     partition, _, region, account, _ = arn_parts(stack.function_arn)
     config = stack.config
 
@@ -111,6 +117,7 @@ def resources_of(
         backfill_function=backfill,
         keys=keys,
         given_queue=queue(queue_url) if queue_url else None,
+        log_groups=tuple(arn("logs", f"log-group:{name}:*") for name in log_groups),
     )
 
 
@@ -347,6 +354,22 @@ FANOUT = (
     *engine_needs({"totals": _aggregate_table}),
     Need(("lambda:GetFunctionConfiguration", "lambda:InvokeFunction"), BACKFILL_FUNCTION),  # checked, then invoked
 )
+# The console: inspect's reads of the queues and the schedules, the due index read by due time (Query, never a
+# scan), plain ttl's sample of the table, the stack's functions and their logs (deliveries). Never a write: a redrive
+# is `console-redrive`'s. Its check of whether it may redrive (a DryRun invoke, a DeleteMessage of no message) is
+# refused under this policy, which is how the page knows to be read-only.
+PLAIN_TTL_TABLE: Resolve = lambda r: [r.table] if r.mode == "ttl" and not r.precise else []  # noqa: E731
+CONSOLE = (
+    *DISCOVER,
+    Need(("lambda:ListFunctions",), ALWAYS),
+    Need(("sqs:GetQueueAttributes", "sqs:ReceiveMessage"), PARKED),
+    Need(("sqs:GetQueueAttributes",), RELEASE),
+    Need(("scheduler:ListSchedules",), ANY_IF_GROUP),
+    Need(("scheduler:GetSchedule",), SCHEDULES),
+    Need(("dynamodb:Query",), DUE_INDEX),
+    Need(("dynamodb:Scan",), PLAIN_TTL_TABLE),
+    Need(("logs:FilterLogEvents",), lambda r: list(r.log_groups)),
+)
 TARGET = "target"  # the target's own send (dispatch.send_now), built as the functions' (direct_dispatch_statements)
 
 COMMANDS: dict[str, tuple[Need | str, ...]] = {
@@ -374,6 +397,7 @@ COMMANDS: dict[str, tuple[Need | str, ...]] = {
         Need(("dynamodb:UpdateItem",), FIRED_TABLE),  # precise ttl: Scheduler's universal target, called again
     ),
     "backfill": (*DISCOVER, *SCAN),
+    "console": CONSOLE,
     "reconcile": (
         *DISCOVER,
         *RECONCILE_SCAN,
@@ -388,6 +412,7 @@ COMMANDS: dict[str, tuple[Need | str, ...]] = {
     "policy": (
         *DISCOVER,
         Need(("dynamodb:DescribeTable",), TABLE),
+        Need(("lambda:ListFunctions",), ALWAYS),  # console: the stack's functions, whose log groups it reads
         Need(("sqs:GetQueueAttributes",), lambda r: [*PARKED(r), r.given_queue]),
         Need(("sqs:GetQueueAttributes", "sqs:GetQueueUrl"), _target_of("sqs")),
         Need(("sns:GetTopicAttributes",), _target_of("sns")),
@@ -395,6 +420,13 @@ COMMANDS: dict[str, tuple[Need | str, ...]] = {
         Need(("kms:DescribeKey",), _account_keys),
     ),
 }
+
+
+# `policy console --redrive`: the console and each redrive its page can run.
+COMMANDS["console-redrive"] = (
+    *CONSOLE,
+    *(need for name in ("redrive-poison", "redrive-stream", "redrive-target") for need in COMMANDS[name]),
+)
 
 
 def statements(command: str, resources: Resources) -> list[Statement]:
@@ -487,7 +519,16 @@ def pretty(command: str, resources: Resources) -> str:
 
 
 # The commands as `scheduled-table policy` names them (with --in-lambda, backfill and reconcile are the fan-out's).
-NAMED = ("inspect", "redrive-poison", "redrive-stream", "redrive-target", "backfill", "reconcile", "policy")
+NAMED = (
+    "inspect",
+    "redrive-poison",
+    "redrive-stream",
+    "redrive-target",
+    "backfill",
+    "reconcile",
+    "console",
+    "policy",
+)
 
 
 def add_parser(commands: Any) -> None:
@@ -512,6 +553,9 @@ def add_parser(commands: Any) -> None:
     command.add_argument(
         "--queue-url", help="redrive-*: the queue the redrive is told to read instead of its stack's (its --queue-url)"
     )
+    command.add_argument(
+        "--redrive", action="store_true", help="console: also the redrives its page can run (else read-only)"
+    )
 
 
 def main(args: Any, client: Client, emit: Emit) -> int:
@@ -527,6 +571,11 @@ def main(args: Any, client: Client, emit: Emit) -> int:
             print(f"scheduled-table: --in-lambda is for backfill and reconcile, not {name}", file=sys.stderr)
             return 2
         name += "-in-lambda"
+    if args.redrive:
+        if name != "console":
+            print(f"scheduled-table: --redrive is for console, not {name}", file=sys.stderr)
+            return 2
+        name = "console-redrive"
     try:
         stack = discover(client, args.function)
     except RedriveError as error:
@@ -540,7 +589,14 @@ def main(args: Any, client: Client, emit: Emit) -> int:
         print(f"scheduled-table: {text}", file=sys.stderr)
 
     keys = keys_of(client, stack, target=TARGET in COMMANDS[name], warn=warn, queue_url=args.queue_url)
-    resources = resources_of(stack, backfill_function=args.in_lambda, keys=keys, queue_url=args.queue_url)
+    groups: tuple[str, ...] = ()
+    if name.startswith("console"):
+        from .console.views import stack_functions
+
+        groups = tuple(group for _, group in stack_functions(client).get(str(stack.config["table"]), []))
+    resources = resources_of(
+        stack, backfill_function=args.in_lambda, keys=keys, queue_url=args.queue_url, log_groups=groups
+    )
     emit(pretty(name, resources))
     return 0
 
@@ -572,6 +628,7 @@ def example() -> Resources:
         mode="eventbridge",
         target={"kind": "sqs", "arn": arn("sqs", "reminder-jobs")},
         backfill_function=arn("lambda", "function:reminders-backfill-4b5c6d"),
+        log_groups=(arn("logs", "log-group:/aws/lambda/reminders-scheduler-1a2b3c:*"),),
         keys=Keys(
             table=arn("kms", "key/1234abcd-12ab-34cd-56ef-1234567890ab"),
             target=arn("kms", "key/0987dcba-09fe-87dc-65ba-ab0987654321"),
@@ -597,6 +654,8 @@ def page_section() -> str:
         ("reconcile", "`scheduled-table reconcile`"),
         ("backfill-in-lambda", "`scheduled-table backfill --in-lambda`"),
         ("reconcile-in-lambda", "`scheduled-table reconcile --in-lambda` (the sweep of the schedule group runs here)"),
+        ("console", "`scheduled-table console`, read-only (`scheduled-table policy console`)"),
+        ("console-redrive", "`scheduled-table console` with its redrive (`scheduled-table policy console --redrive`)"),
         ("policy", "`scheduled-table policy` itself (`scheduled-table policy policy`: what printing the others reads)"),
     ]
     parts = [PAGE_START]

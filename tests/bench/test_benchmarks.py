@@ -22,7 +22,7 @@ from bench.stubbed import StubbedClients, replay
 
 pytestmark = pytest.mark.slow  # starts local clouds and interpreters of its own: `make test`, not `make unit`
 
-BENCHMARKS = ["eventbridge", "polling", "aggregate", "coldstart", "scale", "backfill", "paths", "herd"]
+BENCHMARKS = ["eventbridge", "polling", "aggregate", "coldstart", "scale", "backfill", "paths", "herd", "console"]
 
 
 @pytest.fixture

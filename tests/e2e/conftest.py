@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from localcloud.provision import clients
+from localcloud.deploy import Deployment, up
+from localcloud.provision import CREDENTIALS, clients
 from localcloud.server import Ministack
 
 
@@ -24,6 +25,24 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ministack]:
 def fresh_cloud(cloud: Ministack) -> Ministack:
     cloud.reset()
     return cloud
+
+
+@pytest.fixture
+def operator_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An operator's command runs with their own credentials; against the local cloud (IAM enforced) those are its
+    admin's (provision.CREDENTIALS), not the suite's placeholder keys, which it does not know."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", CREDENTIALS["aws_access_key_id"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", CREDENTIALS["aws_secret_access_key"])
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+
+
+def deploy(cloud: Ministack, folder: Any, stack: str, config: str, region: str = "eu-west-1") -> Deployment:
+    """`up` of the repository's program with this stack configuration, ACCOUNT in it replaced by the local cloud's
+    account (a target's ARN names it); `folder` a scratch directory for the configuration file."""
+    account = clients(cloud.endpoint, region)("sts").get_caller_identity()["Account"]
+    path = folder / f"Pulumi.{stack}.yaml"
+    path.write_text(config.replace("ACCOUNT", account))
+    return up(cloud.endpoint, stack=stack, config_file=path)
 
 
 def snapshot(endpoint: str, region: str = "eu-west-1") -> dict[str, Any]:

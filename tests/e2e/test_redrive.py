@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 
 from components.ops.cli import main
-from localcloud.deploy import Deployment, up
-from localcloud.provision import CREDENTIALS, clients
+from localcloud.deploy import Deployment
+from localcloud.provision import clients
 from localcloud.server import Ministack
+from tests.e2e.conftest import deploy
 
 REGION = "eu-west-1"
 TARGET = "redrive-target"
@@ -74,22 +75,12 @@ def redrive(deployment: Deployment, *args: str) -> tuple[int, list[str]]:
     return main(argv, emit=lines.append), lines
 
 
-@pytest.fixture(autouse=True)
-def operator_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The operator runs redrive with their own credentials; against the local cloud (IAM enforced) those are its
-    admin's (provision.CREDENTIALS), not the suite's placeholder keys, which it does not know."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", CREDENTIALS["aws_access_key_id"])
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", CREDENTIALS["aws_secret_access_key"])
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+pytestmark = pytest.mark.usefixtures("operator_credentials")
 
 
 @pytest.fixture(scope="module")
 def deployment(fresh_cloud: Ministack, tmp_path_factory: pytest.TempPathFactory) -> Deployment:
-    aws = clients(fresh_cloud.endpoint, REGION)
-    account = aws("sts").get_caller_identity()["Account"]
-    config = tmp_path_factory.mktemp("redrive") / "Pulumi.redrive.yaml"
-    config.write_text(CONFIG.replace("ACCOUNT", account))
-    return up(fresh_cloud.endpoint, stack="redrive", config_file=config)
+    return deploy(fresh_cloud, tmp_path_factory.mktemp("redrive"), "redrive", CONFIG)
 
 
 def test_parked_work_is_delivered_once_after_the_target_is_fixed(deployment: Deployment) -> None:

@@ -185,7 +185,8 @@ def test_the_walker_sees_the_packages_and_their_imports() -> None:
     assert "components.args" in edges["components.component"]
     assert "st_core.stream" in edges["eventbridge"]
     # subpackages too: the operator's command and its redrive
-    assert "components.ops.redrive.poison" in edges["components.ops.cli"]
+    assert "components.ops.redrive.run" in edges["components.ops.cli"]
+    assert "components.ops.redrive.poison" in edges["components.ops.redrive.run"]
     assert "components.ops.redrive.ordering" in edges["components.ops.redrive.poison"]
 
 

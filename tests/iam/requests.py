@@ -67,6 +67,7 @@ NAMESPACE = {
     "stepfunctions": "states",
     "sns": "sns",
     "kms": "kms",
+    "logs": "logs",
 }
 # A TransactWriteItems/TransactGetItems entry -> the item action it performs.
 TRANSACT_ITEM_ACTIONS = {
@@ -237,6 +238,9 @@ _RESOLVERS: dict[tuple[str, str], Resolver] = {
     ("lambda", "GetFunctionConfiguration"): _on(_invoke),
     ("lambda", "ListEventSourceMappings"): _on(lambda p, w: "*"),
     ("scheduler", "ListSchedules"): _on(lambda p, w: "*"),
+    # The console's: the region's functions (no resource-level permission), a log group's events.
+    ("lambda", "ListFunctions"): _on(lambda p, w: "*"),
+    ("logs", "FilterLogEvents"): _on(lambda p, w: w.arn("logs", f"log-group:{p['logGroupName']}:*")),
     # What `scheduled-table policy` reads of the stack's encryption (the queues' with GetQueueAttributes).
     ("kms", "DescribeKey"): _on(lambda p, w: _key(str(p["KeyId"]), w)),
     ("sns", "GetTopicAttributes"): _on(lambda p, w: str(p["TopicArn"])),
@@ -280,6 +284,7 @@ _DENIED: dict[str, tuple[int, str]] = {
     "lambda": (403, "AccessDeniedException"),
     "scheduler": (403, "AccessDeniedException"),
     "sesv2": (403, "AccessDeniedException"),
+    "logs": (400, "AccessDeniedException"),
 }
 
 

@@ -62,7 +62,10 @@ class Function:
         configuration = {"FunctionName": self.name, **self.get_function_configuration(self.name)}
         return type("Pages", (), {"paginate": lambda _: iter([{"Functions": [configuration]}])})()
 
-    def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:
+    def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes = b"") -> dict[str, Any]:
+        if InvocationType == "DryRun":  # Lambda checks the caller may invoke, runs nothing: 204
+            assert FunctionName == self.name
+            return {"StatusCode": 204}
         assert (FunctionName, InvocationType) == (self.name, "RequestResponse")
         event = json.loads(Payload)  # exactly what Lambda would hand the function: JSON, nothing else
         self.invoked.append(event["Records"])

@@ -858,3 +858,63 @@ def test_the_key_of_another_accounts_table_is_granted_where_its_stream_and_its_k
     reads = [requests.Request(f"dynamodb:{a}", str(found.stream_arn)) for a in ("GetShardIterator", "GetRecords")]
     enforce.check(role("redrive-stream"), reads, encryption)
     enforce.check(role("policy"), [requests.Request("kms:DescribeKey", key)], encryption)
+
+
+# -- the console: read-only under `policy console`, its redrive under `policy console --redrive` --------------------
+
+
+def console_of(client: Any, function: Function, reason: str | None) -> Any:
+    from components.ops.console.guard import Guard
+    from components.ops.console.server import Console
+    from components.ops.redrive.discovery import discover
+
+    return Console(client, {function.name: discover(client, function.name)}, Guard(8000, "t"), {function.name: reason})
+
+
+HEADERS = {"host": "127.0.0.1:8000", "cookie": "scheduled_table_console_8000=t", "origin": "http://127.0.0.1:8000"}
+
+
+def test_the_console_reads_every_view_under_its_read_only_policy_and_is_refused_only_its_redrive_check(
+    stack: Any,
+) -> None:
+    """Under `policy console`: every view is read and nothing refused but the check whether it may redrive (a
+    DryRun invocation, which runs nothing), so the page is read-only and says why."""
+    from components.ops.console.server import may_redrive
+    from components.ops.redrive.discovery import discover
+
+    env, function, _ = stack
+    client, calls = enforcing(aws(function), policy(function, "console"))
+    reason = may_redrive(client, discover(client, function.name))
+    assert reason == f"these credentials may not invoke {function.name} (lambda:InvokeFunction)"
+    console = console_of(client, function, reason)
+    for view in ("upcoming", "parked", "delivered"):
+        answer = console.answer("GET", f"/{view}?stack={function.name}", HEADERS)
+        assert answer.status == 200, (view, answer.body)
+    assert [action for action, _ in calls.refused] == ["lambda:InvokeFunction"]
+    assert {"sqs:ReceiveMessage", "scheduler:GetSchedule", "logs:FilterLogEvents"} <= calls.actions
+    assert not calls.actions & {"sqs:DeleteMessage", "dynamodb:GetItem", "dynamodb:Scan"}
+    posted = console.answer("POST", "/redrive", HEADERS, f"stack={function.name}&source=poison&step=dry-run&token=t")
+    assert posted.status == 403 and "read-only: these credentials may not invoke" in posted.body
+    assert len(bodies(env, env.config["poisonQueueUrl"])) == 2  # nothing taken
+
+
+def test_the_consoles_redrive_runs_under_policy_console_redrive_after_its_dry_run(stack: Any) -> None:
+    import re
+
+    from components.ops.console.server import may_redrive
+    from components.ops.redrive.discovery import discover
+
+    env, function, name = stack
+    target, _ = queue(env, name)  # the fix
+    client, calls = enforcing(aws(function), policy(function, "console", "--redrive"))
+    assert may_redrive(client, discover(client, function.name)) is None
+    console = console_of(client, function, None)
+    form = f"stack={function.name}&source=poison&token=t"
+    dry = console.answer("POST", "/redrive", HEADERS, form + "&step=dry-run")
+    assert dry.status == 200 and "dry run, nothing changed: all of it can be redriven (exit status 0)" in dry.body
+    assert bodies(env, target) == []
+    [confirm] = re.findall(r'name="confirm" value="([^"]+)"', dry.body)
+    done = console.answer("POST", "/redrive", HEADERS, form + f"&step=confirm&confirm={confirm}")
+    assert done.status == 200 and "done: everything in scope was redriven (exit status 0)" in done.body
+    assert sorted(b["keys"]["PK"] for b in bodies(env, target)) == ["a", "b"]
+    assert calls.refused == []

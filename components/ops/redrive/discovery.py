@@ -55,7 +55,7 @@ def discover(client: Client, function: str) -> Stack:
             f"function {function!r} is the stack's backfill function, not its consumer: pass the consumer as "
             f"--function (the stack output function_name), and {function!r} as --in-lambda"
         )
-    config = _config(configuration)
+    config = config_of(configuration)
     if config is None:
         raise RedriveError(
             f"function {function!r} has no {constants.CONFIG_VARIABLE}: name a ScheduledTable's function_name"
@@ -80,7 +80,7 @@ def discover(client: Client, function: str) -> Stack:
     return Stack(function, config, poison, stream_dlq_url, target_dlq_url, filters, arn, stream_arn, stream_dlq_arn)
 
 
-def _config(configuration: dict[str, Any]) -> dict[str, Any] | None:
+def config_of(configuration: dict[str, Any]) -> dict[str, Any] | None:
     """A function's ScheduledTable configuration document (None: not one of a ScheduledTable's functions)."""
     raw = (configuration.get("Environment") or {}).get("Variables", {}).get(constants.CONFIG_VARIABLE)
     return json.loads(raw) if raw else None
@@ -96,7 +96,7 @@ def table_consumers(client: Client, table: str) -> list[str]:
         found = set()
         for mapping in mappings:
             name = str(mapping["FunctionArn"]).split(":")[6]
-            if _config(lam.get_function_configuration(FunctionName=name)) is not None:
+            if config_of(lam.get_function_configuration(FunctionName=name)) is not None:
                 found.add(name)
     except Exception as error:
         if not isinstance(getattr(error, "response", None), dict):
@@ -114,7 +114,7 @@ def functions_hint(client: Client, consumers: list[str]) -> str:
     try:
         for page in client("lambda").get_paginator("list_functions").paginate():
             for function in page.get("Functions", []):
-                config = _config(function)
+                config = config_of(function)
                 if config is not None:
                     found.append(f"{function['FunctionName']} (table {config.get('table')}, mode {config.get('mode')})")
     except Exception as error:
