@@ -11,11 +11,12 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
-from .component import REGION_HINT, REGION_RULE, endpoint_url, profile_problem, rule_region
+from .component import REGION_HINT, REGION_RULE, endpoint_url, launch_console, profile_problem, rule_region
 from .demo import demo
 from .deploy import LOCAL_STACK, Deployment, TableKeys, down, up
 from .emulators import Emulators, fire_rule
@@ -91,16 +92,32 @@ def up_command(
                 else program_instructions(deployment, command, options)
             )
             print(text, flush=True)
+            console = _start_console(target, deployment.region)
             try:
                 while True:  # items your app writes now are looked at too
                     time.sleep(WATCH_SECONDS)
                     noted |= _new_notes(deployment, noted)
             except KeyboardInterrupt:
                 print("stopping", flush=True)
+            finally:
+                if console is not None:
+                    console.shutdown()
         return 0
     finally:
         if cloud is not None:
             cloud.stop()
+
+
+def _start_console(endpoint: str, region: str) -> Any:
+    """`scheduled-table console` on this local cloud, in a thread of this process; its address printed. A console
+    that cannot start is a note, never the end of `up --stay` (the stack is deployed and usable without it)."""
+    try:
+        server, address = launch_console(clients(endpoint, region))
+    except Exception as error:
+        print(f"note: the console did not start ({error})", flush=True)
+        return None
+    print(f"console: open {address} (what is due, delivered and parked; redrive with a dry run first)", flush=True)
+    return server
 
 
 def _new_notes(deployment: Deployment, noted: set[str]) -> set[str]:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from components.component import TYPE
     from components.ops import backfill as scan_commands
     from components.ops.aws import REGION_HINT, REGION_RULE, endpoint_url, profile_problem, rule_region
+    from components.ops.console import launch as launch_console
     from components.ops.redrive.discovery import discover
     from components.ops.time_hints import find as time_hint
     from components.packaging import constants, error_code, runtime_module
@@ -48,6 +49,7 @@ else:
         from components.component import TYPE
         from components.ops import backfill as scan_commands
         from components.ops.aws import REGION_HINT, REGION_RULE, endpoint_url, profile_problem, rule_region
+        from components.ops.console import launch as launch_console
         from components.ops.redrive.discovery import discover
         from components.ops.time_hints import find as time_hint
         from components.packaging import constants, error_code, runtime_module
@@ -73,6 +75,7 @@ else:
         from scheduled_table.component import TYPE
         from scheduled_table.ops import backfill as scan_commands
         from scheduled_table.ops.aws import REGION_HINT, REGION_RULE, endpoint_url, profile_problem, rule_region
+        from scheduled_table.ops.console import launch as launch_console
         from scheduled_table.ops.redrive.discovery import discover
         from scheduled_table.ops.time_hints import find as time_hint
         from scheduled_table.packaging import constants, error_code, runtime_module
@@ -117,6 +120,7 @@ __all__ = [
     "fabricate",
     "fabricated_table",
     "first_cause",
+    "launch_console",
     "profile_problem",
     "rule_region",
     "runtime_module",
