@@ -61,6 +61,7 @@ RULES: tuple[Rule, ...] = (
         "185 attempts), then the event goes to the schedule's dead-letter queue or is dropped.",
         DOCS + "scheduler/latest/UserGuide/managing-schedule-retry-policy.html",
         ("tests/lifetime/world.py",),
+        86400,
     ),
     Rule(
         "scheduler-name",

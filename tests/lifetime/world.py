@@ -41,6 +41,7 @@ from st_core.naming import SCHEDULED_TIME
 from st_core.schedules import MIN_LEAD
 from st_core.timeparse import format_due, minute_at_or_after
 
+from localcloud.rulebook import limit
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env, SchedulerClock, firings
 from tests.handlers.model_support import TTL_IDENTITY, HandlerClock, TargetQueue
@@ -53,8 +54,9 @@ HOUR = timedelta(hours=1)
 # Far enough ahead of the machine's own clock that Scheduler's checks against wall time (a StartDate more than
 # five minutes ago) never trip on simulated time.
 START = datetime(2031, 3, 1, 0, 0, 0, tzinfo=UTC)
-STREAM_RETENTION = DAY  # a stream keeps a record 24 h
-MAX_EVENT_AGE = DAY  # Scheduler's longest retry (the component's default retry policy)
+STREAM_RETENTION = timedelta(seconds=limit("dynamodb-stream-retention"))  # a stream keeps a record 24 h
+# Scheduler's longest retry (the component's default retry policy)
+MAX_EVENT_AGE = timedelta(seconds=limit("scheduler-retries"))
 CLEANUP = "expireAt"  # the user's own TTL attribute (epoch seconds)
 RELEASE = "#release"  # the release queue's consumer, among Scheduler's runs (`precision="second"`)
 
@@ -177,6 +179,7 @@ class World:
         self._change(pk, value, lambda: self.env.put({"PK": pk, "SK": "s", "dueAt": due, **extra}))
         expiry = extra.get(CLEANUP)
         if expiry is not None:
+            # rule("dynamodb-ttl-lag"): anywhere from the expiry to days later
             lag = timedelta(seconds=self.random.uniform(0, self.ttl_lag.total_seconds()))
             self.at(datetime.fromtimestamp(expiry, UTC) + lag, lambda: self._cleanup(pk, expiry))
 
@@ -246,7 +249,7 @@ class World:
             return
         if self.pending:
             self.at(self.t, self._poll)
-        if self.random.random() < self.redeliver:
+        if self.random.random() < self.redeliver:  # rule("lambda-stream-redelivery")
             start = self.random.randrange(len(batch))
             again = copy.deepcopy(batch[start:])
             oldest = datetime.fromtimestamp(again[0]["dynamodb"]["ApproximateCreationDateTime"], UTC)
