@@ -39,7 +39,7 @@ from st_core.pending import without_index
 
 from components import pending_attributes
 from components.filters import filter_patterns, polling_filters
-from tests.handlers.conftest import Env
+from tests.handlers.conftest import Env, use_shards
 from tests.handlers.faults import RefusedEntries, Throttled
 from tests.handlers.model_support import StreamDelivery, TargetQueue, due_time, model_env, model_test
 from tests.iam.enforce import acting
@@ -538,7 +538,7 @@ class _DiesAfterSending(polling.Processor):
 
 def _env() -> Env:
     env = model_env(due_index=True)
-    env.config["polling"]["shards"] = 4
+    use_shards(env, 4)
     env.config["polling"]["maxAttempts"] = 1000  # refused sends back off and run later, never dead-lettered
     return env
 

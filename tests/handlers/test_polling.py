@@ -17,7 +17,7 @@ from st_core.clients import CLIENTS
 
 from components.filters import filter_patterns, polling_filters
 from tests.conftest import REGION
-from tests.handlers.conftest import Env, with_due_index
+from tests.handlers.conftest import Env, use_shards, with_due_index
 from tests.iam.enforce import acting
 from tests.support.patterns import passes
 
@@ -309,7 +309,7 @@ def test_a_park_or_dead_letter_whose_send_keeps_failing_fails_the_tick_but_not_i
 
     # GIVEN one shard read an item at a time (a cold container with one worker), headed by an item to park and a
     # dead letter owed, and the poison queue and the dead-letter queue refusing every send (a disabled KMS key)
-    polling_env.config["polling"]["shards"] = 1
+    use_shards(polling_env, 1)
     polling_env.config["maxWorkers"] = 1
     monkeypatch.setattr(polling, "_PACE", {})
     pending(polling_env, "garbage", NOW - 100, dueAt="next tuesday")
@@ -347,25 +347,29 @@ def test_a_park_or_dead_letter_whose_send_keeps_failing_fails_the_tick_but_not_i
 def test_the_time_budget_stops_before_the_lambda_would_and_reports_the_backlog(
     polling_env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    polling_env.config["polling"]["shards"] = 1
+    use_shards(polling_env, 1)
     polling_env.config["maxWorkers"] = 1  # one batch at a time: the clock below counts the sends
     for i in range(250):
         pending(polling_env, f"t{i:03}", NOW - 1000 + i)
     # GIVEN a warm container that read whole pages at its last tick's pace, and a target grown slow: each send
     # takes 10 s of the Lambda's 60 (reads and claims take none), so a page read in time cannot be sent in time
     monkeypatch.setitem(polling._PACE, (polling_env.table, 0), 100.0)
-    calls: list[float] = []
+    calls: list[int] = []
     send_many = polling.send_many
 
     def slow(target: Any, entries: list[Any], **kwargs: Any) -> Any:
         assert 60.0 - 10 * len(calls) >= 10, "a batch sent inside the margin: the Lambda timeout would cut it off"
-        calls.append(1.0)
+        calls.append(len(entries))
         return send_many(target, entries, **kwargs)
 
     monkeypatch.setattr(polling, "send_many", slow)
     report = tick(polling_env, time_left=lambda: 60.0 - 10 * len(calls))
-    # THEN it sent no batch inside its margin (10 s) and stopped there, reporting the shard it left due items on
-    assert report.out_of_time and report.dispatched == 10 * len(calls) == 60
+    # THEN it sent no batch inside its margin (10 s) and stopped there, reporting the shard it left due items on;
+    # each batch no larger than its send and completions fit the time left at their worst (fewer as time runs out)
+    assert report.out_of_time and report.dispatched == sum(calls) and len(calls) == 6
+    worst = polling.call_limits(10).worst_seconds()
+    assert all((1 + n) * worst + polling.SLACK_SECONDS <= 60 - 10 * i for i, n in enumerate(calls)), calls
+    assert calls[0] == 10 and calls[-1] == 1, calls
     assert report.backlogged_shards == 1
     # AND the next tick sends the rest, none twice
     monkeypatch.undo()

@@ -92,6 +92,8 @@ NOT_TAKEN: dict[tuple[str, str], tuple[Condition, str]] = {
         )
         for role in ("processor", "assigner", "aggregator")
         for a in ("dynamodb:BatchWriteItem", "dynamodb:GetItem")
+        # the processor reads the ledger's record of the shard count in use (polling.Processor.index_shards)
+        if (role, a) != ("processor", "dynamodb:GetItem")
     },
     ("aggregator", "dynamodb:BatchGetItem"): (
         lambda o: True,
