@@ -3,6 +3,7 @@ retries and completions read back from the table and the queues."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import time
@@ -376,6 +377,33 @@ def test_the_time_budget_stops_before_the_lambda_would_and_reports_the_backlog(
     assert tick(polling_env).dispatched == 250 - report.dispatched
     keys = due_keys(polling_env)
     assert len(keys) == len(set(keys)) == 250
+
+
+@pytest.mark.parametrize("left", [10.5, 14.0, 25.0, 40.0, 60.0])
+@pytest.mark.parametrize("slow", ["SendMessageBatch", "UpdateItem"])
+def test_the_lambda_timeout_never_cuts_a_send_off_from_its_completions(
+    polling_env: Env, monkeypatch: pytest.MonkeyPatch, left: float, slow: str
+) -> None:
+    """A batch started just before the margin, whose send or completions then take as long as the processor's call
+    limits allow, was killed by the Lambda timeout between its send and its completions, and sent again when the
+    shard's lease ended (the herd soak saw it). Now a send starts only when it and its completions fit."""
+    from tests.handlers.test_model_polling import Kill, Killed
+
+    use_shards(polling_env, 1)
+    polling_env.config["maxWorkers"] = 1
+    for i in range(25):
+        pending(polling_env, f"t{i:02}", NOW - 100 + i)
+    monkeypatch.setitem(polling._PACE, (polling_env.table, 0), 100.0)  # a warm container: whole pages
+    # GIVEN an invocation with `left` s of its 60 s timeout, whose `slow` calls each take the worst its limits allow
+    worst = polling.call_limits(polling_env.config["polling"]["budgetMarginSeconds"]).worst_seconds()
+    kill = Kill(60, 60 - left, lambda call: worst if call[0] == slow else 0.0, None, applied=True)
+    with kill.attached(), contextlib.suppress(Killed):
+        polling.process(polling_env.config, now=lambda: NOW, time_left=kill.left)
+    # THEN every item it sent was completed before the timeout: none is sent again once the lease ends
+    sent = due_keys(polling_env)
+    assert all(item(polling_env, pk).get("stStatus", {}).get("S") == "DONE" for pk in sent), sent
+    assert tick(polling_env, NOW + 90).dispatched == 25 - len(sent)
+    assert sorted(sent + due_keys(polling_env)) == [f"t{i:02}" for i in range(25)]
 
 
 def test_the_tick_logs_the_backlog_as_an_embedded_metric(polling_env: Env, caplog: pytest.LogCaptureFixture) -> None:
