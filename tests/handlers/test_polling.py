@@ -379,6 +379,16 @@ def test_the_time_budget_stops_before_the_lambda_would_and_reports_the_backlog(
     assert len(keys) == len(set(keys)) == 250
 
 
+@pytest.mark.parametrize("timeout", [9, 12, 15, 30, 60, 900])
+def test_the_processors_calls_are_sized_so_a_send_and_a_completion_fit_its_margin(timeout: int) -> None:
+    margin = min(10, max(1, timeout // 3))  # components/runtime_config.py's budget margin
+    limits = polling.call_limits(margin)
+    assert 2 * limits.worst_seconds() + polling.SLACK_SECONDS <= margin, limits
+    assert limits.connect > 0 and limits.read > limits.connect and limits.attempts in (1, 2)
+    # the handlers' default would not: one call alone can outlast the margin
+    assert CLIENTS.limits.worst_seconds() > margin
+
+
 @pytest.mark.parametrize("left", [10.5, 14.0, 25.0, 40.0, 60.0])
 @pytest.mark.parametrize("slow", ["SendMessageBatch", "UpdateItem"])
 def test_the_lambda_timeout_never_cuts_a_send_off_from_its_completions(
