@@ -211,6 +211,7 @@ class Processor:
         now: Callable[[], float],
         time_left: Callable[[], float],
         shards: Sequence[int] | None = None,
+        sending: Clients | None = None,
     ):
         self.config = config
         self.polling = config["polling"]
@@ -218,6 +219,10 @@ class Processor:
         self.whole = shards is None
         self.shards = list(range(self.polling["shards"]) if shards is None else shards)
         self.clients = clients
+        # The sends and the item writes that follow them (completions, backoffs, dead letters): kept to the
+        # processor's own call limits (`call_limits`, the handler's `processor_clients`), which a send's budget
+        # counts on; the reads and the leases keep the generous ones (a slow read only stops a shard's drain).
+        self.send_clients = clients if sending is None else sending
         self.now = now
         self.time_left = time_left
         self.keys = key_names(config)
@@ -657,9 +662,10 @@ class Processor:
         retried alone, never with the ones already sent. Each entry's bookkeeping is its own (`_settle`): one that
         fails (a throttle outlasting the retries) leaves that entry due, and the others are still completed, so
         none the target took is sent again; the first such error is returned, for the tick to fail with after the
-        rest is done. Only the entries whose send and completions fit the time left at their worst are sent
-        (`_fitting`); the rest are left for the next tick, unsent: a send the Lambda timeout cuts off before its
-        completions would be sent again once the shard's lease ends."""
+        rest is done. A send takes only the entries whose send and completions fit the time left at their worst
+        (`_fitting`), the next send the next ones, and so on; what does not fit even alone is left for the next
+        tick, unsent: a send the Lambda timeout cuts off before its completions would be sent again once the
+        shard's lease ends."""
         if self._out_of_time():
             return [Outcome.LEFT] * len(batch), None
         target = self.config["target"]
@@ -687,20 +693,34 @@ class Processor:
                 continue
             ready.append((item, due, occurrence, payload))
         if ready:
-            prepare(target, clients=self.clients)
-        fitting = self._fitting([(payload, occurrence) for *_, occurrence, payload in ready])
-        outcomes.extend([Outcome.LEFT] * (len(ready) - fitting))
-        ready = ready[:fitting]
-        refused = send_many(target, [(payload, occurrence) for *_, occurrence, payload in ready], clients=self.clients)
+            prepare(target, clients=self.send_clients)
+        while ready:
+            # As many as fit, sent and settled, then the next: a short time left sends smaller batches.
+            fitting = self._fitting([(payload, occurrence) for *_, occurrence, payload in ready])
+            if fitting == 0:
+                outcomes.extend([Outcome.LEFT] * len(ready))
+                break
+            self._send(ready[:fitting], outcomes, errors)
+            ready = ready[fitting:]
+        return outcomes, errors[0] if errors else None
+
+    def _send(
+        self, ready: list[tuple[dict[str, Any], int, str, str]], outcomes: list[Outcome], errors: list[Exception]
+    ) -> None:
+        """Send (item, due, occurrence, payload) entries that fit the time left (`_fitting`), then settle each:
+        the completions first (the budget counts one each), then the refused entries' backoffs (nothing was
+        sent)."""
+        target = self.config["target"]
+        refused = send_many(
+            target, [(payload, occurrence) for *_, occurrence, payload in ready], clients=self.send_clients
+        )
         sent = [(item, due) for (item, due, _, _), error in zip(ready, refused, strict=True) if error is None]
-        # The completions first (the budget counts one each), then the refused entries' backoffs (nothing was sent).
         for position, (item, due) in enumerate(sent):
             later = len(sent) - position - 1
             self._settle(outcomes, errors, self._key(item), partial(self._dispatched, item, due, later), sent=True)
         for (item, _, _, _), error in zip(ready, refused, strict=True):
             if error is not None:
                 self._settle(outcomes, errors, self._key(item), partial(self._failed, item, error), sent=False)
-        return outcomes, errors[0] if errors else None
 
     def _fitting(self, batch: list[tuple[str, str]]) -> int:
         """How many of `batch`'s entries (payload, occurrence), from the first, can be sent now: their send's calls
@@ -872,7 +892,7 @@ class Processor:
     def _done(self, item: dict[str, Any]) -> None:
         """Mark the sent occurrence done (or delete the item, `on_done="delete"`), only if the item is still as it
         was read: a user's move since keeps it waiting at its new time."""
-        ddb = self.clients.get("dynamodb")
+        ddb = self.send_clients.get("dynamodb")
         condition, names, values = self._unchanged(item)
         key = self._key(item)
         try:
@@ -1009,7 +1029,7 @@ class Processor:
         """One conditional update of the item; False when its condition failed (the item changed: nothing
         written)."""
         try:
-            self.clients.get("dynamodb").update_item(
+            self.send_clients.get("dynamodb").update_item(
                 TableName=self.config["table"],
                 Key=self._key(item),
                 UpdateExpression=update,
@@ -1040,7 +1060,9 @@ class Processor:
             "item": without_index(decode_image(raw) or {}),
         }
         # A 400 KB item still dead-letters: without its body if need be, never retried forever for its size.
-        self.clients.get("sqs").send_message(QueueUrl=self.polling["deadLetterUrl"], MessageBody=fit(body, "item", {}))
+        self.send_clients.get("sqs").send_message(
+            QueueUrl=self.polling["deadLetterUrl"], MessageBody=fit(body, "item", {})
+        )
 
 
 class Unusable(PermanentError):
@@ -1171,9 +1193,11 @@ def process(
     now: Callable[[], float] = time.time,
     time_left: Callable[[], float] = lambda: 900.0,
     shards: Sequence[int] | None = None,
+    sending: Clients | None = None,
 ) -> TickReport:
-    """One tick of `shards` (every shard when None)."""
-    return Processor(config, clients, now, time_left, shards).tick()
+    """One tick of `shards` (every shard when None); `sending`: the clients of its sends and item writes
+    (`clients` when None)."""
+    return Processor(config, clients, now, time_left, shards, sending).tick()
 
 
 def time_left_of(context: LambdaContext) -> Callable[[], float]:
@@ -1198,11 +1222,11 @@ def handler(event: dict[str, Any], context: LambdaContext | None = None) -> dict
         fanned = fan_out(config, function)
         return {"dueShards": len(fanned.due_shards), "invocations": len(fanned.invoked)}
     section = config.get("polling")
-    clients = processor_clients(section["budgetMarginSeconds"]) if section else CLIENTS
+    sending = processor_clients(section["budgetMarginSeconds"]) if section else CLIENTS
     if context is None:
-        report = process(config, clients=clients, shards=group)
+        report = process(config, shards=group, sending=sending)
     else:
-        report = process(config, clients=clients, time_left=time_left_of(context), shards=group)
+        report = process(config, time_left=time_left_of(context), shards=group, sending=sending)
     return {
         "dispatched": report.dispatched,
         "retried": report.retried,

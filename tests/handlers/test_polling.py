@@ -379,6 +379,30 @@ def test_the_time_budget_stops_before_the_lambda_would_and_reports_the_backlog(
     assert len(keys) == len(set(keys)) == 250
 
 
+def test_a_time_left_that_fits_only_small_sends_still_drains_the_shard_in_them(
+    polling_env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a warm container (whole pages) whose time left holds a send and three completions at their worst
+    use_shards(polling_env, 1)
+    polling_env.config["maxWorkers"] = 1
+    for i in range(25):
+        pending(polling_env, f"t{i:02}", NOW - 100 + i)
+    monkeypatch.setitem(polling._PACE, (polling_env.table, 0), 100.0)
+    worst = polling.call_limits(polling_env.config["polling"]["budgetMarginSeconds"]).worst_seconds()
+    sizes: list[int] = []
+    send_many = polling.send_many
+
+    def counted(target: Any, entries: list[Any], **kwargs: Any) -> Any:
+        sizes.append(len(entries))
+        return send_many(target, entries, **kwargs)
+
+    monkeypatch.setattr(polling, "send_many", counted)
+    report = tick(polling_env, time_left=lambda: 4 * worst + polling.SLACK_SECONDS)
+    # THEN every item is sent, three a send, and the tick did not stop for want of time
+    assert report.dispatched == 25 and not report.out_of_time
+    assert max(sizes) == 3 and sum(sizes) == 25
+
+
 @pytest.mark.parametrize("timeout", [9, 12, 15, 30, 60, 900])
 def test_the_processors_calls_are_sized_so_a_send_and_a_completion_fit_its_margin(timeout: int) -> None:
     margin = min(10, max(1, timeout // 3))  # components/runtime_config.py's budget margin
