@@ -693,7 +693,12 @@ class Processor:
                 continue
             ready.append((item, due, occurrence, payload))
         if ready:
-            prepare(target, clients=self.send_clients)
+            try:
+                prepare(target, clients=self.send_clients)
+            except Exception as exc:  # the target cannot be looked up (a queue deleted): a send that failed, each
+                for item, *_ in ready:
+                    self._settle(outcomes, errors, self._key(item), partial(self._failed, item, exc), sent=False)
+                return outcomes, errors[0] if errors else None
         while ready:
             # As many as fit, sent and settled, then the next: a short time left sends smaller batches.
             fitting = self._fitting([(payload, occurrence) for *_, occurrence, payload in ready])
