@@ -728,7 +728,7 @@ OPTION_DOCS: dict[str, str] = {
         "every mode: how long the ledger remembers an occurrence or record, 86400-2592000 (longer than the "
         "stream's 24 h, so no redelivery outlives it)"
     ),
-    "shards": "`polling` mode: partitions of the due index, 1-100",
+    "shards": "`polling` mode: partitions of the due index, 1-100; lowered, the shards above keep draining until empty",
     "shard_groups": (
         "`polling` mode: processor invocations a tick, 1 to `shards`; 1 takes every shard in one invocation, more "
         "fan out: the rule's invocation invokes the processor once per group of shards with something due, each "

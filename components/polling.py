@@ -41,8 +41,9 @@ def build(ctx: BuildContext) -> ModeResult:
             target_statements(ctx, policies.direct_dispatch_statements),
             ctx.table.arn.apply(lambda arn: policies.index_query_statements(arn, pending.INDEX_NAME)),
             ctx.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["BatchGetItem", *done_actions])),
-            # A shard is held by one invocation at a time: a lease item put into the ledger and deleted again.
-            ledger.arn.apply(lambda arn: policies.table_item_statements(arn, ["DeleteItem", "PutItem"])),
+            # A shard is held by one invocation at a time: a lease item put into the ledger and deleted again; the
+            # highest shard count still in use is read and kept there too (shards above a lowered count drain).
+            ledger.arn.apply(lambda arn: policies.table_item_statements(arn, ["DeleteItem", "GetItem", "PutItem"])),
         ).apply(flatten),
         config=config,
         stream=False,

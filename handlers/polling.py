@@ -27,9 +27,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from st_core import log
-from st_core.clients import CLIENTS, Clients
+from st_core.clients import CLIENTS, CallLimits, Clients
 from st_core.config import load_config
-from st_core.dispatch import batch_entries, due_event, send_many, target_input
+from st_core.dispatch import batch_entries, due_event, most_calls, prepare, send_many, target_input
 from st_core.errors import PermanentError, advice, error_code, is_transient, kms_reason, persist
 from st_core.naming import item_keys, key_names, occurrence_id
 from st_core.pending import (
@@ -65,6 +65,7 @@ if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see 
 AWS_ACTIONS = (
     "dynamodb:BatchGetItem",
     "dynamodb:DeleteItem",
+    "dynamodb:GetItem",
     "dynamodb:PutItem",
     "dynamodb:Query",
     "dynamodb:UpdateItem",
@@ -150,6 +151,41 @@ class TickReport:
 _PACE: dict[tuple[str, int], float] = {}
 # The ledger item that holds a shard for one invocation: `LEASE_PREFIX` + the shard number.
 LEASE_PREFIX = "lease#shard#"
+# The ledger item that keeps the highest `shards` whose index entries may still wait (`Processor.index_shards`).
+SHARDS_RECORD = {"id": {"S": "shards#highest"}}
+# The most shards a configuration may have (components/args.py): what a first tick probes for entries left behind.
+MAX_SHARDS = 100
+# Kept free of calls in a send's budget: the processor's own time between them (building events, logging, a pause
+# of the interpreter).
+SLACK_SECONDS = 1.0
+# One call's budget is never sized below this, however short the Lambda timeout (its budget margin).
+MIN_CALL_SECONDS = 1.0
+
+
+def call_limits(margin: float) -> CallLimits:
+    """The processor's own limits for one AWS call, sized to its budget margin: the last batch a tick may start, with
+    the margin left, is one send and one completion, each at its worst (`CallLimits.worst_seconds`), and
+    SLACK_SECONDS to spare. Two attempts (the SDK retries a throttle or a 500 once) when each then still has over a
+    second; one otherwise. The handlers' default (3 x (5 s + 15 s)) lets one call outlast the margin, so a batch sent
+    at the margin was cut off by the Lambda timeout between its send and its completions (and sent again)."""
+    worst = max(MIN_CALL_SECONDS, (margin - SLACK_SECONDS) / 2)
+    attempts = 2 if worst >= 3 else 1
+    per_attempt = (worst - sum(2.0 ** (n - 1) for n in range(1, attempts))) / attempts
+    connect = min(0.5, per_attempt / 3)
+    return CallLimits(connect=connect, read=per_attempt - connect, attempts=attempts)
+
+
+_PROCESSOR_CLIENTS: dict[float, Clients] = {}
+
+
+def processor_clients(margin: float) -> Clients:
+    """The processor's clients, keeping to `call_limits(margin)`: one registry a container (a margin)."""
+    made = _PROCESSOR_CLIENTS.get(margin)
+    if made is None:
+        made = _PROCESSOR_CLIENTS.setdefault(margin, Clients(call_limits(margin)))
+    return made
+
+
 # BatchGetItem's tries for keys DynamoDB leaves unprocessed (throttling) before the rest is left for the next tick.
 READ_ATTEMPTS = 5
 # The errors of a BatchGetItem throttled as a whole: its keys are left for the next tick, as unprocessed ones are.
@@ -175,12 +211,18 @@ class Processor:
         now: Callable[[], float],
         time_left: Callable[[], float],
         shards: Sequence[int] | None = None,
+        sending: Clients | None = None,
     ):
         self.config = config
         self.polling = config["polling"]
-        # The shards this invocation takes: every one, or (fanned out) its group's.
+        # The shards this invocation takes: every one (`index_shards`, found at the tick), or (fanned out) its group's.
+        self.whole = shards is None
         self.shards = list(range(self.polling["shards"]) if shards is None else shards)
         self.clients = clients
+        # The sends and the item writes that follow them (completions, backoffs, dead letters): kept to the
+        # processor's own call limits (`call_limits`, the handler's `processor_clients`), which a send's budget
+        # counts on; the reads and the leases keep the generous ones (a slow read only stops a shard's drain).
+        self.send_clients = clients if sending is None else sending
         self.now = now
         self.time_left = time_left
         self.keys = key_names(config)
@@ -189,11 +231,15 @@ class Processor:
         # Who holds a shard: this invocation's own mark, so only it releases its leases.
         self.holder = os.urandom(8).hex()
         self.workers = config["maxWorkers"]
+        # The longest one of its calls may take: what a send and its completions are budgeted by (`_fitting`).
+        self.call_seconds = call_limits(self.polling["budgetMarginSeconds"]).worst_seconds()
         # A cold container's first page of a shard, before any pace is known: its share of one round of the pool.
         self.first_page = max(1, self.workers // max(1, len(self.shards)))
 
     def tick(self) -> TickReport:
         report = TickReport()
+        if self.whole:
+            self.shards = self.index_shards()
         shards = self.shards
         if not shards:
             return report
@@ -224,6 +270,87 @@ class Processor:
             if error is not None:
                 raise error  # after the metrics: what the other shards did is reported
         return report
+
+    def index_shards(self) -> list[int]:
+        """The shards the due index may hold entries in: 0 to `shards`-1, and those above that a higher `shards`
+        before a change left entries in (the assigner indexes each new item on a shard below the current count,
+        and an entry stays on its shard until it leaves the index), until they are empty. The ledger keeps the
+        highest count in use (`SHARDS_RECORD`): raised at the first tick of a higher `shards`; lowered once every
+        shard above the current count holds nothing and an assigner of the old count can no longer be running (a
+        lease's length after the change was first seen). A stack's first tick, with no record yet (a stack made
+        before the record was kept), probes every shard a configuration may have. One GetItem a tick, and while
+        old shards hold entries, one more one-item Query each."""
+        shards = self.polling["shards"]
+        ddb = self.clients.get("dynamodb")
+        ledger = self.polling["ledgerTable"]
+        now = int(self.now())
+        record = ddb.get_item(TableName=ledger, Key=SHARDS_RECORD, ConsistentRead=True).get("Item")
+        if record is None:
+            highest, since = self._highest_used(shards), now
+            self._keep_shards(highest, shards, since, "attribute_not_exists(#shards)", {})
+        else:
+            highest, seen, since = (int(record[name]["N"]) for name in ("shards", "config", "since"))
+            if highest < shards:  # raised: every entry is on a shard below the new count
+                self._keep_shards(shards, shards, now, "#shards = :was", {":was": record["shards"]})
+                highest = shards
+            elif highest > shards and seen != shards:  # lowered: the old assigner's grace starts now
+                since = now
+                condition = "#shards = :was AND #config = :seen"
+                self._keep_shards(
+                    highest, shards, since, condition, {":was": record["shards"], ":seen": record["config"]}
+                )
+        if highest <= shards:
+            return list(range(shards))
+        old = [shard for shard in range(shards, highest) if self._holds_any(shard)]
+        if not old and now >= since + self.polling["leaseSeconds"]:
+            condition = "#shards = :was AND #config = :seen"
+            self._keep_shards(
+                shards, shards, since, condition, {":was": {"N": str(highest)}, ":seen": {"N": str(shards)}}
+            )
+            log.info("old-shards-drained", shards=shards, was=highest)
+        elif old:
+            log.info("old-shards-draining", shards=shards, old=old, note="entries indexed before `shards` was lowered")
+        return [*range(shards), *old]
+
+    def _keep_shards(self, highest: int, shards: int, since: int, condition: str, values: dict[str, Any]) -> None:
+        """Write the shards record, if it is still as read (another tick's write wins: the next tick reads it)."""
+        try:
+            self.clients.get("dynamodb").put_item(
+                TableName=self.polling["ledgerTable"],
+                Item={
+                    **SHARDS_RECORD,
+                    "shards": {"N": str(highest)},
+                    "config": {"N": str(shards)},
+                    "since": {"N": str(since)},
+                },
+                ConditionExpression=condition,
+                ExpressionAttributeNames={
+                    "#shards": "shards",
+                    **({"#config": "config"} if "#config" in condition else {}),
+                },
+                **({"ExpressionAttributeValues": values} if values else {}),
+            )
+        except Exception as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+
+    def _holds_any(self, shard: int) -> bool:
+        """Whether the shard holds any index entry, due or not (one one-item Query)."""
+        query = self.due_query(shard)
+        query.update(
+            KeyConditionExpression="#shard = :shard",
+            ExpressionAttributeNames={"#shard": SHARD},
+            ExpressionAttributeValues={":shard": {"N": str(shard)}},
+            Limit=1,
+        )
+        return bool(self._query(self.clients.get("dynamodb"), query).get("Items"))
+
+    def _highest_used(self, shards: int) -> int:
+        """One above the highest shard holding an entry, at least `shards`: every shard up to MAX_SHARDS probed."""
+        above = list(range(shards, MAX_SHARDS))
+        with ThreadPoolExecutor(max_workers=max(1, min(self.workers, len(above)))) as readers:
+            held = [shard for shard, holds in zip(above, readers.map(self._holds_any, above), strict=True) if holds]
+        return max([shards, *(shard + 1 for shard in held)])
 
     def _out_of_time(self) -> bool:
         return self.time_left() < self.polling["budgetMarginSeconds"]
@@ -535,8 +662,10 @@ class Processor:
         retried alone, never with the ones already sent. Each entry's bookkeeping is its own (`_settle`): one that
         fails (a throttle outlasting the retries) leaves that entry due, and the others are still completed, so
         none the target took is sent again; the first such error is returned, for the tick to fail with after the
-        rest is done. A batch is not sent once the time is up: a send the Lambda timeout cuts off before its
-        completions would be sent again by the next tick."""
+        rest is done. A send takes only the entries whose send and completions fit the time left at their worst
+        (`_fitting`), the next send the next ones, and so on; what does not fit even alone is left for the next
+        tick, unsent: a send the Lambda timeout cuts off before its completions would be sent again once the
+        shard's lease ends."""
         if self._out_of_time():
             return [Outcome.LEFT] * len(batch), None
         target = self.config["target"]
@@ -563,17 +692,59 @@ class Processor:
                 self._settle(outcomes, errors, key, partial(self._failed, item, exc), sent=False)
                 continue
             ready.append((item, due, occurrence, payload))
-        refused = send_many(target, [(payload, occurrence) for *_, occurrence, payload in ready], clients=self.clients)
-        for (item, due, _, _), error in zip(ready, refused, strict=True):
-            key = self._key(item)
-            if error is not None:
-                self._settle(outcomes, errors, key, partial(self._failed, item, error), sent=False)
-            else:
-                self._settle(outcomes, errors, key, partial(self._dispatched, item, due), sent=True)
+        if ready:
+            try:
+                prepare(target, clients=self.send_clients)
+            except Exception as exc:  # the target cannot be looked up (a queue deleted): a send that failed, each
+                for item, *_ in ready:
+                    self._settle(outcomes, errors, self._key(item), partial(self._failed, item, exc), sent=False)
+                return outcomes, errors[0] if errors else None
+        while ready:
+            # As many as fit, sent and settled, then the next: a short time left sends smaller batches.
+            fitting = self._fitting([(payload, occurrence) for *_, occurrence, payload in ready])
+            if fitting == 0:
+                outcomes.extend([Outcome.LEFT] * len(ready))
+                break
+            self._send(ready[:fitting], outcomes, errors)
+            ready = ready[fitting:]
         return outcomes, errors[0] if errors else None
 
-    def _dispatched(self, item: dict[str, Any], due: int) -> Outcome:
-        persist(partial(self._done, item))
+    def _send(
+        self, ready: list[tuple[dict[str, Any], int, str, str]], outcomes: list[Outcome], errors: list[Exception]
+    ) -> None:
+        """Send (item, due, occurrence, payload) entries that fit the time left (`_fitting`), then settle each:
+        the completions first (the budget counts one each), then the refused entries' backoffs (nothing was
+        sent)."""
+        target = self.config["target"]
+        refused = send_many(
+            target, [(payload, occurrence) for *_, occurrence, payload in ready], clients=self.send_clients
+        )
+        sent = [(item, due) for (item, due, _, _), error in zip(ready, refused, strict=True) if error is None]
+        for position, (item, due) in enumerate(sent):
+            later = len(sent) - position - 1
+            self._settle(outcomes, errors, self._key(item), partial(self._dispatched, item, due, later), sent=True)
+        for (item, _, _, _), error in zip(ready, refused, strict=True):
+            if error is not None:
+                self._settle(outcomes, errors, self._key(item), partial(self._failed, item, error), sent=False)
+
+    def _fitting(self, batch: list[tuple[str, str]]) -> int:
+        """How many of `batch`'s entries (payload, occurrence), from the first, can be sent now: their send's calls
+        (`dispatch.most_calls`) and one completion each, every call at its worst, fit the time left with
+        SLACK_SECONDS to spare. The Lambda timeout then never cuts a send off from its completions."""
+        left = self.time_left() - SLACK_SECONDS
+        for count in range(len(batch), 0, -1):
+            if (most_calls(self.config["target"], batch[:count]) + count) * self.call_seconds <= left:
+                return count
+        return 0
+
+    def _dispatched(self, item: dict[str, Any], due: int, later: int = 0) -> Outcome:
+        """Complete a sent item. Its write is tried again (a throttle, a 500) only while the time left still holds
+        the retry and the `later` completions of its batch, each at its worst."""
+
+        def may_retry(wait: float) -> bool:
+            return wait + (later + 1) * self.call_seconds <= self.time_left() - SLACK_SECONDS
+
+        persist(partial(self._done, item), may_retry=may_retry)
         log.info(
             "dispatched",
             keys=decode_image(self._key(item)),
@@ -726,7 +897,7 @@ class Processor:
     def _done(self, item: dict[str, Any]) -> None:
         """Mark the sent occurrence done (or delete the item, `on_done="delete"`), only if the item is still as it
         was read: a user's move since keeps it waiting at its new time."""
-        ddb = self.clients.get("dynamodb")
+        ddb = self.send_clients.get("dynamodb")
         condition, names, values = self._unchanged(item)
         key = self._key(item)
         try:
@@ -863,7 +1034,7 @@ class Processor:
         """One conditional update of the item; False when its condition failed (the item changed: nothing
         written)."""
         try:
-            self.clients.get("dynamodb").update_item(
+            self.send_clients.get("dynamodb").update_item(
                 TableName=self.config["table"],
                 Key=self._key(item),
                 UpdateExpression=update,
@@ -894,7 +1065,9 @@ class Processor:
             "item": without_index(decode_image(raw) or {}),
         }
         # A 400 KB item still dead-letters: without its body if need be, never retried forever for its size.
-        self.clients.get("sqs").send_message(QueueUrl=self.polling["deadLetterUrl"], MessageBody=fit(body, "item", {}))
+        self.send_clients.get("sqs").send_message(
+            QueueUrl=self.polling["deadLetterUrl"], MessageBody=fit(body, "item", {})
+        )
 
 
 class Unusable(PermanentError):
@@ -979,8 +1152,9 @@ def fan_out(
     import json
 
     processor = Processor(config, clients, now, lambda: 900.0)
+    processor.shards = processor.index_shards()
     due = set(processor.due_shards())
-    groups = [group for group in shard_groups(config["polling"]["shards"], _groups(config)) if due.intersection(group)]
+    groups = [group for group in shard_groups(max(processor.shards) + 1, _groups(config)) if due.intersection(group)]
     lam = clients.get("lambda")
 
     def invoke(group: list[int]) -> None:
@@ -1005,12 +1179,13 @@ def _groups(config: HandlerConfig) -> int:
 
 
 def _group_of(event: object, config: HandlerConfig) -> list[int] | None:
-    """The shards a fanned-out invocation was given (`{"shards": [...]}`), those in range; None for the rule's
-    own event (it has no `shards`)."""
+    """The shards a fanned-out invocation was given (`{"shards": [...]}`), those a configuration may have (the
+    fan-out also hands out shards above the current count that still hold entries: `Processor.index_shards`);
+    None for the rule's own event (it has no `shards`)."""
     if not isinstance(event, dict) or "shards" not in event:
         return None
-    given, shards = event["shards"], config["polling"]["shards"]
-    group = [s for s in given if isinstance(s, int) and 0 <= s < shards] if isinstance(given, list) else []
+    given = event["shards"]
+    group = [s for s in given if isinstance(s, int) and 0 <= s < MAX_SHARDS] if isinstance(given, list) else []
     if group != given:
         log.warning("shard-group-ignored", given=str(given)[:200], kept=group, note="shards out of range")
     return group
@@ -1023,9 +1198,22 @@ def process(
     now: Callable[[], float] = time.time,
     time_left: Callable[[], float] = lambda: 900.0,
     shards: Sequence[int] | None = None,
+    sending: Clients | None = None,
 ) -> TickReport:
-    """One tick of `shards` (every shard when None)."""
-    return Processor(config, clients, now, time_left, shards).tick()
+    """One tick of `shards` (every shard when None); `sending`: the clients of its sends and item writes
+    (`clients` when None)."""
+    return Processor(config, clients, now, time_left, shards, sending).tick()
+
+
+def time_left_of(context: LambdaContext) -> Callable[[], float]:
+    """The invocation's time left (s): the context's, never more than it said at the start less the time gone since
+    on this container's own clock, so a context whose count does not move (an emulator's) still bounds the tick."""
+    start, first = time.monotonic(), context.get_remaining_time_in_millis() / 1000
+
+    def left() -> float:
+        return min(context.get_remaining_time_in_millis() / 1000, first - (time.monotonic() - start))
+
+    return left
 
 
 def handler(event: dict[str, Any], context: LambdaContext | None = None) -> dict[str, Any]:
@@ -1038,10 +1226,12 @@ def handler(event: dict[str, Any], context: LambdaContext | None = None) -> dict
         function = context.invoked_function_arn if context is not None else os.environ["AWS_LAMBDA_FUNCTION_NAME"]
         fanned = fan_out(config, function)
         return {"dueShards": len(fanned.due_shards), "invocations": len(fanned.invoked)}
+    section = config.get("polling")
+    sending = processor_clients(section["budgetMarginSeconds"]) if section else CLIENTS
     if context is None:
-        report = process(config, shards=group)
+        report = process(config, shards=group, sending=sending)
     else:
-        report = process(config, time_left=lambda: context.get_remaining_time_in_millis() / 1000, shards=group)
+        report = process(config, time_left=time_left_of(context), shards=group, sending=sending)
     return {
         "dispatched": report.dispatched,
         "retried": report.retried,

@@ -8,12 +8,38 @@ from typing import Any
 # At least as many pooled connections as the most workers a batch can run (`max_workers` is 1-64): with botocore's
 # default of 10, workers beyond the tenth wait for a connection (and log "Connection pool is full").
 POOL_CONNECTIONS = 64
+# The SDK's wait before its n-th retry (standard mode): a random share of 2^(n-1) s, at most this long.
+MAX_RETRY_WAIT_SECONDS = 20.0
+
+
+class CallLimits:
+    """How long one SDK call may take: each attempt connects within `connect` s and waits at most `read` s for the
+    answer, `attempts` attempts in all with the SDK's waits between them. What a caller that must finish before a
+    deadline (the polling processor's send and its completions) counts on (`worst_seconds`)."""
+
+    def __init__(self, connect: float, read: float, attempts: int) -> None:
+        self.connect = connect
+        self.read = read
+        self.attempts = attempts
+
+    def __repr__(self) -> str:
+        return f"CallLimits(connect={self.connect}, read={self.read}, attempts={self.attempts})"
+
+    def worst_seconds(self) -> float:
+        """The longest one call can take: every attempt to its timeouts, every wait between them at its longest."""
+        waits = sum(min(2.0 ** (n - 1), MAX_RETRY_WAIT_SECONDS) for n in range(1, self.attempts))
+        return self.attempts * (self.connect + self.read) + waits
+
+
+# Every handler's calls but the polling processor's: generous, since a slow answer only delays.
+DEFAULT_LIMITS = CallLimits(connect=5, read=15, attempts=3)
 
 
 class Clients:
-    """A lazy registry: boto3 is imported only when a handler first talks to AWS."""
+    """A lazy registry: boto3 is imported only when a handler first talks to AWS. Its clients keep to `limits`."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: CallLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -29,9 +55,9 @@ class Clients:
                 from botocore.config import Config
 
                 config = Config(
-                    retries={"mode": "standard", "max_attempts": 3},
-                    connect_timeout=5,
-                    read_timeout=15,
+                    retries={"mode": "standard", "max_attempts": self.limits.attempts},
+                    connect_timeout=self.limits.connect,
+                    read_timeout=self.limits.read,
                     max_pool_connections=POOL_CONNECTIONS,
                 )
                 self._clients[service] = boto3.client(service, config=config)

@@ -156,6 +156,33 @@ def packed(sizes: Sequence[int], entries: int, limit: int) -> list[list[int]]:
     return batches
 
 
+def _sizes(batch: Sequence[tuple[str, str]]) -> list[int]:
+    """Each (payload, occurrence)'s bytes in a batch call, with its entry's envelope."""
+    return [size(payload) + constants.ENVELOPE_BYTES for payload, _ in batch]
+
+
+def most_calls(target: TargetConfig, batch: Sequence[tuple[str, str]]) -> int:
+    """The most calls `send_many` makes for `batch` (after `prepare`): one a pack of entries where the kind has a
+    batch call, plus one an entry of each pack the target may refuse whole for its size (a queue whose own maximum
+    message size is below the pack's total: its entries are then sent one a call); one an entry where it has none.
+    What a caller with a deadline counts before it sends."""
+    kind = target_types.of(target["kind"])
+    if getattr(kind, "send_batch", None) is None:
+        return len(batch)
+    sizes, limit = _sizes(batch), int(getattr(kind, "BATCH_BYTES", 0))
+    own = int(target.get("maxMessageBytes") or limit)
+    packs = packed(sizes, batch_entries(target), limit)
+    return len(packs) + sum(len(pack) for pack in packs if len(pack) > 1 and sum(sizes[p] for p in pack) > own)
+
+
+def prepare(target: TargetConfig, *, clients: Clients = CLIENTS) -> None:
+    """Make now the lookups the target's sends make before their first call (an SQS queue's URL, kept per client),
+    so that a send then makes only the calls `most_calls` counts."""
+    lookup = getattr(target_types.of(target["kind"]), "prepare", None)
+    if lookup is not None:
+        lookup(clients, target)
+
+
 def send_many(
     target: TargetConfig, batch: Sequence[tuple[str, str]], *, clients: Clients = CLIENTS
 ) -> list[Exception | None]:
@@ -176,7 +203,7 @@ def send_many(
                 results[position] = exc
         return results
     entries, limit = batch_entries(target), int(getattr(kind, "BATCH_BYTES", 0))
-    sizes = [size(payload) + constants.ENVELOPE_BYTES for payload, _ in batch]
+    sizes = _sizes(batch)
     for positions in packed(sizes, entries, limit):
         try:
             if len(positions) == 1 and sizes[positions[0]] > limit:

@@ -180,14 +180,23 @@ def advice(exc: BaseException) -> str:
     return ""
 
 
-def persist(call: Callable[[], T], *, attempts: int = 5, delay: float = 0.1) -> T:
+def persist(
+    call: Callable[[], T],
+    *,
+    attempts: int = 5,
+    delay: float = 0.1,
+    may_retry: Callable[[float], bool] | None = None,
+) -> T:
     """Run an idempotent bookkeeping write until it succeeds or the error is not transient. For writes that record
-    an action already taken (a completion): giving up there would make a retry take the action a second time."""
+    an action already taken (a completion): giving up there would make a retry take the action a second time.
+    `may_retry`, given the wait before the next try, says whether there is time for it (a caller with a deadline);
+    when it says no, the last error is raised."""
     for attempt in range(1, attempts + 1):
         try:
             return call()
         except Exception as exc:
-            if attempt == attempts or not is_transient(exc):
+            wait = delay * 2 ** (attempt - 1)
+            if attempt == attempts or not is_transient(exc) or (may_retry is not None and not may_retry(wait)):
                 raise
-            time.sleep(delay * 2 ** (attempt - 1))
+            time.sleep(wait)
     raise AssertionError("unreachable")

@@ -108,7 +108,11 @@ def test_the_processor_may_query_the_due_index_use_this_table_and_hold_shards_in
     # a shard held with a lease item in the ledger, put and deleted: nothing else there
     ledger_arn = built.one("rem-ledger").outputs["arn"]
     assert [s for s in found if s["Resource"] == [ledger_arn]] == [
-        {"Effect": "Allow", "Action": ["dynamodb:DeleteItem", "dynamodb:PutItem"], "Resource": [ledger_arn]}
+        {
+            "Effect": "Allow",
+            "Action": ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem"],
+            "Resource": [ledger_arn],
+        }
     ]
     assert not any(a.startswith("dynamodb:GetRecords") for s in found for a in s["Action"])
     # dead letters to the target DLQ, an item it cannot handle to the poison queue

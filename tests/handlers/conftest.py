@@ -442,4 +442,21 @@ def with_due_index(env: Env) -> Env:
     env.table, env.config = table, config
     env.stream = Stream(created["TableDescription"]["LatestStreamArn"], boto3.client("dynamodbstreams", REGION))
     env.target_dlq_arn = dlq
+    use_shards(env, 8)
     return env
+
+
+def use_shards(env: Env, shards: int) -> None:
+    """A polling stack made with `shards` and past its first tick: its config, and the ledger's record of the shard
+    count in use (a stack's first tick probes every shard a configuration may have for entries a higher count left
+    behind; tests/handlers/test_polling_shards.py runs that probe and a change of `shards`)."""
+    env.config["polling"]["shards"] = shards
+    env.ddb.put_item(
+        TableName=env.config["polling"]["ledgerTable"],
+        Item={
+            "id": {"S": "shards#highest"},
+            "shards": {"N": str(shards)},
+            "config": {"N": str(shards)},
+            "since": {"N": "0"},
+        },
+    )

@@ -11,7 +11,9 @@ item that keeps its time, or an update of a done item, is not a new task; a dele
 time attribute (with no delay configured), cancels a task that has not run, and a time written again after such a
 removal is a new task. Stream records are delivered at least once, at any later time. Ticks may overlap (the rule
 ticks again while a tick still runs), and a tick may die holding its shards, before or after sending (what it sent
-and did not complete may run once more: at least once, never lost).
+and did not complete may run once more: at least once, never lost). A tick may also be killed at any AWS call, by a
+crash or by its Lambda timeout on a clock its calls move (`tick_killed`): the timeout never cuts a send off from its
+completions, so it sends nothing twice.
 
 `MODEL_EXAMPLES` sets the number of sequences (50 by default); `MODEL_RANDOM=1` draws new sequences instead of the
 fixed ones `make test` runs; hypothesis prints a failing sequence shrunk.
@@ -19,9 +21,13 @@ fixed ones `make test` runs; hypothesis prints a failing sequence shrunk.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
+import threading
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -39,7 +45,7 @@ from st_core.pending import without_index
 
 from components import pending_attributes
 from components.filters import filter_patterns, polling_filters
-from tests.handlers.conftest import Env
+from tests.handlers.conftest import Env, use_shards
 from tests.handlers.faults import RefusedEntries, Throttled
 from tests.handlers.model_support import StreamDelivery, TargetQueue, due_time, model_env, model_test
 from tests.iam.enforce import acting
@@ -51,6 +57,8 @@ SAME_SHARD = ("b", "c")  # of the model's 4 shards (checked where it matters)
 SK = "T"
 FORMS = ["epoch", "iso", "iso-fraction"]
 TIMEOUT_SECONDS = 60  # the processor's Lambda timeout: the env's lease (90 s) is the timeout + 30 s
+# The AWS operations a tick makes (`tick_killed` slows one call of one of them down).
+OPERATIONS = ["GetItem", "Query", "PutItem", "BatchGetItem", "SendMessageBatch", "UpdateItem", "DeleteItem"]
 
 
 def raw_time(moment: datetime, form: str) -> Any:
@@ -437,6 +445,64 @@ class PollingModel(StreamDelivery):
             self.may_run_again.add(item.task.id)
         self._read()
 
+    @rule(
+        seconds=st.integers(0, 120),
+        spent=st.integers(0, TIMEOUT_SECONDS),
+        fast=st.sampled_from([0.0, 0.001, 0.01]),
+        slow_call=st.tuples(st.sampled_from(OPERATIONS), st.integers(1, 3)),
+        slow=st.floats(0, 1),
+        crash_at=st.none() | st.integers(1, 40),
+        applied=st.booleans(),
+        herd=st.booleans(),
+    )
+    def tick_killed(
+        self,
+        seconds: int,
+        spent: int,
+        fast: float,
+        slow_call: tuple[str, int],
+        slow: float,
+        crash_at: int | None,
+        applied: bool,
+        herd: bool,
+    ) -> None:
+        """Time passes and the rule invokes the processor, whose invocation is killed at any point: every AWS call
+        takes a share of the worst its limits allow (`fast`; `slow` for one call, the n-th of an operation:
+        `slow_call`), on the invocation's own clock, which starts `spent` s into the Lambda timeout (a cold start,
+        a wait in Lambda's queue); the timeout kills it in whichever call it falls (one the service `applied` or
+        not, its answer lost), or, with `crash_at`, a crash (memory, the runtime) kills it before that call,
+        wherever it is: between two reads, between a send and its completion, in a lease's release. Nothing is
+        completed or released after. Its shards stay held until their leases end; then another tick takes them.
+        A kill by the timeout sends nothing twice: no send starts unless it and its completions fit the time left
+        at their worst. A crash between a send and its completion sends those items again after the lease
+        (documented: at least once at the target), and no others. With `herd`, the user first makes two items of
+        one shard due now (one batch)."""
+        self.now += timedelta(seconds=seconds)
+        if herd:
+            for pk in SAME_SHARD:
+                self.put(pk, 0, "epoch", at_once=True)
+        moment = self.now.timestamp()
+        config = copy.deepcopy(self.env.config)
+        config["maxWorkers"] = 1  # one call at a time: the invocation's clock is the sum of its calls
+        worst = polling.call_limits(config["polling"]["budgetMarginSeconds"]).worst_seconds()
+        kill = Kill(
+            TIMEOUT_SECONDS, spent, lambda call: (slow if call == slow_call else fast) * worst, crash_at, applied
+        )
+        with kill.attached(), suppress(Killed):
+            polling.process(config, now=lambda: moment, time_left=kill.left)
+        for pk in self._collect():
+            found = self.env.ddb.get_item(TableName=self.env.table, Key=_key(pk), ConsistentRead=True).get("Item", {})
+            if found.get("stStatus", {}).get("S") == "DONE":
+                continue
+            item = self.reference.items[pk]
+            item.marked = False  # sent, never completed: still PENDING
+            if kill.crashed:
+                self.may_run_again.add(item.task.id)
+            else:
+                self.problems.append(f"{pk} was sent and the Lambda timeout cut its completion off: sent again later")
+        self.now += timedelta(seconds=kill.elapsed)
+        self._read()
+
     # -- the guarantee -----------------------------------------------------------------------------------------------
 
     @invariant()
@@ -510,6 +576,79 @@ class PollingModel(StreamDelivery):
         self._read()  # the assigner's own writes: its filter keeps them out
 
 
+class Killed(BaseException):
+    """The invocation is gone: raised in whatever call it was making (a BaseException, so no `except Exception` of
+    the handler's turns it into a handled failure and goes on)."""
+
+
+class Kill:
+    """One invocation's clock and its end. Each AWS call the handlers make (on `CLIENTS`) moves the clock on by
+    `cost((operation, n))` s (its operation's n-th call); the call in which the clock passes `timeout` is the last
+    (applied or not, as drawn), and so is the `crash_at`-th call of all (not applied); every call after raises
+    `Killed`."""
+
+    def __init__(
+        self,
+        timeout: float,
+        spent: float,
+        cost: Callable[[tuple[str, int]], float],
+        crash_at: int | None,
+        applied: bool,
+    ) -> None:
+        self.timeout = timeout
+        self.clock = float(spent)
+        self.cost = cost
+        self.crash_at = crash_at
+        self.applied = applied
+        self.calls = 0
+        self.made: dict[str, int] = {}
+        self.dead = False
+        self.crashed = False
+        self.start = float(spent)
+        self._lock = threading.Lock()
+
+    @property
+    def elapsed(self) -> float:
+        return min(self.clock, self.timeout) - self.start
+
+    def left(self) -> float:
+        """The Lambda context's remaining time."""
+        return max(0.0, self.timeout - self.clock)
+
+    def _before(self, model: Any, context: dict[str, Any], **_: Any) -> None:
+        with self._lock:
+            if self.dead:
+                raise Killed
+            self.calls += 1
+            if self.calls == self.crash_at:
+                self.dead = self.crashed = True
+                raise Killed
+            made = self.made[model.name] = self.made.get(model.name, 0) + 1
+            self.clock += self.cost((model.name, made))
+            if self.clock > self.timeout:
+                self.dead = True
+                context["killed"] = True
+                if not self.applied:
+                    raise Killed
+
+    def _after(self, context: dict[str, Any], **_: Any) -> None:
+        if context.get("killed"):
+            raise Killed  # the call was applied; its answer never reached the invocation
+
+    @contextmanager
+    def attached(self) -> Iterator[None]:
+        clients = [CLIENTS.get(service) for service in ("dynamodb", "sqs")]
+        for client in clients:
+            client.meta.events.register("before-call.*.*", self._before)
+            client.meta.events.register("after-call.*.*", self._after)
+        try:
+            yield
+        finally:
+            for client in clients:
+                client.meta.events.unregister("before-call.*.*", self._before)
+                client.meta.events.unregister("after-call.*.*", self._after)
+
+
 def _key(pk: str) -> dict[str, Any]:
     return {"PK": {"S": pk}, "SK": {"S": SK}}
 
@@ -538,7 +677,7 @@ class _DiesAfterSending(polling.Processor):
 
 def _env() -> Env:
     env = model_env(due_index=True)
-    env.config["polling"]["shards"] = 4
+    use_shards(env, 4)
     env.config["polling"]["maxAttempts"] = 1000  # refused sends back off and run later, never dead-lettered
     return env
 

@@ -3,6 +3,7 @@ retries and completions read back from the table and the queues."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import time
@@ -17,7 +18,7 @@ from st_core.clients import CLIENTS
 
 from components.filters import filter_patterns, polling_filters
 from tests.conftest import REGION
-from tests.handlers.conftest import Env, with_due_index
+from tests.handlers.conftest import Env, use_shards, with_due_index
 from tests.iam.enforce import acting
 from tests.support.patterns import passes
 
@@ -309,7 +310,7 @@ def test_a_park_or_dead_letter_whose_send_keeps_failing_fails_the_tick_but_not_i
 
     # GIVEN one shard read an item at a time (a cold container with one worker), headed by an item to park and a
     # dead letter owed, and the poison queue and the dead-letter queue refusing every send (a disabled KMS key)
-    polling_env.config["polling"]["shards"] = 1
+    use_shards(polling_env, 1)
     polling_env.config["maxWorkers"] = 1
     monkeypatch.setattr(polling, "_PACE", {})
     pending(polling_env, "garbage", NOW - 100, dueAt="next tuesday")
@@ -347,31 +348,96 @@ def test_a_park_or_dead_letter_whose_send_keeps_failing_fails_the_tick_but_not_i
 def test_the_time_budget_stops_before_the_lambda_would_and_reports_the_backlog(
     polling_env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    polling_env.config["polling"]["shards"] = 1
+    use_shards(polling_env, 1)
     polling_env.config["maxWorkers"] = 1  # one batch at a time: the clock below counts the sends
     for i in range(250):
         pending(polling_env, f"t{i:03}", NOW - 1000 + i)
     # GIVEN a warm container that read whole pages at its last tick's pace, and a target grown slow: each send
     # takes 10 s of the Lambda's 60 (reads and claims take none), so a page read in time cannot be sent in time
     monkeypatch.setitem(polling._PACE, (polling_env.table, 0), 100.0)
-    calls: list[float] = []
+    calls: list[int] = []
     send_many = polling.send_many
 
     def slow(target: Any, entries: list[Any], **kwargs: Any) -> Any:
         assert 60.0 - 10 * len(calls) >= 10, "a batch sent inside the margin: the Lambda timeout would cut it off"
-        calls.append(1.0)
+        calls.append(len(entries))
         return send_many(target, entries, **kwargs)
 
     monkeypatch.setattr(polling, "send_many", slow)
     report = tick(polling_env, time_left=lambda: 60.0 - 10 * len(calls))
-    # THEN it sent no batch inside its margin (10 s) and stopped there, reporting the shard it left due items on
-    assert report.out_of_time and report.dispatched == 10 * len(calls) == 60
+    # THEN it sent no batch inside its margin (10 s) and stopped there, reporting the shard it left due items on;
+    # each batch no larger than its send and completions fit the time left at their worst (fewer as time runs out)
+    assert report.out_of_time and report.dispatched == sum(calls) and len(calls) == 6
+    worst = polling.call_limits(10).worst_seconds()
+    assert all((1 + n) * worst + polling.SLACK_SECONDS <= 60 - 10 * i for i, n in enumerate(calls)), calls
+    assert calls[0] == 10 and calls[-1] == 1, calls
     assert report.backlogged_shards == 1
     # AND the next tick sends the rest, none twice
     monkeypatch.undo()
     assert tick(polling_env).dispatched == 250 - report.dispatched
     keys = due_keys(polling_env)
     assert len(keys) == len(set(keys)) == 250
+
+
+def test_a_time_left_that_fits_only_small_sends_still_drains_the_shard_in_them(
+    polling_env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a warm container (whole pages) whose time left holds a send and three completions at their worst
+    use_shards(polling_env, 1)
+    polling_env.config["maxWorkers"] = 1
+    for i in range(25):
+        pending(polling_env, f"t{i:02}", NOW - 100 + i)
+    monkeypatch.setitem(polling._PACE, (polling_env.table, 0), 100.0)
+    worst = polling.call_limits(polling_env.config["polling"]["budgetMarginSeconds"]).worst_seconds()
+    sizes: list[int] = []
+    send_many = polling.send_many
+
+    def counted(target: Any, entries: list[Any], **kwargs: Any) -> Any:
+        sizes.append(len(entries))
+        return send_many(target, entries, **kwargs)
+
+    monkeypatch.setattr(polling, "send_many", counted)
+    report = tick(polling_env, time_left=lambda: 4 * worst + polling.SLACK_SECONDS)
+    # THEN every item is sent, three a send, and the tick did not stop for want of time
+    assert report.dispatched == 25 and not report.out_of_time
+    assert max(sizes) == 3 and sum(sizes) == 25
+
+
+@pytest.mark.parametrize("timeout", [9, 12, 15, 30, 60, 900])
+def test_the_processors_calls_are_sized_so_a_send_and_a_completion_fit_its_margin(timeout: int) -> None:
+    margin = min(10, max(1, timeout // 3))  # components/runtime_config.py's budget margin
+    limits = polling.call_limits(margin)
+    assert 2 * limits.worst_seconds() + polling.SLACK_SECONDS <= margin, limits
+    assert limits.connect > 0 and limits.read > limits.connect and limits.attempts in (1, 2)
+    # the handlers' default would not: one call alone can outlast the margin
+    assert CLIENTS.limits.worst_seconds() > margin
+
+
+@pytest.mark.parametrize("left", [10.5, 14.0, 25.0, 40.0, 60.0])
+@pytest.mark.parametrize("slow", ["SendMessageBatch", "UpdateItem"])
+def test_the_lambda_timeout_never_cuts_a_send_off_from_its_completions(
+    polling_env: Env, monkeypatch: pytest.MonkeyPatch, left: float, slow: str
+) -> None:
+    """A batch started just before the margin, whose send or completions then take as long as the processor's call
+    limits allow, was killed by the Lambda timeout between its send and its completions, and sent again when the
+    shard's lease ended (the herd soak saw it). Now a send starts only when it and its completions fit."""
+    from tests.handlers.test_model_polling import Kill, Killed
+
+    use_shards(polling_env, 1)
+    polling_env.config["maxWorkers"] = 1
+    for i in range(25):
+        pending(polling_env, f"t{i:02}", NOW - 100 + i)
+    monkeypatch.setitem(polling._PACE, (polling_env.table, 0), 100.0)  # a warm container: whole pages
+    # GIVEN an invocation with `left` s of its 60 s timeout, whose `slow` calls each take the worst its limits allow
+    worst = polling.call_limits(polling_env.config["polling"]["budgetMarginSeconds"]).worst_seconds()
+    kill = Kill(60, 60 - left, lambda call: worst if call[0] == slow else 0.0, None, applied=True)
+    with kill.attached(), contextlib.suppress(Killed):
+        polling.process(polling_env.config, now=lambda: NOW, time_left=kill.left)
+    # THEN every item it sent was completed before the timeout: none is sent again once the lease ends
+    sent = due_keys(polling_env)
+    assert all(item(polling_env, pk).get("stStatus", {}).get("S") == "DONE" for pk in sent), sent
+    assert tick(polling_env, NOW + 90).dispatched == 25 - len(sent)
+    assert sorted(sent + due_keys(polling_env)) == [f"t{i:02}" for i in range(25)]
 
 
 def test_the_tick_logs_the_backlog_as_an_embedded_metric(polling_env: Env, caplog: pytest.LogCaptureFixture) -> None:

@@ -16,7 +16,7 @@ import pytest
 from st_core.clients import CLIENTS
 
 from tests.conftest import REGION
-from tests.handlers.conftest import Env, with_due_index
+from tests.handlers.conftest import Env, use_shards, with_due_index
 from tests.handlers.test_polling import NOW, due_keys, item, matches, pending
 
 
@@ -104,7 +104,7 @@ def test_a_shard_held_by_a_dead_tick_is_read_a_page_a_tick_until_its_lease_ends(
     polling_env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(polling, "_PACE", {})  # a cold container: a first page of its share of the pool
-    polling_env.config["polling"]["shards"] = 1
+    use_shards(polling_env, 1)
     for i in range(30):
         pending(polling_env, f"t{i}", NOW - 5 - i)
     _dies_holding(polling_env, 0, NOW)
@@ -122,7 +122,7 @@ def test_a_shard_held_by_a_dead_tick_is_read_a_page_a_tick_until_its_lease_ends(
 
 def test_an_item_the_lagging_index_still_shows_after_its_completion_is_not_sent_again(polling_env: Env) -> None:
     # GIVEN a tick ran the item, and the index (eventually consistent) still shows it as due at the next tick
-    polling_env.config["polling"]["shards"] = 1
+    use_shards(polling_env, 1)
     pending(polling_env, "a", NOW - 5)
     stale = item(polling_env, "a")
     assert tick(polling_env, CountingClients()).dispatched == 1
@@ -143,7 +143,7 @@ def test_an_item_the_lagging_index_still_shows_after_its_completion_is_not_sent_
 def test_an_item_the_lagging_index_shows_at_its_old_time_after_a_move_is_not_sent_then(polling_env: Env) -> None:
     # GIVEN a waiting item its user moved to an hour later (the assigner indexed the move), and an index that still
     # shows it at its old time
-    polling_env.config["polling"]["shards"] = 1
+    use_shards(polling_env, 1)
     pending(polling_env, "a", NOW - 5, dueAt=int(NOW) - 5)
     stale = item(polling_env, "a")
     polling_env.ddb.update_item(
@@ -192,16 +192,18 @@ def test_a_retried_dispatch_is_the_same_occurrence(polling_env: Env) -> None:
 
 @pytest.mark.slow  # volume: `make test` runs it, `make unit` does not
 def test_a_backlog_is_read_once_and_never_counted(polling_env: Env) -> None:
-    polling_env.config["polling"]["shards"] = 1
+    use_shards(polling_env, 1)
     polling_env.config["maxWorkers"] = 1
     for i in range(250):
         pending(polling_env, f"t{i:03}", NOW - 1000 + i)
     # GIVEN a Lambda whose remaining time runs down by one second for each item sent
     first = CountingClients()
     report = tick(polling_env, first, time_left=lambda: 60.0 - first.sends)
-    # THEN it stopped with its margin (10 s) left, read only what it took, and made no COUNT query
-    assert report.out_of_time and 40 <= report.dispatched <= 60
-    assert all("Select" not in query for query in first.queries) and first.read == report.dispatched
+    # THEN it stopped with its margin (10 s) left, read little more than it took (its last batches shrink to what
+    # their completions fit: the rest of the page is left), and made no COUNT query
+    assert report.out_of_time and 30 <= report.dispatched <= 60
+    assert first.read == report.dispatched + report.backlog and report.backlog < 20, report
+    assert all("Select" not in query for query in first.queries)
     assert report.backlogged_shards == 1
     # AND the next tick takes the rest, reading each of those once
     rest = CountingClients()
@@ -269,7 +271,7 @@ def test_a_read_throttled_as_a_whole_leaves_its_items_to_the_next_tick_counted_a
 ) -> None:
     from botocore.exceptions import ClientError
 
-    polling_env.config["polling"]["shards"] = 1
+    use_shards(polling_env, 1)
     monkeypatch.setattr(polling, "_PACE", {})  # a cold container: a first page of the pool's size, all three
     for n in range(3):
         pending(polling_env, f"r{n}", NOW - 5)

@@ -21,7 +21,7 @@ from st_core.errors import PermanentError
 from st_core.fifo import fifo_parameters
 
 from tests.conftest import REGION
-from tests.handlers.conftest import Env, with_due_index
+from tests.handlers.conftest import Env, use_shards, with_due_index
 from tests.handlers.faults import RefusedEntries, Throttled
 from tests.handlers.test_polling import item as status
 from tests.handlers.test_polling import pending
@@ -33,7 +33,7 @@ NOW = float(int(time.time()))
 @pytest.fixture
 def polling_env(env: Env) -> Iterator[Env]:
     env = with_due_index(env)
-    env.config["polling"]["shards"] = 1
+    use_shards(env, 1)
     yield env
 
 

@@ -92,6 +92,8 @@ NOT_TAKEN: dict[tuple[str, str], tuple[Condition, str]] = {
         )
         for role in ("processor", "assigner", "aggregator")
         for a in ("dynamodb:BatchWriteItem", "dynamodb:GetItem")
+        # the processor reads the ledger's record of the shard count in use (polling.Processor.index_shards)
+        if (role, a) != ("processor", "dynamodb:GetItem")
     },
     ("aggregator", "dynamodb:BatchGetItem"): (
         lambda o: True,
@@ -122,12 +124,13 @@ def _module_files() -> dict[str, Path]:
 
 
 def _is_clients_get(node: ast.AST) -> str | None:
-    """`clients.get("svc")` / `self.clients.get("svc")` / `CLIENTS.get("svc")` -> "svc"."""
+    """`clients.get("svc")` / `self.clients.get("svc")` / `CLIENTS.get("svc")` -> "svc"; any registry whose name
+    ends in `clients` (`self.send_clients`)."""
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"):
         return None
     receiver = node.func.value
     name = receiver.attr if isinstance(receiver, ast.Attribute) else getattr(receiver, "id", "")
-    if name.lower() != "clients" or not node.args or not isinstance(node.args[0], ast.Constant):
+    if not name.lower().endswith("clients") or not node.args or not isinstance(node.args[0], ast.Constant):
         return None
     return str(node.args[0].value)
 

@@ -79,6 +79,11 @@ def scheduler_parameters(target: TargetConfig, payload: str) -> dict[str, Any]:
     return {"SqsParameters": {"MessageGroupId": message_group(target, payload)}}
 
 
+def prepare(clients: Clients, target: TargetConfig) -> None:
+    """Look the queue's URL up before a send that must keep to a deadline (`dispatch.prepare`)."""
+    queue_url(clients.get("sqs"), target["arn"])
+
+
 @lru_cache(maxsize=64)
 def queue_url(sqs: Any, arn: str) -> str:
     """Looked up once per client and queue (clients hash by identity, so a new client looks up again)."""
