@@ -23,9 +23,10 @@ Recurring items: the time attribute may hold a Scheduler `rate(...)` or `cron(..
 schedule (ActionAfterCompletion NONE), made, updated in place and deleted with the item; Scheduler delivers every
 firing itself, with its scheduled time in the due event's `dueAt`. The firings this function delivers: one that
 came after the item took its rule and before the schedule existed (a late batch): Scheduler only fires from then
-on, so it is delivered at once, under the `occurrenceId` Scheduler gives it, once through the ledger; and one of the
-seconds before an update of the schedule (a write that keeps the rule), which the update takes from Scheduler
-(`_taken_over`), the same way. A redelivered batch otherwise only repeats idempotent create/update/delete calls,
+on, so it is delivered at once, under the `occurrenceId` Scheduler gives it, once through the ledger (unless the
+rule the schedule held until then fired at that instant too: that firing, of the same id, was Scheduler's); and one
+of the seconds before an update of the schedule, which the update takes from Scheduler (`_taken_over`), the same
+way. A redelivered batch otherwise only repeats idempotent create/update/delete calls,
 made only for the rule the item still holds (a consistent read), so an old batch handled after a newer one brings
 no deleted schedule back. The expression shares the time attribute (rather than an attribute of its own) so the
 mapping's filters stay within Lambda's five per event source mapping.
@@ -129,6 +130,8 @@ class Step(NamedTuple):
     fresh: bool = True  # SCHEDULE: a due time the item did not hold before, so its schedule is probably new
     # SCHEDULE of a recurring occurrence whose rule the item did not hold before: when the item took the rule (the
     # record's change time). Its firings from then until the schedule exists are delivered by the handler.
+    # SCHEDULE of a one-time due time the item did not hold before: when it took it; a SETTLE of it later in the same
+    # batch carries it over (`coalesce`), and the ledger's memory of the occurrence counts from it (`_settle`).
     since: datetime | None = None
     version: str = ""  # with `since`: the record that gave the item the rule (its sequence number), the ledger's key
     before: Recurrence | None = None  # the rule the item's schedule had until this step (it fired what it covers)
@@ -238,7 +241,7 @@ def plan(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime,
             # A write that keeps a due time that had already come is not a new occurrence: the write that set the
             # time delivers it. (A kept time still ahead may carry a new payload: the schedule is refreshed.)
             if not (kept and (new.due <= changed or new.item == old.item)):  # type: ignore[union-attr]
-                steps.append(Step(Action.SCHEDULE, new, fresh=not kept))
+                steps.append(Step(Action.SCHEDULE, new, fresh=not kept, since=None if kept else changed))
     return Plan(tuple(steps), poison)
 
 
@@ -252,19 +255,23 @@ class Planned(NamedTuple):
 def coalesce(planned: list[tuple[DynamoDBStreamRecord, Plan]]) -> list[Planned]:
     """One item's plans of a batch, in stream order, reduced to their net effect on each occurrence (pure).
 
-    A delivery (SETTLE) always stays: that due time came while the item held it. Otherwise only an occurrence's last
-    step counts: a schedule later cancelled or refreshed in the same batch is never made, a cancel followed by a new
-    schedule of the same occurrence is just the schedule. What cannot go is a cancel whose occurrence was scheduled
-    earlier in the batch: Lambda may have run part of this batch before (a timeout, a retry from a sequence number
-    with more records after it, a bisected batch) and made that schedule, so the delete is the one call that keeps
-    a cancelled occurrence from firing; it finds nothing on a first delivery (ResourceNotFound is success)."""
+    A delivery (SETTLE) always stays: that due time came while the item held it; when the batch also holds the write
+    that gave the item that time (a SCHEDULE of it before), the SETTLE carries when that was (`since`). Otherwise
+    only an occurrence's last step counts: a schedule later cancelled or refreshed in the same batch is never made,
+    a cancel followed by a new schedule of the same occurrence is just the schedule. What cannot go is a cancel
+    whose occurrence was scheduled earlier in the batch: Lambda may have run part of this batch before (a timeout, a
+    retry from a sequence number with more records after it, a bisected batch) and made that schedule, so the
+    delete is the one call that keeps a cancelled occurrence from firing; it finds nothing on a first delivery
+    (ResourceNotFound is success)."""
     settled: list[Planned] = []
     last: dict[str, Planned] = {}
     for record, record_plan in planned:
         for step in record_plan.steps:
             name = step.occurrence.name
             if step.action is Action.SETTLE:
-                last.pop(name, None)
+                scheduled = last.pop(name, None)
+                if scheduled is not None and scheduled.step.action is Action.SCHEDULE:
+                    step = Step(step.action, step.occurrence, fresh=step.fresh, since=scheduled.step.since)
                 settled.append(Planned(step, record))
             else:
                 before = last.pop(name, None)  # re-inserted, so it keeps the order of its latest step
@@ -664,9 +671,10 @@ class Scheduling:
     def _missed(step: Step, spec: Recurrence, parsed: Expression, until: datetime) -> datetime | None:
         """The firing of a new rule the handler sends: the latest after the item took the rule (`step.since`) and
         no later than `until`, within its start and end. None for a rule the item held before (`step.since` None),
-        and for a firing the item's previous schedule covered (the same expression and zone, within its bounds:
-        only the start or end changed), which was Scheduler's (or the handler's, if the update took it from
-        Scheduler: `_taken_over`)."""
+        and for a firing the item's previous rule fired at too (`_covered`: only its start or end changed, or
+        another rule firing at that instant), which was Scheduler's under the schedule as it was (a late batch
+        updates the schedule after it ran the firing), or the handler's if the update took it from Scheduler
+        (`_taken_over`)."""
         if step.since is None:
             return None
         from st_core import recurrence
@@ -728,12 +736,17 @@ class Scheduling:
         # through the same claim, which the schedule's marker does not stop.
         occurrence = step.occurrence
         now = self.now()
+        # The ledger's memory counts from the due time, or from when the item took that time if later and known (the
+        # batch holds that write: `coalesce`). Delivering a past due time is that write's own effect (`_schedule`
+        # delivers it however old the time), so an item written long past due and removed before the handler saw the
+        # write is delivered once, through the claim, as its write alone would have been.
+        since = occurrence.due if step.since is None else max(occurrence.due, step.since)
         window = float(self.ledger.window_seconds)
-        if remembered(occurrence.due, now, window) and not remembered(occurrence.due, now, SHORTEST_WINDOW_SECONDS):
+        if remembered(since, now, window) and not remembered(since, now, SHORTEST_WINDOW_SECONDS):
             # Its entry may have been written under a narrower window than today's (the window was raised since):
             # one read of the narrowest the table ran with, only for an occurrence that old.
             window = self.ledger.narrowest_window()
-        if not remembered(occurrence.due, now, window):
+        if not remembered(since, now, window):
             # The ledger may have forgotten this occurrence's delivery (its schedule ran, or a claim delivered it,
             # longer ago than the window): a claim would let it through a second time. An item lives on for months
             # after its occurrences (deleted, moved, removed by a cleanup TTL days later), so it is not delivered
@@ -887,11 +900,11 @@ def _rule_marker(occurrence: Occurrence, version: str) -> str:
 def _taken_over(step: Step, spec: Recurrence, parsed: Expression, until: datetime, landed: datetime) -> list[datetime]:
     """The firings the item's schedule held that its update takes from Scheduler, oldest first: the updated
     schedule starts after `until` (a rate on its next firing past it, a cron on the second after it), so it runs
-    none up to there; the schedule as it was (the same expression and zone, within its start and end: `_covered`)
-    had not run them when the update `landed`, as their minute had not begun (Scheduler fires anywhere in a
-    firing's minute, never before it; less the clocks' skew). Without this, a write in the seconds before a firing
-    (a status, a counter, a consumer's write-back) would lose it, and writes every few seconds would stop the item
-    for good. Each is the handler's alone, sent once (`_take_over`).
+    none up to there; the schedule as it was (its rule fired at those instants too: `_covered`) had not run them
+    when the update `landed`, as their minute had not begun (Scheduler fires anywhere in a firing's minute, never
+    before it; less the clocks' skew). Without this, a write in the seconds before a firing (a status, a counter, a
+    consumer's write-back) would lose it, and writes every few seconds would stop the item for good. Each is the
+    handler's alone, sent once (`_take_over`).
 
     A firing whose minute had begun is left to Scheduler: it may have run already (a consumer writes back right
     after a firing, in its minute), and sending it again would double every firing of such an item. Its limit: a
@@ -914,10 +927,21 @@ def _taken_over(step: Step, spec: Recurrence, parsed: Expression, until: datetim
 
 def _covered(before: Recurrence | None, spec: Recurrence, fired: datetime) -> bool:
     """True when the item's previous rule had the schedule fire at `fired` already: the same expression and zone
-    (only its start or end changed), and `fired` within its bounds."""
-    if before is None or (before.expression, before.zone) != (spec.expression, spec.zone):
+    (only its start or end changed) with `fired` within its bounds, or another rule that fires at that instant too
+    (`rate(1 day)` changed to `rate(1 hour)` fires at midnight under both). Either way the firing has the same id
+    (`naming.recurring_firing_id`: the item and the instant), so it was the schedule's as it was, not a firing the
+    new rule missed."""
+    if before is None:
         return False
-    return (before.start is None or before.start <= fired) and (before.end is None or fired <= before.end)
+    if (before.expression, before.zone) == (spec.expression, spec.zone):
+        return (before.start is None or before.start <= fired) and (before.end is None or fired <= before.end)
+    from st_core import recurrence
+
+    parsed = recurrence.parse(before.expression)
+    latest = recurrence.latest_firing(
+        parsed, zone(before.zone), after=fired - timedelta(seconds=1), until=fired, start=before.start, end=before.end
+    )
+    return latest == fired
 
 
 def handle_batch(

@@ -79,9 +79,11 @@ def remembered(due: datetime, at: datetime, window_seconds: float) -> bool:
     for every path that acts on the ledger's silence: the live handler, backfill and reconcile). Each entry lives at
     least `window_seconds` after the due time, less the release schedule's lead (a schedule's marker counts from its
     firing, a direct delivery's claim from when it is made, at or after the due time), and DynamoDB's TTL deletes
-    only once that has passed. So before this an occurrence the ledger does not hold was never delivered; after it,
-    "delivered long ago" and "never delivered" look the same. Judged at the moment the ledger is asked: TTL deletes
-    by the clock, whenever the question comes (a stream record a day late, a redrive days later)."""
+    only once that has passed. A caller that knows when the item took that due time, later than it (a write of a
+    past time, whose record it holds), passes that instead: its entries were written no earlier. So before this an
+    occurrence the ledger does not hold was never delivered; after it, "delivered long ago" and "never delivered"
+    look the same. Judged at the moment the ledger is asked: TTL deletes by the clock, whenever the question comes
+    (a stream record a day late, a redrive days later)."""
     return (at - due).total_seconds() < window_seconds - FORGET_MARGIN_SECONDS
 
 

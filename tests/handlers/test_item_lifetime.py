@@ -151,6 +151,39 @@ def test_within_the_window_a_never_delivered_occurrence_is_delivered_once_and_af
     assert sent(env) == []
 
 
+def test_an_item_written_long_past_due_and_removed_before_the_handler_saw_it_is_delivered_once(env: Env) -> None:
+    # GIVEN reminders a day before each due time, and an item written 41 h after its due time (its reminder's own
+    # time 65 h past, older than the ledger remembers) whose cleanup TTL had passed: DynamoDB's TTL removes it half
+    # an hour later, and both records reach the function in one batch an hour after the write
+    env.config["eventbridge"]["offsets"] = [-86400, 0]
+    written = DUE + timedelta(hours=41)
+    env.put({"PK": "late", "SK": "1", "dueAt": iso(DUE)})
+    records = env.event(at=written)["Records"]
+    env.delete("late", "1")
+    removal = env.event(at=written + timedelta(minutes=30))["Records"]
+    batch = {"Records": records + [{**record, "userIdentity": TTL_IDENTITY} for record in removal]}
+    handled(env, written + timedelta(hours=1), batch)
+
+    def offsets_sent() -> list[int]:
+        return sorted(message["offsetSeconds"] for message in env.messages(env.due_queue_url))
+
+    # THEN both occurrences are delivered: the write alone would have delivered them (a past due time is delivered
+    # at once), and no delivery of them can be older than the write, so the ledger's memory counts from it (the
+    # reminder was lost: judged from its own time, the settle took it for forgotten)
+    assert offsets_sent() == [-86400, 0]
+    # AND the same batch delivered again a day later delivers nothing more (the claims' entries are there)
+    later = written + timedelta(days=1)
+    ttl_removes_expired(env, later)
+    handled(env, later, batch)
+    assert offsets_sent() == []
+    # AND redriven once the ledger has forgotten those deliveries (TTL removed their entries after the window),
+    # nothing either
+    redriven = written + WINDOW + timedelta(hours=2)
+    assert ttl_removes_expired(env, redriven) == 2
+    handled(env, redriven, batch)
+    assert offsets_sent() == []
+
+
 def test_the_handler_and_reconcile_share_one_horizon() -> None:
     """One definition of how long the ledger remembers (st_core.idempotency.remembered), used by the live handler
     and by reconcile and backfill (backfill_timed.remembered, with the narrowest window they have run with)."""
@@ -359,6 +392,39 @@ def test_a_new_rules_record_redriven_days_later_sends_the_firing_it_missed_not_o
     assert sent(env) == [iso(HOUR)]
     handled(env, later + timedelta(minutes=5), batch)  # redriven again: nothing more
     assert sent(env) == []
+
+
+@pytest.mark.parametrize("lag", [77, -4], ids=["handled-after-scheduler-ran-it", "handled-before-it"])
+def test_a_rule_changed_just_before_a_firing_both_rules_share_delivers_that_firing_once(env: Env, lag: int) -> None:
+    # GIVEN a daily item (it fires at midnight UTC), its schedule made hours before midnight
+    midnight = (DUE + timedelta(days=1)).replace(hour=0, minute=0)
+    scheduler = RecurringScheduler(env, SEED)
+    zoned(env).put({"PK": "u", "SK": "daily", "dueAt": "rate(1 day)", "timeZone": "UTC"})
+    handled(env, midnight - timedelta(hours=3))
+    scheduler.tick(midnight - timedelta(hours=3))
+    # AND the app gives it an hourly rule five seconds before midnight (both rules fire then, under one
+    # occurrenceId), its record reaching the function 77 s after midnight (Lambda's lag), once Scheduler ran the
+    # daily firing, or 4 s before midnight
+    env.put({"PK": "u", "SK": "daily", "dueAt": "rate(1 hour)", "timeZone": "UTC"})
+    batch = env.event(at=midnight - timedelta(seconds=5))
+    clock = [midnight + timedelta(seconds=lag)]
+    if lag > 0:
+        scheduler.tick(midnight + timedelta(seconds=60))
+
+    def sleep(seconds: float) -> None:
+        clock[0] += timedelta(seconds=seconds)
+
+    # WHEN the function handles it
+    response = eventbridge.handle_batch(batch, env.config, now=lambda: clock[0], sleep=sleep)
+    assert response == {"batchItemFailures": []}
+    scheduler.tick(midnight + timedelta(seconds=60))
+    # THEN midnight reached the target once: Scheduler's when it ran before the update (the handler sent it again
+    # as a firing the new rule missed: only a start or end change counted as the old schedule having fired it), the
+    # handler's when the update took it from Scheduler
+    assert sent(env) == [iso(midnight)]
+    assert scheduler.fired == ([iso(midnight)] if lag > 0 else [])
+    (schedule,) = env.schedules()
+    assert schedule["ScheduleExpression"] == "rate(1 hour)" and schedule["StartDate"] == midnight + timedelta(hours=1)
 
 
 def test_a_new_rules_record_redriven_after_its_first_scheduled_entry_may_be_gone_sends_nothing(env: Env) -> None:
