@@ -344,6 +344,27 @@ def test_the_printed_commands_work_as_printed(
             assert queue_depth(client, url) == 0, url
 
 
+def test_up_stay_prints_the_consoles_address_and_the_page_shows_the_stack(
+    stay: tuple[Localcloud, Printed], fresh_cloud: Ministack
+) -> None:
+    """The console comes with `up --stay`: its printed address (with its token) opens a page naming the tables.
+    (Before the test that runs `down` and stops the shared `up --stay`.)"""
+    import http.cookiejar
+    import urllib.request
+
+    running, _ = stay
+    running.wait_for(lambda: any(line.startswith("console: open ") for line in running.out), 60, "console")
+    line = next(line for line in running.out if line.startswith("console: open "))
+    address = line.split()[2]
+    assert address.startswith("http://127.0.0.1:") and "token=" in address, line
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    with browser.open(address, timeout=30) as answer:  # the token is moved into a cookie by a redirect
+        page = answer.read().decode()
+    assert answer.status == 200
+    tables = [t for t in snapshot(fresh_cloud.endpoint)["tables"] if not t.endswith("-ledger")]
+    assert any(table in page for table in tables), page[:2000]
+
+
 def test_down_while_it_runs_then_ctrl_c_end_it_without_a_traceback(
     stay: tuple[Localcloud, Printed], fresh_cloud: Ministack
 ) -> None:
@@ -440,23 +461,3 @@ def test_the_instructions_follow_the_stack_deployed() -> None:
     assert set(re.findall(r"--queue-url (\S+)", joined)) == {outputs["due_queue_url"]}
     assert "fire" not in joined and "emails" not in joined
     assert printed.down.endswith("--stack dev")
-
-
-def test_up_stay_prints_the_consoles_address_and_the_page_shows_the_stack(
-    stay: tuple[Localcloud, Printed], fresh_cloud: Ministack
-) -> None:
-    """The console comes with `up --stay`: its printed address (with its token) opens a page naming the tables."""
-    import http.cookiejar
-    import urllib.request
-
-    running, _ = stay
-    running.wait_for(lambda: any(line.startswith("console: open ") for line in running.out), 60, "console")
-    line = next(line for line in running.out if line.startswith("console: open "))
-    address = line.split()[2]
-    assert address.startswith("http://127.0.0.1:") and "token=" in address, line
-    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
-    with browser.open(address, timeout=30) as answer:  # the token is moved into a cookie by a redirect
-        page = answer.read().decode()
-    assert answer.status == 200
-    tables = [t for t in snapshot(fresh_cloud.endpoint)["tables"] if not t.endswith("-ledger")]
-    assert any(table in page for table in tables), page[:2000]
