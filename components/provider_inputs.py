@@ -400,7 +400,10 @@ class ScheduledTableInputs(TypedDict, total=False):
         "h, so no redelivery outlives it). Default: `172800`."
     )
     shards: int
-    """`polling` mode: partitions of the due index, 1-100. Default: `8`."""
+    (
+        "`polling` mode: partitions of the due index, 1-100; lowered, the shards above keep draining until empty. "
+        "Default: `8`."
+    )
     shard_groups: int
     (
         "`polling` mode: processor invocations a tick, 1 to `shards`; 1 takes every shard in one invocation, more fan "
