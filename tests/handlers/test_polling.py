@@ -408,7 +408,9 @@ def test_the_processors_calls_are_sized_so_a_send_and_a_completion_fit_its_margi
     margin = min(10, max(1, timeout // 3))  # components/runtime_config.py's budget margin
     limits = polling.call_limits(margin)
     assert 2 * limits.worst_seconds() + polling.SLACK_SECONDS <= margin, limits
-    assert limits.connect > 0 and limits.read > limits.connect and limits.attempts in (1, 2)
+    assert limits.connect > 0 and limits.read > limits.connect
+    # one attempt: the SDK never sends a batch again after a slow answer (the target may have stored it)
+    assert limits.attempts == 1
     # the handlers' default would not: one call alone can outlast the margin
     assert CLIENTS.limits.worst_seconds() > margin
 
