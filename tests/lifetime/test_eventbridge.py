@@ -11,46 +11,18 @@ single lives the drawn ones cover too, kept fixed so that each defect has a test
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
-from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from moto import mock_aws
-from st_core.clients import CLIENTS
 from st_core.timeparse import format_due
 
-from tests.handlers.conftest import build_env
-from tests.lifetime.lives import Change, Life, horizon, once_lives, play, recurring_lives
-from tests.lifetime.world import DAY, HOUR, START, World, second_precision, verdict
-
-EXAMPLES = int(os.environ.get("LIFETIME_EXAMPLES", "6"))
-SEED = os.environ.get("LIFETIME_SEED")  # set: new draws from this seed (`make lifetime`); unset: the fixed ones
-RANDOM = SEED is not None
-ITEMS = int(os.environ.get("LIFETIME_ITEMS", "5"))  # the most item lives in one example
-REPORT = os.environ.get("LIFETIME_REPORT")  # where `make lifetime` writes what it covered
+from tests.lifetime.harness import ITEMS, Setting, live, run_settings, seeded, simulated
+from tests.lifetime.lives import Change, Life, once_lives, play, recurring_lives
+from tests.lifetime.world import DAY, HOUR, START, verdict
 
 pytestmark = pytest.mark.model
-
-
-@dataclass(frozen=True)
-class Setting:
-    """The world's part of an example: how AWS and the operator behave over its weeks."""
-
-    seed: int
-    reconcile_every: timedelta | None
-    ttl_lag: timedelta
-    offsets: tuple[int, ...]
-    outages: tuple[tuple[int, int], ...]  # (start hour, hours) of the target being down
-    window: int | None  # the idempotency window the user sets, on `window_day`
-    window_day: int = 10
-    second: bool = False  # precision="second" (a release queue)
 
 
 SETTINGS = st.builds(
@@ -63,105 +35,6 @@ SETTINGS = st.builds(
     window=st.none() | st.sampled_from([86400, 7 * 86400]),
     second=st.booleans(),
 )
-
-
-@contextmanager
-def simulated(setting: Setting, *, lost_answers: float = 0.0) -> Iterator[World]:
-    """A fresh moto world for one example, configured as `setting` says."""
-    with mock_aws():
-        env = build_env()
-        env.config["maxWorkers"] = 2
-        env.config["eventbridge"]["offsets"] = list(setting.offsets)
-        if setting.second:
-            second_precision(env)
-        world = World(
-            env,
-            seed=setting.seed,
-            reconcile_every=setting.reconcile_every,
-            ttl_lag=setting.ttl_lag,
-            lost_answers=lost_answers,
-        )
-        world.outages = [
-            (START + timedelta(hours=start), START + timedelta(hours=start + hours)) for start, hours in setting.outages
-        ]
-        try:
-            with world.running():
-                yield world
-        finally:
-            CLIENTS.reset()
-
-
-def live(setting: Setting, lives: list[Life], *, lost_answers: float = 0.0) -> World:
-    """Play the lives in a world, to a few days after the last change; fail with the verdict's findings."""
-    with simulated(setting, lost_answers=lost_answers) as world:
-        for life in lives:
-            play(world, life)
-        if setting.window is not None:
-            window = setting.window
-            world.at(START + setting.window_day * DAY, lambda: world.set_window(window))
-        end = horizon(lives) + 2 * DAY
-        if setting.window is not None:
-            end = max(end, START + (setting.window_day + 3) * DAY)  # reconcile runs under the new window too
-        world.run_until(end)
-        found = verdict(world, offsets=list(world.env.config["eventbridge"]["offsets"]), end=end)
-        COVERED.append((end - START, len(lives), found.occurrences, world.handled, world.reconciles))
-        assert not found.failures(), "\n".join(found.failures())
-        return world
-
-
-COVERED: list[tuple[timedelta, int, int, int, int]] = []  # per example: span, items, occurrences, records, reconciles
-
-
-def run_settings() -> settings:
-    return settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-        derandomize=not RANDOM,
-        database=None,
-        print_blob=True,
-        report_multiple_bugs=False,
-        # `make test`'s run reports the first failing example as drawn (shrinking it costs minutes of moto);
-        # `make lifetime` shrinks.
-        phases=list(Phase) if RANDOM else [Phase.explicit, Phase.reuse, Phase.generate],
-    )
-
-
-def seeded(test: Any) -> Any:
-    """The test with Hypothesis seeded from `LIFETIME_SEED` (a long run's draws replay from the seed it reports)."""
-    return test if SEED is None else seed(int(SEED))(test)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def report() -> Iterator[None]:
-    """With `LIFETIME_REPORT`: what the module's runs covered, written there once they are done."""
-    COVERED.clear()
-    yield
-    if REPORT:
-        write_report(Path(REPORT))
-
-
-def write_report(path: Path) -> None:
-    item_days = sum(span.total_seconds() / 86400 * items for span, items, *_ in COVERED)
-    longest = max((span for span, *_ in COVERED), default=timedelta(0))
-    lines = [
-        "# Lifetime simulation",
-        "",
-        "Written by `make lifetime` (tests/lifetime): item lives drawn by Hypothesis in a simulated AWS over weeks.",
-        "",
-        "| measure | value |",
-        "| --- | --- |",
-        f"| Hypothesis seed (`LIFETIME_SEED`) | {SEED if RANDOM else 'fixed examples (derandomized)'} |",
-        f"| examples run | {len(COVERED)} |",
-        f"| simulated item-days | {item_days:,.0f} |",
-        f"| item lives | {sum(items for _, items, *_ in COVERED):,} |",
-        f"| occurrences and firings checked | {sum(o for _, _, o, *_ in COVERED):,} |",
-        f"| stream records handled (redeliveries included) | {sum(r for *_, r, _ in COVERED):,} |",
-        f"| reconcile runs | {sum(c for *_, c in COVERED):,} |",
-        f"| longest simulated span | {longest.days} days |",
-        "",
-    ]
-    path.write_text("\n".join(lines))
 
 
 @run_settings()

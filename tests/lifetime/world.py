@@ -1,4 +1,4 @@
-"""A simulated world around `eventbridge`'s real handler, on moto, over months of simulated time, with AWS's rules
+"""A simulated world around a stream mode's real handler (`eventbridge`, `ttl` plain or precise), on moto, over months of simulated time, with AWS's rules
 rather than friendlier ones, and the checks every run ends with.
 
 One clock (`World.t`) drives everything: the handler (its `now`, its sleeps), the ledger's claims and expiries,
@@ -11,12 +11,17 @@ reconcile, and the world's own actors, each of which does what AWS documents it 
   failed record until the record is 24 h old (then it goes to the mapping's on-failure destination); a batch that
   succeeded may come again, whole or from a record on, at any later time within the stream's 24 h.
 - DynamoDB TTL deletes the ledger's entries and the user's own expired items anywhere from their expiry to
-  `ttl_lag` later (typically within days); the user's item's deletion is a stream record with TTL's identity.
+  `ttl_lag` later (typically within days); the user's item's deletion is a stream record with TTL's identity. In
+  `ttl` mode the item's TTL attribute is its due time itself.
+- Lambda hands the handler only what the mode's event source mapping filter passes (`ttl`: TTL's deletions, and in
+  precise mode the writes and removes of items with a due time); the handler's and Scheduler's own writes to the
+  table (a precise fire, the executor's delete) are stream records too, read back as they are made.
 - `reconcile` runs every `reconcile_every`, as the operator's command runs it (components.ops.backfill).
 - The configuration changes when told (`idempotency_window_seconds` as `windowSeconds`).
 
 Every message the due queue receives is counted per occurrence, with the path that sent it (Scheduler, the handler,
-reconcile) and the instant; `World.verdict` compares them with what the items held and when (`Reference`)."""
+reconcile) and the instant; `verdict` (eventbridge) and `ttl_verdict` compare them with what the items held and when,
+and what removed them."""
 
 from __future__ import annotations
 
@@ -95,6 +100,27 @@ class Retry:
     attempts: int = 1
 
 
+@dataclass(frozen=True)
+class Removal:
+    """An item giving up its due time `due` at `at`: removed by the user or by DynamoDB's TTL (`ttl`), or fired
+    (`ttl` precise: the due time moved into `stFiredAt`) by Scheduler or by the handler (a due time already past)."""
+
+    pk: str
+    due: datetime
+    at: datetime
+    by: str  # user, ttl, scheduler, handler
+
+
+def mapping_filter(env: Env) -> Callable[[dict[str, Any]], bool]:
+    """What the mode's event source mapping lets through to the handler (eventbridge: every record)."""
+    if env.config["mode"] != "ttl":
+        return lambda record: True
+    from components.filters import filter_patterns, ttl_filters
+    from tests.support.patterns import LambdaFilter
+
+    return LambdaFilter(filter_patterns(ttl_filters("dueAt", env.config["ttl"]["precise"]))).passes
+
+
 class World:
     def __init__(
         self,
@@ -107,6 +133,10 @@ class World:
         lost_answers: float = 0.0,
     ) -> None:
         self.env = env
+        self.mode = env.config["mode"]
+        self.section: Any = env.config[self.mode]  # the mode's own settings (its ledger, its window)
+        self.expiry = "dueAt" if self.mode == "ttl" else CLEANUP  # the item's attribute DynamoDB TTL reads
+        self.passes: Callable[[dict[str, Any]], bool] = mapping_filter(env)
         env.config["scheduler"]["maxEventAgeSeconds"] = int(MAX_EVENT_AGE.total_seconds())
         env.config["scheduler"]["maxRetryAttempts"] = 185
         self.t = START
@@ -128,6 +158,7 @@ class World:
         self.recurring_seen: dict[str, datetime] = {}  # recurring schedule -> firings run up to
         self.outages: list[tuple[datetime, datetime]] = []
         self.history: dict[str, list[Version]] = {}
+        self.removals: list[Removal] = []  # each time an item gave up a due time, and who made it do so
         self.ttl_delay: dict[str, timedelta] = {}
         self.handled = 0  # records handed to the handler (redeliveries included)
         self.reconciles = 0
@@ -146,7 +177,7 @@ class World:
             for operation in ("SendMessage", "SendMessageBatch"):
                 sqs.meta.events.register(f"before-parameter-build.sqs.{operation}", self._target_call)
             self.queue.watch()  # after the outage's hook: a send refused is never stamped
-            if "release" in self.env.config["eventbridge"]:
+            if "release" in self.section:
                 self.release = release_queue(self.env)
             if self.reconcile_every is not None:
                 self.at(START + self.reconcile_every, self._reconcile)
@@ -158,8 +189,8 @@ class World:
 
     def run_until(self, end: datetime) -> None:
         while self._events and self._events[0][0] <= end:
-            when, _, action = heapq.heappop(self._events)
-            self.advance(when)
+            self.advance(self._events[0][0])  # what Scheduler runs first may queue an earlier event (a poll)
+            _, _, action = heapq.heappop(self._events)
             action()
         self.advance(end)
 
@@ -175,9 +206,11 @@ class World:
 
     def put(self, pk: str, value: datetime | str, **extra: Any) -> None:
         """Write the item (a due time or a rule); `extra` attributes (a cleanup TTL, a counter)."""
-        due = format_due(value) if isinstance(value, datetime) else value
+        due: Any = value
+        if isinstance(value, datetime):
+            due = int(value.timestamp()) if self.mode == "ttl" else format_due(value)  # TTL reads epoch seconds
         self._change(pk, value, lambda: self.env.put({"PK": pk, "SK": "s", "dueAt": due, **extra}))
-        expiry = extra.get(CLEANUP)
+        expiry = due if self.expiry == "dueAt" else extra.get(CLEANUP)
         if expiry is not None:
             # rule("dynamodb-ttl-lag"): anywhere from the expiry to days later
             lag = timedelta(seconds=self.random.uniform(0, self.ttl_lag.total_seconds()))
@@ -193,7 +226,7 @@ class World:
                 TableName=self.env.table,
                 Key={"PK": {"S": pk}, "SK": {"S": "s"}},
                 ConditionExpression="#e = :e",
-                ExpressionAttributeNames={"#e": CLEANUP},
+                ExpressionAttributeNames={"#e": self.expiry},
                 ExpressionAttributeValues={":e": {"N": str(expiry)}},
             )
         except self.env.ddb.exceptions.ConditionalCheckFailedException:
@@ -202,23 +235,55 @@ class World:
         self._recorded(pk, None, ttl=True)
 
     def _change(self, pk: str, value: Any, write: Callable[[], None]) -> None:
+        self.observe("system")  # anything the handler or Scheduler wrote before the user's write
         write()
         self._recorded(pk, value)
 
-    def _recorded(self, pk: str, value: Any, *, ttl: bool = False) -> None:
+    def _recorded(self, pk: str, value: Any, *, ttl: bool = False, by: str | None = None) -> None:
         records = self.env.stream.read(at=self.t)
         for record in records:
             if ttl:
                 record["userIdentity"] = dict(TTL_IDENTITY)
-        ids = [r["eventID"] for r in records]
+            self._removal(record, by or ("ttl" if ttl else "user"))
+        self._versions(pk, value, [r["eventID"] for r in records])
+        self.pending += [r for r in records if self.passes(r)]
+        self.at(self.t + self._lag(), self._poll)
+
+    def observe(self, by: str) -> None:
+        """The stream records of writes the component or Scheduler made (a precise fire, the executor's delete), as
+        they were made: each item's history and removals, and what Lambda will hand the handler."""
+        records = self.env.stream.read(at=self.t)
+        for record in records:
+            self._removal(record, by)
+            keys = record["dynamodb"]["Keys"]
+            image = record["dynamodb"].get("NewImage") or {}
+            held = image.get("dueAt") if record["eventName"] != "REMOVE" else None
+            value = None if held is None else datetime.fromtimestamp(int(held["N"]), UTC) if "N" in held else held["S"]
+            self._versions(keys["PK"]["S"], value, [record["eventID"]])
+        passed = [r for r in records if self.passes(r)]
+        if passed:
+            self.pending += passed
+            self.at(self.t + self._lag(), self._poll)
+
+    def _removal(self, record: dict[str, Any], by: str) -> None:
+        """An item giving up a due time: removed holding it, or fired (its due time moved into `stFiredAt`)."""
+        old = record["dynamodb"].get("OldImage") or {}
+        new = record["dynamodb"].get("NewImage") or {}
+        due = old.get("dueAt")
+        if due is None or "N" not in due:
+            return
+        if record["eventName"] == "REMOVE" or ("dueAt" not in new and new.get("stFiredAt") == due):
+            moment = datetime.fromtimestamp(int(due["N"]), UTC)
+            who = "ttl" if record.get("userIdentity") else by
+            self.removals.append(Removal(record["dynamodb"]["Keys"]["PK"]["S"], moment, self.t, who))
+
+    def _versions(self, pk: str, value: Any, ids: list[str]) -> None:
         versions = self.history.setdefault(pk, [])
         if versions and versions[-1].value != value:
             versions[-1].end = self.t
             versions[-1].ended_by = ids
         if not versions or versions[-1].value != value:
             versions.append(Version(value, self.t, began_by=ids))
-        self.pending += records
-        self.at(self.t + self._lag(), self._poll)
 
     def _lag(self) -> timedelta:
         """Lambda's lag behind the stream: seconds mostly, minutes sometimes, an hour now and then."""
@@ -269,6 +334,7 @@ class World:
             self.processed_at.setdefault(record["eventID"], self.t)
         self.handled += len(records)
         response = self.handle(records)
+        self.observe("handler")
         self._collect(path, self.t)
         failures = [f["itemIdentifier"] for f in response["batchItemFailures"]]
         if not failures:
@@ -277,14 +343,16 @@ class World:
         return min(numbers.index(f) for f in failures if f in numbers) if set(failures) & set(numbers) else 0
 
     def handle(self, records: list[dict[str, Any]]) -> Any:
-        """The stream handler on `records` now, with a clock of its own that its sleeps move on."""
+        """The mode's stream handler on `records` now, with a clock of its own that its sleeps move on."""
         import eventbridge
+        import ttl
 
         clock = HandlerClock(self.t)
         self.clock = clock.now
         if self.release is not None:
             self.release.clock.t = self.t  # its sends into the release queue happen now
-        return eventbridge.handle_batch({"Records": records}, self.env.config, now=clock.now, sleep=clock.sleep)
+        handle_batch = ttl.handle_batch if self.mode == "ttl" else eventbridge.handle_batch
+        return handle_batch({"Records": records}, self.env.config, now=clock.now, sleep=clock.sleep)
 
     # -- Scheduler -------------------------------------------------------------------------------------------------
 
@@ -306,8 +374,10 @@ class World:
         return found
 
     def advance(self, until: datetime) -> None:
-        """Everything Scheduler runs up to `until`, in time order, each at its instant."""
+        """Everything Scheduler runs up to `until`, in time order, each at its instant; it stops at an event a run
+        queued before `until` (a precise fire's stream record, for Lambda to hand over)."""
         while True:
+            until = min(until, self._events[0][0]) if self._events else until
             step = self._next_firing(until)
             if step is None:
                 break
@@ -363,6 +433,7 @@ class World:
 
     def _invoke(self, schedule: dict[str, Any], occurrence: str, path: str) -> None:
         self.scheduler.run(schedule)
+        self.observe("scheduler")  # a precise `ttl` schedule fires the item itself (UpdateItem)
         self._collect(path, self.t)
         if self.random.random() < self.lost_answer_rate:
             # The target took it but its answer was lost: Scheduler invokes it again (at least once at the target).
@@ -421,7 +492,7 @@ class World:
         passed its own random delay ago is deleted."""
         from moto.dynamodb.models import dynamodb_backends
 
-        ledger = dynamodb_backends[ACCOUNT][REGION].get_table(self.env.config["eventbridge"]["ledgerTable"])
+        ledger = dynamodb_backends[ACCOUNT][REGION].get_table(self.section["ledgerTable"])
         for item in list(ledger.all_items()):
             expires = item.attrs.get("expiresAt")
             if expires is None:
@@ -443,7 +514,7 @@ class World:
 
     def set_window(self, seconds: int) -> None:
         """The user changes `idempotency_window_seconds` (a deploy: the function's and reconcile's config)."""
-        self.env.config["eventbridge"]["windowSeconds"] = seconds
+        self.section["windowSeconds"] = seconds
 
     # -- what the target received ----------------------------------------------------------------------------------
 
@@ -616,6 +687,47 @@ def verdict(world: World, *, offsets: list[int], end: datetime) -> Verdict:
                 result.lost.append(
                     label + (" (Scheduler's retries stopped: its schedule was deleted)" if stopped else "")
                 )
+    for what, reason in world.parked:
+        result.parked.append(f"{what}: {reason}")
+    return result
+
+
+def ttl_verdict(world: World) -> Verdict:
+    """`ttl`: the action is tied to the item's removal. An occurrence (item, due time) is acted on exactly once when
+    the item gives it up in a way that counts (DynamoDB's TTL deleting it; in precise mode also its schedule or the
+    handler firing it, or anyone deleting it at or after its due second), never before its due second, never when
+    only a user's delete removed it before that second (a cancel) or, without `precise`, when a user deleted it at
+    all; nothing that counts is lost without a parked reason."""
+    precise = world.section["precise"]
+    acting: dict[tuple[str, str], datetime] = {}
+    cancelled: set[tuple[str, str]] = set()
+    for removal in world.removals:
+        key = (removal.pk, format_due(removal.due))
+        counts = removal.by != "user" or (precise and removal.at >= removal.due)
+        if counts:
+            acting.setdefault(key, removal.due)
+        else:
+            cancelled.add(key)
+    result = Verdict()
+    by_key: dict[tuple[str, str], list[Delivery]] = {}
+    for delivery in world.deliveries:
+        by_key.setdefault((delivery.pk, delivery.due), []).append(delivery)
+    parked = {what for what, _ in world.parked}
+    for key in sorted(set(acting) | set(by_key) | cancelled):
+        got = by_key.get(key, [])
+        label = f"{key[0]} due {key[1]}: {len(got)} deliveries " + ", ".join(
+            f"{d.path}@{format_due(d.at)}" for d in got
+        )
+        result.occurrences += 1
+        if any(d.at < datetime.fromisoformat(key[1].replace("Z", "+00:00")) for d in got):
+            result.early.append(label)
+        if key not in acting:
+            if got:
+                (result.cancel_broken if key in cancelled else result.twice).append(label + " (no removal counts)")
+        elif len(got) > 1:
+            result.twice.append(label)
+        elif not got:
+            (result.parked if key[0] in parked else result.lost).append(label)
     for what, reason in world.parked:
         result.parked.append(f"{what}: {reason}")
     return result

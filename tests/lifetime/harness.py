@@ -1,0 +1,164 @@
+"""What every mode's lifetime tests share: an example's setting (`Setting`), a fresh moto world for it
+(`simulated`), playing lives in it to the end and checking the mode's verdict (`live`), the run settings (fixed
+examples in `make test`, new draws from `LIFETIME_SEED` in `make lifetime`) and the coverage report."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, seed, settings
+from moto import mock_aws
+from st_core.clients import CLIENTS
+
+from tests.handlers.conftest import Env, build_env
+from tests.lifetime.lives import Life, horizon, play
+from tests.lifetime.world import DAY, START, Verdict, World, second_precision, ttl_verdict, verdict
+
+EXAMPLES = int(os.environ.get("LIFETIME_EXAMPLES", "6"))
+SEED = os.environ.get("LIFETIME_SEED")  # set: new draws from this seed (`make lifetime`); unset: the fixed ones
+RANDOM = SEED is not None
+ITEMS = int(os.environ.get("LIFETIME_ITEMS", "5"))  # the most item lives in one example
+REPORT = os.environ.get("LIFETIME_REPORT")  # where `make lifetime` writes what it covered
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The world's part of an example: the mode, and how AWS and the operator behave over its weeks."""
+
+    seed: int
+    reconcile_every: timedelta | None
+    ttl_lag: timedelta
+    offsets: tuple[int, ...]
+    outages: tuple[tuple[int, int], ...]  # (start hour, hours) of the target being down
+    window: int | None  # the idempotency window the user sets, on `window_day`
+    window_day: int = 10
+    second: bool = False  # eventbridge: precision="second" (a release queue)
+    mode: str = "eventbridge"
+    precise: bool = False  # ttl: a schedule in the due minute, TTL as the fallback
+
+
+def ttl_config(env: Env, *, precise: bool) -> None:
+    """The env's config as `ttl` mode's (plain or precise), on the env's ledger."""
+    env.config["mode"] = "ttl"
+    env.config["ttl"] = {
+        "ledgerTable": env.ledger(),
+        "leaseSeconds": 90,
+        "windowSeconds": 172800,
+        "repeatAttribute": "repeatEvery",
+        "repeatUntilAttribute": "repeatUntil",
+        "occurrenceAttribute": "occurrence",
+        "precise": precise,
+    }
+
+
+@contextmanager
+def simulated(setting: Setting, *, lost_answers: float = 0.0) -> Iterator[World]:
+    """A fresh moto world for one example, configured as `setting` says."""
+    with mock_aws():
+        env = build_env()
+        env.config["maxWorkers"] = 2
+        if setting.mode == "ttl":
+            ttl_config(env, precise=setting.precise)
+        else:
+            env.config["eventbridge"]["offsets"] = list(setting.offsets)
+            if setting.second:
+                second_precision(env)
+        world = World(
+            env,
+            seed=setting.seed,
+            reconcile_every=setting.reconcile_every,
+            ttl_lag=setting.ttl_lag,
+            lost_answers=lost_answers,
+        )
+        world.outages = [
+            (START + timedelta(hours=start), START + timedelta(hours=start + hours)) for start, hours in setting.outages
+        ]
+        try:
+            with world.running():
+                yield world
+        finally:
+            CLIENTS.reset()
+
+
+def judge(world: World, end: Any) -> Verdict:
+    """The mode's verdict on a world run to `end`."""
+    if world.mode == "ttl":
+        return ttl_verdict(world)
+    return verdict(world, offsets=list(world.section["offsets"]), end=end)
+
+
+def live(setting: Setting, lives: list[Life], *, lost_answers: float = 0.0) -> World:
+    """Play the lives in a world, to a few days after the last change; fail with the verdict's findings."""
+    with simulated(setting, lost_answers=lost_answers) as world:
+        for life in lives:
+            play(world, life)
+        if setting.window is not None:
+            window = setting.window
+            world.at(START + setting.window_day * DAY, lambda: world.set_window(window))
+        end = horizon(lives) + 2 * DAY
+        if setting.window is not None:
+            end = max(end, START + (setting.window_day + 3) * DAY)  # reconcile runs under the new window too
+        world.run_until(end)
+        found = judge(world, end)
+        COVERED.append((label(setting), end - START, len(lives), found.occurrences, world.handled, world.reconciles))
+        assert not found.failures(), "\n".join(found.failures())
+        return world
+
+
+def label(setting: Setting) -> str:
+    """The mode as the report names it."""
+    if setting.mode == "ttl":
+        return "ttl precise" if setting.precise else "ttl"
+    return "eventbridge (second)" if setting.second else "eventbridge (minute)"
+
+
+# per example: mode, span, items, occurrences, records, reconciles
+COVERED: list[tuple[str, timedelta, int, int, int, int]] = []
+
+
+def run_settings() -> settings:
+    return settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=not RANDOM,
+        database=None,
+        print_blob=True,
+        report_multiple_bugs=False,
+        # `make test`'s run reports the first failing example as drawn (shrinking it costs minutes of moto);
+        # `make lifetime` shrinks.
+        phases=list(Phase) if RANDOM else [Phase.explicit, Phase.reuse, Phase.generate],
+    )
+
+
+def seeded(test: Any) -> Any:
+    """The test with Hypothesis seeded from `LIFETIME_SEED` (a long run's draws replay from the seed it reports)."""
+    return test if SEED is None else seed(int(SEED))(test)
+
+
+def write_report(path: Path) -> None:
+    lines = [
+        "# Lifetime simulation",
+        "",
+        "Written by `make lifetime` (tests/lifetime): item lives drawn by Hypothesis in a simulated AWS over weeks.",
+        f"Hypothesis seed (`LIFETIME_SEED`): {SEED if RANDOM else 'fixed examples (derandomized)'}.",
+        "",
+        "| mode | examples | simulated item-days | item lives | occurrences checked | stream records handled "
+        "(redeliveries included) | reconcile runs | longest span (days) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for mode in sorted({row[0] for row in COVERED}):
+        rows = [row for row in COVERED if row[0] == mode]
+        item_days = sum(span.total_seconds() / 86400 * items for _, span, items, *_ in rows)
+        longest = max(span for _, span, *_ in rows)
+        lines.append(
+            f"| {mode} | {len(rows)} | {item_days:,.0f} | {sum(r[2] for r in rows):,} | {sum(r[3] for r in rows):,} "
+            f"| {sum(r[4] for r in rows):,} | {sum(r[5] for r in rows):,} | {longest.days} |"
+        )
+    path.write_text("\n".join([*lines, ""]))
