@@ -33,17 +33,17 @@ SETTINGS = st.builds(
     outages=st.lists(st.tuples(st.integers(0, 30 * 24), st.integers(1, 30)), max_size=2).map(tuple),
     window=st.none(),
     mode=st.just("ttl"),
-    precise=st.booleans(),
 )
 # The item's TTL is its due time: no cleanup attribute of its own.
 LIVES = once_lives().map(lambda life: dataclasses.replace(life, cleanup=None))
 
 
+@pytest.mark.parametrize("precise", [False, True], ids=["plain", "precise"])
 @run_settings()
 @seeded
 @given(setting=SETTINGS, lives=st.lists(LIVES, min_size=1, max_size=ITEMS))
-def test_ttl_items_over_weeks(setting: Setting, lives: list[Life]) -> None:
-    live(setting, lives)
+def test_ttl_items_over_weeks(precise: bool, setting: Setting, lives: list[Life]) -> None:
+    live(dataclasses.replace(setting, precise=precise), lives)
 
 
 # -- single lives -----------------------------------------------------------------------------------------------------
