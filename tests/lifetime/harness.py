@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, Phase, seed, settings
 from moto import mock_aws
 from st_core.clients import CLIENTS
 
-from tests.handlers.conftest import Env, build_env
+from tests.handlers.conftest import Env, build_env, with_due_index
 from tests.lifetime.lives import Life, horizon, play
+from tests.lifetime.ticks import Ticks
 from tests.lifetime.world import DAY, START, Verdict, World, second_precision, ttl_verdict, verdict
 
 EXAMPLES = int(os.environ.get("LIFETIME_EXAMPLES", "6"))
@@ -65,6 +66,10 @@ def simulated(setting: Setting, *, lost_answers: float = 0.0) -> Iterator[World]
         env.config["maxWorkers"] = 2
         if setting.mode == "ttl":
             ttl_config(env, precise=setting.precise)
+        elif setting.mode == "polling":
+            with_due_index(env)
+            env.config["polling"]["shards"] = 4
+            env.config["polling"]["maxAttempts"] = 1000  # refused sends back off through an outage, never give up
         else:
             env.config["eventbridge"]["offsets"] = list(setting.offsets)
             if setting.second:
@@ -81,6 +86,9 @@ def simulated(setting: Setting, *, lost_answers: float = 0.0) -> Iterator[World]
         ]
         try:
             with world.running():
+                if setting.mode == "polling":
+                    world.ticks = Ticks(world, seed=setting.seed)
+                    world.ticks.start()
                 yield world
         finally:
             CLIENTS.reset()
@@ -90,7 +98,7 @@ def judge(world: World, end: Any) -> Verdict:
     """The mode's verdict on a world run to `end`."""
     if world.mode == "ttl":
         return ttl_verdict(world)
-    return verdict(world, offsets=list(world.section["offsets"]), end=end)
+    return verdict(world, offsets=list(world.section.get("offsets", [0])), end=end)
 
 
 def live(setting: Setting, lives: list[Life], *, lost_answers: float = 0.0) -> World:
@@ -113,8 +121,8 @@ def live(setting: Setting, lives: list[Life], *, lost_answers: float = 0.0) -> W
 
 def label(setting: Setting) -> str:
     """The mode as the report names it."""
-    if setting.mode == "ttl":
-        return "ttl precise" if setting.precise else "ttl"
+    if setting.mode != "eventbridge":
+        return "ttl precise" if setting.precise else setting.mode
     return "eventbridge (second)" if setting.second else "eventbridge (minute)"
 
 

@@ -113,12 +113,14 @@ class Removal:
 
 def mapping_filter(env: Env) -> Callable[[dict[str, Any]], bool]:
     """What the mode's event source mapping lets through to the handler (eventbridge: every record)."""
-    if env.config["mode"] != "ttl":
-        return lambda record: True
-    from components.filters import filter_patterns, ttl_filters
+    from components.filters import filter_patterns, polling_filters, ttl_filters
     from tests.support.patterns import LambdaFilter
 
-    return LambdaFilter(filter_patterns(ttl_filters("dueAt", env.config["ttl"]["precise"]))).passes
+    if env.config["mode"] == "ttl":
+        return LambdaFilter(filter_patterns(ttl_filters("dueAt", env.config["ttl"]["precise"]))).passes
+    if env.config["mode"] == "polling":
+        return LambdaFilter(filter_patterns(polling_filters())).passes
+    return lambda record: True
 
 
 class World:
@@ -137,8 +139,9 @@ class World:
         self.section: Any = env.config[self.mode]  # the mode's own settings (its ledger, its window)
         self.expiry = "dueAt" if self.mode == "ttl" else CLEANUP  # the item's attribute DynamoDB TTL reads
         self.passes: Callable[[dict[str, Any]], bool] = mapping_filter(env)
-        env.config["scheduler"]["maxEventAgeSeconds"] = int(MAX_EVENT_AGE.total_seconds())
-        env.config["scheduler"]["maxRetryAttempts"] = 185
+        if "scheduler" in env.config:  # polling has no schedules
+            env.config["scheduler"]["maxEventAgeSeconds"] = int(MAX_EVENT_AGE.total_seconds())
+            env.config["scheduler"]["maxRetryAttempts"] = 185
         self.t = START
         self.random = random.Random(seed)
         self.scheduler = SchedulerClock(env, seed=seed)
@@ -153,6 +156,8 @@ class World:
         self.deliveries: list[Delivery] = []
         self.parked: list[tuple[Any, str]] = []  # ((pk, dueAt, offset) or pk or a message, reason)
         self.lost_answers: Counter[str] = Counter()  # occurrence -> copies Scheduler sent again after a lost answer
+        # (pk, dueAt, offset) -> copies a processor killed between a send and its completion may send again
+        self.killed_sends: Counter[tuple[str, str, int]] = Counter()
         self.stopped: list[str] = []  # occurrences whose retries stopped because their schedule was deleted
         self.retrying: dict[str, Retry] = {}
         self.recurring_seen: dict[str, datetime] = {}  # recurring schedule -> firings run up to
@@ -165,6 +170,7 @@ class World:
         self.clock: Callable[[], datetime] = HandlerClock(START).now  # the running invocation's (stamps its sends)
         self.queue = TargetQueue(env, lambda: self.clock())
         self.release: ReleaseQueue | None = None
+        self.ticks: Any = None  # polling: the processor's ticks (tests/lifetime/ticks.py)
 
     # -- the clock and the event queue -----------------------------------------------------------------------------
 
@@ -193,6 +199,10 @@ class World:
             _, _, action = heapq.heappop(self._events)
             action()
         self.advance(end)
+
+    def next_event(self) -> datetime | None:
+        """When the world's next queued event comes (None: nothing queued)."""
+        return self._events[0][0] if self._events else None
 
     def down(self, at: datetime | None = None) -> bool:
         moment = self.t if at is None else at
@@ -255,11 +265,10 @@ class World:
         records = self.env.stream.read(at=self.t)
         for record in records:
             self._removal(record, by)
-            keys = record["dynamodb"]["Keys"]
-            image = record["dynamodb"].get("NewImage") or {}
-            held = image.get("dueAt") if record["eventName"] != "REMOVE" else None
-            value = None if held is None else datetime.fromtimestamp(int(held["N"]), UTC) if "N" in held else held["S"]
-            self._versions(keys["PK"]["S"], value, [record["eventID"]])
+            if record["eventName"] == "REMOVE" or "dueAt" not in (record["dynamodb"].get("NewImage") or {}):
+                # The item is gone, or gave up its due time (a precise fire): what the component's writes keep or
+                # add (an index entry, a done mark) is no new version.
+                self._versions(record["dynamodb"]["Keys"]["PK"]["S"], None, [record["eventID"]])
         passed = [r for r in records if self.passes(r)]
         if passed:
             self.pending += passed
@@ -335,7 +344,7 @@ class World:
         self.handled += len(records)
         response = self.handle(records)
         self.observe("handler")
-        self._collect(path, self.t)
+        self.collect(path, self.t)
         failures = [f["itemIdentifier"] for f in response["batchItemFailures"]]
         if not failures:
             return None
@@ -345,12 +354,15 @@ class World:
     def handle(self, records: list[dict[str, Any]]) -> Any:
         """The mode's stream handler on `records` now, with a clock of its own that its sleeps move on."""
         import eventbridge
+        import polling_assign
         import ttl
 
         clock = HandlerClock(self.t)
         self.clock = clock.now
         if self.release is not None:
             self.release.clock.t = self.t  # its sends into the release queue happen now
+        if self.mode == "polling":  # the assigner
+            return polling_assign.handle_assign_batch({"Records": records}, self.env.config, now=clock.now)
         handle_batch = ttl.handle_batch if self.mode == "ttl" else eventbridge.handle_batch
         return handle_batch({"Records": records}, self.env.config, now=clock.now, sleep=clock.sleep)
 
@@ -434,12 +446,12 @@ class World:
     def _invoke(self, schedule: dict[str, Any], occurrence: str, path: str) -> None:
         self.scheduler.run(schedule)
         self.observe("scheduler")  # a precise `ttl` schedule fires the item itself (UpdateItem)
-        self._collect(path, self.t)
+        self.collect(path, self.t)
         if self.random.random() < self.lost_answer_rate:
             # The target took it but its answer was lost: Scheduler invokes it again (at least once at the target).
             self.env.sqs.send_message(QueueUrl=self.env.due_queue_url, MessageBody=schedule["Target"]["Input"])
             self.lost_answers[occurrence] += 1
-            self._collect(path, self.t)
+            self.collect(path, self.t)
 
     def _release(self) -> None:
         """`precision="second"`: the release queue's consumer takes what became visible (at its own clock, which
@@ -449,7 +461,7 @@ class World:
         self.clock = self.release.clock
         while self.release.receivable():
             self.release.consume()
-            self._collect("releaser", self.t)
+            self.collect("releaser", self.t)
         self.t = max(self.t, self.release.clock.t)
 
     def _backoff(self, attempt: int) -> timedelta:
@@ -507,7 +519,7 @@ class World:
 
     def _reconcile(self) -> None:
         reconcile(self.env, self.handle, lambda: self.t.timestamp())
-        self._collect("reconcile", self.t)
+        self.collect("reconcile", self.t)
         self.reconciles += 1
         assert self.reconcile_every is not None
         self.at(self.t + self.reconcile_every, self._reconcile)
@@ -518,7 +530,7 @@ class World:
 
     # -- what the target received ----------------------------------------------------------------------------------
 
-    def _collect(self, path: str, at: datetime) -> None:
+    def collect(self, path: str, at: datetime) -> None:
         for sent in self.queue.receive(at=at):
             message = sent.body
             self.deliveries.append(
@@ -633,6 +645,11 @@ def verdict(world: World, *, offsets: list[int], end: datetime) -> Verdict:
                 for offset in offsets:
                     moment = version.value + timedelta(seconds=offset)
                     key = (pk, format_due(version.value), offset)
+                    if world.mode == "polling" and version.end is not None:
+                        # The processor reads the item again before it sends: a change before the due time always
+                        # holds; one after it and before a tick sent it, too (the task had not run).
+                        allow(key, 0, 1 if version.end >= moment else 0, moment)
+                        continue
                     if version.end is None or version.end >= moment:
                         allow(key, 1, 1, moment)
                         continue
@@ -667,7 +684,7 @@ def verdict(world: World, *, offsets: list[int], end: datetime) -> Verdict:
         low, high = bounds.get(key, [0, 0])
         got = counts[key]
         ids = {d.occurrence for d in by_key.get(key, [])}
-        extra = sum(world.lost_answers[i] for i in ids)
+        extra = sum(world.lost_answers[i] for i in ids) + world.killed_sends[key]
         label = f"{key[0]} due {key[1]} offset {key[2]}: {got} deliveries " + ", ".join(
             f"{d.path}@{format_due(d.at)}" for d in by_key.get(key, [])
         )
