@@ -94,7 +94,8 @@ soak: $(STAMP)
 
 # Not part of `make test` either (long): the lifetime simulation (tests/lifetime) with many more drawn item lives
 # than `make test`'s fixed few, new draws from LIFETIME_SEED (the failing example is shrunk and printed with it);
-# writes what it covered (simulated item-days, seed) to bench/lifetime.md.
+# every delivering mode (eventbridge at minute and second precision, ttl plain and precise, polling); writes what
+# it covered (simulated item-days per mode, seed) to bench/lifetime.md.
 LIFETIME_EXAMPLES ?= 500
 LIFETIME_SEED ?= 1
 LIFETIME_ITEMS ?= 60

@@ -35,6 +35,21 @@ def model_env(*, due_index: bool = False) -> Env:
     return with_due_index(env) if due_index else env
 
 
+def ttl_config(env: Env, *, precise: bool) -> Env:
+    """The env's config as `ttl` mode's (plain or precise), on the env's ledger."""
+    env.config["mode"] = "ttl"
+    env.config["ttl"] = {
+        "ledgerTable": env.ledger(),
+        "leaseSeconds": 90,
+        "windowSeconds": 172800,
+        "repeatAttribute": "repeatEvery",
+        "repeatUntilAttribute": "repeatUntil",
+        "occurrenceAttribute": "occurrence",
+        "precise": precise,
+    }
+    return env
+
+
 def dynamodb_number_arithmetic() -> Any:
     """A patch (start it, stop it) giving moto DynamoDB's number arithmetic: moto adds numbers with a fraction in
     Python's default context (28 digits), so 10**30 + 7 - 0.001 comes back rounded; DynamoDB keeps 38 digits."""

@@ -40,6 +40,7 @@ from tests.handlers.model_support import (
     due_time,
     model_env,
     model_test,
+    ttl_config,
 )
 from tests.support.patterns import LambdaFilter
 
@@ -336,18 +337,7 @@ def _due(image: dict[str, Any]) -> datetime:
 
 
 def _env(precise: bool) -> Env:
-    env = model_env()
-    env.config["mode"] = "ttl"
-    env.config["ttl"] = {
-        "ledgerTable": env.ledger(),
-        "leaseSeconds": 90,
-        "windowSeconds": 172800,
-        "repeatAttribute": "repeatEvery",
-        "repeatUntilAttribute": "repeatUntil",
-        "occurrenceAttribute": "occurrence",
-        "precise": precise,
-    }
-    return env
+    return ttl_config(model_env(), precise=precise)
 
 
 test_ttl_model = model_test(TtlModel)

@@ -13,13 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, seed, settings
+from hypothesis import strategies as st
 from moto import mock_aws
 from st_core.clients import CLIENTS
 
-from tests.handlers.conftest import Env, build_env, with_due_index
+from tests.handlers.conftest import build_env, with_due_index
+from tests.handlers.model_support import ttl_config
 from tests.lifetime.lives import Life, horizon, play
 from tests.lifetime.ticks import Ticks
-from tests.lifetime.world import DAY, START, Verdict, World, second_precision, ttl_verdict, verdict
+from tests.lifetime.world import DAY, HOUR, START, Verdict, World, second_precision, ttl_verdict, verdict
 
 EXAMPLES = int(os.environ.get("LIFETIME_EXAMPLES", "6"))
 SEED = os.environ.get("LIFETIME_SEED")  # set: new draws from this seed (`make lifetime`); unset: the fixed ones
@@ -44,18 +46,19 @@ class Setting:
     precise: bool = False  # ttl: a schedule in the due minute, TTL as the fallback
 
 
-def ttl_config(env: Env, *, precise: bool) -> None:
-    """The env's config as `ttl` mode's (plain or precise), on the env's ledger."""
-    env.config["mode"] = "ttl"
-    env.config["ttl"] = {
-        "ledgerTable": env.ledger(),
-        "leaseSeconds": 90,
-        "windowSeconds": 172800,
-        "repeatAttribute": "repeatEvery",
-        "repeatUntilAttribute": "repeatUntil",
-        "occurrenceAttribute": "occurrence",
-        "precise": precise,
-    }
+def stream_settings(mode: str) -> st.SearchStrategy[Setting]:
+    """The drawn settings of a mode other than eventbridge (no offsets, reconcile or window change): the world's
+    seed, TTL's lag, the target's outages."""
+    return st.builds(
+        Setting,
+        seed=st.integers(0, 2**32 - 1),
+        reconcile_every=st.none(),
+        ttl_lag=st.sampled_from([timedelta(0), HOUR, DAY, 3 * DAY]),
+        offsets=st.just((0,)),
+        outages=st.lists(st.tuples(st.integers(0, 30 * 24), st.integers(1, 30)), max_size=2).map(tuple),
+        window=st.none(),
+        mode=st.just(mode),
+    )
 
 
 @contextmanager

@@ -29,7 +29,9 @@ _NAMES = itertools.count()
 
 @dataclass(frozen=True)
 class Change:
-    kind: str  # "write" (the due time kept), "move", "delete"; recurring: "write", "rule", "delete"
+    # "write" (the due time kept), "move" (a PutItem), "update" (a move by an UpdateItem of the due time alone),
+    # "delete"; recurring: "write", "rule", "delete"
+    kind: str
     at: int  # once: seconds from the held due time; recurring: seconds from the `firing`-th firing after the last
     by: int = 0  # move: seconds; rule: which rule
     firing: int = 1
@@ -117,11 +119,15 @@ def _once(world: World, pk: str, life: Life) -> None:
                 world.delete(pk)
                 return
             due = held
-            if change.kind == "move":
+            if change.kind in ("move", "update"):
                 due = held + timedelta(seconds=change.by)
                 while due in dues:
                     due += timedelta(seconds=1)  # a new due time, never one the item held before
-            write(due, index + 1)
+            if change.kind == "update":
+                dues.append(due)
+                world.update(pk, due)
+            else:
+                write(due, index + 1)
             step(index + 1)
 
         world.at(when, act)

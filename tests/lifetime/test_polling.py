@@ -11,33 +11,37 @@ without a parked reason.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.lifetime.harness import ITEMS, Setting, live, run_settings, seeded
+from tests.lifetime.harness import ITEMS, Setting, live, run_settings, seeded, stream_settings
 from tests.lifetime.lives import Change, Life, once_lives
-from tests.lifetime.world import DAY, HOUR
+from tests.lifetime.world import HOUR
 
 pytestmark = pytest.mark.model
 
-SETTINGS = st.builds(
-    Setting,
-    seed=st.integers(0, 2**32 - 1),
-    reconcile_every=st.none(),
-    ttl_lag=st.sampled_from([timedelta(0), HOUR, DAY, 3 * DAY]),
-    offsets=st.just((0,)),
-    outages=st.lists(st.tuples(st.integers(0, 30 * 24), st.integers(1, 30)), max_size=2).map(tuple),
-    window=st.none(),
-    mode=st.just("polling"),
+SETTINGS = stream_settings("polling")
+
+
+# Half the moves by an UpdateItem of the due time alone: the item keeps its index entry at the old time (a PutItem
+# replaces the entry too), and the assigner may not have seen the move when a tick reads that entry.
+LIVES = once_lives().map(
+    lambda life: dataclasses.replace(
+        life,
+        changes=tuple(
+            dataclasses.replace(c, kind="update") if c.kind == "move" and c.by % 2 else c for c in life.changes
+        ),
+    )
 )
 
 
 @run_settings()
 @seeded
-@given(setting=SETTINGS, lives=st.lists(once_lives(), min_size=1, max_size=ITEMS))
+@given(setting=SETTINGS, lives=st.lists(LIVES, min_size=1, max_size=ITEMS))
 def test_polling_items_over_weeks(setting: Setting, lives: list[Life]) -> None:
     live(setting, lives)
 
@@ -53,8 +57,16 @@ def test_an_item_is_sent_once_at_its_time() -> None:
 
 @pytest.mark.parametrize(
     "change",
-    [Change("delete", at=-60), Change("move", at=-600, by=86400), Change("write", at=3 * 86400)],
-    ids=["deleted-before", "moved-before", "rewritten-days-after"],
+    [
+        Change("delete", at=-60),
+        Change("move", at=-600, by=86400),
+        Change("update", at=-20, by=3600),
+        Change("write", at=3 * 86400),
+    ],
+    ids=["deleted-before", "moved-before", "updated-seconds-before", "rewritten-days-after"],
 )
 def test_a_change_is_respected(change: Change) -> None:
-    live(QUIET, [Life(created=0, due=7200, changes=(change,))])
+    """Deleted or moved before its time: not sent then (moved: sent at the new time); written again days after it
+    ran: not sent again. Seed 5: the assigner sees the update 20 s before the due time only after the tick at that
+    time read the old index entry (the processor's own reading of the item must hold the move)."""
+    live(dataclasses.replace(QUIET, seed=5), [Life(created=0, due=7200, changes=(change,))])

@@ -18,22 +18,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.lifetime.harness import ITEMS, Setting, live, run_settings, seeded
+from tests.lifetime.harness import ITEMS, Setting, live, run_settings, seeded, stream_settings
 from tests.lifetime.lives import Change, Life, once_lives
-from tests.lifetime.world import DAY, HOUR
+from tests.lifetime.world import DAY
 
 pytestmark = pytest.mark.model
 
-SETTINGS = st.builds(
-    Setting,
-    seed=st.integers(0, 2**32 - 1),
-    reconcile_every=st.none(),
-    ttl_lag=st.sampled_from([timedelta(0), HOUR, DAY, 3 * DAY]),
-    offsets=st.just((0,)),
-    outages=st.lists(st.tuples(st.integers(0, 30 * 24), st.integers(1, 30)), max_size=2).map(tuple),
-    window=st.none(),
-    mode=st.just("ttl"),
-)
+SETTINGS = stream_settings("ttl")
 # The item's TTL is its due time: no cleanup attribute of its own.
 LIVES = once_lives().map(lambda life: dataclasses.replace(life, cleanup=None))
 
