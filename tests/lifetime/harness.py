@@ -44,6 +44,8 @@ class Setting:
     second: bool = False  # eventbridge: precision="second" (a release queue)
     mode: str = "eventbridge"
     precise: bool = False  # ttl: a schedule in the due minute, TTL as the fallback
+    shards: int | None = None  # polling: the `shards` count the user deploys on `shards_day` (from 4)
+    shards_day: int = 2
 
 
 def stream_settings(mode: str) -> st.SearchStrategy[Setting]:
@@ -58,6 +60,8 @@ def stream_settings(mode: str) -> st.SearchStrategy[Setting]:
         outages=st.lists(st.tuples(st.integers(0, 30 * 24), st.integers(1, 30)), max_size=2).map(tuple),
         window=st.none(),
         mode=st.just(mode),
+        shards=st.none() | st.sampled_from([1, 2, 8]) if mode == "polling" else st.none(),
+        shards_day=st.integers(0, 6),
     )
 
 
@@ -112,6 +116,9 @@ def live(setting: Setting, lives: list[Life], *, lost_answers: float = 0.0) -> W
         if setting.window is not None:
             window = setting.window
             world.at(START + setting.window_day * DAY, lambda: world.set_window(window))
+        if setting.shards is not None:
+            shards = setting.shards
+            world.at(START + setting.shards_day * DAY, lambda: world.set_shards(shards))
         end = horizon(lives) + 2 * DAY
         if setting.window is not None:
             end = max(end, START + (setting.window_day + 3) * DAY)  # reconcile runs under the new window too

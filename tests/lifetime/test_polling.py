@@ -49,6 +49,14 @@ def test_polling_items_over_weeks(setting: Setting, lives: list[Life]) -> None:
 QUIET = Setting(seed=47, reconcile_every=None, ttl_lag=HOUR, offsets=(0,), outages=(), window=None, mode="polling")
 
 
+@pytest.mark.parametrize("shards", [1, 8])
+def test_a_shards_change_between_a_write_and_its_time_loses_nothing(shards: int) -> None:
+    """Indexed on one of 4 shards; the user deploys `shards` lowered to 1 (or raised to 8) a day before its time."""
+    setting = dataclasses.replace(QUIET, shards=shards, shards_day=1)
+    world = live(setting, [Life(created=0, due=2 * 86400 + 5, changes=()) for _ in range(6)])
+    assert len(world.deliveries) == 6
+
+
 def test_an_item_is_sent_once_at_its_time() -> None:
     world = live(QUIET, [Life(created=0, due=3600 + 17, changes=())])
     [delivery] = world.deliveries

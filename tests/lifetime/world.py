@@ -544,6 +544,10 @@ class World:
         assert self.reconcile_every is not None
         self.at(self.t + self.reconcile_every, self._reconcile)
 
+    def set_shards(self, shards: int) -> None:
+        """The user changes polling's `shards` (a deploy: the assigner's and the processor's config)."""
+        self.section["shards"] = shards
+
     def set_window(self, seconds: int) -> None:
         """The user changes `idempotency_window_seconds` (a deploy: the function's and reconcile's config)."""
         self.section["windowSeconds"] = seconds
