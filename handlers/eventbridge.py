@@ -97,6 +97,7 @@ class Action(StrEnum):
 # Scheduler refuses a StartDate more than five minutes in the past.
 START_DATE_PAST_LIMIT = timedelta(minutes=5)
 _EPOCH = datetime.fromtimestamp(0, UTC)
+MINUTE = timedelta(minutes=1)
 
 
 # Immutable records are NamedTuples rather than frozen dataclasses: a frozen dataclass generates and compiles its
@@ -571,7 +572,8 @@ class Scheduling:
         window = recurring_window(spec, parsed, now)
         reach = now + MIN_LEAD  # the handler sends a new rule's firing up to here (`_catch_up`), Scheduler after it
         start = None if window is None else window[0]
-        held = _taken_over(step, spec, parsed, reach, now)
+        written = _written(record)
+        held = _taken_over(step, spec, parsed, reach, now, sent=now, written=written)
         if window is not None and start is None and (held or self._missed(step, spec, parsed, reach) is not None):
             # A cron schedule made without a start would run that firing too (Scheduler runs one made before it, or
             # inside its minute): it starts on the next whole second instead (a rate starts past `reach` already).
@@ -580,7 +582,8 @@ class Scheduling:
                 window = None  # no firing is left between them for Scheduler
         if window is None:
             self._cancel_recurring(occurrence)  # nothing is left to fire
-            self._take_over(occurrence, _taken_over(step, spec, parsed, reach, self.now()))
+            self._take_over(occurrence, _taken_over(step, spec, parsed, reach, self.now(), sent=now, written=written))
+            self._take_over(occurrence, _left_behind(step.before if step.since else None, written, now))
             self._catch_up(step, occurrence, spec, parsed, self.now())
             return
         payload = target_input(self.config["target"], self._event(occurrence), via_scheduler=True)
@@ -611,7 +614,8 @@ class Scheduling:
         made = self.now()
         # Scheduler answered before `reach`: the schedule's start divides the firings (up to `reach` the handler's,
         # after it Scheduler's). A create slower than that: every firing up to MIN_LEAD after it answered.
-        self._take_over(occurrence, _taken_over(step, spec, parsed, reach, made))
+        self._take_over(occurrence, _taken_over(step, spec, parsed, reach, made, sent=now, written=written))
+        self._take_over(occurrence, _left_behind(step.before if step.since else None, written, now))
         self._catch_up(step, occurrence, spec, parsed, now if made <= reach else made)
 
     def _take_over(self, occurrence: Occurrence, firings: list[datetime]) -> None:
@@ -768,7 +772,9 @@ class Scheduling:
                 self._count("stale")
                 log.debug("recurring-cancel-stale", schedule=occurrence.name)
                 return
+            now = self.now()
             self._cancel_recurring(occurrence)
+            self._take_over(occurrence, _left_behind(occurrence.recurrence, _written(record), now))
             return
         if self._may_have_started(occurrence.due, self.now()):
             # Its schedule may be running or have run, and a delete now could not tell which: Scheduler removes a
@@ -897,32 +903,80 @@ def _rule_marker(occurrence: Occurrence, version: str) -> str:
     return recurring_firing_id(occurrence.name, f"rule-{version}")
 
 
-def _taken_over(step: Step, spec: Recurrence, parsed: Expression, until: datetime, landed: datetime) -> list[datetime]:
+def _taken_over(
+    step: Step,
+    spec: Recurrence,
+    parsed: Expression,
+    until: datetime,
+    landed: datetime,
+    *,
+    sent: datetime,
+    written: datetime | None,
+) -> list[datetime]:
     """The firings the item's schedule held that its update takes from Scheduler, oldest first: the updated
     schedule starts after `until` (a rate on its next firing past it, a cron on the second after it), so it runs
-    none up to there; the schedule as it was (its rule fired at those instants too: `_covered`) had not run them
-    when the update `landed`, as their minute had not begun (Scheduler fires anywhere in a firing's minute, never
-    before it; less the clocks' skew). Without this, a write in the seconds before a firing (a status, a counter, a
-    consumer's write-back) would lose it, and writes every few seconds would stop the item for good. Each is the
-    handler's alone, sent once (`_take_over`).
+    none up to there. Without this, a write in the seconds before a firing (a status, a counter, a consumer's
+    write-back) would lose it, and writes every few seconds would stop the item for good. Each is the handler's,
+    sent once through the ledger (`_take_over`). Only firings the schedule as it was held (`_covered`). Two kinds:
 
-    A firing whose minute had begun is left to Scheduler: it may have run already (a consumer writes back right
-    after a firing, in its minute), and sending it again would double every firing of such an item. Its limit: a
-    write made inside a firing's minute, before Scheduler runs it, and with no write in the seconds before that
-    minute, loses that firing (Scheduler's instant in the minute cannot be known)."""
+    - its minute had not begun when the update `landed` (Scheduler fires anywhere in a firing's minute, never
+      before it; less the clocks' skew): Scheduler has not run it, and now never will;
+    - the item was `written` before its minute began, and the update was `sent` before the minute was over: the
+      update may have landed before Scheduler ran it (a record handled late: Lambda's lag, a batch redelivered, a
+      busy invocation). Scheduler may also have run it first, so the target may get it twice, with the same
+      `occurrenceId`; sending nothing would lose it whenever the update came first.
+
+    A firing whose minute had begun before the write is left to Scheduler: it may have run already (a consumer
+    writes back right after a firing, in its minute), and sending it again would double every firing of such an
+    item. Its limit: a write made inside a firing's minute, before Scheduler runs it, loses that firing
+    (Scheduler's instant in the minute cannot be known)."""
     from st_core import recurrence
 
     found: list[datetime] = []
-    floor = landed - MIN_LEAD  # a firing before this had its minute begun by `landed`
+    floor = min(landed - MIN_LEAD, sent - MINUTE - CLOCK_SKEW)  # a firing before this had run by `sent`
     while True:
         fired = recurrence.latest_firing(
             parsed, zone(spec.zone), after=floor, until=until, start=spec.start, end=spec.end
         )
         if fired is None:
             return found
-        if minute_start(fired) - CLOCK_SKEW > landed and _covered(step.before, spec, fired):
+        began = minute_start(fired) - CLOCK_SKEW
+        ahead = began > landed
+        late = written is not None and written < began and sent < began + MINUTE + 2 * CLOCK_SKEW
+        if (ahead or late) and _covered(step.before, spec, fired):
             found.insert(0, fired)
         until = fired - timedelta(seconds=1)  # firings fall on whole seconds, at least a minute apart
+
+
+def _left_behind(before: Recurrence | None, written: datetime | None, sent: datetime) -> list[datetime]:
+    """The firing of the item's old rule that a change of rule or a delete, `written` after that firing's instant
+    and handled (the schedule updated or deleted: `sent`) before its minute was over, may have taken from
+    Scheduler: it fires anywhere in the minute, and a schedule changed or gone before that does not run it. The
+    item held the rule at the firing, so it is due; the handler sends it (once, through the ledger) under the id
+    Scheduler gives it. Scheduler may have run it first: the target then gets it twice, with the same
+    `occurrenceId`. (A write that keeps the rule is different: a consumer's write-back right after each firing
+    would double every firing; see `_taken_over`.)"""
+    if before is None or written is None:
+        return []
+    from st_core import recurrence
+
+    fired = recurrence.latest_firing(
+        recurrence.parse(before.expression),
+        zone(before.zone),
+        after=sent - MINUTE - 2 * CLOCK_SKEW,
+        until=written,
+        start=before.start,
+        end=before.end,
+    )
+    if fired is None or minute_start(fired) + MINUTE + CLOCK_SKEW <= sent:
+        return []
+    return [fired]
+
+
+def _written(record: DynamoDBStreamRecord) -> datetime | None:
+    """When the record's change was made, as Lambda gives it (None when the record does not say)."""
+    moment = changed_at(record)
+    return None if moment is None else datetime.fromtimestamp(moment, UTC)
 
 
 def _covered(before: Recurrence | None, spec: Recurrence, fired: datetime) -> bool:

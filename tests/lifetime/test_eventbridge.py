@@ -20,7 +20,7 @@ from st_core.timeparse import format_due
 
 from tests.lifetime.harness import ITEMS, Setting, live, run_settings, seeded, simulated
 from tests.lifetime.lives import Change, Life, once_lives, play, recurring_lives
-from tests.lifetime.world import DAY, HOUR, START, verdict
+from tests.lifetime.world import DAY, HOUR, START, World, verdict
 
 pytestmark = pytest.mark.model
 
@@ -161,3 +161,97 @@ def test_the_verdict_fails_a_second_delivery() -> None:
         found = verdict(world, offsets=[0], end=end)
     assert [f.split(":")[0] for f in found.failures()] == ["delivered twice"], found
     assert format_due(START + HOUR) in found.twice[0]
+
+
+# -- Scheduler runs a recurring firing anywhere in its minute ------------------------------------------------------
+
+
+@pytest.fixture
+def late_in_the_minute(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scheduler runs every recurring firing 45 s into its minute (AWS: anywhere in it), and Lambda hands each record
+    over 12 s after its write: a write in the seconds before a firing, or just after it, is handled inside the
+    firing's minute, before Scheduler has run it."""
+    monkeypatch.setattr(World, "_run_instant", lambda self, name, firing: firing + timedelta(seconds=45))
+    monkeypatch.setattr(World, "_lag", lambda self: timedelta(seconds=12))
+
+
+@pytest.mark.usefixtures("late_in_the_minute")
+@pytest.mark.parametrize("second", [False, True], ids=["minute", "second"])
+def test_a_recurring_write_before_a_firing_handled_inside_its_minute_loses_no_firing(second: bool) -> None:
+    """Written 5 s before its tenth hourly firing, handled 7 s after it: the schedule's update (starting after the
+    next 10 s) lands before Scheduler runs the firing, which it then never does; the handler sends it."""
+    life = Life(created=0, due=0, changes=(Change("write", at=-5, firing=10),), recurring=True)
+    live(dataclasses.replace(QUIET, second=second), [life])
+
+
+@pytest.mark.usefixtures("late_in_the_minute")
+@pytest.mark.parametrize("kind", ["rule", "delete"])
+def test_a_rule_change_or_delete_just_after_a_firing_loses_no_firing(kind: str) -> None:
+    """The item given a daily rule, or deleted, 2 s after its sixth hourly firing, handled before Scheduler ran
+    that firing: the item held the hourly rule at the firing, so it is due; the update or delete of its schedule
+    would take it from Scheduler; the handler sends it."""
+    life = Life(created=0, due=0, changes=(Change(kind, at=2, by=2, firing=6),), recurring=True)
+    live(QUIET, [life])
+
+
+@pytest.mark.usefixtures("late_in_the_minute")
+def test_a_write_that_keeps_the_rule_inside_a_firings_minute_is_the_documented_limit() -> None:
+    """Written 2 s after its sixth firing (a counter, not a write-back), handled before Scheduler ran the firing:
+    lost, as docs/offsets-and-recurrence.md says (sending it would double every firing of an item whose consumer
+    writes back), and named apart by the verdict rather than taken for a loss without a reason."""
+    with simulated(QUIET) as world:
+        play(world, Life(created=0, due=0, changes=(Change("write", at=2, firing=6),), recurring=True))
+        end = START + 2 * DAY
+        world.run_until(end)
+        found = verdict(world, offsets=[0], end=end)
+    assert found.failures() == [] and len(found.limited) == 1, found
+    assert format_due(START + 6 * HOUR) in found.limited[0]
+
+
+def test_two_recurring_items_written_before_a_firing_in_one_batch_lose_no_firing() -> None:
+    """Found by `make lifetime` (seed 3): two hourly items written 6 s before their 12:00 firing, handled in one
+    batch by one worker thread in turn; the first waits for the firing it takes over and sends it, so the second's
+    update lands inside the minute. Its write came before the minute: the handler sends its firing too."""
+    setting = Setting(
+        seed=2256, reconcile_every=None, ttl_lag=timedelta(0), offsets=(0,), outages=(), window=None, second=True
+    )
+    first = Life(
+        created=1009,
+        due=0,
+        changes=(
+            Change("write", at=-6, firing=12),
+            Change("write", at=2, firing=4),
+            Change("write", at=-5, firing=4),
+            Change("write", at=0, firing=6),
+        ),
+        recurring=True,
+    )
+    second = Life(
+        created=1009,
+        due=0,
+        changes=(
+            Change("write", at=-6, firing=12),
+            Change("rule", at=2, by=2, firing=4),
+            Change("rule", at=-5, by=1, firing=4),
+            Change("write", at=-2705, firing=6),
+        ),
+        recurring=True,
+    )
+    live(setting, [first, second])
+
+
+def test_a_write_before_a_firing_handled_after_scheduler_ran_it_is_the_documented_second_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Scheduler runs the firing 3 s into its minute; the write made 5 s before it is handled 7 s into it. The
+    handler cannot know which came first and sends it as well: two copies with one `occurrenceId`, named by the
+    verdict as the documented at-least-once case, not as a duplicate of the component's."""
+    monkeypatch.setattr(World, "_run_instant", lambda self, name, firing: firing + timedelta(seconds=3))
+    monkeypatch.setattr(World, "_lag", lambda self: timedelta(seconds=12))
+    with simulated(QUIET) as world:
+        play(world, Life(created=0, due=0, changes=(Change("write", at=-5, firing=10),), recurring=True))
+        end = START + 2 * DAY
+        world.run_until(end)
+        found = verdict(world, offsets=[0], end=end)
+    assert found.failures() == [] and len(found.at_least_once) == 1, found
+    assert format_due(START + 10 * HOUR) in found.at_least_once[0]

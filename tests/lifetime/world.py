@@ -5,9 +5,10 @@ with AWS's rules rather than friendlier ones, and the checks every run ends with
 One clock (`World.t`) drives everything: the handler (its `now`, its sleeps), the ledger's claims and expiries,
 reconcile, and the world's own actors, each of which does what AWS documents it may do:
 - Scheduler runs an `at()` schedule anywhere in its minute (the second drawn per schedule, `SchedulerClock`), a
-  recurring one at each firing of the rule it holds (nothing before its StartDate); while the target is down it
-  retries the firing with backoff for up to `maxEventAgeSeconds` (a day) and then dead-letters it, and a schedule
-  deleted meanwhile stops its retries (AWS keeps an `at()` schedule while it retries).
+  recurring one at each firing of the rule it holds, anywhere in that firing's minute too (nothing before its
+  StartDate: a schedule updated before the instant drawn runs the firing only if the update kept it); while the
+  target is down it retries the firing with backoff for up to `maxEventAgeSeconds` (a day) and then dead-letters
+  it, and a schedule deleted meanwhile stops its retries (AWS keeps an `at()` schedule while it retries).
 - Lambda hands stream records over after a lag, in order; a failed batch blocks the shard and is retried from the
   failed record until the record is 24 h old (then it goes to the mapping's on-failure destination); a batch that
   succeeded may come again, whole or from a record on, at any later time within the stream's 24 h.
@@ -44,7 +45,7 @@ from botocore.exceptions import ClientError
 from st_core import idempotency
 from st_core.clients import CLIENTS
 from st_core.naming import SCHEDULED_TIME
-from st_core.schedules import MIN_LEAD
+from st_core.schedules import CLOCK_SKEW, MIN_LEAD
 from st_core.timeparse import format_due, minute_at_or_after
 
 from localcloud.rulebook import limit
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from tests.handlers.test_precision import ReleaseQueue
 
 DAY = timedelta(days=1)
+MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
 # Far enough ahead of the machine's own clock that Scheduler's checks against wall time (a StartDate more than
 # five minutes ago) never trip on simulated time.
@@ -155,6 +157,8 @@ class World:
         self._order = itertools.count()
         self.pending: list[dict[str, Any]] = []  # stream records Lambda has not handed over yet
         self.processed_at: dict[str, datetime] = {}  # eventID -> when the handler first saw it
+        self.handled_at: dict[str, list[datetime]] = {}  # eventID -> each time the handler saw it
+        self.writes: dict[str, list[tuple[str, datetime]]] = {}  # pk -> the user's writes (eventID, when made)
         self.deliveries: list[Delivery] = []
         self.parked: list[tuple[Any, str]] = []  # ((pk, dueAt, offset) or pk or a message, reason)
         self.lost_answers: Counter[str] = Counter()  # occurrence -> copies Scheduler sent again after a lost answer
@@ -274,6 +278,8 @@ class World:
         for record in records:
             if ttl:
                 record["userIdentity"] = dict(TTL_IDENTITY)
+            elif record["eventName"] != "REMOVE":
+                self.writes.setdefault(pk, []).append((record["eventID"], self.t))
             self._removal(record, by or ("ttl" if ttl else "user"))
         self._versions(pk, value, [r["eventID"] for r in records])
         self.pending += [r for r in records if self.passes(r)]
@@ -361,6 +367,7 @@ class World:
 
         for record in records:
             self.processed_at.setdefault(record["eventID"], self.t)
+            self.handled_at.setdefault(record["eventID"], []).append(self.t)
         self.handled += len(records)
         response = self.handle(records)
         self.observe("handler")
@@ -445,10 +452,20 @@ class World:
                     best = (moment, name, schedule, None)
                 continue
             since = self.recurring_seen.setdefault(name, self.t)
-            following = firings(schedule, since, until, limit=1)
-            if following and (best is None or following[0] < best[0]):
-                best = (following[0], name, schedule, following[0])
+            # rule("scheduler-minute"): a firing runs anywhere in its minute, so one named later than `until` may
+            # run before it, and one named earlier may run after it.
+            following = firings(schedule, since, until + MINUTE, limit=1)
+            if following:
+                moment = max(self.t, self._run_instant(name, following[0]))
+                if moment <= until and (best is None or moment < best[0]):
+                    best = (moment, name, schedule, following[0])
         return best
+
+    def _run_instant(self, name: str, firing: datetime) -> datetime:
+        """When Scheduler runs a recurring schedule's `firing`: drawn once, anywhere in the firing's minute (the same
+        draw however often it is asked, whatever the process: seeded by a string, not Python's salted hash)."""
+        draw = random.Random(f"{self.scheduler.seed}:{name}:{firing.isoformat()}").uniform(0, 59.999)
+        return firing.replace(second=0, microsecond=0) + timedelta(seconds=draw)
 
     def _fire(self, name: str, schedule: dict[str, Any], firing: datetime | None) -> None:
         if firing is not None:
@@ -624,6 +641,9 @@ class Verdict:
     lost: list[str] = field(default_factory=list)
     cancel_broken: list[str] = field(default_factory=list)
     at_least_once: list[str] = field(default_factory=list)  # the documented case: copies at the target, named apart
+    # The documented limit: a recurring firing lost to a write that kept the rule, made inside the firing's minute
+    # and handled before Scheduler ran it (docs/offsets-and-recurrence.md), named apart
+    limited: list[str] = field(default_factory=list)
     parked: list[str] = field(default_factory=list)  # not delivered, with a reason
     occurrences: int = 0
 
@@ -695,6 +715,9 @@ def verdict(world: World, *, offsets: list[int], end: datetime) -> Verdict:
                     if fired > end:
                         break
                     key = (pk, format_due(fired), 0)
+                    if fired + MINUTE > end:
+                        allow(key, 0, 1, fired)  # Scheduler may run it after the world's end
+                        break
                     if fired <= began + MIN_LEAD:
                         allow(key, 0, 1, fired)  # before its schedule existed: the latest is the handler's
                     elif fired < stop:
@@ -721,11 +744,15 @@ def verdict(world: World, *, offsets: list[int], end: datetime) -> Verdict:
         for delivery in by_key.get(key, []):
             if key in moments and delivery.at < moments[key]:
                 result.early.append(label)
-        if got - extra > high:
+        if got - extra > high and high >= 1 and _raced(world, key, by_key.get(key, [])):
+            result.at_least_once.append(label + " (Scheduler ran it before a write made before its minute was handled)")
+        elif got - extra > high:
             (result.twice if high >= 1 else result.cancel_broken).append(label)
         elif got < low:
             if key in parked or key[0] in parked_items:
                 result.parked.append(label)
+            elif got == 0 and _written_in_minute(world, key):
+                result.limited.append(label)
             else:
                 stopped = ids & set(world.stopped) or any(s.startswith(f"{key[0]}-") for s in world.stopped)
                 result.lost.append(
@@ -734,6 +761,40 @@ def verdict(world: World, *, offsets: list[int], end: datetime) -> Verdict:
     for what, reason in world.parked:
         result.parked.append(f"{what}: {reason}")
     return result
+
+
+def _raced(world: World, key: tuple[str, str, int], deliveries: list[Delivery]) -> bool:
+    """The documented second copy of a recurring firing: Scheduler ran it, and a write of the item made before the
+    firing's minute was handled after that run and before the minute was over (the handler cannot know whether
+    its update of the schedule came first, and sends the firing: docs/offsets-and-recurrence.md). One copy each."""
+    paths = sorted(d.path for d in deliveries)
+    if paths != ["handler", "scheduler"]:
+        return False
+    fired = datetime.fromisoformat(key[1].replace("Z", "+00:00"))
+    began = fired.replace(second=0, microsecond=0) - CLOCK_SKEW
+    ran = next(d.at for d in deliveries if d.path == "scheduler")
+    for event_id, made in world.writes.get(key[0], []):
+        if made < began and any(
+            ran <= seen < began + MINUTE + 2 * CLOCK_SKEW for seen in world.handled_at.get(event_id, [])
+        ):
+            return True
+    return False
+
+
+def _written_in_minute(world: World, key: tuple[str, str, int]) -> bool:
+    """A write of the item that kept its rule (no new version), made inside the recurring firing's minute and first
+    handled before that minute was over: the documented limit (`Verdict.limited`)."""
+    if not key[1].endswith(":00Z"):
+        return False
+    fired = datetime.fromisoformat(key[1].replace("Z", "+00:00"))
+    began = fired.replace(second=0, microsecond=0) - CLOCK_SKEW
+    versions = {i for v in world.history.get(key[0], []) for i in v.began_by}
+    return any(
+        began <= made < began + MINUTE
+        and event_id not in versions
+        and world.processed_at.get(event_id, fired + DAY) < began + MINUTE + 2 * CLOCK_SKEW
+        for event_id, made in world.writes.get(key[0], [])
+    )
 
 
 def ttl_verdict(world: World) -> Verdict:
