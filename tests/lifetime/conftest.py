@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.iam import enforce
 from tests.lifetime.harness import COVERED, REPORT, write_report
 
 
@@ -16,3 +17,11 @@ def report() -> Iterator[None]:
     yield
     if REPORT:
         write_report(Path(REPORT))
+
+
+@pytest.fixture(autouse=True)
+def _iam() -> Iterator[enforce.Enforcement]:
+    """Over a table's life too, every handler call is made as its function's role and refused as AWS refuses it
+    (tests/iam/enforce.py): the schedules Scheduler fires, the batches the mappings read, each call of each path."""
+    with enforce.enforced() as state:
+        yield state

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -255,3 +256,10 @@ def test_a_write_before_a_firing_handled_after_scheduler_ran_it_is_the_documente
         found = verdict(world, offsets=[0], end=end)
     assert found.failures() == [] and len(found.at_least_once) == 1, found
     assert format_due(START + 10 * HOUR) in found.at_least_once[0]
+
+
+def test_the_world_runs_every_handler_call_under_iam(_iam: Any) -> None:
+    """The lifetime world's handler calls are made as the function's role (tests/lifetime/conftest.py): a life's
+    calls are counted by the evaluator, and none was refused or left unchecked."""
+    live(QUIET, [Life(created=0, due=3600, changes=(Change("move", at=-600, by=7200),))])
+    assert _iam.calls > 0 and not _iam.violations

@@ -555,7 +555,10 @@ class World:
         self.at(self.t + 6 * HOUR, self._ttl)
 
     def _reconcile(self) -> None:
-        reconcile(self.env, self.handle, lambda: self.t.timestamp())
+        from tests.iam import enforce
+
+        with enforce.operating():  # the operator's command; the handler it feeds acts as its function's role
+            reconcile(self.env, self.handle, lambda: self.t.timestamp())
         self.collect("reconcile", self.t)
         self.reconciles += 1
         assert self.reconcile_every is not None
