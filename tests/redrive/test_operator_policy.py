@@ -951,3 +951,18 @@ def test_the_consoles_drift_view_finds_a_schedule_deleted_behind_its_back_under_
     assert "read: the whole table (so the schedules no item asks for" in body and "took " in body
     assert calls.refused == []
     assert scheduler.list_schedules(GroupName=group)["Schedules"] == []  # nothing written
+
+
+def test_the_drift_view_says_which_read_was_refused_and_reads_nothing_else(stack: Any) -> None:
+    """A policy without the table's scan: the page names the refusal (the command's own words for a segment that
+    stopped) instead of reporting a table without drift."""
+    _, function, _ = stack
+    client, calls = enforcing(aws(function), without(policy(function, "console"), "dynamodb:Scan"))
+    console = console_of(client, function, "read-only")
+
+    answer = console.answer("GET", f"/drift?stack={function.name}", HEADERS)
+
+    body = unescape(answer.body)
+    assert answer.status == 200 and [action for action, _ in calls.refused] == ["dynamodb:Scan"]
+    assert '<p class="refused">segment 0 stopped: AccessDenied' in body and "dynamodb:Scan" in body
+    assert "No drift in what was read" not in body and "The check stopped before the end of its sample" in body

@@ -291,7 +291,12 @@ def drift(function: str, table: str, found: Drift, items: int) -> str:
         + (
             f"<p>{would:,} to repair: scheduled-table reconcile --table {escape(table)} repairs them.</p>"
             if would
-            else "<p>No drift in what was read.</p>"
+            else ""
+        )
+        + (
+            "<p>The check stopped before the end of its sample: the counts are of what it read before.</p>"
+            if found.problems
+            else "<p>No drift in what was read.</p>" * (not would)
         )
         + (f"<table><tr><th>kind</th><th>count</th><th>examples</th></tr>{rows}</table>" if rows else "")
     )
