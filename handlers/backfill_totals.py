@@ -50,6 +50,9 @@ class Sums:
                 try:
                     parts = aggregate.contributions(stream(change(run.config, None, image, run.now())), settings)
                 except PermanentError as exc:
+                    if run.options.dry_run:  # a dry run changes nothing: reported, not parked
+                        run.note("failed", "unusable item (a run parks it)", describe(run.config, image))
+                        continue
                     # As the live function parks such a record: with its reason, for `redrive poison` once fixed.
                     run.park(change(run.config, None, image, run.now()), f"backfill: {exc}")
                     run.note("failed", "unusable item (parked)", describe(run.config, image))

@@ -5,6 +5,9 @@ out for the calls this project makes.
 - Scheduler's request -> resource map: ministack names every schedule `schedule/default/NAME`, whatever the request's
   `GroupName`, so a policy scoped to the component's own group (`schedule/GROUP/*`, right on AWS) never matched.
   `schedule_resource_arn` reads the group from the body (Create/UpdateSchedule) or `groupName` (Get/DeleteSchedule).
+- A log group's events: AWS authorizes reading them (FilterLogEvents, GetLogEvents) on the group's streams, which a
+  policy names as `log-group:NAME:*` (without `:*` it does not match); ministack checked `log-group:NAME`, so the
+  policy right on AWS was refused (`log_events_resource`).
 - Batch operations: SQS's `SendMessageBatch` is `sqs:SendMessage` in IAM (likewise `DeleteMessageBatch`,
   `ChangeMessageVisibilityBatch`), SNS's `PublishBatch` is `sns:Publish`; ministack authorized them as actions no
   policy names (`batch_action`), and so never checked a topic's key for PublishBatch either.
@@ -104,6 +107,18 @@ def schedule_resource_arn(
     return f"arn:aws:scheduler:{region}:{account}:schedule/{group or 'default'}/{unquote(parts[1])}"
 
 
+# The CloudWatch Logs reads of a group's events, authorized on its streams (`log-group:NAME:*`).
+LOG_EVENT_READS = frozenset({"FilterLogEvents", "GetLogEvents"})
+
+
+def log_events_resource(arn: str, target: str) -> str:
+    """The resource a CloudWatch Logs request is authorized on, from ministack's (`arn`) and its X-Amz-Target: a read
+    of a group's events is on its streams, `log-group:NAME:*`; anything else as ministack has it."""
+    if target.rsplit(".", 1)[-1] in LOG_EVENT_READS and ":log-group:" in arn and not arn.endswith(":*"):
+        return f"{arn}:*"
+    return arn
+
+
 # The batch operations IAM authorizes as their single-message action (the Service Authorization Reference; SNS's
 # API permissions reference: sns:Publish "grants permission to both publish and publish batch").
 BATCH_ACTIONS = {
@@ -157,7 +172,8 @@ def enabled() -> bool:
 
 
 def patch_scheduler_resources() -> None:
-    """ministack's request -> resource map, with each schedule in its own group."""
+    """ministack's request -> resource map, with each schedule in its own group and a log group's events read on its
+    streams."""
     from ministack.core import iam_actions
 
     original = iam_actions.extract_resource_arn
@@ -177,6 +193,8 @@ def patch_scheduler_resources() -> None:
             if arn is not None:
                 return arn
         result: str = original(service, method, path, headers, body, query_params, region, account_id)
+        if service == "logs":
+            return log_events_resource(result, str(headers.get("x-amz-target", "")))
         return result
 
     iam_actions.extract_resource_arn = extract_resource_arn

@@ -354,10 +354,21 @@ FANOUT = (
     *engine_needs({"totals": _aggregate_table}),
     Need(("lambda:GetFunctionConfiguration", "lambda:InvokeFunction"), BACKFILL_FUNCTION),  # checked, then invoked
 )
+READ_VERBS = ("BatchGet", "Describe", "Get", "List", "Query", "Scan")
+
+
+def reads_of(needs: tuple[Need, ...]) -> tuple[Need, ...]:
+    """Only the reads of these needs (what a dry run calls): each need's actions that change nothing."""
+    kept = ((tuple(a for a in n.actions if a.split(":", 1)[1].startswith(READ_VERBS)), n.on) for n in needs)
+    return tuple(Need(actions, on) for actions, on in kept if actions)
+
+
 # The console: inspect's reads of the queues and the schedules, the due index read by due time (Query, never a
-# scan), plain ttl's sample of the table, the stack's functions and their logs (deliveries). Never a write: a redrive
-# is `console-redrive`'s. Its check of whether it may redrive (a DryRun invoke, a DeleteMessage of no message) is
-# refused under this policy, which is how the page knows to be read-only.
+# scan), plain ttl's sample of the table, the stack's functions and their logs (deliveries, published metrics),
+# Scheduler's own counts in CloudWatch, and the reads of `reconcile --dry-run` (Drift: a sample of the table, the
+# schedules and the ledger looked up). Never a write: a redrive is `console-redrive`'s. Its check of whether it may
+# redrive (a DryRun invoke, a DeleteMessage of no message) is refused under this policy, which is how the page knows
+# to be read-only.
 PLAIN_TTL_TABLE: Resolve = lambda r: [r.table] if r.mode == "ttl" and not r.precise else []  # noqa: E731
 CONSOLE = (
     *DISCOVER,
@@ -369,6 +380,8 @@ CONSOLE = (
     Need(("dynamodb:Query",), DUE_INDEX),
     Need(("dynamodb:Scan",), PLAIN_TTL_TABLE),
     Need(("logs:FilterLogEvents",), lambda r: list(r.log_groups)),
+    Need(("cloudwatch:GetMetricData",), ANY_IF_GROUP),  # Scheduler's counts (no resource-level permission)
+    *reads_of(RECONCILE_SCAN),
 )
 TARGET = "target"  # the target's own send (dispatch.send_now), built as the functions' (direct_dispatch_statements)
 

@@ -97,7 +97,8 @@ def test_reconcile_with_on_change_ignore_reports_and_does_not_replace(env: Env) 
     assert any("1 would replace total" in line and "ada" in line for line in lines), lines
 
 
-def test_an_unusable_source_item_is_parked_with_the_reason_and_the_rest_counts(env: Env) -> None:
+def with_an_unusable_score(env: Env) -> Any:
+    """An aggregate table with a usable score of ada's (10) and one that is not a number (SCORE#2); its consumer."""
     aggregate_config(env)
     score(env, 1, "ada", "10")
     env.ddb.put_item(
@@ -105,6 +106,11 @@ def test_an_unusable_source_item_is_parked_with_the_reason_and_the_rest_counts(e
     )  # fmt: skip
     env.stream.read()
     function = consumer(env)
+    return function
+
+
+def test_an_unusable_source_item_is_parked_with_the_reason_and_the_rest_counts(env: Env) -> None:
+    function = with_an_unusable_score(env)
 
     status, lines = command(function, "backfill")
 
@@ -113,6 +119,18 @@ def test_an_unusable_source_item_is_parked_with_the_reason_and_the_rest_counts(e
     parked = env.messages(env.poison_url)
     assert [m["record"]["dynamodb"]["Keys"]["PK"]["S"] for m in parked] == ["SCORE#2"]
     assert "not a number" in parked[0]["reason"]
+
+
+def test_a_dry_run_reports_an_unusable_source_item_and_parks_nothing(env: Env) -> None:
+    """`reconcile --dry-run` (also what the console's Drift view runs) changes nothing: the item a real run would
+    park is reported, not sent to the poison queue."""
+    function = with_an_unusable_score(env)
+
+    status, lines = command(function, "reconcile", "--dry-run")
+
+    assert status == 1, lines  # a real run could not count it
+    assert any("1 unusable item (a run parks it)" in line and "SCORE#2" in line for line in lines), lines
+    assert env.messages(env.poison_url) == []
 
 
 def test_an_interrupted_run_resumes_and_counts_each_item_once(env: Env, tmp_path: Any) -> None:

@@ -1,8 +1,10 @@
-"""Upcoming's reads, against moto: the due index a page at a time, every entry on exactly one page however the
-shards' pages cut the seconds; the schedule group a page of ListSchedules at a time."""
+"""The views' reads, against moto: Upcoming's due index a page at a time, every entry on exactly one page however the
+shards' pages cut the seconds, and its schedule group a page of ListSchedules at a time; Delivered's metrics the
+functions publish (their embedded-metric lines, summed over the window) and Scheduler's own counts (CloudWatch)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -12,7 +14,7 @@ import pytest
 from moto import mock_aws
 
 from bench.bench_console import due_index_table
-from components.ops.console.views import due_index, schedules
+from components.ops.console.views import SCHEDULER_METRICS, due_index, published, scheduler_counts, schedules
 from tests.conftest import REGION
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
@@ -74,3 +76,91 @@ def test_the_schedule_group_is_read_a_page_of_list_schedules_at_a_time(client: A
     second = schedules(client, "g", NOW, 3600, 3, first.cursor)
     assert second.cursor is None
     assert sorted(o.what for o in first.occurrences + second.occurrences) == [f"s{n}" for n in range(5)]
+
+
+# -- Delivered: what the functions publish, and Scheduler's own counts -------------------------------------------
+
+
+def emf(table: str, mode: str, metrics: dict[str, int], **counts: Any) -> str:
+    """An embedded-metric line as the handlers write it (st_core.log.metrics): the metrics declared under `_aws`,
+    the batch's counts beside them."""
+    directive = {
+        "Dimensions": [["Mode", "Table"]],
+        "Metrics": [{"Name": name, "Unit": "Count"} for name in sorted(metrics)],
+        "Namespace": "ScheduledTable",
+    }
+    line = {"_aws": {"CloudWatchMetrics": [directive], "Timestamp": T * 1000}, "Mode": mode, "Table": table}
+    return json.dumps({**line, **metrics, **counts}, sort_keys=True)
+
+
+def test_the_metrics_the_functions_publish_are_summed_over_the_window_by_function(client: Any) -> None:
+    logs = client("logs")
+    lines = {
+        "consumer": [
+            (
+                T - 30,
+                emf("t", "eventbridge", {"Records": 3, "Poisoned": 1, "Retried": 0}, delivered=2, milliseconds=40),
+            ),
+            (T - 20, emf("t", "eventbridge", {"Records": 5, "Poisoned": 0, "Retried": 2}, delivered=1, scheduled=4)),
+            (T - 7200, emf("t", "eventbridge", {"Records": 100, "Poisoned": 9, "Retried": 9}, delivered=50)),  # old
+            (T - 10, json.dumps({"action": "dispatched", "lateSeconds": 1.5})),  # a delivery, not a metric line
+        ],
+        "releaser": [
+            (T - 5, emf("t", "eventbridge", {"Records": 2, "Poisoned": 0, "Retried": 0}, lateMillisecondsMax=900)),
+            (T - 4, emf("t", "eventbridge", {"Records": 1, "Poisoned": 0, "Retried": 0}, lateMillisecondsMax=300)),
+        ],
+    }
+    for function, events in lines.items():
+        logs.create_log_group(logGroupName=f"/aws/lambda/{function}")
+        logs.create_log_stream(logGroupName=f"/aws/lambda/{function}", logStreamName="s")
+        logs.put_log_events(
+            logGroupName=f"/aws/lambda/{function}",
+            logStreamName="s",
+            logEvents=[{"timestamp": at * 1000, "message": message} for at, message in sorted(events)],
+        )
+    functions = [(f, f"/aws/lambda/{f}") for f in ("consumer", "releaser", "never-ran")]
+
+    found, note = published(client, functions, NOW, 3600)
+
+    by_name = {m.name: (m.total, m.published, m.by_function) for m in found}
+    assert by_name["Records"] == (11, True, {"consumer": 8, "releaser": 3})
+    assert by_name["Poisoned"][:2] == (1, True) and by_name["Retried"][:2] == (2, True)
+    assert by_name["delivered"] == (3, False, {"consumer": 3})
+    assert by_name["scheduled"][:2] == (4, False)
+    assert by_name["lateMillisecondsMax"] == (900, False, {"releaser": 900})  # the largest, not a sum
+    assert "Mode" not in by_name and "Table" not in by_name  # dimensions are text
+    assert [m.published for m in found] == sorted((m.published for m in found), reverse=True)  # metrics first
+    assert note == "4 embedded-metric line(s) of 3 function(s) over the last 60 min read"
+
+
+def test_schedulers_own_counts_are_read_from_cloudwatch_for_the_group_and_say_when_there_are_none(client: Any) -> None:
+    cloudwatch = client("cloudwatch")
+    counts, note = scheduler_counts(client, "g", NOW, 3600)
+    assert counts is None
+    assert note.startswith("CloudWatch holds no AWS/Scheduler data point for group g over the last 60 min")
+
+    def put(group: str, name: str, value: float, at: int) -> None:
+        cloudwatch.put_metric_data(
+            Namespace="AWS/Scheduler",
+            MetricData=[
+                {
+                    "MetricName": name,
+                    "Dimensions": [{"Name": "ScheduleGroup", "Value": group}],
+                    "Value": value,
+                    "Timestamp": datetime.fromtimestamp(at, UTC),
+                }
+            ],
+        )
+
+    put("g", "InvocationAttemptCount", 4, T - 600)
+    put("g", "InvocationAttemptCount", 3, T - 60)
+    put("g", "TargetErrorCount", 1, T - 60)
+    put("other", "InvocationAttemptCount", 50, T - 60)  # another group's
+
+    counts, note = scheduler_counts(client, "g", NOW, 3600)
+
+    assert counts == {name: 0.0 for name in SCHEDULER_METRICS} | {
+        "InvocationAttemptCount": 7.0,
+        "TargetErrorCount": 1.0,
+    }
+    assert note == "CloudWatch's AWS/Scheduler metrics of group g, summed over the last 60 min"

@@ -2,8 +2,11 @@
 Python package pointed at /usr/bin/chromium): a polling job written to the table shows as upcoming (read from the
 due index), then, once the tick ran, as delivered with its lateness (from the processor's log line); an eventbridge
 item whose target does not exist is parked with its reason and fix, and once the target is made, the page's redrive
-shows its dry run, then replays it when confirmed, and the target gets it. Under the read-only policy `scheduled-table
-policy console` prints, the page has no redrive button and refuses the action.
+shows its dry run, then replays it when confirmed, and the target gets it. A schedule deleted behind the component's
+back shows on Drift (`reconcile --dry-run`'s finding, with what was read and how long it took), and Delivered says
+in one line that Scheduler's own deliveries pass through no function's log, with the functions' published metrics
+beside the deliveries. Under the read-only policy `scheduled-table policy console` prints, the page has no redrive
+button and refuses the action, and Drift is read all the same.
 
 Each view is screenshotted into docs/assets/console-*.png for docs/console.md when CONSOLE_SCREENSHOTS=1.
 """
@@ -152,6 +155,10 @@ def test_a_due_job_shows_as_upcoming_then_as_delivered_with_its_lateness(
     late = float(re.findall(r"([\d.]+) s", row.locator("td.late").inner_text())[0])
     assert 0 <= late < DEADLINE_SECONDS
     assert "lateness bound of mode polling" in text
+    # The processor's published metrics beside the delivery, summed over the window (its embedded-metric lines).
+    dispatched = page.locator("tr.metric", has_text="Dispatched")
+    assert dispatched.count() == 1 and int(dispatched.locator("td.number").inner_text()) >= 1
+    assert "scheduler-note" not in page.content()  # polling: every send is the processor's, in its log
     shot(page, "delivered")
     after = view(page, address, "/upcoming", stack=function, window="hour")
     assert "job-1" not in after
@@ -202,6 +209,52 @@ def test_a_parked_item_shows_its_reason_and_is_redriven_from_the_page_after_its_
     # The confirmation is used: sent again (as the page sent it), it is refused and nothing runs twice.
     status, body = post(address, stack=function, source="poison", step="confirm", confirm=str(confirm))
     assert status == 409 and "this confirmation is used or expired" in body
+
+
+def test_a_schedule_deleted_behind_the_components_back_shows_on_drift_and_delivered_says_what_it_cannot_show(
+    deployment: Deployment, console: tuple[Server, str], browser: Any
+) -> None:
+    _, address = console
+    notes = deployment.outputs["notes"]
+    function, group = notes["function_name"], notes["schedule_group_name"]
+    aws = clients(deployment.endpoint, REGION)
+    due = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    aws("dynamodb").put_item(
+        TableName=notes["table_name"], Item={"PK": {"S": "note-drift"}, "SK": {"S": "1"}, "dueAt": {"S": due}}
+    )
+
+    def scheduled() -> list[str]:
+        scheduler = aws("scheduler")
+        names = [s["Name"] for s in scheduler.list_schedules(GroupName=group)["Schedules"]]
+        held = {n: scheduler.get_schedule(GroupName=group, Name=n)["Target"]["Input"] for n in names}
+        return [n for n, given in held.items() if "note-drift" in given]
+
+    [name] = wait_for("the consumer's schedule of note-drift", scheduled)
+    aws("scheduler").delete_schedule(GroupName=group, Name=name)  # behind the component's back
+
+    page = opened(browser, address)
+    text = view(page, address, "/drift", stack=function)
+    row = page.locator("tr.drift", has_text="note-drift")
+    assert row.count() == 1 and row.locator("td").first.inner_text() == "would schedule"
+    assert (
+        "dry run, nothing changed. reconcile:" in text
+        and "The same code as scheduled-table reconcile --dry-run" in text
+    )
+    assert re.search(r"read: the whole table \(so the schedules no item asks for.*took \d+\.\d s", text)
+    assert f"scheduled-table reconcile --table {notes['table_name']} repairs them" in text
+    assert page.locator("meta[http-equiv=refresh]").count() == 0  # each load is a scan: no refresh
+    assert scheduled() == []  # a dry run: nothing was made
+    shot(page, "drift")
+
+    text = view(page, address, "/delivered", stack=function, since="3600")
+    assert (
+        "Not shown: the due events Scheduler delivers itself at their time, which pass through no function's log"
+        in text
+    )
+    assert f"CloudWatch holds no AWS/Scheduler data point for group {group}" in text  # the local cloud publishes none
+    records = page.locator("tr.metric", has_text="Records")
+    assert records.count() == 1 and int(records.locator("td.number").inner_text()) >= 1  # the consumer's batches
+    shot(page, "delivered-scheduler")
 
 
 def post(address: str, **form: str) -> tuple[int, str]:
@@ -268,6 +321,10 @@ def test_under_the_read_only_policy_the_page_has_no_redrive_and_refuses_the_acti
         assert f"read-only: these credentials may not invoke {function} (lambda:InvokeFunction)" in text
         assert page.locator("form").count() == 0
         shot(page, "read-only")
+        drift = view(page, address, "/drift", stack=function)  # reconcile --dry-run's reads, granted by the policy
+        assert "dry run, nothing changed. reconcile:" in drift and "stopped" not in drift
+        delivered = view(page, address, "/delivered", stack=function)  # the logs' metrics, Scheduler's counts
+        assert "CloudWatch holds no AWS/Scheduler data point" in delivered and "refused" not in delivered
 
         # The action, sent as the page would have (its token, its cookie, its origin): refused, nothing changed.
         status, body = post(address, stack=function, source="poison", step="dry-run")

@@ -68,6 +68,7 @@ NAMESPACE = {
     "sns": "sns",
     "kms": "kms",
     "logs": "logs",
+    "cloudwatch": "cloudwatch",
 }
 # A TransactWriteItems/TransactGetItems entry -> the item action it performs.
 TRANSACT_ITEM_ACTIONS = {
@@ -241,6 +242,7 @@ _RESOLVERS: dict[tuple[str, str], Resolver] = {
     # The console's: the region's functions (no resource-level permission), a log group's events.
     ("lambda", "ListFunctions"): _on(lambda p, w: "*"),
     ("logs", "FilterLogEvents"): _on(lambda p, w: w.arn("logs", f"log-group:{p['logGroupName']}:*")),
+    ("cloudwatch", "GetMetricData"): _on(lambda p, w: "*"),  # Scheduler's counts: no resource-level permission
     # What `scheduled-table policy` reads of the stack's encryption (the queues' with GetQueueAttributes).
     ("kms", "DescribeKey"): _on(lambda p, w: _key(str(p["KeyId"]), w)),
     ("sns", "GetTopicAttributes"): _on(lambda p, w: str(p["TopicArn"])),

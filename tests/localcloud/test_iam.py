@@ -13,6 +13,7 @@ import pytest
 
 from localcloud.iam import (
     batch_action,
+    log_events_resource,
     patch_scheduler_resources,
     schedule_resource_arn,
     send_email_identity,
@@ -166,3 +167,14 @@ def test_lambda_workers_spawning_at_once_each_get_their_roles_session(monkeypatc
     keys = [credentials["AWS_ACCESS_KEY_ID"] for credentials in spawned]
     assert set(keys) <= set(sts._sessions) and len(set(keys)) == 2
     assert sts._sessions[keys[0]]["Arn"] == f"arn:aws:sts::{ACCOUNT}:assumed-role/scheduler-role/scheduler"
+
+
+def test_reading_a_log_groups_events_is_authorized_on_its_streams_as_on_aws() -> None:
+    """A policy allowing logs:FilterLogEvents on `log-group:NAME:*` (what AWS requires: without `:*` it matches
+    nothing) was refused in the local cloud, which checked `log-group:NAME`."""
+    group = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/lambda/f"
+    assert log_events_resource(group, "Logs_20140328.FilterLogEvents") == f"{group}:*"
+    assert log_events_resource(group, "Logs_20140328.GetLogEvents") == f"{group}:*"
+    assert log_events_resource(f"{group}:*", "Logs_20140328.FilterLogEvents") == f"{group}:*"
+    assert log_events_resource(group, "Logs_20140328.CreateLogStream") == group  # as ministack has it
+    assert log_events_resource("*", "Logs_20140328.FilterLogEvents") == "*"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+from html import unescape
 from typing import Any
 
 import eventbridge
@@ -887,12 +888,16 @@ def test_the_console_reads_every_view_under_its_read_only_policy_and_is_refused_
     reason = may_redrive(client, discover(client, function.name))
     assert reason == f"these credentials may not invoke {function.name} (lambda:InvokeFunction)"
     console = console_of(client, function, reason)
-    for view in ("upcoming", "parked", "delivered"):
+    for view in ("upcoming", "parked", "delivered", "drift"):
         answer = console.answer("GET", f"/{view}?stack={function.name}", HEADERS)
         assert answer.status == 200, (view, answer.body)
     assert [action for action, _ in calls.refused] == ["lambda:InvokeFunction"]
     assert {"sqs:ReceiveMessage", "scheduler:GetSchedule", "logs:FilterLogEvents"} <= calls.actions
-    assert not calls.actions & {"sqs:DeleteMessage", "dynamodb:GetItem", "dynamodb:Scan"}
+    assert {"cloudwatch:GetMetricData", "dynamodb:Scan", "dynamodb:GetItem"} <= calls.actions  # Delivered, Drift
+    assert not calls.actions & {"sqs:DeleteMessage", "sqs:SendMessage", "scheduler:DeleteSchedule"}
+    writes = ("Put", "Update", "Delete", "Create", "Send", "Invoke", "ChangeMessageVisibility", "BatchWrite")
+    granted = {a for s in policy(function, "console")["Statement"] for a in s["Action"]}
+    assert not {a for a in granted if a.split(":")[1].startswith(writes)}  # read-only: no write is even granted
     posted = console.answer("POST", "/redrive", HEADERS, f"stack={function.name}&source=poison&step=dry-run&token=t")
     assert posted.status == 403 and "read-only: these credentials may not invoke" in posted.body
     assert len(bodies(env, env.config["poisonQueueUrl"])) == 2  # nothing taken
@@ -918,3 +923,46 @@ def test_the_consoles_redrive_runs_under_policy_console_redrive_after_its_dry_ru
     assert done.status == 200 and "done: everything in scope was redriven (exit status 0)" in done.body
     assert sorted(b["keys"]["PK"] for b in bodies(env, target)) == ["a", "b"]
     assert calls.refused == []
+
+
+def test_the_consoles_drift_view_finds_a_schedule_deleted_behind_its_back_under_the_read_only_policy(
+    stack: Any,
+) -> None:
+    """`reconcile --dry-run`'s finding on the page, read under `policy console` (nothing but its redrive check
+    refused): the future item whose schedule someone deleted is the one "would schedule", and nothing is written
+    (the schedule stays missing)."""
+    from components.ops.redrive.discovery import discover
+
+    env, function, _ = stack
+    group = env.config["scheduler"]["group"]
+    scheduler = aws(function)("scheduler")
+    [name] = [s["Name"] for s in scheduler.list_schedules(GroupName=group)["Schedules"]]  # the item "later"'s
+    scheduler.delete_schedule(GroupName=group, Name=name)  # behind the component's back
+    client, calls = enforcing(aws(function), policy(function, "console"))
+    console = console_of(client, function, "read-only")
+    assert discover(client, function.name).function == function.name
+
+    answer = console.answer("GET", f"/drift?stack={function.name}", HEADERS)
+
+    assert answer.status == 200, answer.body
+    body = unescape(answer.body)
+    assert '<tr class="drift"><td>would schedule</td><td class="number">1</td><td>{"PK": "later", "SK": "A"}' in body
+    assert "dry run, nothing changed. reconcile: 3 scanned, 1 acted on" in body
+    assert "read: the whole table (so the schedules no item asks for" in body and "took " in body
+    assert calls.refused == []
+    assert scheduler.list_schedules(GroupName=group)["Schedules"] == []  # nothing written
+
+
+def test_the_drift_view_says_which_read_was_refused_and_reads_nothing_else(stack: Any) -> None:
+    """A policy without the table's scan: the page names the refusal (the command's own words for a segment that
+    stopped) instead of reporting a table without drift."""
+    _, function, _ = stack
+    client, calls = enforcing(aws(function), without(policy(function, "console"), "dynamodb:Scan"))
+    console = console_of(client, function, "read-only")
+
+    answer = console.answer("GET", f"/drift?stack={function.name}", HEADERS)
+
+    body = unescape(answer.body)
+    assert answer.status == 200 and [action for action, _ in calls.refused] == ["dynamodb:Scan"]
+    assert '<p class="refused">segment 0 stopped: AccessDenied' in body and "dynamodb:Scan" in body
+    assert "No drift in what was read" not in body and "The check stopped before the end of its sample" in body

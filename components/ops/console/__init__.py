@@ -1,5 +1,6 @@
 """`scheduled-table console`: a page on 127.0.0.1 showing each ScheduledTable's upcoming occurrences, recent
-deliveries with their lateness, and what is parked and why, with a redrive that shows its dry run before it acts.
+deliveries with their lateness and the metrics published beside them, what is parked and why, with a redrive that
+shows its dry run before it acts, and drift (`reconcile --dry-run` on a sample).
 
 Standard library only (http.server, html.escape, string templates), so it adds nothing to the component's
 dependencies; boto3, as every operator command, is the operator's. It reads with the operator's credentials and
@@ -49,12 +50,14 @@ def add_parser(commands: Any, add_stack_options: Any) -> None:
     """`scheduled-table console [--function NAME | --table NAME] [--port N] [--read-only]`."""
     command = commands.add_parser(
         "console",
-        help="serve a page on 127.0.0.1: upcoming occurrences, deliveries and their lateness, parked work, redrive",
+        help="serve a page on 127.0.0.1: upcoming occurrences, deliveries and their lateness, parked work, redrive, "
+        "drift",
         description="Serve a local page for the ScheduledTables named (--function or --table) or, with neither, "
         "every one in the region: upcoming occurrences over the next hour, day or week (read a page at a time, "
-        "never the whole table), recent deliveries with their lateness against the mode's bound (from the "
-        "functions' logs), parked messages with their reason and fix, and a redrive that shows its dry run "
-        "before it acts. It listens on 127.0.0.1 only; the address it prints carries a secret token (as "
+        "never the whole table), recent deliveries with their lateness against the mode's bound and the metrics "
+        "the functions published (from their logs; Scheduler's own counts from CloudWatch), parked messages with "
+        "their reason and fix, a redrive that shows its dry run before it acts, and drift (reconcile --dry-run "
+        "on a sample of the table). It listens on 127.0.0.1 only; the address it prints carries a secret token (as "
         "Jupyter's). `scheduled-table policy console` prints the read-only policy it needs. Exit status 0 when "
         "stopped (Ctrl-C), 2 when it cannot start.",
     )

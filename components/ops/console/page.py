@@ -1,15 +1,16 @@
 """The console's HTML: server-rendered from string templates, every value escaped (`html.escape`), no script but a
-<meta refresh> on the views, so the page follows the local cloud by itself."""
+<meta refresh> on the views, so the page follows the local cloud by itself (not on Drift: each load is a scan)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 from string import Template
 from urllib.parse import urlencode
 
 from ..inspection import Parked
-from .views import WINDOWS, Delivery, Upcoming, bound, fix, stamp
+from .views import DRIFT_MOST, SCHEDULER_METRICS, WINDOWS, Delivery, Drift, Metric, Upcoming, bound, fix, stamp
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d232b;background:#f6f7f9}
@@ -23,7 +24,10 @@ text-align:left;vertical-align:top}th{background:#eef1f5}.note{color:#5b6675;fon
 .status{font-weight:600}button{font:inherit;padding:3px 10px}
 pre{background:#fff;border:1px solid #d9dde3;padding:8px;white-space:pre-wrap;word-break:break-word}
 .scale{display:flex;justify-content:space-between;color:#5b6675;font-size:12px}
+tr.drift td:first-child{color:#b3261e;font-weight:600}td.number{text-align:right;white-space:nowrap}
 """
+
+VIEWS = ("upcoming", "delivered", "parked", "drift")
 
 LAYOUT = Template("""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">$refresh<title>$title · scheduled-table console</title>
@@ -36,10 +40,7 @@ LAYOUT = Template("""<!doctype html>
 def layout(title: str, body: str, *, stack: str | None = None, refresh: int | None = None) -> str:
     tabs = ""
     if stack:
-        tabs = "".join(
-            f'<a href="/{view}?{urlencode({"stack": stack})}">{view.capitalize()}</a>'
-            for view in ("upcoming", "delivered", "parked")
-        )
+        tabs = "".join(f'<a href="/{view}?{urlencode({"stack": stack})}">{view.capitalize()}</a>' for view in VIEWS)
     return LAYOUT.substitute(
         title=escape(title),
         body=body,
@@ -56,10 +57,7 @@ def refused(message: str) -> str:
 def index(stacks: dict[str, dict[str, object]], read_only: dict[str, str | None]) -> str:
     rows = []
     for function, config in sorted(stacks.items()):
-        links = " ".join(
-            f'<a href="/{view}?{urlencode({"stack": function})}">{view}</a>'
-            for view in ("upcoming", "delivered", "parked")
-        )
+        links = " ".join(f'<a href="/{view}?{urlencode({"stack": function})}">{view}</a>' for view in VIEWS)
         why = read_only.get(function)
         rows.append(
             f"<tr><td>{escape(str(config.get('table')))}</td><td>{escape(str(config.get('mode')))}</td>"
@@ -116,12 +114,27 @@ def upcoming(
     return layout(f"Upcoming · {table}", "".join(parts), stack=function, refresh=refresh)
 
 
-def delivered(
-    function: str, config: dict[str, object], found: list[Delivery], note: str, since: int, refresh: int
-) -> str:
+@dataclass
+class Shown:
+    """What the Delivered view read: the logged sends and what was read, the functions' published metrics and what
+    was read, and Scheduler's counts (None: not an eventbridge or precise ttl stack; else its counts or None, and
+    why)."""
+
+    sent: list[Delivery]
+    note: str
+    metrics: list[Metric]
+    metrics_note: str
+    scheduler: tuple[dict[str, float] | None, str] | None
+
+
+def number(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+
+
+def delivered(function: str, config: dict[str, object], shown: Shown, since: int, refresh: int) -> str:
     limit, words = bound(dict(config))
     rows = []
-    for d in found:
+    for d in shown.sent:
         judged = ""
         if limit is not None:
             judged = '<span class="ok">within</span>' if d.late <= limit else '<span class="over">over</span>'
@@ -129,11 +142,19 @@ def delivered(
             f'<tr class="delivery"><td>{escape(stamp(d.at))}</td><td>{escape(d.due)}</td><td>{escape(d.what)}</td>'
             f'<td class="late">{d.late:.1f} s {judged}</td><td>{escape(d.function)}</td></tr>'
         )
+    scheduled = shown.scheduler is not None
     body = (
         f"<p>lateness bound of mode {escape(str(config.get('mode')))}: {escape(words)}</p>"
-        f'<p class="note">read: {escape(note)}. Sends the handlers log with their lateness (lateSeconds): polling\'s '
-        "processor always; a past-due send by eventbridge's consumer or ttl's executor at LOG_LEVEL=DEBUG. Scheduler's "
-        "own deliveries log nothing in the stack's functions.</p>"
+        + (
+            '<p class="note scheduler-note">Shown: the sends the stack\'s functions log with their lateness. Not '
+            "shown: the due events Scheduler delivers itself at their time, which pass through no function's log; "
+            "Scheduler's own counts are below.</p>"
+            if scheduled
+            else ""
+        )
+        + f'<p class="note">read: {escape(shown.note)}. Sends the handlers log with their lateness (lateSeconds): '
+        "polling's processor always; a past-due send by eventbridge's consumer or ttl's executor at LOG_LEVEL=DEBUG."
+        "</p>"
         + (
             "<table><tr><th>sent (UTC)</th><th>due</th><th>occurrence</th><th>late</th><th>function</th></tr>"
             + "".join(rows)
@@ -141,9 +162,39 @@ def delivered(
             if rows
             else f"<p>No delivery logged in the last {since // 60} min.</p>"
         )
+        + metrics_table(shown, since)
+        + (scheduler_table(*shown.scheduler) if shown.scheduler is not None else "")
     )
     table = str(config.get("table"))
     return layout(f"Delivered · {table}", body, stack=function, refresh=refresh)
+
+
+def metrics_table(shown: Shown, since: int) -> str:
+    """The functions' published metrics over the window, summed (a name ending in Max: the largest)."""
+    rows = "".join(
+        f'<tr class="metric"><td>{escape(m.name)}</td><td class="number">{number(m.total)}</td>'
+        f"<td>{'metric' if m.published else 'logged beside them'}{' (the largest)' if m.largest else ''}</td>"
+        f"<td>{escape(', '.join(f'{f}: {number(v)}' for f, v in sorted(m.by_function.items())))}</td></tr>"
+        for m in shown.metrics
+    )
+    head = f"<h2>Published by the functions, last {since // 60} min</h2>"
+    note = f'<p class="note">read: {escape(shown.metrics_note)}</p>'
+    if not rows:
+        return head + note + "<p>No embedded-metric line in the window.</p>"
+    return (
+        head + note + "<table><tr><th>name</th><th>total</th><th>kind</th><th>by function</th></tr>" + rows + "</table>"
+    )
+
+
+def scheduler_table(counts: dict[str, float] | None, note: str) -> str:
+    head = f'<h2>Scheduler\'s own deliveries</h2><p class="note scheduler-counts">{escape(note)}</p>'
+    if counts is None:
+        return head
+    rows = "".join(
+        f'<tr class="scheduler-metric"><td>{escape(name)}</td><td class="number">{number(counts[name])}</td></tr>'
+        for name in SCHEDULER_METRICS
+    )
+    return head + f"<table><tr><th>AWS/Scheduler metric</th><th>sum</th></tr>{rows}</table>"
 
 
 SOURCES = {"poison queue": "poison", "stream DLQ": "stream", "target DLQ": "target"}
@@ -204,3 +255,49 @@ def redrive(
         + f'<p><a href="/parked?{urlencode({"stack": function})}">back to Parked</a></p>'
     )
     return layout(f"Redrive · {table}", body, stack=function)
+
+
+def drift(function: str, table: str, found: Drift, items: int) -> str:
+    """`reconcile --dry-run`'s findings on a sample: what was read, how long it took, each kind with its count and
+    examples (what a repair would do first), and what stopped it early. No refresh: each load is a scan."""
+    sizes = sorted({100, 1000, DRIFT_MOST, items})
+    choices = " ".join(
+        f'<a href="/drift?{urlencode({"stack": function, "items": n})}">'
+        + (f"<strong>{n:,} items</strong>" if n == items else f"{n:,} items")
+        + "</a>"
+        for n in sizes
+    )
+    scope = (
+        "the whole table (so the schedules no item asks for, and aggregate's totals, were checked too)"
+        if found.whole
+        else f"a sample: the first {found.tally.scanned:,} items a scan returns (in DynamoDB's order, by key hash); "
+        "schedules no item asks for and aggregate's totals are checked only when the whole table is read: "
+        f"scheduled-table reconcile --dry-run --table {table} reads all of it"
+    )
+    rows = "".join(
+        f'<tr class="{"drift" if kind.startswith("would ") else "kind"}"><td>{escape(kind)}</td>'
+        f'<td class="number">{count:,}</td><td>{escape("; ".join(examples))}</td></tr>'
+        for kind, count, examples in found.kinds
+    )
+    would = sum(count for kind, count, _ in found.kinds if kind.startswith("would "))
+    problems = "".join(f'<p class="refused">{escape(line)}</p>' for line in found.problems)
+    body = (
+        f"<nav>{choices}</nav>"
+        f'<p class="note">read: {escape(scope)}; took {found.seconds:.1f} s. The same code as '
+        "scheduled-table reconcile --dry-run: nothing was changed. "
+        f'<a href="/drift?{urlencode({"stack": function, "items": items})}">check again</a></p>'
+        + problems
+        + f'<p class="status">{escape(found.headline)}</p>'
+        + (
+            f"<p>{would:,} to repair: scheduled-table reconcile --table {escape(table)} repairs them.</p>"
+            if would
+            else ""
+        )
+        + (
+            "<p>The check stopped before the end of its sample: the counts are of what it read before.</p>"
+            if found.problems
+            else "<p>No drift in what was read.</p>" * (not would)
+        )
+        + (f"<table><tr><th>kind</th><th>count</th><th>examples</th></tr>{rows}</table>" if rows else "")
+    )
+    return layout(f"Drift · {table}", body, stack=function)

@@ -22,6 +22,7 @@ from .guard import LOOPBACK, TOKEN, Guard
 
 CONFIRM_SECONDS = 600  # a dry run's confirmation stays good this long
 REFRESH_SECONDS = 5  # the views reload themselves this often
+VIEWS = ("/upcoming", "/delivered", "/parked", "/drift")
 DENIED = ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "AuthorizationError")
 
 
@@ -82,8 +83,8 @@ class Console:
         if path == "/":
             return Answer(200, page.index({f: s.config for f, s in self.stacks.items()}, self.read_only))
         stack = self.stack(query)
-        if path not in ("/upcoming", "/delivered", "/parked"):
-            return Answer(404, page.refused(f"no page {path}: the views are /upcoming, /delivered and /parked"))
+        if path not in VIEWS:
+            return Answer(404, page.refused(f"no page {path}: the views are /upcoming, /delivered, /parked and /drift"))
         if stack is None:
             return Answer(404, page.refused(f"no stack {query.get('stack')!r} here; the stacks are listed at /"))
         now, table = self.clock(), str(stack.config.get("table"))
@@ -96,7 +97,15 @@ class Console:
             since = self.number(query, "since", 3600, 7 * 86_400)
             functions = self.functions.get(table) or [(stack.function, f"/aws/lambda/{stack.function}")]
             sent, note = views.delivered(self.client, functions, now, since, limit)
-            return Answer(200, page.delivered(stack.function, stack.config, sent, note, since, self.refresh))
+            metrics = views.published(self.client, functions, now, since)
+            group = (stack.config.get("scheduler") or {}).get("group")
+            scheduler = views.scheduler_counts(self.client, str(group), now, since) if group else None
+            shown = page.Shown(sent, note, metrics[0], metrics[1], scheduler)
+            return Answer(200, page.delivered(stack.function, stack.config, shown, since, self.refresh))
+        if path == "/drift":
+            items = self.number(query, "items", views.DRIFT_ITEMS, views.DRIFT_MOST)
+            checked = views.drift(self.client, stack, items)
+            return Answer(200, page.drift(stack.function, table, checked, items))
         queues = views.parked(self.client, stack, min(limit, 10))
         why = self.read_only.get(stack.function)
         return Answer(200, page.parked(stack.function, table, queues, self.guard.token, why, self.refresh))

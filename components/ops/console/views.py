@@ -1,6 +1,7 @@
 """What the console shows, read from AWS with the operator's credentials and nothing written: what is upcoming
-(from what each mode keeps), what was delivered and how late (from the handlers' structured log lines), and what is
-parked (`inspect`'s reading of the queues, with a fix per reason).
+(from what each mode keeps), what was delivered and how late (from the handlers' structured log lines, with the
+metrics they publish beside them, and Scheduler's own counts from CloudWatch), what is parked (`inspect`'s reading of
+the queues, with a fix per reason), and drift (`reconcile --dry-run` over a sample of the table).
 
 Every read is bounded: a page of the schedule group, the soonest entries of each shard of the due index, a sample
 of a TTL table, one time range of log events; each view says what it read, so a table of millions costs one page.
@@ -10,11 +11,13 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ...packaging import runtime_module
+from ...packaging import error_code, runtime_module
 from ..aws import Client
 from ..inspection import Parked, fire_time, peek, queues
 from ..redrive.discovery import Stack, config_of, table_consumers
@@ -24,6 +27,17 @@ WINDOWS = {"hour": 3600, "day": 86_400, "week": 7 * 86_400}
 LIMIT = 100  # occurrences read per page by default (schedules listed, entries per shard, items sampled)
 LOG_EVENTS = 1000  # log events read at most per function and view
 DELIVERY_ACTIONS = ("dispatched", "dispatched-now", "executed")  # the handlers' lines for a send, with lateSeconds
+# Scheduler's own counts (CloudWatch namespace AWS/Scheduler, by schedule group): its deliveries log nothing in the
+# stack's functions.
+SCHEDULER_METRICS = (
+    "InvocationAttemptCount",
+    "TargetErrorCount",
+    "InvocationThrottleCount",
+    "InvocationDroppedCount",
+    "InvocationsSentToDeadLetterCount",
+)
+DRIFT_ITEMS = 100  # items the drift view's reconcile --dry-run reads by default
+DRIFT_MOST = 10_000  # and at most (`items=`): the command line reads the whole table
 
 
 @dataclass
@@ -246,23 +260,22 @@ def consumers(client: Client, tables: list[str]) -> list[str]:
     return sorted({name for table in tables for name in table_consumers(client, table)})
 
 
-def delivered(
-    client: Client, functions: list[tuple[str, str]], now: datetime, since: int, limit: int = LIMIT
-) -> tuple[list[Delivery], str]:
-    """The sends the stack's functions logged over the last `since` seconds (lines carrying `lateSeconds`:
-    polling's `dispatched` at INFO; a past-due send of eventbridge's consumer and ttl's executor at DEBUG), newest
-    first, up to `limit`, with what was read. Scheduler's own deliveries (eventbridge, precise ttl) log nothing in
-    these functions: its metrics count them."""
-    found: list[Delivery] = []
+def log_events(
+    client: Client, functions: list[tuple[str, str]], now: datetime, since: int, pattern: str, found: list[int]
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The log events of the stack's functions over the last `since` seconds that `pattern` (a FilterLogEvents
+    term) matches, as (function, event), up to LOG_EVENTS per function; `found` gets how many were read and whether
+    the cap stopped the reading ([read, 1 if capped])."""
     logs = client("logs")
-    read = 0
+    found[:] = [0, 0]
     for function, group in functions:
         request: dict[str, Any] = {
             "logGroupName": group,
             "startTime": int((now.timestamp() - since) * 1000),
-            "filterPattern": '"lateSeconds"',
+            "filterPattern": pattern,
         }
-        while read < LOG_EVENTS * len(functions):
+        read = 0
+        while True:
             try:
                 page = logs.filter_log_events(**request)
             except Exception as error:
@@ -271,16 +284,132 @@ def delivered(
                 raise
             for event in page.get("events", []):
                 read += 1
-                delivery = delivery_of(event, function)
-                if delivery is not None:
-                    found.append(delivery)
+                found[0] += 1
+                yield function, event
             if not page.get("nextToken"):
                 break
+            if read >= LOG_EVENTS:
+                found[1] = 1
+                break
             request["nextToken"] = page["nextToken"]
+
+
+def delivered(
+    client: Client, functions: list[tuple[str, str]], now: datetime, since: int, limit: int = LIMIT
+) -> tuple[list[Delivery], str]:
+    """The sends the stack's functions logged over the last `since` seconds (lines carrying `lateSeconds`:
+    polling's `dispatched` at INFO; a past-due send of eventbridge's consumer and ttl's executor at DEBUG), newest
+    first, up to `limit`, with what was read. Scheduler's own deliveries (eventbridge, precise ttl) log nothing in
+    these functions: its metrics count them (`scheduler_counts`)."""
+    found: list[Delivery] = []
+    read: list[int] = []
+    for function, event in log_events(client, functions, now, since, '"lateSeconds"', read):
+        delivery = delivery_of(event, function)
+        if delivery is not None:
+            found.append(delivery)
     found.sort(key=lambda d: d.at, reverse=True)
-    minutes = since // 60
-    note = f"{read} log event(s) of {len(functions)} function(s) over the last {minutes} min read"
+    capped = f" (stopped at {LOG_EVENTS} a function: at least)" if read[1] else ""
+    note = f"{read[0]} log event(s) of {len(functions)} function(s) over the last {since // 60} min read{capped}"
     return found[:limit], note
+
+
+@dataclass
+class Metric:
+    """One value the stack's functions published over the window: a CloudWatch metric of their embedded-metric
+    lines (`published`), or a count those lines carry beside them; summed, or the largest for a name ending in Max."""
+
+    name: str
+    published: bool
+    by_function: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def largest(self) -> bool:
+        return self.name.endswith("Max")
+
+    @property
+    def total(self) -> float:
+        values = self.by_function.values()
+        return max(values) if self.largest else sum(values)
+
+
+def published(client: Client, functions: list[tuple[str, str]], now: datetime, since: int) -> tuple[list[Metric], str]:
+    """What the stack's functions published over the last `since` seconds, from their embedded-metric lines (the
+    same lines CloudWatch turns into the dashboard's metrics, read here so the local cloud shows them too): each
+    metric summed, and the counts the lines carry beside them (delivered, scheduled, cancelled, ...)."""
+    found: dict[tuple[str, bool], Metric] = {}
+    read: list[int] = []
+    for function, event in log_events(client, functions, now, since, '"CloudWatchMetrics"', read):
+        for name, value, metric in metric_values(str(event.get("message", ""))):
+            entry = found.setdefault((name, metric), Metric(name, metric))
+            held = entry.by_function.get(function)
+            if held is None:
+                entry.by_function[function] = value
+            else:
+                entry.by_function[function] = max(held, value) if entry.largest else held + value
+    capped = f" (stopped at {LOG_EVENTS} a function: at least)" if read[1] else ""
+    note = f"{read[0]} embedded-metric line(s) of {len(functions)} function(s) over the last {since // 60} min read"
+    return sorted(found.values(), key=lambda m: (not m.published, m.name)), note + capped
+
+
+def metric_values(message: str) -> list[tuple[str, float, bool]]:
+    """The values of one embedded-metric line: (name, value, whether it is a CloudWatch metric); the dimensions
+    (text) and what is not a plain number (lists, booleans) left out."""
+    try:
+        line = json.loads(message.strip())
+    except ValueError:
+        return []
+    if not isinstance(line, dict) or not isinstance(line.get("_aws"), dict):
+        return []
+    declared = {
+        str(metric.get("Name"))
+        for directive in line["_aws"].get("CloudWatchMetrics") or []
+        for metric in directive.get("Metrics") or []
+    }
+    return [
+        (name, float(value), name in declared)
+        for name, value in sorted(line.items())
+        if name != "_aws" and isinstance(value, int | float) and not isinstance(value, bool)
+    ]
+
+
+def scheduler_counts(client: Client, group: str, now: datetime, since: int) -> tuple[dict[str, float] | None, str]:
+    """Scheduler's own counts for the schedule group over the last `since` seconds (CloudWatch's AWS/Scheduler
+    metrics: attempts, target errors, throttles, drops, dead letters), summed; None with why when there are none to
+    show (no data point: the local cloud publishes none; or the read was refused)."""
+    period = max(60, since // 60 * 60)
+    queries = [
+        {
+            "Id": f"m{n}",
+            "MetricStat": {
+                "Metric": {
+                    "Namespace": "AWS/Scheduler",
+                    "MetricName": name,
+                    "Dimensions": [{"Name": "ScheduleGroup", "Value": group}],
+                },
+                "Period": period,
+                "Stat": "Sum",
+            },
+        }
+        for n, name in enumerate(SCHEDULER_METRICS)
+    ]
+    try:
+        answer = client("cloudwatch").get_metric_data(
+            MetricDataQueries=queries,
+            StartTime=datetime.fromtimestamp(now.timestamp() - period, UTC),
+            EndTime=now,
+        )
+    except Exception as error:
+        if not isinstance(getattr(error, "response", None), dict):
+            raise
+        return None, f"not read: CloudWatch refused GetMetricData ({error_code(error)})"
+    values = {str(r["Id"]): [float(v) for v in r.get("Values") or []] for r in answer.get("MetricDataResults", [])}
+    if not any(values.values()):
+        return None, (
+            f"CloudWatch holds no AWS/Scheduler data point for group {group} over the last {period // 60} min "
+            "(on AWS: no schedule of the group ran in it; the local cloud publishes none)"
+        )
+    counts = {name: sum(values.get(f"m{n}", [])) for n, name in enumerate(SCHEDULER_METRICS)}
+    return counts, f"CloudWatch's AWS/Scheduler metrics of group {group}, summed over the last {period // 60} min"
 
 
 def delivery_of(event: dict[str, Any], function: str) -> Delivery | None:
@@ -331,18 +460,77 @@ def parked(client: Client, stack: Stack, limit: int) -> list[Parked]:
     return queues(client, stack, limit)
 
 
+# -- drift ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Drift:
+    """`reconcile --dry-run` over a sample of the table: the tally (each kind with its count and examples), the
+    summary's first line as the command prints it, whether the whole table was read (then the schedules no item
+    asks for, and aggregate's totals, were checked too), what stopped it early, and how long it took."""
+
+    tally: Any
+    headline: str
+    whole: bool
+    problems: list[str]
+    seconds: float
+
+    @property
+    def kinds(self) -> list[tuple[str, int, list[str]]]:
+        """Each kind found: what a repair would do first ("would ..."), then the rest, by count."""
+        found = [(kind, count, list(self.tally.examples.get(kind) or [])) for kind, count in self.tally.kinds.items()]
+        return sorted(found, key=lambda k: (not k[0].startswith("would "), -k[1], k[0]))
+
+
+def drift(client: Client, stack: Stack, items: int = DRIFT_ITEMS, clock: Callable[[], float] = time.monotonic) -> Drift:
+    """`scheduled-table reconcile --dry-run` (ops.backfill.run, the command's own code) over the first `items` items
+    a scan returns (rounded up to whole pages of at most 100), a page at a time under the command's ceilings on
+    reads and Scheduler calls; nothing is written (a dry run only reads). RedriveError when it cannot start (the
+    table or the ledger unreadable)."""
+    from ..backfill import Plan, run
+    from ..engine import engine
+    from ..scan_report import summary
+
+    pages = -(-items // engine().PAGE_ITEMS)
+    page = -(-items // pages)  # pages as even as they go: 150 items are two pages of 75
+    asked = iter(range(1, pages + 1))
+    said: list[str] = []
+    began = clock()
+    tally, whole = run(
+        client,
+        stack,
+        Plan(command="reconcile", dry_run=True, segments=1, page_items=page),
+        progress=said.append,
+        stop=lambda: next(asked, pages) >= pages,  # asked after each page: stop once `pages` were read
+    )
+    seconds = clock() - began
+    problems = [line for line in said if " stopped: " in line]
+    headline = summary("reconcile", tally, True, True)[0]
+    return Drift(tally, headline, whole, problems, seconds)
+
+
 __all__ = [
     "DELIVERY_ACTIONS",
+    "DRIFT_ITEMS",
+    "DRIFT_MOST",
     "LIMIT",
+    "SCHEDULER_METRICS",
     "WINDOWS",
     "Delivery",
+    "Drift",
+    "Metric",
     "Occurrence",
     "Upcoming",
     "bound",
     "consumers",
     "delivered",
+    "drift",
     "fix",
+    "log_events",
+    "metric_values",
     "parked",
+    "published",
+    "scheduler_counts",
     "stack_functions",
     "upcoming",
 ]
