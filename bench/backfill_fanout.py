@@ -11,8 +11,7 @@ Measured: items/s and items/s per segment. Modelled for 100 million items on AWS
 segments run at once (100, well inside Lambda's default 1,000 concurrent executions per Region, which the live
 functions share), capped by Scheduler's default quotas (GetSchedule 1,000/s, CreateSchedule 5,000/s) over the
 Scheduler calls an item costs. Those are the calls the engine really made per item in the moto run of the same items
-(bench_backfill: an item whose name an earlier version spelt otherwise is looked up under both names when the first
-is missing, so a first attach may make more than one GetSchedule per item; `--fresh` skips the lookups). Every
+(bench_backfill; `--fresh` skips the GetSchedule lookups). Every
 service and worker here shares this machine's cores, so the per-segment rate is a floor for AWS's, where each
 segment has its own environment and calls take milliseconds."""
 

@@ -183,9 +183,9 @@ def in_process(config: HandlerConfig, clients: Clients = CLIENTS) -> Feed:
 
             response = ttl.handle_batch(event, config, clients=clients)
         elif mode == "polling":
-            import polling
+            import polling_assign
 
-            response = polling.handle_assign_batch(event, config, clients=clients)
+            response = polling_assign.handle_assign_batch(event, config, clients=clients)
         else:
             raise ValueError(f"mode {mode!r} is not fed record by record")
         return answer_failures(records, response)

@@ -74,18 +74,10 @@ class Sweep:
             return
         where = f"{name} ({describe(run.config, keys)})"
         item = run.read([keys]).get(identity(run.config, keys))
-        own = self.wanted(item).get(name)
-        if own == name:
+        if name in self.wanted(item):
             run.note("skipped", "schedule matches its item")
             return
         why = "item gone or holds another time"
-        if own is not None:
-            # The occurrence's schedule under the name an earlier version gave it: it is the occurrence's one
-            # schedule, unless one under its own name exists too (then this copy would deliver it a second time).
-            if schedule(run, own) is None:
-                run.note("skipped", "schedule matches its item (under an earlier version's name)")
-                return
-            why = f"a second copy of {own}, under an earlier version's name"
         if self.kind == "eventbridge" and self.may_still_run(found):
             run.note("skipped", f"{why}, but its minute has begun: left to Scheduler (it may be retrying)", where)
             return
@@ -105,14 +97,13 @@ class Sweep:
         run.note("acted", f"deleted schedule ({why})", where)
         # A live write may have given the item that time again between the read and the delete: follow it.
         now = run.read([keys]).get(identity(run.config, keys))
-        if now is not None and self.wanted(now).get(name) == name:
+        if now is not None and name in self.wanted(now):
             feed_settled(run, [change(run.config, None, now, run.now())], calls_for(run, self.kind))
 
-    def wanted(self, image: Record | None) -> dict[str, str]:
-        """The schedule names a fresh write of the item would make (none for an absent item), and the names earlier
-        versions gave the same schedules, each mapped to the schedule's own name."""
+    def wanted(self, image: Record | None) -> set[str]:
+        """The schedule names a fresh write of the item would make (none for an absent item)."""
         if image is None:
-            return {}
+            return set()
         run = self.run
         record = change(run.config, None, image, run.now())
         moment = datetime.fromtimestamp(run.now(), UTC)
@@ -120,13 +111,11 @@ class Sweep:
             import eventbridge
 
             steps = eventbridge.plan(stream(record), run.config, moment).steps
-            names = [(step.occurrence.name, *step.occurrence.aliases) for step in steps]
-        else:
-            import ttl
+            return {step.occurrence.name for step in steps}
+        import ttl
 
-            decision = ttl.decide(stream(record), run.config, moment)
-            names = [ttl.schedule_names(stream(record), run.config)] if decision.step is ttl.Step.SCHEDULE else []
-        return {alias: each[0] for each in names for alias in each}
+        decision = ttl.decide(stream(record), run.config, moment)
+        return {ttl.schedule_name(stream(record), run.config)} if decision.step is ttl.Step.SCHEDULE else set()
 
     def keys_of(self, found: Record) -> Record | None:
         """The item's keys (Lambda-shaped) from a schedule's input: the release envelope's (second precision), the

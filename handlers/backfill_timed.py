@@ -158,13 +158,13 @@ def needs_of(run: Run, kind: str, record: Record) -> Need:
                     # Delivered long ago or never, whatever the ledger says now: not delivered again, and no ledger
                     # read (a nightly reconcile of years of items would read one entry per old occurrence).
                     forgotten.append(occurrence.name)
-                elif not ledger(run).taken(occurrence.name, aliases=occurrence.aliases):  # else delivered already
+                elif not ledger(run).taken(occurrence.name):  # else delivered already
                     word = word or "deliver (past due)"
                     delivering.append(occurrence.name)
                 continue
             if word:
                 continue
-            found = None if run.options.fresh else schedule(run, occurrence.name, *occurrence.aliases)
+            found = None if run.options.fresh else schedule(run, occurrence.name)
             if occurrence.recurrence is not None and ended(occurrence.recurrence, now):
                 # Nothing is left to fire: a schedule that ends where the rule does goes by itself at its end.
                 if found is not None and _second(found.get("EndDate")) != _second(occurrence.recurrence.end):
@@ -174,7 +174,7 @@ def needs_of(run: Run, kind: str, record: Record) -> Need:
             elif occurrence.recurrence is not None and not rule_agrees(found, occurrence.recurrence, now):
                 word = "reschedule (the schedule holds another rule, zone, start or end)"
             else:
-                run.confirmed.add(str(found.get("Name") or occurrence.name))  # its own name, or an earlier one
+                run.confirmed.add(occurrence.name)
         return Need(word, tuple(forgotten), tuple(delivering) if run.options.deliver_past_due else ())
     return Need(ttl_need(run, record, now))
 
@@ -192,7 +192,7 @@ def ttl_need(run: Run, record: Record, now: datetime) -> str:
         return "delete now (past due)"
     if run.options.fresh:
         return "schedule"
-    found = schedule(run, *ttl.schedule_names(stream(record), run.config))
+    found = schedule(run, ttl.schedule_name(stream(record), run.config))
     if found is None:
         return "schedule"
     held = record["dynamodb"]["NewImage"][run.config["timeAttribute"]]
@@ -203,7 +203,7 @@ def ttl_need(run: Run, record: Record, now: datetime) -> str:
         kept = None
     if kept != held:
         return "reschedule (the schedule holds another time)"
-    run.confirmed.add(str(found.get("Name") or decision.name))
+    run.confirmed.add(decision.name)
     return ""
 
 
@@ -275,23 +275,18 @@ def ledger(run: Run) -> Any:
     return Ledger.of(run.config["eventbridge"], run.clients)
 
 
-def schedule(run: Run, *names: str) -> Record | None:
-    """The first schedule of these names in the table's group (paced): an occurrence's name, then the names earlier
-    versions gave it; None when there is none."""
+def schedule(run: Run, name: str) -> Record | None:
+    """The schedule of this name in the table's group (paced); None when there is none."""
     from st_core.errors import error_code
 
-    for name in names:
-        run.calls.take(1)
-        try:
-            found: Record = run.clients.get("scheduler").get_schedule(
-                Name=name, GroupName=run.config["scheduler"]["group"]
-            )
-        except Exception as exc:
-            if error_code(exc) == "ResourceNotFoundException":
-                continue
-            raise
-        return found
-    return None
+    run.calls.take(1)
+    try:
+        found: Record = run.clients.get("scheduler").get_schedule(Name=name, GroupName=run.config["scheduler"]["group"])
+    except Exception as exc:
+        if error_code(exc) == "ResourceNotFoundException":
+            return None
+        raise
+    return found
 
 
 def plain_ttl(run: Run, items: list[Record]) -> None:

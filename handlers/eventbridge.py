@@ -55,9 +55,9 @@ from st_core.naming import (
     SCHEDULED_TIME,
     ItemKeys,
     item_keys,
-    occurrence_names,
+    occurrence_id,
     recurring_firing_id,
-    recurring_names,
+    recurring_name,
 )
 from st_core.reads import Found, read_items
 from st_core.schedules import CLOCK_SKEW, MIN_LEAD
@@ -118,7 +118,6 @@ class Occurrence(NamedTuple):
     item: dict[str, Any]
     offset: int = 0  # seconds from the item's due time (`offsets`: a reminder a day before is -86400)
     recurrence: Recurrence | None = None  # set on an item's recurring occurrence
-    aliases: tuple[str, ...] = ()  # names earlier versions may have given it (`naming.occurrence_names`)
 
     @property
     def item_due(self) -> datetime:
@@ -181,14 +180,13 @@ def recurring_occurrence(image: dict[str, Any], keys: ItemKeys, config: HandlerC
     start, end = bounds
     if start is not None and end is not None and end <= start:
         raise PermanentError(f"recurrence ends ({format_due(end)}) before it starts ({format_due(start)})")
-    name, *aliases = recurring_names(keys)
     spec = Recurrence(expression, zone_name, start, end)
-    return Occurrence(name, start or _EPOCH, keys.plain, image, recurrence=spec, aliases=tuple(aliases))
+    return Occurrence(recurring_name(keys), start or _EPOCH, keys.plain, image, recurrence=spec)
 
 
 def occurrences_of(image: dict[str, Any] | None, keys: ItemKeys, config: HandlerConfig) -> dict[int | str, Occurrence]:
     """The item's occurrences, by offset (or RECURRING): none when the image carries no due time; PermanentError
-    when it carries one that cannot be used. Each named by `naming.occurrence_names`: one schedule per (item, due
+    when it carries one that cannot be used. Each named by `naming.occurrence_id`: one schedule per (item, due
     time, offset), whose name is the occurrence's id."""
     if image is None or image.get(config["timeAttribute"]) is None:
         return {}
@@ -197,10 +195,8 @@ def occurrences_of(image: dict[str, Any] | None, keys: ItemKeys, config: Handler
     due = parse_due(image[config["timeAttribute"]], item_zone(image, config)[1])
     found: dict[int | str, Occurrence] = {}
     for offset in offsets_of(config):
-        name, *aliases = occurrence_names(keys, due, offset)
-        found[offset] = Occurrence(
-            name, due + timedelta(seconds=offset), keys.plain, image, offset, aliases=tuple(aliases)
-        )
+        name = occurrence_id(keys, due, offset)
+        found[offset] = Occurrence(name, due + timedelta(seconds=offset), keys.plain, image, offset)
     return found
 
 
@@ -447,7 +443,7 @@ class Scheduling:
             self._deliver(occurrence)
             return
         firing = self._may_be_firing(occurrence.due, now)
-        if firing and self.ledger.taken(occurrence.name, aliases=occurrence.aliases):
+        if firing and self.ledger.taken(occurrence.name):
             log.debug("firing-left-alone", schedule=occurrence.name)
             return
         payload = target_input(self.config["target"], self._event(occurrence), via_scheduler=True)
@@ -463,7 +459,7 @@ class Scheduling:
                 description=f"scheduled-table {MODE} {self.config['table']}",
                 key=schedules.payload_key(self.config["scheduler"]),
             )
-            schedules.upsert(self.clients, request, create_first=step.fresh, before_create=self._dropper(step))
+            schedules.upsert(self.clients, request, create_first=step.fresh)
         # After the schedule exists (written at the end of the batch): a crash in between can only cost a duplicate,
         # never the occurrence.
         chunk: list[tuple[str, float, str]] = []
@@ -507,10 +503,7 @@ class Scheduling:
                 payload=payload,
             )
         )
-        drop = self._dropper(step)
         if firing:
-            if drop is not None:
-                drop()  # no schedule of its own name is made: an older one goes now
             release.enqueue(self.clients, self.config, text, release.delay_seconds(occurrence.due, now))
             return now
         fire = release.release_fire_time(occurrence.due)
@@ -522,7 +515,7 @@ class Scheduling:
             description=f"scheduled-table {MODE} {self.config['table']} release",
             key=schedules.payload_key(self.config["scheduler"]),
         )
-        schedules.upsert(self.clients, request, create_first=step.fresh, before_create=drop)
+        schedules.upsert(self.clients, request, create_first=step.fresh)
         return fire
 
     def _recur(self, record: DynamoDBStreamRecord, step: Step, spec: Recurrence, now: datetime) -> None:
@@ -598,11 +591,8 @@ class Scheduling:
             description=f"scheduled-table {MODE} {self.config['table']} recurring",
             key=schedules.payload_key(self.config["scheduler"]),
         )
-        # An older name of it would go on firing beside it, for ever: dropped before its own name is created.
         try:
-            schedules.upsert(
-                self.clients, request, create_first=step.fresh, before_create=partial(self._drop_aliases, occurrence)
-            )
+            schedules.upsert(self.clients, request, create_first=step.fresh)
         except Exception as exc:
             if not is_transient(exc):
                 # Scheduler refused the item's new rule for good (the record is parked with its reason): the old
@@ -730,7 +720,7 @@ class Scheduling:
 
     def _cancel_recurring(self, occurrence: Occurrence) -> None:
         # No ledger: each firing is Scheduler's own, none was ever recorded here.
-        self._delete_schedule(occurrence)
+        schedules.delete(self.clients, self.group, occurrence.name)
         self._count("cancelled")
         log.debug("cancelled", schedule=occurrence.name)
 
@@ -786,50 +776,22 @@ class Scheduling:
             self._count("tooLateToCancel")
             log.debug("cancel-too-late", schedule=occurrence.name, dueAt=format_due(occurrence.due))
             return
-        names = self._delete_schedule(occurrence)
+        schedules.delete(self.clients, self.group, occurrence.name)
         # Deleted, or found gone, before its minute began: no schedule of this occurrence has run or will, so none
         # owns it and its marker is forgotten (a return to this due time is then scheduled or delivered afresh).
         # Judged by the clock once the deletes have answered: one that answered later may have raced a firing, and
         # keeps the marker.
         if not self._may_have_started(occurrence.due, self.now()):
-            for name in names:
-                persist(partial(self.ledger.unschedule, name))
+            persist(partial(self.ledger.unschedule, occurrence.name))
         self._count("cancelled")
         log.debug("cancelled", schedule=occurrence.name, dueAt=format_due(occurrence.due))
 
-    def _dropper(self, step: Step) -> Callable[[], None] | None:
-        """For an item that kept its due time (not `fresh`): its schedule may be one an earlier version made under
-        an older name, replaced rather than doubled, and looked for only when none has the occurrence's own name (a
-        new due time has no schedule of an earlier version)."""
-        return None if step.fresh else partial(self._drop_aliases, step.occurrence)
-
-    def _delete_schedule(self, occurrence: Occurrence) -> tuple[str, ...]:
-        """Delete the occurrence's schedule; only when none has its own name, any an earlier version made of it
-        under an older name (`aliases`). The names it deleted or looked for, whose markers go with them."""
-        if schedules.delete(self.clients, self.group, occurrence.name) or not occurrence.aliases:
-            return (occurrence.name,)
-        for alias in occurrence.aliases:
-            schedules.delete(self.clients, self.group, alias)
-        return (occurrence.name, *occurrence.aliases)
-
-    def _drop_aliases(self, occurrence: Occurrence) -> None:
-        """Delete the schedules an earlier version made of this occurrence under an older name (`aliases`), with
-        their markers: the occurrence's schedule is about to be made under its own name."""
-        for alias in occurrence.aliases:
-            schedules.delete(self.clients, self.group, alias)
-            if occurrence.recurrence is None:  # a recurring schedule has no marker
-                persist(partial(self.ledger.unschedule, alias))
-
     def _deliver(self, occurrence: Occurrence, take_over: bool = False, fired: datetime | None = None) -> None:
-        """Deliver a come-due occurrence now, once: unless a schedule (`take_over`: unless a delivery) owns it,
-        under its id or one an earlier version gave it. `fired`: one firing of a recurring occurrence, under the id
-        Scheduler gives that firing."""
+        """Deliver a come-due occurrence now, once: unless a schedule (`take_over`: unless a delivery) owns it.
+        `fired`: one firing of a recurring occurrence, under the id Scheduler gives that firing."""
         due = occurrence.due if fired is None else fired
-        names = (occurrence.name, *occurrence.aliases)
-        if fired is not None:
-            names = tuple(recurring_firing_id(n, format_due(fired)) for n in names)
-        name = names[0]
-        if not self.ledger.claim(name, self.now().timestamp(), take_over_scheduled=take_over, aliases=names[1:]):
+        name = occurrence.name if fired is None else recurring_firing_id(occurrence.name, format_due(fired))
+        if not self.ledger.claim(name, self.now().timestamp(), take_over_scheduled=take_over):
             self._count("duplicates")
             log.debug("duplicate", schedule=name, dueAt=format_due(due))
             return

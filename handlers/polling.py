@@ -34,7 +34,6 @@ from st_core.errors import PermanentError, advice, error_code, is_transient, kms
 from st_core.naming import item_keys, key_names, occurrence_id
 from st_core.pending import (
     ATTEMPTS,
-    CLAIM,
     DONE_AT,
     DUE,
     ERROR,
@@ -46,11 +45,7 @@ from st_core.pending import (
     Status,
     without_index,
 )
-from st_core.stream import (
-    BatchResponse,
-    DynamoDBStreamEvent,
-    decode_image,
-)
+from st_core.stream import decode_image
 from st_core.timeparse import format_due, parse_due
 
 if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see st_core/shapes.py)
@@ -280,9 +275,9 @@ class Processor:
         and an entry stays on its shard until it leaves the index), until they are empty. The ledger keeps the
         highest count in use (`SHARDS_RECORD`): raised at the first tick of a higher `shards`; lowered once every
         shard above the current count holds nothing and an assigner of the old count can no longer be running (a
-        lease's length after the change was first seen). A stack's first tick, with no record yet (a stack made
-        before the record was kept), probes every shard a configuration may have. One GetItem a tick, and while
-        old shards hold entries, one more one-item Query each."""
+        lease's length after the change was first seen). A stack's first tick, with no record yet (its assigner may
+        have indexed items under another `shards` before it), probes every shard a configuration may have. One
+        GetItem a tick, and while old shards hold entries, one more one-item Query each."""
         shards = self.polling["shards"]
         ddb = self.clients.get("dynamodb")
         ledger = self.polling["ledgerTable"]
@@ -575,7 +570,7 @@ class Processor:
                 if delay is None:
                     self._unindex(item)  # the assigner parks it (an item without a time), and indexes it nowhere
                 return Outcome.SKIPPED  # with a delay, the assigner indexes it again at it
-            # Backed off (or claimed by an earlier version): the assigner's filter never passes its user's writes.
+            # Backed off: the assigner's filter never passes its user's writes.
             if delay is None:
                 time_attribute, delay_attribute = self.config["timeAttribute"], self.polling["delayAttribute"]
                 raise Unusable(
@@ -632,13 +627,10 @@ class Processor:
 
     def _as_indexed(self, item: dict[str, Any], entry: dict[str, Any]) -> bool:
         """The item is still where the index entry put it: waiting (no settled status), in the same shard at the
-        same `stDue`, and not under a live claim (one made by an earlier version of this processor)."""
+        same `stDue`."""
         if item.get(STATUS, {}).get("S") in (Status.DONE.value, Status.FAILED.value):
             return False
-        if not self._in_place(item, entry):
-            return False
-        claim = item.get(CLAIM, {}).get("N")
-        return claim is None or Decimal(claim) <= int(self.now())
+        return self._in_place(item, entry)
 
     @staticmethod
     def _in_place(item: dict[str, Any], entry: dict[str, Any]) -> bool:
@@ -834,13 +826,13 @@ class Processor:
         so that a user's next write of its time indexes it again (the assigner's filter passes updates of
         waiting items). `reason` (why it was parked) is kept in `stError`."""
         condition, names, values = self._unchanged(raw)
-        names.update({"#status": STATUS, "#shard": SHARD, "#claim": CLAIM, "#task": TASK_DUE, "#timed": TIMED})
+        names.update({"#status": STATUS, "#shard": SHARD, "#task": TASK_DUE, "#timed": TIMED})
         values[":pending"] = {"S": Status.PENDING.value}
-        update = "SET #status = :pending REMOVE #shard, #due, #claim, #task, #timed"
+        update = "SET #status = :pending REMOVE #shard, #due, #task, #timed"
         if reason is not None:
             names["#error"] = ERROR
             values[":error"] = {"S": reason}
-            update = "SET #status = :pending, #error = :error REMOVE #shard, #due, #claim, #task, #timed"
+            update = "SET #status = :pending, #error = :error REMOVE #shard, #due, #task, #timed"
         if self._write_if(raw, update, condition, names, values):
             log.info("unindexed", keys=decode_image(self._key(raw)), parked=reason is not None)
 
@@ -872,20 +864,20 @@ class Processor:
         """Index an item whose time attribute no longer gives its `stDue` again at the time it gives, as the
         assigner indexes a move (conditional on the item being as it was read); the next tick that finds it due
         sends it. The assigner does not see every such item: its filter passes moves of waiting items only (not
-        those of a backed-off one, or of one an earlier version claimed), and a writer's own index entry never (an
+        those of a backed-off one), and a writer's own index entry never (an
         insert carrying `stStatus`, or an `stDue` rewritten alone, is no change of the time attribute). So neither
         waits for it: when both index the same move, the second one's condition fails (the `stDue` it was read
         with is gone), and the item has one place in the index. The assigner ignores this write (it keeps the
         time attribute). `timed=False` indexes a backed-off item whose time was removed at its delay, as the
         assigner indexes a waiting one (not marked as indexed from its time)."""
         condition, names, values = self._unchanged(raw)
-        names.update({"#status": STATUS, "#claim": CLAIM, "#task": TASK_DUE, "#attempts": ATTEMPTS, "#error": ERROR})
+        names.update({"#status": STATUS, "#task": TASK_DUE, "#attempts": ATTEMPTS, "#error": ERROR})
         names["#timed"] = TIMED
         values.update({":moved": {"N": str(moved)}, ":pending": {"S": Status.PENDING.value}})
-        update = "SET #due = :moved, #status = :pending REMOVE #claim, #task, #attempts, #error, #timed"
+        update = "SET #due = :moved, #status = :pending REMOVE #task, #attempts, #error, #timed"
         if timed:
             values[":timed"] = {"BOOL": True}
-            update = "SET #due = :moved, #status = :pending, #timed = :timed REMOVE #claim, #task, #attempts, #error"
+            update = "SET #due = :moved, #status = :pending, #timed = :timed REMOVE #task, #attempts, #error"
         if not self._write_if(raw, update, condition, names, values):
             return
         log.info(
@@ -913,14 +905,12 @@ class Processor:
                     ExpressionAttributeValues=values,
                 )
                 return
-            names.update({"#status": STATUS, "#doneAt": DONE_AT, "#shard": SHARD, "#claim": CLAIM, "#error": ERROR})
+            names.update({"#status": STATUS, "#doneAt": DONE_AT, "#shard": SHARD, "#error": ERROR})
             names.update({"#task": TASK_DUE, "#timed": TIMED})
             ddb.update_item(
                 TableName=self.config["table"],
                 Key=key,
-                UpdateExpression=(
-                    "SET #status = :done, #doneAt = :at REMOVE #shard, #due, #error, #task, #claim, #timed"
-                ),
+                UpdateExpression=("SET #status = :done, #doneAt = :at REMOVE #shard, #due, #error, #task, #timed"),
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues={
@@ -950,7 +940,7 @@ class Processor:
         if final:
             return self._give_up(item, reason, attempts)
         condition, names, values = self._unchanged(item)
-        names.update({"#status": STATUS, "#attempts": ATTEMPTS, "#error": ERROR, "#claim": CLAIM, "#task": TASK_DUE})
+        names.update({"#status": STATUS, "#attempts": ATTEMPTS, "#error": ERROR, "#task": TASK_DUE})
         backoff = self.polling["backoffSeconds"] * 2 ** (attempts - 1)
         values.update(
             {
@@ -963,7 +953,7 @@ class Processor:
         )
         self._write_if(
             item,
-            "SET #status = :retry, #attempts = :attempts, #error = :error, #due = :next, #task = :task REMOVE #claim",
+            "SET #status = :retry, #attempts = :attempts, #error = :error, #due = :next, #task = :task",
             condition,
             names,
             values,
@@ -985,7 +975,7 @@ class Processor:
         (`_owed`) and takes it out, so a send or clean-up that fails is repeated, at least once, never lost. Only a
         dead letter whose clean-up failed can be sent twice."""
         condition, names, values = self._unchanged(item)
-        names.update({"#status": STATUS, "#attempts": ATTEMPTS, "#error": ERROR, "#claim": CLAIM, "#task": TASK_DUE})
+        names.update({"#status": STATUS, "#attempts": ATTEMPTS, "#error": ERROR, "#task": TASK_DUE})
         values.update(
             {
                 ":attempts": {"N": str(attempts)},
@@ -996,7 +986,7 @@ class Processor:
         )
         marked = self._write_if(
             item,
-            "SET #status = :failed, #attempts = :attempts, #error = :error, #task = :task REMOVE #claim",
+            "SET #status = :failed, #attempts = :attempts, #error = :error, #task = :task",
             condition,
             names,
             values,
@@ -1024,9 +1014,9 @@ class Processor:
         self._dead_letter(item, item.get(ERROR, {}).get("S", "failed"), attempts_of(item))
         self._write_if(
             item,
-            "REMOVE #shard, #due, #claim, #task, #timed",
+            "REMOVE #shard, #due, #task, #timed",
             "#status = :failed AND #due = :due",
-            {"#status": STATUS, "#due": DUE, "#shard": SHARD, "#claim": CLAIM, "#task": TASK_DUE, "#timed": TIMED},
+            {"#status": STATUS, "#due": DUE, "#shard": SHARD, "#task": TASK_DUE, "#timed": TIMED},
             {":failed": {"S": Status.FAILED.value}, ":due": item[DUE]},
         )
         return Outcome.FAILED
@@ -1091,8 +1081,8 @@ def present(raw: dict[str, Any], attribute: str) -> dict[str, Any] | None:
 
 
 def task_due(raw: dict[str, Any]) -> int:
-    """The due time of the occurrence an index entry stands for: `stDue` until a claim moves it (to a lease end or,
-    after a failed dispatch, a backoff), then `stTaskDue`. A fraction (a value written by hand) is due at the next
+    """The due time of the occurrence an index entry stands for: `stDue` until a failed dispatch moves it (to a
+    backoff), then `stTaskDue`. A fraction (a value written by hand) is due at the next
     whole second, never before (exact: a Decimal of DynamoDB's number text, never a float). `Unusable` when it is not
     a number of epoch seconds a datetime can hold."""
     attribute = TASK_DUE if TASK_DUE in raw else DUE
@@ -1246,28 +1236,3 @@ def handler(event: dict[str, Any], context: LambdaContext | None = None) -> dict
         "outOfTime": report.out_of_time,
         "throttled": report.throttled,
     }
-
-
-# -- the assigner's former entry point -------------------------------------------------------------------------
-# The assigner is `polling_assign.handler` (its own module: neither function's cold start compiles the other's
-# code). These two stay for functions deployed with `polling.assign` by an earlier version of the component, which
-# keep working while a deploy moves them to the new entry point (Lambda updates code and configuration in two steps).
-
-
-def handle_assign_batch(
-    event: DynamoDBStreamEvent | object,
-    config: HandlerConfig,
-    *,
-    clients: Clients = CLIENTS,
-    now: Callable[[], datetime] = lambda: datetime.now(UTC),
-) -> BatchResponse:
-    """One stream batch for the assigner (see polling_assign.py)."""
-    from polling_assign import handle_assign_batch
-
-    return handle_assign_batch(event, config, clients=clients, now=now)
-
-
-def assign(event: DynamoDBStreamEvent, context: object = None) -> BatchResponse:
-    """The assigner's entry point before `polling_assign.handler` (see above)."""
-    log.invoked(context)
-    return handle_assign_batch(event, load_config())

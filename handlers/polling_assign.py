@@ -20,7 +20,7 @@ from st_core.clients import CLIENTS, Clients
 from st_core.config import load_config
 from st_core.errors import PermanentError, error_code
 from st_core.idempotency import marker_put, shares_account_with_ledger
-from st_core.pending import ATTEMPTS, CLAIM, DUE, ERROR, SHARD, STATUS, TIMED, Status, pending_attributes
+from st_core.pending import ATTEMPTS, DUE, ERROR, SHARD, STATUS, TIMED, Status, pending_attributes
 from st_core.stream import (
     BatchResponse,
     DynamoDBStreamEvent,
@@ -70,7 +70,7 @@ def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: 
     """Put the item this record describes in the due index, exactly once per user write.
 
     Lambda may deliver the record again, whole batches at a time and long after: by then the item may have been
-    dispatched (DONE), claimed, backed off (RETRY) or dead-lettered (FAILED). The index write is therefore made
+    dispatched (DONE), backed off (RETRY) or dead-lettered (FAILED). The index write is therefore made
     conditional on the item still being the version this record shows: no status yet (a user's PutItem, which
     removes ours) or the same PENDING index entry (a user's update of a waiting item), and the same due time. Any
     write of this mode changes one of those, so a stale record finds nothing to do."""
@@ -81,7 +81,7 @@ def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: 
     time_attribute = config["timeAttribute"]
     unchanged = record["eventName"] == "MODIFY" and new.get(time_attribute) == old.get(time_attribute)
     # A write that keeps the time only needs indexing again if it wiped a waiting task's bookkeeping (a PutItem
-    # over a PENDING, CLAIMED or RETRY item). Before it the item had no status, or a settled one: done or failed
+    # over a PENDING or RETRY item). Before it the item had no status, or a settled one: done or failed
     # stays so, and an item never indexed is indexed by the earlier record that wrote that time (processed first,
     # and conditional on the item as it is now), so a second PutItem over a done item does not run it again.
     settled = new.get(STATUS) is not None or old.get(STATUS) in (None, Status.DONE.value, Status.FAILED.value)
@@ -107,7 +107,6 @@ def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: 
         "#status": STATUS,
         "#attempts": ATTEMPTS,
         "#error": ERROR,
-        "#claim": CLAIM,
         "#time": time_attribute,
         "#timed": TIMED,
         "#staged": STAGED,
@@ -142,11 +141,9 @@ def assign_record(record: DynamoDBStreamRecord, config: HandlerConfig, clients: 
         "TableName": config["table"],
         "Key": to_request(data["Keys"]),
         "UpdateExpression": (
-            "SET #shard = :shard, #due = :due, #status = :pending, #timed = :timed "
-            "REMOVE #attempts, #error, #claim, #staged"
+            "SET #shard = :shard, #due = :due, #status = :pending, #timed = :timed REMOVE #attempts, #error, #staged"
             if timed
-            else "SET #shard = :shard, #due = :due, #status = :pending "
-            "REMOVE #attempts, #error, #claim, #timed, #staged"
+            else "SET #shard = :shard, #due = :due, #status = :pending REMOVE #attempts, #error, #timed, #staged"
         ),
         "ConditionExpression": " AND ".join(conditions),
         "ExpressionAttributeNames": names,

@@ -36,7 +36,7 @@ from st_core.constants import UNIVERSAL_TARGET_PREFIX
 from st_core.dispatch import due_event, schedule_target, send_now, target_input
 from st_core.errors import PermanentError, error_code, persist
 from st_core.idempotency import Ledger
-from st_core.naming import item_keys, item_schedule_names, occurrence_names
+from st_core.naming import item_keys, item_schedule_name, occurrence_id
 from st_core.stream import (
     BatchResponse,
     DynamoDBStreamEvent,
@@ -122,15 +122,15 @@ def fired(old: dict[str, Any], new: dict[str, Any], attribute: str) -> bool:
     return due is not None and new.get(attribute) is None and new.get(FIRED) == due
 
 
-def schedule_names(record: DynamoDBStreamRecord, config: HandlerConfig) -> tuple[str, ...]:
-    """Precise mode: the item's one schedule's name, then the names earlier versions may have given it."""
-    return item_schedule_names(item_keys(record["dynamodb"]["Keys"], config))
+def schedule_name(record: DynamoDBStreamRecord, config: HandlerConfig) -> str:
+    """Precise mode: the item's one schedule's name."""
+    return item_schedule_name(item_keys(record["dynamodb"]["Keys"], config))
 
 
 def decide(record: DynamoDBStreamRecord, config: HandlerConfig, changed: datetime) -> Decision:
     """What one record means, without calling AWS; `changed` is when its change happened."""
     data = record["dynamodb"]
-    name = schedule_names(record, config)[0]
+    name = schedule_name(record, config)
     attribute = config["timeAttribute"]
     precise = config["ttl"]["precise"]
     if record["eventName"] == "REMOVE":
@@ -254,13 +254,13 @@ class Executor:
         item = decode_image(raw) or {}
         item_key = item_keys(data["Keys"], self.config)
         keys = item_key.plain
-        occurrence, *aliases = occurrence_names(item_key, due)
+        occurrence = occurrence_id(item_key, due)
         early = (due - self.now()).total_seconds()
         if early > 0:
             # This invocation's clock behind the change's (a due time already past, fired by another invocation):
             # the action waits for the due second. At most a minute, within any function timeout this mode allows.
             self.sleep(min(early, 60.0))
-        if not self.ledger.claim(occurrence, aliases=tuple(aliases)):
+        if not self.ledger.claim(occurrence):
             log.debug("duplicate", schedule=name, dueAt=format_due(due))
             if fired:  # done before, perhaps without its settling write (a crash, a timeout): settle it now
                 self._settle(record, raw, item, due)
@@ -369,8 +369,7 @@ class Executor:
         if self._held_due(record) is not None:
             self._stale(name, "unschedule")
             return
-        for each in schedule_names(record, self.config):  # and any schedule an earlier version made under another
-            schedules.delete(self.clients, self.config["scheduler"]["group"], each)
+        schedules.delete(self.clients, self.config["scheduler"]["group"], name)
         self._warn_if_firing(record, name)
 
     def _warn_if_firing(self, record: DynamoDBStreamRecord, name: str) -> None:
@@ -418,16 +417,12 @@ class Executor:
         scheduler = self.config["scheduler"]
         if record["eventName"] == "MODIFY":
             self._warn_if_firing(record, name)  # a move: the old time's firing may be under way
-            # The item's schedule may be one an earlier version made under an older name: replaced, not doubled.
-            for alias in schedule_names(record, self.config)[1:]:
-                schedules.delete(self.clients, scheduler["group"], alias)
         # Scheduler's universal target takes DynamoDB JSON as Lambda delivers it (binary as base64 text).
         request = fire_request(self.config["table"], data["Keys"], attribute, data["NewImage"][attribute])
         now = self.now()
         if due <= now:
             # Due already: fire it now, as its schedule would; that MODIFY comes back here and executes.
-            for each in schedule_names(record, self.config):
-                schedules.delete(self.clients, scheduler["group"], each)
+            schedules.delete(self.clients, scheduler["group"], name)
             direct = {
                 **request,
                 "Key": to_request(request["Key"]),

@@ -157,31 +157,13 @@ class Ledger:
             window_seconds=section["windowSeconds"],
         )
 
-    def claim(
-        self,
-        occurrence: str,
-        now: float | None = None,
-        *,
-        take_over_scheduled: bool = False,
-        aliases: tuple[str, ...] = (),
-    ) -> bool:
+    def claim(self, occurrence: str, now: float | None = None, *, take_over_scheduled: bool = False) -> bool:
         """True: run the action. False: it already ran. Raises TransientError while another run holds the lease.
 
         `take_over_scheduled`: a SCHEDULED marker does not stop this claim (it replaces it). For the delivery that
         marker stands for (`precision="second"`: the release consumer, and a settle after the item left its due
-        time), where a direct delivery must leave the occurrence to its schedule.
-
-        `aliases`: the ids earlier versions gave the same occurrence (`naming.occurrence_names`); an entry under
-        one of them refuses the claim as it would under the occurrence's own id (one consistent read each, only
-        for tables whose names had another form)."""
+        time), where a direct delivery must leave the occurrence to its schedule."""
         moment = time.time() if now is None else now
-        for alias in aliases:
-            found = self._item(alias)
-            status = found.get("status", {}).get("S")
-            if status in REFUSING or (status == SCHEDULED and not take_over_scheduled):
-                return False
-            if status == PENDING and float(found.get("leaseUntil", {}).get("N", 0)) >= moment:
-                raise TransientError(f"occurrence {alias} is being acted on by another invocation")
         condition = "attribute_not_exists(id) OR (#status = :pending AND leaseUntil < :now)"
         values = {":pending": {"S": PENDING}, ":now": {"N": str(int(moment))}}
         if take_over_scheduled:
@@ -322,10 +304,9 @@ class Ledger:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
 
-    def taken(self, occurrence: str, *, aliases: tuple[str, ...] = ()) -> bool:
-        """True when a schedule or a completed action already owns the occurrence (under its id, or under one an
-        earlier version gave it: `aliases`)."""
-        return any(self._status(name) in (DONE, SCHEDULED) for name in (occurrence, *aliases))
+    def taken(self, occurrence: str) -> bool:
+        """True when a schedule or a completed action already owns the occurrence."""
+        return self._status(occurrence) in (DONE, SCHEDULED)
 
     def release(self, occurrence: str) -> None:
         self.clients.get("dynamodb").delete_item(TableName=self.table, Key={"id": {"S": occurrence}})

@@ -20,10 +20,7 @@ _PREFIX_CHARS = 64 - _HASH_CHARS - 1
 
 def schedule_name(key_identity: str, readable: str = "") -> str:
     """`<readable prefix>-<hash of the canonical keys>`, always 1-64 chars of [0-9a-zA-Z-_.]."""
-    return _named(hashlib.sha256(key_identity.encode("utf-8")).hexdigest()[:_HASH_CHARS], readable)
-
-
-def _named(digest: str, readable: str) -> str:
+    digest = hashlib.sha256(key_identity.encode("utf-8")).hexdigest()[:_HASH_CHARS]
     prefix = re.sub(_UNSAFE, "-", readable).strip("-.")[:_PREFIX_CHARS].rstrip("-.")
     return f"{prefix}-{digest}" if prefix else digest
 
@@ -37,16 +34,13 @@ class ItemKeys:
     """An item's keys, as every name of the item and of its occurrences is made from them (`item_keys`). A plain
     class: a NamedTuple would cost every cold start about 0.25 ms to build at import (a plain class: 7 us)."""
 
-    __slots__ = ("identity", "plain", "readables")
+    __slots__ = ("identity", "plain", "readable")
     identity: str  # the canonical typed form (`stream.identity_of`): what the names' hash covers, in any order
     plain: dict[str, Any]  # the values decoded, in the table's key order: the due event's `keys`
-    # The readable prefixes: the table's key order (partition key, then sort key) first, the one every name is made
-    # with; then the other order, which earlier versions took from a stream record that listed the sort key first
-    # (AWS's records may), so that the schedules and ledger entries they made are still found.
-    readables: tuple[str, ...]
+    readable: str  # the names' readable prefix: the key values in the table's key order (partition key, sort key)
 
-    def __init__(self, identity: str, plain: dict[str, Any], readables: tuple[str, ...]) -> None:
-        self.identity, self.plain, self.readables = identity, plain, readables
+    def __init__(self, identity: str, plain: dict[str, Any], readable: str) -> None:
+        self.identity, self.plain, self.readable = identity, plain, readable
 
 
 def key_names(config: Mapping[str, Any]) -> tuple[str, ...]:
@@ -62,23 +56,7 @@ def item_keys(typed_keys: Mapping[str, Any], config: Mapping[str, Any]) -> ItemK
     order = key_names(config)
     ranked = sorted(typed_keys, key=lambda name: (order.index(name) if name in order else len(order), name))
     plain = {name: to_plain(typed_keys[name]) for name in ranked}
-    readable = "-".join(str(value) for value in plain.values())
-    earlier = "-".join(str(value) for value in reversed(plain.values()))
-    return ItemKeys(identity_of(typed_keys), plain, (readable,) if earlier == readable else (readable, earlier))
-
-
-def _names(keys: ItemKeys, unique: str) -> tuple[str, ...]:
-    """`unique`'s name under each of the item's readable prefixes, distinct: the name first, then earlier names
-    (`schedule_name` of each; the hash, the same for all, computed once)."""
-    digest = hashlib.sha256(unique.encode("utf-8")).hexdigest()[:_HASH_CHARS]
-    return tuple(dict.fromkeys(_named(digest, readable) for readable in keys.readables))
-
-
-def occurrence_names(keys: ItemKeys, due: datetime, offset: int = 0) -> tuple[str, ...]:
-    """The occurrence's id (`occurrence_id`) first, then the ids earlier versions may have given it (the readable
-    prefix in the stream record's order; the hash is the same): a cancel, a move, a claim and reconcile look for
-    each, so an upgrade neither orphans nor doubles a schedule or a delivery made before it."""
-    return _names(keys, f"{keys.identity}\x1f{format_due(due)}" + (f"\x1f{offset}" if offset else ""))
+    return ItemKeys(identity_of(typed_keys), plain, "-".join(str(value) for value in plain.values()))
 
 
 def occurrence_id(keys: ItemKeys, due: datetime, offset: int = 0) -> str:
@@ -89,18 +67,17 @@ def occurrence_id(keys: ItemKeys, due: datetime, offset: int = 0) -> str:
     in and whichever path (stream, backfill, polling, redrive, reconcile) names it. 1-64 characters of
     [0-9a-zA-Z-_.], so every one of those takes it as it is. The offset-0 name is the one a table without offsets
     has always used, so adding offsets keeps its schedules and ledger."""
-    return occurrence_names(keys, due, offset)[0]
+    return schedule_name(f"{keys.identity}\x1f{format_due(due)}" + (f"\x1f{offset}" if offset else ""), keys.readable)
 
 
-def recurring_names(keys: ItemKeys) -> tuple[str, ...]:
-    """An item's one recurring schedule (whatever its rule), found again on every change of the item: its name,
-    then the names earlier versions may have given it (see `occurrence_names`)."""
-    return _names(keys, f"{keys.identity}\x1f{RECURRING}")
+def recurring_name(keys: ItemKeys) -> str:
+    """An item's one recurring schedule (whatever its rule), found again on every change of the item."""
+    return schedule_name(f"{keys.identity}\x1f{RECURRING}", keys.readable)
 
 
-def item_schedule_names(keys: ItemKeys) -> tuple[str, ...]:
-    """Precise ttl's one schedule per item (whatever its due time): its name, then earlier names."""
-    return _names(keys, keys.identity)
+def item_schedule_name(keys: ItemKeys) -> str:
+    """Precise ttl's one schedule per item (whatever its due time)."""
+    return schedule_name(keys.identity, keys.readable)
 
 
 def recurring_firing_id(schedule: str, scheduled: str = SCHEDULED_TIME) -> str:

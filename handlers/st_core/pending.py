@@ -2,10 +2,9 @@
 
 Only items waiting to run carry `stShard` (the index's partition key, 0..shards-1) and `stDue` (its sort key, epoch
 seconds), so the index holds exactly the work to do and a processor reads `stDue <= now` per shard. `stStatus`
-records where the item is (PENDING, RETRY, DONE, FAILED; CLAIMED on items an earlier version's processor claimed
-one at a time); every write the mode makes sets it, which is how the stream filter tells the mode's own writes
-from a user's. A backoff moves `stDue` to the next attempt and keeps the occurrence's own due time in `stTaskDue`.
-`stTimed` marks an item indexed from its time attribute.
+records where the item is (PENDING, RETRY, DONE, FAILED); every write the mode makes sets it, which is how the
+stream filter tells the mode's own writes from a user's. A backoff moves `stDue` to the next attempt and keeps the
+occurrence's own due time in `stTaskDue`. `stTimed` marks an item indexed from its time attribute.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from typing import Any
 SHARD = "stShard"
 DUE = "stDue"
 STATUS = "stStatus"
-CLAIM = "stClaimUntil"
 ATTEMPTS = "stAttempts"
 DONE_AT = "stDoneAt"
 ERROR = "stError"
@@ -29,12 +27,11 @@ TASK_DUE = "stTaskDue"
 # writer indexed itself (`pending_attributes`) or that the assigner indexed from a delay: `stDue` is its time.
 TIMED = "stTimed"
 INDEX_NAME = "due"
-INDEX_ATTRIBUTES = (SHARD, DUE, STATUS, CLAIM, ATTEMPTS, DONE_AT, ERROR, TASK_DUE, TIMED)
+INDEX_ATTRIBUTES = (SHARD, DUE, STATUS, ATTEMPTS, DONE_AT, ERROR, TASK_DUE, TIMED)
 
 
 class Status(StrEnum):
     PENDING = "PENDING"
-    CLAIMED = "CLAIMED"
     RETRY = "RETRY"
     DONE = "DONE"
     FAILED = "FAILED"

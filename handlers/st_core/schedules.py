@@ -118,13 +118,8 @@ def recurring_request(
     return request
 
 
-def upsert(
-    clients: Clients, request: dict[str, Any], *, create_first: bool, before_create: Callable[[], None] | None = None
-) -> None:
+def upsert(clients: Clients, request: dict[str, Any], *, create_first: bool) -> None:
     """Create or update the schedule; `create_first` when it is probably new (saves a failed update).
-
-    `before_create` runs before a creation: first thing with `create_first`, else only once the update found no
-    schedule of this name (an update that succeeds never runs it, so what it does is paid only when needed).
 
     No `ClientToken` of our own: the SDK gives each call one (kept across its own retries, so a retried request is
     one creation), and the schedule's name already makes a second creation a ConflictException, answered by an
@@ -144,8 +139,6 @@ def upsert(
         calls.reverse()
     for verb, call in calls:
         try:
-            if verb == "create" and before_create is not None:
-                before_create()
             call(client, request)
         except Exception as exc:
             # Create on an existing schedule and update of a missing one both mean "use the other call".

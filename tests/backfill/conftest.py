@@ -87,9 +87,9 @@ def consumer(env: Env) -> Function:
 
         return Function(env, ttl.handle_batch, [])
     if mode == "polling":
-        import polling
+        import polling_assign
 
-        return Function(env, polling.handle_assign_batch, [])
+        return Function(env, polling_assign.handle_assign_batch, [])
     import aggregate
 
     return Function(env, aggregate.handle_batch, [])

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import polling
+import polling_assign
 from st_core.pending import DUE, SHARD, STATUS, shard_of
 from st_core.stream import identity_of
 
@@ -69,7 +69,7 @@ def test_a_live_delete_or_move_racing_the_run_wins(env: Env) -> None:
     def racing(event: Any, config: Any) -> Any:
         env.delete("task#0", "T")
         env.put({"PK": "task#1", "SK": "T", "dueAt": due + 900})
-        polling.handle_assign_batch(env.event(), live)
+        polling_assign.handle_assign_batch(env.event(), live)
         return handle(event, config)
 
     function.handle = racing
@@ -86,7 +86,7 @@ def test_reconcile_reindexes_a_waiting_item_whose_entry_disagrees(env: Env) -> N
     due = epoch(NOW + timedelta(hours=1))
     env.put({"PK": "task#1", "SK": "T", "dueAt": due})
     env.put({"PK": "task#2", "SK": "T", "dueAt": due})
-    polling.handle_assign_batch(env.event(), env.config)
+    polling_assign.handle_assign_batch(env.event(), env.config)
     env.ddb.update_item(
         TableName=env.table,
         Key={"PK": {"S": "task#1"}, "SK": {"S": "T"}},
@@ -211,5 +211,5 @@ def test_an_item_replaced_between_scan_and_feed_while_the_live_function_is_behin
     assert not any("parked" in line for line in lines), lines
     assert any("1 replaced meanwhile" in line for line in lines), lines
     assert env.messages(env.poison_url) == []
-    polling.handle_assign_batch(env.event(), live)  # the live function catches up
+    polling_assign.handle_assign_batch(env.event(), live)  # the live function catches up
     assert indexed(env, "task#1", due + 600)

@@ -18,6 +18,7 @@ import aggregate
 import boto3
 import eventbridge
 import polling
+import polling_assign
 import pytest
 import ttl
 from st_core.clients import CLIENTS
@@ -150,7 +151,7 @@ def test_polling_never_dispatches_before_a_fractional_due_second(polling_env: En
     env = polling_env
     base = NOW + timedelta(minutes=5)
     env.put({"PK": "frac", "SK": "T", "dueAt": base.strftime("%Y-%m-%dT%H:%M:%S") + ".700Z"})
-    polling.handle_assign_batch(env.event(), env.config)
+    polling_assign.handle_assign_batch(env.event(), env.config)
     half = base.timestamp() + 0.5  # 0.2 s before the item's time
     assert polling.process(env.config, now=lambda: half).dispatched == 0
     assert polling.process(env.config, now=lambda: base.timestamp() + 1).dispatched == 1
@@ -252,32 +253,22 @@ def test_delete_and_reinsert_of_the_same_content_leaves_a_live_schedule(env: Env
 # -- 5. polling: exactly once under redelivery ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("state", ["DONE", "CLAIMED", "RETRY", "FAILED"])
+@pytest.mark.parametrize("state", ["DONE", "RETRY", "FAILED"])
 def test_polling_redelivered_batch_does_not_put_a_dispatched_item_back(polling_env: Env, state: str) -> None:  # noqa: F811
     env = polling_env
     env.config["polling"]["maxAttempts"] = 1 if state == "FAILED" else 3
     env.put({"PK": "job", "SK": "T", "dueAt": iso(NOW - timedelta(seconds=30))})
     batch = env.event()
-    polling.handle_assign_batch(batch, env.config)
+    polling_assign.handle_assign_batch(batch, env.config)
     if state in ("RETRY", "FAILED"):
         _break_target(env)
     processor = polling.Processor(env.config, CLIENTS, lambda: NOW.timestamp(), lambda: 900.0)
     with acting("processor", env.config):
-        if state == "CLAIMED":  # a claim per item, as the processor of an earlier version made (tables keep them)
-            raw = env.ddb.get_item(TableName=env.table, Key={"PK": {"S": "job"}, "SK": {"S": "T"}})["Item"]
-            lease = {"N": str(int(NOW.timestamp()) + 90)}
-            env.ddb.update_item(
-                TableName=env.table,
-                Key=processor._key(raw),
-                UpdateExpression="SET stClaimUntil = :lease, stStatus = :claimed, stDue = :lease, stTaskDue = :task",
-                ExpressionAttributeValues={":lease": lease, ":claimed": {"S": "CLAIMED"}, ":task": raw["stDue"]},
-            )
-        else:
-            processor.tick()
+        processor.tick()
     before = env.ddb.get_item(TableName=env.table, Key={"PK": {"S": "job"}, "SK": {"S": "T"}})["Item"]
     assert before["stStatus"]["S"] == state
     # Lambda delivers the assigner's batch again (its records are older than what the processor wrote).
-    assert polling.handle_assign_batch(copy.deepcopy(batch), env.config) == {"batchItemFailures": []}
+    assert polling_assign.handle_assign_batch(copy.deepcopy(batch), env.config) == {"batchItemFailures": []}
     after = env.ddb.get_item(TableName=env.table, Key={"PK": {"S": "job"}, "SK": {"S": "T"}})["Item"]
     assert after == before
     if state == "DONE":
@@ -288,10 +279,10 @@ def test_polling_redelivered_batch_does_not_put_a_dispatched_item_back(polling_e
 def test_polling_a_users_new_put_after_done_is_indexed_again(polling_env: Env) -> None:  # noqa: F811
     env = polling_env
     env.put({"PK": "job", "SK": "T", "dueAt": iso(NOW - timedelta(seconds=30))})
-    polling.handle_assign_batch(env.event(), env.config)
+    polling_assign.handle_assign_batch(env.event(), env.config)
     polling.process(env.config, now=lambda: NOW.timestamp())
     env.put({"PK": "job", "SK": "T", "dueAt": iso(NOW - timedelta(seconds=10))})  # a real new write
-    polling.handle_assign_batch(env.event(), env.config)
+    polling_assign.handle_assign_batch(env.event(), env.config)
     polling.process(env.config, now=lambda: NOW.timestamp())
     assert len(env.messages(env.due_queue_url)) == 2
 
@@ -378,7 +369,7 @@ def test_a_binary_partition_key_works_in_polling_assign_and_claim(polling_env: E
     env = polling_env
     switch_table(env, pk_type="B", index=True)
     env.put({"PK": b"\x01job", "SK": "T", "dueAt": iso(NOW - timedelta(seconds=5))})
-    assert polling.handle_assign_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert polling_assign.handle_assign_batch(env.event(), env.config) == {"batchItemFailures": []}
     assert polling.process(env.config, now=lambda: NOW.timestamp()).dispatched == 1
     (item,) = env.ddb.scan(TableName=env.table)["Items"]
     assert item["PK"] == {"B": b"\x01job"} and item["stStatus"] == {"S": "DONE"}
@@ -449,7 +440,7 @@ def test_polling_dead_letters_a_big_item_instead_of_retrying_it_forever(polling_
     env = polling_env
     env.config["polling"]["maxAttempts"] = 1
     env.put({"PK": "big", "SK": "T", "dueAt": iso(NOW - timedelta(seconds=5)), "blob": "y" * 390_000})
-    polling.handle_assign_batch(env.event(), env.config)
+    polling_assign.handle_assign_batch(env.event(), env.config)
     _break_target(env)
     report = polling.process(env.config, now=lambda: NOW.timestamp())
     assert report.failed == 1
@@ -463,7 +454,7 @@ def test_polling_dead_letters_a_big_item_instead_of_retrying_it_forever(polling_
 HANDLERS = {
     "eventbridge": lambda env, event: eventbridge.handle_batch(event, env.config),
     "ttl": lambda env, event: ttl.handle_batch(event, env.config),
-    "polling": lambda env, event: polling.handle_assign_batch(event, env.config),
+    "polling": lambda env, event: polling_assign.handle_assign_batch(event, env.config),
     "aggregate": lambda env, event: aggregate.handle_batch(event, env.config),
 }
 
@@ -571,9 +562,9 @@ def test_polling_never_recreates_a_deleted_item(polling_env: Env, on_done: str) 
     # A task dispatched, then its INSERT delivered again
     env.put({"PK": "done", "SK": "T", "delaySeconds": 30})
     batch = [r for r in env.event(at=NOW)["Records"] if r["eventName"] == "INSERT"]
-    polling.handle_assign_batch({"Records": copy.deepcopy(batch)}, env.config, now=lambda: NOW)
+    polling_assign.handle_assign_batch({"Records": copy.deepcopy(batch)}, env.config, now=lambda: NOW)
     polling.process(env.config, now=lambda: NOW.timestamp() + 90)
-    polling.handle_assign_batch({"Records": copy.deepcopy(batch)}, env.config, now=lambda: NOW)
+    polling_assign.handle_assign_batch({"Records": copy.deepcopy(batch)}, env.config, now=lambda: NOW)
     polling.process(env.config, now=lambda: NOW.timestamp() + 300)
     assert [m["keys"]["PK"] for m in env.messages(env.due_queue_url)] == ["done"]
     keys = sorted(i["PK"]["S"] for i in env.ddb.scan(TableName=env.table)["Items"])
@@ -584,7 +575,7 @@ def test_polling_a_time_moved_just_before_the_tick_runs_at_the_new_time(polling_
     env = polling_env
     old, new = NOW + timedelta(seconds=50), NOW + timedelta(hours=1)
     env.put({"PK": "job", "SK": "T", "dueAt": iso(old)})
-    polling.handle_assign_batch(env.event(at=NOW), env.config, now=lambda: NOW)
+    polling_assign.handle_assign_batch(env.event(at=NOW), env.config, now=lambda: NOW)
     env.ddb.update_item(
         TableName=env.table,
         Key={"PK": {"S": "job"}, "SK": {"S": "T"}},
@@ -595,7 +586,7 @@ def test_polling_a_time_moved_just_before_the_tick_runs_at_the_new_time(polling_
     # The tick comes before the assigner has seen the move (stream lag): it must not run the item at its old time.
     polling.process(env.config, now=lambda: NOW.timestamp() + 60)
     assert env.messages(env.due_queue_url) == []
-    polling.handle_assign_batch(moved, env.config, now=lambda: NOW + timedelta(seconds=61))
+    polling_assign.handle_assign_batch(moved, env.config, now=lambda: NOW + timedelta(seconds=61))
     polling.process(env.config, now=lambda: new.timestamp() + 60)
     assert [m["dueAt"] for m in env.messages(env.due_queue_url)] == [iso(new)]
 

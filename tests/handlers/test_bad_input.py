@@ -12,7 +12,7 @@ from typing import Any
 
 import aggregate
 import eventbridge
-import polling
+import polling_assign
 import ttl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -111,7 +111,7 @@ def test_polling_assigner_never_raises_and_parks_what_it_cannot_use(
     polling_env: Env,  # noqa: F811
     batch: list[dict[str, Any]],
 ) -> None:
-    check(polling_env, lambda e: polling.handle_assign_batch(e, polling_env.config), batch)
+    check(polling_env, lambda e: polling_assign.handle_assign_batch(e, polling_env.config), batch)
 
 
 @EXAMPLES

@@ -211,9 +211,8 @@ def test_an_item_inserted_and_removed_in_one_batch_makes_no_schedule_only_a_safe
     env.delete("p", "s")
     calls = count_scheduler_calls()
     assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
-    # A DeleteSchedule (an earlier run of this batch may have made the schedule), and one of the name an earlier
-    # version gave the occurrence (the table has a sort key), never a CreateSchedule.
-    assert calls == ["DeleteSchedule", "DeleteSchedule"]
+    # A DeleteSchedule (an earlier run of this batch may have made the schedule), never a CreateSchedule.
+    assert calls == ["DeleteSchedule"]
     assert env.schedules() == []
 
 
@@ -225,9 +224,9 @@ def count_calls(service: str) -> list[str]:
 
 
 def test_a_payload_update_keeping_the_due_time_makes_one_schedule_call(env: Env) -> None:
-    """GIVEN an item of a sort-key table (whose names had another form in earlier versions) with its schedule
+    """GIVEN an item of a sort-key table with its schedule
     WHEN a write changes its payload and keeps its due time
-    THEN one UpdateSchedule: the older name is looked for only when no schedule has the occurrence's own."""
+    THEN one UpdateSchedule, and no ledger DeleteItem."""
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "name": "Ada"})
     assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE), "name": "Grace"})
@@ -242,7 +241,7 @@ def test_a_payload_update_keeping_the_due_time_makes_one_schedule_call(env: Env)
 def test_a_cancel_of_a_scheduled_item_deletes_one_schedule_and_one_marker(env: Env) -> None:
     """GIVEN an item of a sort-key table with its schedule
     WHEN the item is deleted
-    THEN one DeleteSchedule and one ledger DeleteItem: the older name's are tried only when its own is not found."""
+    THEN one DeleteSchedule and one ledger DeleteItem."""
     env.put({"PK": "p", "SK": "s", "dueAt": iso(FUTURE)})
     assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     env.delete("p", "s")
@@ -253,6 +252,31 @@ def test_a_cancel_of_a_scheduled_item_deletes_one_schedule_and_one_marker(env: E
     assert env.schedules() == []
 
 
+def test_a_late_item_is_delivered_with_no_ledger_read(env: Env) -> None:
+    """GIVEN an item of a sort-key table written with a due time already past
+    WHEN the handler sees it
+    THEN its DynamoDB calls are the batch's read of the item, the claim and the completion: no consistent read of the
+    ledger (under another name of the occurrence) before the claim."""
+    due = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=3)
+    env.put({"PK": "p", "SK": "late", "dueAt": iso(due)})
+    calls = count_calls("dynamodb")
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert calls == ["BatchGetItem", "PutItem", "UpdateItem"]
+    assert len(env.messages(env.due_queue_url)) == 1
+
+
+def test_a_new_recurring_item_makes_one_schedule_call(env: Env) -> None:
+    """GIVEN a new item of a sort-key table holding a rule
+    WHEN the handler sees it
+    THEN one CreateSchedule, and no DeleteSchedule (of the item's schedule under another name) before it."""
+    env.put({"PK": "p", "SK": "s", "dueAt": "rate(1 day)"})
+    calls = count_scheduler_calls()
+    assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
+    assert calls == ["CreateSchedule"]
+    (schedule,) = env.schedules()
+    assert schedule["ScheduleExpression"] == "rate(1 day)"
+
+
 def test_five_changes_of_one_item_make_one_schedule_call_for_its_final_time(env: Env) -> None:
     times = [FUTURE + timedelta(hours=n) for n in range(5)]
     for due in times:
@@ -260,8 +284,8 @@ def test_five_changes_of_one_item_make_one_schedule_call_for_its_final_time(env:
     calls = count_scheduler_calls()
     assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     assert calls.count("CreateSchedule") == 1 and "UpdateSchedule" not in calls
-    # One per due time the item left, and one per name an earlier version gave it (sort key), each finding nothing.
-    assert calls.count("DeleteSchedule") == 8
+    # One per due time the item left (an earlier run of this batch may have made its schedule), each finding nothing.
+    assert calls.count("DeleteSchedule") == 4
     (schedule,) = env.schedules()
     assert schedule["ScheduleExpression"] == at(times[-1])
 

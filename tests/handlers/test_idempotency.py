@@ -84,25 +84,6 @@ def test_a_completed_occurrence_is_never_claimed_again(ledger: Ledger) -> None:
     assert ledger.taken("o1")
 
 
-def test_an_entry_under_an_earlier_name_of_the_occurrence_refuses_the_claim_as_its_own_would(ledger: Ledger) -> None:
-    """`aliases`: the ids earlier versions gave the occurrence (naming.occurrence_names). Delivered (DONE) or owned
-    by a schedule (SCHEDULED, unless taken over) under one of them: not delivered again; being delivered under one
-    (a live lease): retried later; a lease that ran out: claimed."""
-    ledger.claim("old-done", NOW)
-    ledger.complete("old-done")
-    assert ledger.claim("new-1", NOW, aliases=("old-done",)) is False
-    ledger.scheduled_many([("old-scheduled", NOW + 60)])
-    assert ledger.taken("new-2", aliases=("old-scheduled",)) and not ledger.taken("new-2")
-    assert ledger.claim("new-2", NOW, aliases=("old-scheduled",)) is False
-    assert ledger.claim("new-2", NOW, aliases=("old-scheduled",), take_over_scheduled=True) is True
-    ledger.claim("old-pending", NOW)
-    with pytest.raises(TransientError):
-        ledger.claim("new-3", NOW + 1, aliases=("old-pending",))
-    assert ledger.claim("new-3", NOW + 10_000, aliases=("old-pending",)) is True
-    assert ledger.claim("new-4", NOW, aliases=("never-seen",)) is True
-    assert item(ledger, "new-1") is None  # a refused claim writes nothing
-
-
 def test_release_lets_the_retry_claim_at_once(ledger: Ledger) -> None:
     ledger.claim("o1", NOW)
     ledger.release("o1")

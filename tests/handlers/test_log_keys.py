@@ -109,7 +109,6 @@ def entry_points() -> dict[str, tuple[str, str]]:
         "ttl.handler": ("ttl", "handle_batch"),
         "aggregate.handler": ("aggregate", "handle_batch"),
         "polling_assign.handler": ("polling_assign", "handle_assign_batch"),
-        "polling.assign": ("polling", "handle_assign_batch"),
         "polling.handler": ("polling", "process"),
         "release.handler": ("release", "handle_messages"),
     }

@@ -35,6 +35,7 @@ from typing import Any
 from unittest.mock import patch
 
 import polling
+import polling_assign
 from botocore.exceptions import ClientError
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
@@ -568,7 +569,7 @@ class PollingModel(StreamDelivery):
 
     def deliver(self, records: list[dict[str, Any]]) -> None:
         now = self.now
-        response = polling.handle_assign_batch({"Records": records}, self.env.config, now=lambda: now)
+        response = polling_assign.handle_assign_batch({"Records": records}, self.env.config, now=lambda: now)
         assert response == {"batchItemFailures": []}
         for parked in self.env.messages(self.env.poison_url):  # only writes that removed an item's time
             keys = parked["record"]["dynamodb"]["Keys"]

@@ -14,6 +14,7 @@ from typing import Any
 import aggregate
 import boto3
 import polling
+import polling_assign
 import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 
@@ -97,7 +98,7 @@ def foreign_polling(env: Env) -> Iterator[Env]:
 
 def assign(env: Env, records: list[dict[str, Any]], clients: Any = None) -> Any:
     extra = {} if clients is None else {"clients": clients}
-    return polling.handle_assign_batch({"Records": records}, env.config, **extra)
+    return polling_assign.handle_assign_batch({"Records": records}, env.config, **extra)
 
 
 def run(env: Env, at: float) -> int:

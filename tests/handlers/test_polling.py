@@ -12,6 +12,7 @@ from typing import Any
 
 import boto3
 import polling
+import polling_assign
 import pytest
 from polling import Processor
 from st_core.clients import CLIENTS
@@ -114,15 +115,6 @@ def test_overlapping_processors_dispatch_each_item_once(polling_env: Env) -> Non
     assert len(keys) == 60 and len(set(keys)) == 60
     # AND B left the shard A held when B started (A took the rest of it), and took the others
     assert first.dispatched + other[0].dispatched == 60 and other[0].held_shards == 1
-
-
-def test_a_claim_left_by_an_earlier_version_comes_back_after_its_lease(polling_env: Env) -> None:
-    # GIVEN a processor of an earlier version (a claim per item) claimed the item and died before dispatching it
-    pending(polling_env, "a", NOW - 5, stClaimUntil=int(NOW) + 90)
-    # WHEN the next tick comes within the lease, nothing; after it, the item runs once
-    assert tick(polling_env, NOW + 60).dispatched == 0
-    assert tick(polling_env, NOW + 91).dispatched == 1
-    assert due_keys(polling_env) == ["a"]
 
 
 def _break_target(polling_env: Env, code: str = "ServiceUnavailable", status: int = 503) -> None:
@@ -503,7 +495,7 @@ def test_a_shard_held_by_an_invocation_that_died_waits_for_its_lease_then_runs_o
 
 
 def assign(env: Env) -> Any:
-    return polling.handle_assign_batch(env.event(), env.config)
+    return polling_assign.handle_assign_batch(env.event(), env.config)
 
 
 @pytest.mark.parametrize(
@@ -524,25 +516,19 @@ def test_the_assigner_indexes_every_time_format(polling_env: Env, written: dict[
     assert 0 <= int(indexed["stShard"]["N"]) < 8
 
 
-@pytest.mark.parametrize("entry", ["polling_assign.handler", "polling.assign"])
-def test_both_assigner_entry_points_index_with_the_deployed_configuration(
-    polling_env: Env, monkeypatch: pytest.MonkeyPatch, entry: str
+def test_the_assigner_entry_point_indexes_with_the_deployed_configuration(
+    polling_env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`polling_assign.handler` is what the component deploys; `polling.assign` is what earlier versions deployed,
-    kept so a function whose configuration still names it works while a deploy moves it (code and configuration
-    are two Lambda updates). Both read the configuration from the environment, as in Lambda, and run as the
-    assigner's role (tests/iam/enforce.py)."""
-    import importlib
-
+    """`polling_assign.handler`, what the component deploys, reads the configuration from the environment, as in
+    Lambda, and runs as the assigner's role (tests/iam/enforce.py)."""
     from st_core.config import load_config
     from st_core.constants import CONFIG_VARIABLE
 
-    module, name = entry.split(".")
     monkeypatch.setenv(CONFIG_VARIABLE, json.dumps(polling_env.config))
     polling_env.put({"PK": "a", "SK": "T", "dueAt": "2030-01-01T10:00:00Z"})
     load_config.cache_clear()  # parsed once per container: this test's container is new
     try:
-        assert getattr(importlib.import_module(module), name)(polling_env.event(), None) == {"batchItemFailures": []}
+        assert polling_assign.handler(polling_env.event(), None) == {"batchItemFailures": []}
     finally:
         load_config.cache_clear()
     indexed = item(polling_env, "a")
@@ -698,8 +684,8 @@ def test_the_assigner_takes_a_waiting_item_left_without_a_usable_time_out_of_the
 ) -> None:
     from components import pending_attributes
 
-    # GIVEN a waiting item not marked as indexed from its time (a writer indexed it with pending_attributes, or an
-    # earlier version indexed it), whose user then removed its time or rewrote it as no time
+    # GIVEN a waiting item not marked as indexed from its time (a writer indexed it with pending_attributes), whose
+    # user then removed its time or rewrote it as no time
     keys = {"PK": "a", "SK": "T"}
     polling_env.put({**keys, "dueAt": int(NOW) - 5, **pending_attributes(keys, int(NOW) - 5)})
     values = {":x": {"S": "next tuesday"}} if ":x" in change else {}
@@ -741,7 +727,9 @@ def test_items_indexed_without_a_time_attribute_run_at_their_stdue(polling_env: 
 
 def assign_as_deployed(env: Env) -> Any:
     """The assigner given only the records its event source mapping's filter passes, as on AWS."""
-    return polling.handle_assign_batch({"Records": [r for r in env.event()["Records"] if matches(r)]}, env.config)
+    return polling_assign.handle_assign_batch(
+        {"Records": [r for r in env.event()["Records"] if matches(r)]}, env.config
+    )
 
 
 def set_item(env: Env, pk: str, expression: str, values: dict[str, Any]) -> None:
@@ -821,7 +809,7 @@ def test_only_users_writes_pass_the_assigners_filter(polling_env: Env) -> None:
     polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})
     user_insert = polling_env.event()
     assert [matches(r) for r in user_insert["Records"]] == [True]
-    polling.handle_assign_batch(user_insert, polling_env.config)
+    polling_assign.handle_assign_batch(user_insert, polling_env.config)
     tick(polling_env, NOW + 1)
     own_writes = polling_env.event()["Records"]
     # THEN none of the mode's own writes (index, done) would invoke the assigner again
@@ -839,13 +827,13 @@ def test_only_users_writes_pass_the_assigners_filter(polling_env: Env) -> None:
     )
     [moved] = polling_env.event()["Records"]
     assert matches(moved)
-    polling.handle_assign_batch({"Records": [moved]}, polling_env.config)
+    polling_assign.handle_assign_batch({"Records": [moved]}, polling_env.config)
     assert item(polling_env, "b")["stDue"]["N"] == str(int(NOW) + 60)
 
 
 def test_a_user_rewriting_a_done_item_unchanged_does_not_run_it_again(polling_env: Env) -> None:
     polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})
-    polling.handle_assign_batch(polling_env.event(), polling_env.config)
+    polling_assign.handle_assign_batch(polling_env.event(), polling_env.config)
     tick(polling_env, NOW + 1)
     polling_env.event()
     polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})  # the same item, written again

@@ -520,10 +520,9 @@ def test_precise_cost_per_item_is_measured(ttl_env: Env) -> None:
     passed += passed_fire + [r for r in tail if precise_passes(r)]
     assert [r["eventName"] for r in records] == ["INSERT", "MODIFY", "REMOVE"]
     assert [r["eventName"] for r in passed] == ["INSERT", "MODIFY"]  # two invocations' worth, as before
-    # The executor on the fire: a read of the ledger under the id an earlier version gave the occurrence (the table
-    # has a sort key: see naming.occurrence_names), claim (PutItem on the ledger), send, complete (UpdateItem),
-    # delete; no DeleteSchedule (Scheduler deletes a fired schedule itself). GetQueueUrl is cached by a warm function.
-    expected = ["GetItem", "PutItem", "SendMessage", "UpdateItem", "DeleteItem"]
+    # The executor on the fire: claim (PutItem on the ledger), send, complete (UpdateItem), delete; no DeleteSchedule
+    # (Scheduler deletes a fired schedule itself). GetQueueUrl is cached by a warm function.
+    expected = ["PutItem", "SendMessage", "UpdateItem", "DeleteItem"]
     assert [c for c in calls if c != "GetQueueUrl"] == expected, calls
 
 

@@ -49,7 +49,6 @@ ENTRY_POINTS: tuple[tuple[str, str, str, str], ...] = (
     ("eventbridge", "handle_batch", "scheduler", "stream"),
     ("ttl", "handle_batch", "executor", "stream"),
     ("aggregate", "handle_batch", "aggregator", "stream"),
-    ("polling", "handle_assign_batch", "assigner", "stream"),  # the entry point earlier versions deployed
     ("polling_assign", "handle_assign_batch", "assigner", "stream"),  # what `polling_assign.handler` runs
     ("polling", "process", "processor", "rule"),
     ("polling", "fan_out", "processor", "rule"),  # the rule's invocation with shard_groups > 1

@@ -44,7 +44,7 @@ values = st.one_of(
     st.just({"SS": ["a", "b"]}),
     st.just({"NS": ["1"]}),
 )
-statuses = st.one_of(st.sampled_from(["PENDING", "CLAIMED", "RETRY", "DONE", "FAILED"]).map(lambda s: {"S": s}), values)
+statuses = st.one_of(st.sampled_from(["PENDING", "RETRY", "DONE", "FAILED"]).map(lambda s: {"S": s}), values)
 
 
 @st.composite

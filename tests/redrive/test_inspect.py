@@ -13,7 +13,7 @@ from pathlib import Path
 
 import eventbridge
 import pytest
-from polling import handle_assign_batch
+from polling_assign import handle_assign_batch
 
 from components.filters import eventbridge_filters, polling_filters
 from components.ops.cli import main

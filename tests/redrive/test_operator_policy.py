@@ -291,7 +291,8 @@ def test_the_scan_commands_grant_what_the_engines_modules_declare() -> None:
 def test_polling_inspect_and_redrive_target_run_under_their_policies(env: Env) -> None:
     """polling: the due index is scanned (inspect), a dead letter is sent to the target again (redrive target); no
     schedule group, so no Scheduler action is granted."""
-    from polling import handle_assign_batch, process
+    from polling import process
+    from polling_assign import handle_assign_batch
 
     from components.filters import polling_filters
     from tests.handlers.conftest import with_due_index

@@ -20,7 +20,7 @@ from st_core.poison import poison_message
 from st_core.release import Release, envelope, handle_messages
 
 from components.filters import eventbridge_filters
-from components.ops.redrive.ordering import occurrence_names
+from components.ops.redrive.ordering import schedules_of
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env, Stream
 from tests.handlers.test_ttl import ttl_section
@@ -162,8 +162,8 @@ def test_the_schedule_names_redrive_checks_are_the_handlers_names(env: Env) -> N
         record: Any = {"eventName": "REMOVE", "dynamodb": {"Keys": keys, "OldImage": image}}
         plain = decode_image(image) or {}
         expected = eventbridge.occurrences_of(plain, item_keys(keys, env.config), env.config)
-        names = [name for name, _ in occurrence_names(dict(env.config), record, plain)]
-        assert sorted(names) == sorted(n for o in expected.values() for n in (o.name, *o.aliases))
+        names = [name for name, _ in schedules_of(dict(env.config), record, plain)]
+        assert sorted(names) == sorted(o.name for o in expected.values())
 
 
 # -- (d) ordering: what a record says of the time it left is replayed; what it says of the new one is not -----------

@@ -11,7 +11,8 @@ import aggregate
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from polling import handle_assign_batch, process
+from polling import process
+from polling_assign import handle_assign_batch
 from st_core.dispatch import due_event, target_input
 from st_core.timeparse import parse_due
 

@@ -72,22 +72,19 @@ def due_spec(config: dict[str, Any], image: dict[str, Any] | None) -> DueSpec:
         return None
 
 
-def occurrence_names(config: dict[str, Any], record: dict[str, Any], image: dict[str, Any]) -> list[tuple[str, Any]]:
+def schedules_of(config: dict[str, Any], record: dict[str, Any], image: dict[str, Any]) -> list[tuple[str, Any]]:
     """The schedules the eventbridge handler makes for an image of the record's item: (name, when it acts), named
-    by the handlers' own `naming.occurrence_names` and `naming.recurring_names`: each occurrence's name, then the
-    names earlier versions may have given it (a schedule under any of them is the occurrence's)."""
+    by the handlers' own `naming.occurrence_id` and `naming.recurring_name`."""
     spec = due_spec(config, image)
     if spec is None:
         return []
     naming = runtime_module("naming")
     keys = naming.item_keys(record["dynamodb"]["Keys"], config)
     if spec[0] == "recurring":
-        return [(name, None) for name in naming.recurring_names(keys)]
+        return [(naming.recurring_name(keys), None)]
     due = spec[1]
     offsets = (config.get("eventbridge") or {}).get("offsets") or [0]
-    return [
-        (name, due + timedelta(seconds=int(o))) for o in offsets for name in naming.occurrence_names(keys, due, int(o))
-    ]
+    return [(naming.occurrence_id(keys, due, int(o)), due + timedelta(seconds=int(o))) for o in offsets]
 
 
 @dataclass(frozen=True)
@@ -152,7 +149,7 @@ def _left_time(client: Client, stack: Stack, record: dict[str, Any], now: dict[s
     if due_spec(config, decode(now)) == old_spec:
         return Verdict(None, f"{later}, and the item holds that time again (its schedule is the current one)")
     changed = _changed(record)
-    occurrences = occurrence_names(config, record, old)
+    occurrences = schedules_of(config, record, old)
     came = any(when is not None and when <= changed for _, when in occurrences)
     cancels = [name for name, when in occurrences if when is None or when > changed]
     if not came and all(_schedule_gone(client, stack, name) for name in cancels):

@@ -150,13 +150,10 @@ def _polling_event(client: Client, stack: Stack, message: Message) -> Prepared:
     """A polling dead letter: the same due event as the processor's, under the same occurrence name."""
     # Exact numbers: the event is written anew from these, and a float keeps 15-17 of DynamoDB's 38 digits.
     body = json.loads(message.body, parse_float=Decimal)
-    if "dueAt" not in body:
-        raise ValueError("no dueAt: dead-lettered by a version before redrive; send it by hand from its keys")
     dispatch = _dispatch()
     due = runtime_module("timeparse").parse_due(body["dueAt"])
     item = body.get("item") or {}
-    # Dead letters carry the occurrence's id (older ones a name of their own: kept, so a redrive dedupes as before).
-    occurrence = str(body.get("occurrence") or message.id)
+    occurrence = str(body["occurrence"])  # the occurrence's id: the target dedupes a redrive with the first send
     event = dispatch.due_event(
         mode="polling", table=body["table"], keys=body["keys"], due=due, item=item, occurrence=occurrence
     )
