@@ -32,6 +32,7 @@ REMOVED = {
     r"\bCLAIMED\b": "the polling processor's per-item claim status",
     r"\bstClaimUntil\b": "the polling processor's per-item claim lease",
     r"\bpolling\.assign\b": "the assigner's former entry point (it is polling_assign.handler)",
+    r"\bpolling\.handle_assign_batch\b": "polling's forward to the assigner, kept for that entry point",
 }
 
 
