@@ -779,7 +779,7 @@ class Scheduling:
         schedules.delete(self.clients, self.group, occurrence.name)
         # Deleted, or found gone, before its minute began: no schedule of this occurrence has run or will, so none
         # owns it and its marker is forgotten (a return to this due time is then scheduled or delivered afresh).
-        # Judged by the clock once the deletes have answered: one that answered later may have raced a firing, and
+        # Judged by the clock once the delete has answered: one that answered later may have raced a firing, and
         # keeps the marker.
         if not self._may_have_started(occurrence.due, self.now()):
             persist(partial(self.ledger.unschedule, occurrence.name))
