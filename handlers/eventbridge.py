@@ -98,6 +98,10 @@ class Action(StrEnum):
 START_DATE_PAST_LIMIT = timedelta(minutes=5)
 _EPOCH = datetime.fromtimestamp(0, UTC)
 MINUTE = timedelta(minutes=1)
+# A record handled again looks in the ledger for at most this many firings after its write that an earlier handling
+# may owe (one read each, only for firings whose time has passed); it walks back at most FIRST_AFTER_LOOKS firings.
+OWED_LOOKS = 3
+FIRST_AFTER_LOOKS = 2000
 
 
 # Immutable records are NamedTuples rather than frozen dataclasses: a frozen dataclass generates and compiles its
@@ -575,8 +579,14 @@ class Scheduling:
                 window = None  # no firing is left between them for Scheduler
         if window is None:
             self._cancel_recurring(occurrence)  # nothing is left to fire
-            self._take_over(occurrence, _taken_over(step, spec, parsed, reach, self.now(), sent=now, written=written))
-            self._take_over(occurrence, _left_behind(step.before if step.since else None, written, now))
+            self._owned(
+                step,
+                occurrence,
+                parsed,
+                _taken_over(step, spec, parsed, reach, self.now(), sent=now, written=written),
+                written,
+                now,
+            )
             self._catch_up(step, occurrence, spec, parsed, self.now())
             return
         payload = target_input(self.config["target"], self._event(occurrence), via_scheduler=True)
@@ -604,9 +614,36 @@ class Scheduling:
         made = self.now()
         # Scheduler answered before `reach`: the schedule's start divides the firings (up to `reach` the handler's,
         # after it Scheduler's). A create slower than that: every firing up to MIN_LEAD after it answered.
-        self._take_over(occurrence, _taken_over(step, spec, parsed, reach, made, sent=now, written=written))
-        self._take_over(occurrence, _left_behind(step.before if step.since else None, written, now))
+        self._owned(
+            step,
+            occurrence,
+            parsed,
+            _taken_over(step, spec, parsed, reach, made, sent=now, written=written),
+            written,
+            now,
+        )
         self._catch_up(step, occurrence, spec, parsed, now if made <= reach else made)
+
+    def _owned(
+        self,
+        step: Step,
+        occurrence: Occurrence,
+        parsed: Expression,
+        taken: list[datetime],
+        written: datetime | None,
+        sent: datetime,
+    ) -> None:
+        """Send what the schedule's update took from Scheduler: its own firings (`taken`: `_taken_over`), the old
+        rule's just before a change (`_left_behind`), and what an earlier handling of the record owes."""
+        before = step.before if step.since is not None else None
+        left = _left_behind(before, written, sent)
+        self._take_over(occurrence, taken)
+        self._take_over(occurrence, left)
+        if written is not None:
+            spec = occurrence.recurrence
+            assert spec is not None
+            candidates = [*_first_after(spec, parsed, written, self.now()), *_left_behind(before, written, written)]
+            self._settle_owed(occurrence, candidates, [*taken, *left])
 
     def _take_over(self, occurrence: Occurrence, firings: list[datetime]) -> None:
         """Send the firings an update took from the item's schedule (`_taken_over`), each at its time (never
@@ -618,7 +655,21 @@ class Scheduling:
                 self.sleep(min(early, MIN_LEAD.total_seconds()))
             self._count("takenOver")
             log.debug("firing-taken-over", schedule=occurrence.name, dueAt=format_due(fired))
-            self._deliver(occurrence, fired=fired)
+            self._deliver(occurrence, fired=fired, owe=True)
+
+    def _settle_owed(self, occurrence: Occurrence, candidates: list[datetime], sent: list[datetime]) -> None:
+        """Send the firings an earlier handling of this record took from Scheduler and could not send (the target
+        refused them: the ledger says OWED, and the record failed and came back). Whether a firing is the handler's
+        is judged by the clock when the record is first handled; a retry after that moment would judge otherwise,
+        and the firing would be nobody's. `candidates`: the firings such a handling could have taken (the first
+        ones after the write, and the old rule's just before it); one ledger read each, only for those whose time
+        has passed and that this handling did not send itself."""
+        wanted = [fired for fired in candidates if fired not in sent and fired <= self.now()]
+        if not wanted:
+            return
+        names = {recurring_firing_id(occurrence.name, format_due(fired)): fired for fired in wanted}
+        owed = self.ledger.owed(list(names))
+        self._take_over(occurrence, sorted(names[name] for name in owed))
 
     def _catch_up(
         self,
@@ -762,9 +813,12 @@ class Scheduling:
                 self._count("stale")
                 log.debug("recurring-cancel-stale", schedule=occurrence.name)
                 return
-            now = self.now()
+            now, written = self.now(), _written(record)
             self._cancel_recurring(occurrence)
-            self._take_over(occurrence, _left_behind(occurrence.recurrence, _written(record), now))
+            left = _left_behind(occurrence.recurrence, written, now)
+            self._take_over(occurrence, left)
+            if written is not None:
+                self._settle_owed(occurrence, _left_behind(occurrence.recurrence, written, written), left)
             return
         if self._may_have_started(occurrence.due, self.now()):
             # Its schedule may be running or have run, and a delete now could not tell which: Scheduler removes a
@@ -786,9 +840,12 @@ class Scheduling:
         self._count("cancelled")
         log.debug("cancelled", schedule=occurrence.name, dueAt=format_due(occurrence.due))
 
-    def _deliver(self, occurrence: Occurrence, take_over: bool = False, fired: datetime | None = None) -> None:
+    def _deliver(
+        self, occurrence: Occurrence, take_over: bool = False, fired: datetime | None = None, *, owe: bool = False
+    ) -> None:
         """Deliver a come-due occurrence now, once: unless a schedule (`take_over`: unless a delivery) owns it.
-        `fired`: one firing of a recurring occurrence, under the id Scheduler gives that firing."""
+        `fired`: one firing of a recurring occurrence, under the id Scheduler gives that firing; `owe`: a firing
+        taken from Scheduler, left OWED in the ledger if the send fails (`_settle_owed`)."""
         due = occurrence.due if fired is None else fired
         name = occurrence.name if fired is None else recurring_firing_id(occurrence.name, format_due(fired))
         if not self.ledger.claim(name, self.now().timestamp(), take_over_scheduled=take_over):
@@ -799,7 +856,7 @@ class Scheduling:
             payload = target_input(self.config["target"], self._event(occurrence, fired))
             send_now(self.config["target"], payload, occurrence=name, clients=self.clients)
         except Exception:
-            persist(lambda: self.ledger.release(name))
+            persist(lambda: self.ledger.owe(name) if owe else self.ledger.release(name))
             raise
         persist(lambda: self.ledger.complete(name))
         late = (self.now() - due).total_seconds()
@@ -933,6 +990,24 @@ def _left_behind(before: Recurrence | None, written: datetime | None, sent: date
     if fired is None or minute_start(fired) + MINUTE + CLOCK_SKEW <= sent:
         return []
     return [fired]
+
+
+def _first_after(spec: Recurrence, parsed: Expression, written: datetime, until: datetime) -> list[datetime]:
+    """The first few firings whose minute began after `written` and that came by `until`: those a handling of the
+    write may have taken from Scheduler (`_taken_over`), oldest first."""
+    from st_core import recurrence
+
+    found: list[datetime] = []
+    for _ in range(FIRST_AFTER_LOOKS):
+        fired = recurrence.latest_firing(
+            parsed, zone(spec.zone), after=written, until=until, start=spec.start, end=spec.end
+        )
+        if fired is None:
+            break
+        if minute_start(fired) - CLOCK_SKEW > written:
+            found.insert(0, fired)
+        until = fired - timedelta(seconds=1)
+    return found[:OWED_LOOKS]
 
 
 def _written(record: DynamoDBStreamRecord) -> datetime | None:

@@ -56,6 +56,9 @@ PENDING = "PENDING"
 DONE = "DONE"
 SCHEDULED = "SCHEDULED"
 WITHHELD = "WITHHELD"
+# A recurring firing the stream handler took from Scheduler and could not send (the target refused it for now): the
+# handler owes it, and a later handling of the record (Lambda's retry) claims and sends it, whenever that comes.
+OWED = "OWED"
 REFUSING = (DONE, WITHHELD)  # statuses that refuse every claim: acted, or held back by reconcile
 BATCH_WRITE_LIMIT = 25  # DynamoDB's most items in one BatchWriteItem
 UNPROCESSED_ATTEMPTS = 5
@@ -164,8 +167,8 @@ class Ledger:
         marker stands for (`precision="second"`: the release consumer, and a settle after the item left its due
         time), where a direct delivery must leave the occurrence to its schedule."""
         moment = time.time() if now is None else now
-        condition = "attribute_not_exists(id) OR (#status = :pending AND leaseUntil < :now)"
-        values = {":pending": {"S": PENDING}, ":now": {"N": str(int(moment))}}
+        condition = "attribute_not_exists(id) OR (#status = :pending AND leaseUntil < :now) OR #status = :owed"
+        values = {":pending": {"S": PENDING}, ":now": {"N": str(int(moment))}, ":owed": {"S": OWED}}
         if take_over_scheduled:
             condition += " OR #status = :scheduled"
             values[":scheduled"] = {"S": SCHEDULED}
@@ -205,6 +208,14 @@ class Ledger:
 
     def complete(self, occurrence: str) -> None:
         self._set(occurrence, DONE)
+
+    def owe(self, occurrence: str) -> None:
+        """Turn this run's claim into OWED: not delivered, and the next claim takes it at once (no lease to wait)."""
+        self._set(occurrence, OWED)
+
+    def owed(self, occurrences: list[str]) -> list[str]:
+        """Those of `occurrences` a run took over and owes (`owe`): one consistent read each."""
+        return [name for name in occurrences if self._status(name) == OWED]
 
     def withhold(self, occurrence: str) -> None:
         """Turn this run's claim into WITHHELD: not delivered, and no claim takes it until `unwithhold`."""

@@ -263,3 +263,13 @@ def test_the_world_runs_every_handler_call_under_iam(_iam: Any) -> None:
     calls are counted by the evaluator, and none was refused or left unchecked."""
     live(QUIET, [Life(created=0, due=3600, changes=(Change("move", at=-600, by=7200),))])
     assert _iam.calls > 0 and not _iam.violations
+
+
+def test_a_firing_taken_from_scheduler_while_the_target_is_down_is_sent_when_the_record_comes_back() -> None:
+    """Found by `make lifetime` (seed 4): a daily item written 6 s before its third firing while the target is
+    down. The handler updates the schedule (so Scheduler will not run that firing) and takes the firing over, but
+    the send is refused and the record fails; Lambda retries it minutes later, when the firing's minute is long
+    over, and a handling judged afresh then would leave the firing to nobody. The ledger keeps it OWED until the
+    retry sends it."""
+    setting = dataclasses.replace(QUIET, outages=((71, 3),))
+    live(setting, [Life(created=0, due=2, changes=(Change("write", at=-6, firing=3),), recurring=True)])
