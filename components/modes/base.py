@@ -1,0 +1,107 @@
+"""What every mode shares, and the defaults a mode overrides where it differs (components/modes/: one module per
+mode). A mode is one object answering, for validated options, everything the rest of the component asks of it: its
+rules, the function roles it makes, its part of the handler configuration, its stream filters, what it needs of a
+table (made or given) and its build. A leaf beside the checks: the options, the build context and its result are
+named here for types only, so the options can validate themselves through this package while they load."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..checks import between, fail, is_set
+
+if TYPE_CHECKING:
+    from ..args import ScheduledTableArgs
+    from ..parts import BuildContext, ModeResult
+    from ..runtime_config import Value
+
+# Per-item schedules (eventbridge mode, precise ttl mode): Scheduler's retries of the target and the event's age.
+SCHEDULER_OPTIONS = ("schedule_retry_attempts", "schedule_max_event_age_seconds")
+
+
+class ModeBase:
+    """One mode. `options`: the options only it (and any other mode naming them too) takes, refused in every other
+    mode; `refusal_fixes`: the fix a refusal names for one of them, when not just "remove it"; `text_options`: the
+    text the user chose that goes into its section of the handler configuration (the 4 KB check names the largest);
+    `roles`: the function roles it can make (`builders.build_function`'s `role`), `stream_roles` those fed by the
+    table's stream (reserved concurrency 0 would stop reading it), `sqs_roles` those fed by an SQS mapping (whose
+    pollers do not heed a reservation)."""
+
+    name: ClassVar[str]
+    listed: ClassVar[int] = 100  # the order modes are listed in (messages, docs)
+    options: ClassVar[tuple[str, ...]] = ()
+    refusal_fixes: ClassVar[Mapping[str, str]] = {}
+    text_options: ClassVar[tuple[str, ...]] = ()
+    roles: ClassVar[tuple[str, ...]] = ()
+    stream_roles: ClassVar[frozenset[str]] = frozenset()
+    sqs_roles: ClassVar[frozenset[str]] = frozenset()
+    # Whether it delivers to a target (aggregate writes totals to the table itself).
+    has_target: ClassVar[bool] = True
+
+    def check(self, args: ScheduledTableArgs) -> None:
+        """Its own rules, for options of this mode: ValueError naming the field and the fix."""
+
+    def function_roles(self, args: ScheduledTableArgs) -> tuple[str, ...]:
+        """The roles of the functions it makes for `args` (the backfill function's aside)."""
+        return self.roles
+
+    def scheduler_delivers(self, args: ScheduledTableArgs) -> bool:
+        """Whether Scheduler itself delivers to the target (its schedules' target is the user's)."""
+        return False
+
+    def has_target_dlq(self, args: ScheduledTableArgs) -> bool:
+        """Whether it makes (or takes, `existing_target_dlq`) a dead-letter queue for what the target refused."""
+        return False
+
+    def whole_dead_letters(self, args: ScheduledTableArgs) -> str | None:
+        """Why its target DLQ must take 1 MiB messages (what reaches it whole), or None."""
+        return None
+
+    def needed_values(self, args: ScheduledTableArgs) -> tuple[Value, ...]:
+        """The values of its section that exist only once a resource does (`runtime_config.Value`), beyond the
+        shared ones (table, target, poison queue)."""
+        return ()
+
+    def section(self, args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+        """Its parts of the handler configuration, by key (`runtime_config.handler_document`)."""
+        return {}
+
+    def filters(self, args: ScheduledTableArgs) -> list[dict[str, Any]]:
+        """The filters of its stream consumer's mapping (components/filters.py)."""
+        return []
+
+    def table_problems(self, found: Mapping[str, Any], *, time_attribute: str) -> list[str]:
+        """What an existing table (getTable's result, snake_case) lacks for it beyond a stream and the keys, each
+        with the fix."""
+        return []
+
+    def table_parts(self, args: ScheduledTableArgs) -> dict[str, Any]:
+        """What it adds to a table it makes: `aws.dynamodb.Table` arguments (`attributes` are appended to the keys')."""
+        return {}
+
+    def build(self, ctx: BuildContext) -> ModeResult:
+        """Its resources, from the shared ones in `ctx`."""
+        raise NotImplementedError(f"mode {self.name!r} has no build")
+
+
+def check_scheduler_options(args: ScheduledTableArgs) -> None:
+    """The ranges of the schedule options, for the modes that make per-item schedules."""
+    between(args, "schedule_retry_attempts", 0, 185)
+    between(args, "schedule_max_event_age_seconds", 60, 86400)
+
+
+def refuse_foreign(args: ScheduledTableArgs, mode: ModeBase, every: tuple[ModeBase, ...]) -> None:
+    """Refuse the options of other modes set on `mode` (their defaults are what "not set" looks like)."""
+    seen: set[str] = set()
+    for other in every:
+        for name in other.options:
+            if name in seen or name in mode.options:
+                continue
+            seen.add(name)
+            if not is_set(args, name):
+                continue
+            takers = [m for m in every if name in m.options]
+            where = " or ".join(f"mode={m.name!r}" for m in takers)
+            fix = next((m.refusal_fixes[name] for m in takers if name in m.refusal_fixes), f"remove {name}")
+            fail(name, f"only applies to {where} (mode is {mode.name!r})", fix)

@@ -1,0 +1,87 @@
+"""`ttl` mode: TTL deletion -> filtered stream -> executor -> target (seeds 001, 004); `precise` adds a schedule per
+item that fires it on time. Its resources are made by components/ttl.py; the handler side is handlers/ttl.py."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from ..checks import fail, is_set
+from ..filters import ttl_filters
+from ..runtime_config import Value, ledger_section, scheduler_section, scheduling_values
+from .base import SCHEDULER_OPTIONS, ModeBase, check_scheduler_options
+
+if TYPE_CHECKING:
+    from ..args import ScheduledTableArgs
+    from ..parts import BuildContext, ModeResult
+
+TTL_ONLY = ("repeat_attribute", "repeat_until_attribute", "occurrence_attribute")
+
+
+class Ttl(ModeBase):
+    name = "ttl"
+    listed = 1
+    options = (*SCHEDULER_OPTIONS, "precise", *TTL_ONLY)
+    refusal_fixes = MappingProxyType({"precise": "remove precise or set mode='ttl'"})
+    text_options = TTL_ONLY
+    roles = ("executor",)
+    stream_roles = frozenset({"executor"})
+
+    def check(self, args: ScheduledTableArgs) -> None:
+        if not args.precise:
+            for name in SCHEDULER_OPTIONS:
+                if is_set(args, name):
+                    fail(
+                        name,
+                        "only applies to schedules: mode='eventbridge', or mode='ttl' with precise=True",
+                        f"remove {name} or set precise=True",
+                    )
+        check_scheduler_options(args)
+        taken = {args.partition_key, args.sort_key, args.time_attribute}
+        for name in TTL_ONLY:
+            value = getattr(args, name)
+            if not value:
+                fail(name, "must not be empty", "name an attribute, e.g. the default")
+            if value in taken:
+                fail(name, f"{value!r} is already used by another option (keys, time, repeat)", "give it its own name")
+            taken.add(value)
+
+    def has_target_dlq(self, args: ScheduledTableArgs) -> bool:
+        return args.precise
+
+    def needed_values(self, args: ScheduledTableArgs) -> tuple[Value, ...]:
+        return (Value.LEDGER_TABLE, *(scheduling_values(args) if args.precise else ()))
+
+    def section(self, args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+        ttl = {
+            **ledger_section(args, values),
+            "repeatAttribute": args.repeat_attribute,
+            "repeatUntilAttribute": args.repeat_until_attribute,
+            "occurrenceAttribute": args.occurrence_attribute,
+            "precise": args.precise,
+        }
+        return {"ttl": ttl, **({"scheduler": scheduler_section(args, values)} if args.precise else {})}
+
+    def filters(self, args: ScheduledTableArgs) -> list[dict[str, Any]]:
+        return ttl_filters(args.time_attribute, args.precise)
+
+    def table_problems(self, found: Mapping[str, Any], *, time_attribute: str) -> list[str]:
+        ttl = found.get("ttl") or {}
+        if ttl.get("enabled") and ttl.get("attribute_name") == time_attribute:
+            return []
+        return [
+            f"table {found.get('name')!r} does not expire items by {time_attribute!r}; enable TTL on "
+            f"{time_attribute!r} (ttl mode acts when TTL deletes an item)"
+        ]
+
+    def table_parts(self, args: ScheduledTableArgs) -> dict[str, Any]:
+        import pulumi_aws as aws
+
+        # DynamoDB deletes each item once its time attribute (epoch seconds) has passed.
+        return {"ttl": aws.dynamodb.TableTtlArgs(attribute_name=args.time_attribute, enabled=True)}
+
+    def build(self, ctx: BuildContext) -> ModeResult:
+        from ..ttl import build
+
+        return build(ctx)
