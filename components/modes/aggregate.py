@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..checks import fail
 from ..filters import aggregate_filters
 from ..runtime_config import Value
-from .base import ModeBase
+from .base import ModeBase, Operated
 
 if TYPE_CHECKING:
     from ..args import ScheduledTableArgs
@@ -37,6 +37,7 @@ class Aggregate(ModeBase):
     roles = ("aggregator",)
     stream_roles = frozenset({"aggregator"})
     has_target = False
+    keeps_totals = True
 
     def check(self, args: ScheduledTableArgs) -> None:
         if args.target is not None:
@@ -100,6 +101,9 @@ class Aggregate(ModeBase):
 
     def filters(self, args: ScheduledTableArgs) -> list[dict[str, Any]]:
         return aggregate_filters(args.partition_key, args.source_prefix, args.on_change)
+
+    def operated(self, config: Mapping[str, Any]) -> Operated:
+        return Operated(ordered_by_item=False, reads_due_time=False, totals=self.keeps_totals, redrives_to_target=False)
 
     def build(self, ctx: BuildContext) -> ModeResult:
         from ..aggregate import build

@@ -7,6 +7,7 @@ named here for types only, so the options can validate themselves through this p
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..checks import between, fail, is_set
@@ -18,6 +19,23 @@ if TYPE_CHECKING:
 
 # Per-item schedules (eventbridge mode, precise ttl mode): Scheduler's retries of the target and the event's age.
 SCHEDULER_OPTIONS = ("schedule_retry_attempts", "schedule_max_event_age_seconds")
+
+
+@dataclass(frozen=True)
+class Operated:
+    """What the operator's commands (components/ops/) read and write on a deployed stack of a mode beyond what every
+    mode has, as its handler configuration tells: each field a call some command makes in such a stack only."""
+
+    ordered_by_item: bool = True  # a redrive reads the item to judge a record's order (not when nothing is kept)
+    reads_due_time: bool = True  # its items carry a due time: inspect samples the table for unusable ones
+    totals: bool = False  # totals kept in the table: backfill settles them, reconcile checks them
+    sweeps_schedules: bool = False  # per-item schedules: reconcile sweeps the group for strays
+    replay_reads_schedule: bool = False  # a replay reads the item's schedule to judge what is already scheduled
+    backfill_marks_ledger: bool = False  # backfill --in-lambda: the operator's run marks the ledger
+    due_index: bool = False  # a sharded due index (the console and inspect read it by due time)
+    fires_items: bool = False  # a dead letter is Scheduler's UpdateItem of the item, called again by a redrive
+    sampled_by_scan: bool = False  # nothing but the table holds what is due: the console samples it
+    redrives_to_target: bool = True  # a redrive of a dead letter sends it to the target itself
 
 
 class ModeBase:
@@ -38,6 +56,8 @@ class ModeBase:
     sqs_roles: ClassVar[frozenset[str]] = frozenset()
     # Whether it delivers to a target (aggregate writes totals to the table itself).
     has_target: ClassVar[bool] = True
+    # Whether it keeps totals in the table (backfill settles them, reconcile checks them).
+    keeps_totals: ClassVar[bool] = False
 
     def check(self, args: ScheduledTableArgs) -> None:
         """Its own rules, for options of this mode: ValueError naming the field and the fix."""
@@ -79,6 +99,10 @@ class ModeBase:
     def table_parts(self, args: ScheduledTableArgs) -> dict[str, Any]:
         """What it adds to a table it makes: `aws.dynamodb.Table` arguments (`attributes` are appended to the keys')."""
         return {}
+
+    def operated(self, config: Mapping[str, Any]) -> Operated:
+        """What the operator's commands do on a stack of this mode, from its handler configuration."""
+        return Operated()
 
     def build(self, ctx: BuildContext) -> ModeResult:
         """Its resources, from the shared ones in `ctx`."""

@@ -17,7 +17,7 @@ from ..runtime_config import (
     scheduler_section,
     scheduling_values,
 )
-from .base import SCHEDULER_OPTIONS, ModeBase, check_scheduler_options
+from .base import SCHEDULER_OPTIONS, ModeBase, Operated, check_scheduler_options
 
 if TYPE_CHECKING:
     from ..args import ScheduledTableArgs
@@ -84,6 +84,9 @@ class Eventbridge(ModeBase):
 
     def filters(self, args: ScheduledTableArgs) -> list[dict[str, Any]]:
         return eventbridge_filters(args.time_attribute)
+
+    def operated(self, config: Mapping[str, Any]) -> Operated:
+        return Operated(sweeps_schedules=True, replay_reads_schedule=True, backfill_marks_ledger=True)
 
     def build(self, ctx: BuildContext) -> ModeResult:
         from ..eventbridge import build

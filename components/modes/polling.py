@@ -11,7 +11,7 @@ from ..checks import between, fail
 from ..filters import polling_filters
 from ..packaging import runtime_module
 from ..runtime_config import Value, lease_seconds
-from .base import ModeBase
+from .base import ModeBase, Operated
 
 if TYPE_CHECKING:
     from ..args import ScheduledTableArgs
@@ -127,6 +127,9 @@ class Polling(ModeBase):
             write_capacity=args.write_capacity,
         )
         return {"attributes": attributes, "global_secondary_indexes": [index]}
+
+    def operated(self, config: Mapping[str, Any]) -> Operated:
+        return Operated(due_index=True)
 
     def build(self, ctx: BuildContext) -> ModeResult:
         from ..polling import build

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..checks import fail, is_set
 from ..filters import ttl_filters
 from ..runtime_config import Value, ledger_section, scheduler_section, scheduling_values
-from .base import SCHEDULER_OPTIONS, ModeBase, check_scheduler_options
+from .base import SCHEDULER_OPTIONS, ModeBase, Operated, check_scheduler_options
 
 if TYPE_CHECKING:
     from ..args import ScheduledTableArgs
@@ -80,6 +80,17 @@ class Ttl(ModeBase):
 
         # DynamoDB deletes each item once its time attribute (epoch seconds) has passed.
         return {"ttl": aws.dynamodb.TableTtlArgs(attribute_name=args.time_attribute, enabled=True)}
+
+    def operated(self, config: Mapping[str, Any]) -> Operated:
+        # Precise: each item has a schedule whose fire is an UpdateItem; plain: TTL's deletion is all there is.
+        precise = bool((config.get("ttl") or {}).get("precise"))
+        return Operated(
+            ordered_by_item=precise,
+            sweeps_schedules=precise,
+            fires_items=precise,
+            sampled_by_scan=not precise,
+            redrives_to_target=not precise,
+        )
 
     def build(self, ctx: BuildContext) -> ModeResult:
         from ..ttl import build
