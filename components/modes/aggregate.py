@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..checks import fail
-from ..filters import aggregate_filters
 from ..runtime_config import Value
 from .base import ModeBase, Operated
 
@@ -116,3 +115,10 @@ def aggregate_horizon_seconds(args: ScheduledTableArgs) -> int:
     records older than `maximum_record_age_seconds`, and a delivery that starts just before that age may run for the
     function's timeout. The aggregator keeps each record's id on the total at least this long."""
     return args.maximum_record_age_seconds + args.lambda_timeout_seconds + HORIZON_MARGIN_SECONDS
+
+
+def aggregate_filters(partition_key: str, prefix: str, on_change: str) -> list[dict[str, Any]]:
+    """Source items only, by their key's prefix (seed 003's filter): inserts, and with `adjust` also updates and
+    deletes. Totals and ledger markers never have that prefix, so the mode's own writes cannot invoke it."""
+    events = ["INSERT", "MODIFY", "REMOVE"] if on_change == "adjust" else ["INSERT"]
+    return [{"eventName": events, "dynamodb": {"Keys": {partition_key: {"S": [{"prefix": prefix}]}}}}]

@@ -88,7 +88,7 @@ class ModeBase:
         return {}
 
     def filters(self, args: ScheduledTableArgs) -> list[dict[str, Any]]:
-        """The filters of its stream consumer's mapping (components/filters.py)."""
+        """The filters of its stream consumer's mapping (what every mode's share: components/filters.py)."""
         return []
 
     def table_problems(self, found: Mapping[str, Any], *, time_attribute: str) -> list[str]:

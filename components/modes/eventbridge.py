@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..checks import defaults, fail
-from ..filters import eventbridge_filters
+from ..filters import MAX_FILTERS, TIME_TYPES, unusable_due_filters
 from ..runtime_config import (
     RELEASE_MIN_TIMEOUT_SECONDS,
     Value,
@@ -131,3 +131,13 @@ def _precision(args: ScheduledTableArgs) -> None:
             f"before its calls; a run that times out delivers its batch {lease_seconds(args)} s late)",
             f"use at least {RELEASE_MIN_TIMEOUT_SECONDS} (the default is 60), or precision='minute'",
         )
+
+
+def eventbridge_filters(time_attribute: str) -> list[dict[str, Any]]:
+    """INSERT/MODIFY of items that carry a time (S or N), MODIFY/REMOVE of items that carried one (nothing was
+    scheduled for another type); the fifth filter passes a null due attribute, to be parked with its reason."""
+    patterns: list[dict[str, Any]] = []
+    for image, events in (("NewImage", ["INSERT", "MODIFY"]), ("OldImage", ["MODIFY", "REMOVE"])):
+        for tag in TIME_TYPES:
+            patterns.append({"eventName": events, "dynamodb": {image: {time_attribute: {tag: [{"exists": True}]}}}})
+    return [*patterns, *unusable_due_filters(time_attribute, MAX_FILTERS - len(patterns))]

@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..checks import between, fail
-from ..filters import polling_filters
 from ..packaging import runtime_module
 from ..runtime_config import Value, lease_seconds
 from .base import ModeBase, Operated
@@ -135,3 +134,20 @@ class Polling(ModeBase):
         from ..polling import build
 
         return build(ctx)
+
+
+def polling_filters() -> list[dict[str, Any]]:
+    """Writes of users, never of the mode itself: items without `stStatus` (new, or replaced by a PutItem), and
+    updates of items waiting in the index (PENDING before and after, to pick up a changed due time). The processor's
+    writes that keep a waiting item PENDING (indexing it again at its time, taking it out of the index) and the
+    assigner's own pass the second filter, but keep the time attribute, which is all the assigner acts on: it
+    writes nothing for them, so nothing loops."""
+    pending = runtime_module("pending")
+    status, waiting = pending.STATUS, pending.Status.PENDING.value
+    return [
+        {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": {status: {"S": [{"exists": False}]}}}},
+        {
+            "eventName": ["MODIFY"],
+            "dynamodb": {"NewImage": {status: {"S": [waiting]}}, "OldImage": {status: {"S": [waiting]}}},
+        },
+    ]

@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ..checks import fail, is_set
-from ..filters import ttl_filters
+from ..filters import MAX_FILTERS, TIME_TYPES, unusable_due_filters
 from ..runtime_config import Value, ledger_section, scheduler_section, scheduling_values
 from .base import SCHEDULER_OPTIONS, ModeBase, Operated, check_scheduler_options
 
@@ -96,3 +96,29 @@ class Ttl(ModeBase):
         from ..ttl import build
 
         return build(ctx)
+
+
+TTL_SERVICE = {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]}
+
+
+def ttl_filters(time_attribute: str, precise: bool) -> list[dict[str, Any]]:
+    """Only TTL deletions (REMOVE by the DynamoDB service): inserts, updates and users' deletes never invoke the
+    executor.
+
+    Precise mode must also see: inserts and updates of items with a due time (to keep their schedule; a string
+    due time too, to park it with the reason, since TTL ignores it); and updates and removes of items that held a
+    numeric due time, which covers users' deletes (a cancel, or due), TTL's deletions, a due time removed, and the
+    schedule's fire (`SET stFiredAt = <due> REMOVE <due attribute>`, see handlers/ttl.py). Not passed: the
+    executor's own delete of a fired item (it holds no due time), and removes or updates of items whose due time was
+    a string (never scheduled, nothing to undo). Inserts and updates whose due attribute is null or a boolean pass
+    too, in the two filters left of Lambda's five, to be parked with their reason."""
+    if precise:
+        patterns: list[dict[str, Any]] = [
+            {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": {time_attribute: {tag: [{"exists": True}]}}}}
+            for tag in TIME_TYPES
+        ]
+        patterns.append(
+            {"eventName": ["MODIFY", "REMOVE"], "dynamodb": {"OldImage": {time_attribute: {"N": [{"exists": True}]}}}}
+        )
+        return [*patterns, *unusable_due_filters(time_attribute, MAX_FILTERS - len(patterns))]
+    return [{"eventName": ["REMOVE"], "userIdentity": TTL_SERVICE}]

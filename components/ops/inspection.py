@@ -211,7 +211,8 @@ def unpassed_types(stack: Stack) -> list[str]:
     """The types of due attribute the stack's mapping passes to the function in no filter (its patterns as deployed,
     read from the mapping; the component's for the mode if none were read): a map and a list always (filters test
     leaf values), and the leaf types left out of Lambda's five filters (components/filters.py)."""
-    from ..filters import eventbridge_filters, ttl_filters
+    from ..modes.eventbridge import eventbridge_filters
+    from ..modes.ttl import ttl_filters
 
     config = stack.config
     attribute = str(config["timeAttribute"])
