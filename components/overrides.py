@@ -66,9 +66,9 @@ FUNCTION_OVERRIDES_DOCS: dict[str, str] = {
 }
 # The option's description after its syntax (args.OPTION_DOCS, provider.PROVIDER_DOCS).
 OVERRIDES_DOC = (
-    "each winning over the component-wide setting for that function only. Roles: `scheduler`, and `releaser` with "
-    "`precision` `second` (`eventbridge`), `executor` (`ttl`), `assigner` and `processor` (`polling`), `aggregator` "
-    "(`aggregate`), `backfill` (with `backfill_function` or `reconcile_every`); another role is refused. A VPC adds "
+    "each winning over the component-wide setting for that function only. Roles: "
+    + "".join(f"{mode.overrides_doc()} (`{mode.name}`), " for mode in modes.every())
+    + "`backfill` (with `backfill_function` or `reconcile_every`); another role is refused. A VPC adds "
     "the ENI actions of AWSLambdaVPCAccessExecutionRole to that function's role (IAM grants them on `*` only); its "
     "subnets need a route to DynamoDB, SQS, Scheduler and the target. Reserved concurrency 0 is refused for the "
     "stream consumers (it would stop the stream), and any for `releaser` (throttled SQS batches would send due "

@@ -4,6 +4,7 @@ resources are made by components/aggregate.py; the handler side is handlers/aggr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ..checks import fail
@@ -33,7 +34,9 @@ class Aggregate(ModeBase):
     listed = 3
     options = AGGREGATE_ONLY
     text_options = ("source_prefix", "value_attribute", "group_from", "total_sort_key", "total_attribute")
-    roles = ("aggregator",)
+    roles = MappingProxyType(
+        {"aggregator": "keeps running totals of the table's score items, each record counted once"}
+    )
     stream_roles = frozenset({"aggregator"})
     has_target = False
     keeps_totals = True

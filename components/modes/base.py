@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..checks import between, fail, is_set
@@ -42,16 +43,18 @@ class ModeBase:
     """One mode. `options`: the options only it (and any other mode naming them too) takes, refused in every other
     mode; `refusal_fixes`: the fix a refusal names for one of them, when not just "remove it"; `text_options`: the
     text the user chose that goes into its section of the handler configuration (the 4 KB check names the largest);
-    `roles`: the function roles it can make (`builders.build_function`'s `role`), `stream_roles` those fed by the
-    table's stream (reserved concurrency 0 would stop reading it), `sqs_roles` those fed by an SQS mapping (whose
-    pollers do not heed a reservation)."""
+    `roles`: the function roles it can make (`builders.build_function`'s `role`), each with what its function does
+    (its description, read in the console), and `roles_doc` how the `function_overrides` docs name them (by default
+    all, joined by "and"); `stream_roles` those fed by the table's stream (reserved concurrency 0 would stop reading
+    it), `sqs_roles` those fed by an SQS mapping (whose pollers do not heed a reservation)."""
 
     name: ClassVar[str]
     listed: ClassVar[int] = 100  # the order modes are listed in (messages, docs)
     options: ClassVar[tuple[str, ...]] = ()
     refusal_fixes: ClassVar[Mapping[str, str]] = {}
     text_options: ClassVar[tuple[str, ...]] = ()
-    roles: ClassVar[tuple[str, ...]] = ()
+    roles: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    roles_doc: ClassVar[str] = ""
     stream_roles: ClassVar[frozenset[str]] = frozenset()
     sqs_roles: ClassVar[frozenset[str]] = frozenset()
     # Whether it delivers to a target (aggregate writes totals to the table itself).
@@ -64,7 +67,11 @@ class ModeBase:
 
     def function_roles(self, args: ScheduledTableArgs) -> tuple[str, ...]:
         """The roles of the functions it makes for `args` (the backfill function's aside)."""
-        return self.roles
+        return tuple(self.roles)
+
+    def overrides_doc(self) -> str:
+        """Its roles as the `function_overrides` docs name them."""
+        return self.roles_doc or " and ".join(f"`{role}`" for role in self.roles)
 
     def scheduler_delivers(self, args: ScheduledTableArgs) -> bool:
         """Whether Scheduler itself delivers to the target (its schedules' target is the user's)."""

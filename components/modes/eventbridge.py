@@ -5,6 +5,7 @@ are made by components/eventbridge.py; the handler side is handlers/eventbridge.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ..checks import defaults, fail
@@ -34,7 +35,13 @@ class Eventbridge(ModeBase):
     listed = 0
     options = (*SCHEDULER_OPTIONS, "offsets", *RECURRENCE_OPTIONS, "precision")
     text_options = RECURRENCE_OPTIONS
-    roles = ("scheduler", "releaser")
+    roles = MappingProxyType(
+        {
+            "scheduler": "turns the table's stream into one EventBridge Scheduler schedule per due time",
+            "releaser": "holds each due event in the release queue until its second, then sends it to the target once",
+        }
+    )
+    roles_doc = "`scheduler`, and `releaser` with `precision` `second`"
     stream_roles = frozenset({"scheduler"})
     sqs_roles = frozenset({"releaser"})
 
@@ -45,7 +52,7 @@ class Eventbridge(ModeBase):
         _precision(args)
 
     def function_roles(self, args: ScheduledTableArgs) -> tuple[str, ...]:
-        return self.roles if args.precision == "second" else ("scheduler",)
+        return tuple(self.roles) if args.precision == "second" else ("scheduler",)
 
     def scheduler_delivers(self, args: ScheduledTableArgs) -> bool:
         return True

@@ -5,6 +5,7 @@ handlers/polling.py (and polling_assign.py)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ..checks import between, fail
@@ -33,7 +34,12 @@ class Polling(ModeBase):
     listed = 2
     options = POLLING_ONLY
     text_options = ("delay_attribute",)
-    roles = ("assigner", "processor")
+    roles = MappingProxyType(
+        {
+            "assigner": "indexes items users write into the table's sharded due index",
+            "processor": "takes due items from the table's due index on each tick and sends them to the target",
+        }
+    )
     stream_roles = frozenset({"assigner"})
 
     def check(self, args: ScheduledTableArgs) -> None:

@@ -25,7 +25,9 @@ class Ttl(ModeBase):
     options = (*SCHEDULER_OPTIONS, "precise", *TTL_ONLY)
     refusal_fixes = MappingProxyType({"precise": "remove precise or set mode='ttl'"})
     text_options = TTL_ONLY
-    roles = ("executor",)
+    roles = MappingProxyType(
+        {"executor": "acts on items the table's TTL (or their precise delete schedule) removed as due"}
+    )
     stream_roles = frozenset({"executor"})
 
     def check(self, args: ScheduledTableArgs) -> None:

@@ -6,6 +6,7 @@ alone: it shows a new mode needs no other module of the component changed."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import pulumi
@@ -26,7 +27,7 @@ MAX_BATCH = 100
 
 class Archive(ModeBase):
     name = "archive"
-    roles = ("archiver",)
+    roles = MappingProxyType({"archiver": "sends each item a user deletes to the target, once"})
     stream_roles = frozenset({"archiver"})
 
     def check(self, args: ScheduledTableArgs) -> None:
