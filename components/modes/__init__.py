@@ -12,8 +12,11 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
     from ..args import ScheduledTableArgs
-    from .base import ModeBase
+    from .base import ModeBase, Operated
 
 _REGISTERED: dict[str, ModeBase] = {}
 
@@ -58,6 +61,15 @@ def by_name(name: str) -> ModeBase:
 def of(args: ScheduledTableArgs) -> ModeBase:
     """The mode of validated options (`ScheduledTableArgs.mode`)."""
     return by_name(str(args.mode))
+
+
+def operated(config: Mapping[str, Any]) -> Operated:
+    """What the operator's commands do on a deployed stack, from its handler configuration (a mode not registered
+    here, or none: only what every mode has)."""
+    from .base import Operated
+
+    name = str(config.get("mode", ""))
+    return by_name(name).operated(config) if name in names() else Operated()
 
 
 def register(mode: ModeBase) -> None:

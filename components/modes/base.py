@@ -35,6 +35,7 @@ class Operated:
     backfill_marks_ledger: bool = False  # backfill --in-lambda: the operator's run marks the ledger
     due_index: bool = False  # a sharded due index (the console and inspect read it by due time)
     fires_items: bool = False  # a dead letter is Scheduler's UpdateItem of the item, called again by a redrive
+    filters_by_due_type: bool = False  # its mapping passes records by the due attribute's type (inspect's check)
     sampled_by_scan: bool = False  # nothing but the table holds what is due: the console samples it
     redrives_to_target: bool = True  # a redrive of a dead letter sends it to the target itself
 

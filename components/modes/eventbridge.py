@@ -93,7 +93,9 @@ class Eventbridge(ModeBase):
         return eventbridge_filters(args.time_attribute)
 
     def operated(self, config: Mapping[str, Any]) -> Operated:
-        return Operated(sweeps_schedules=True, replay_reads_schedule=True, backfill_marks_ledger=True)
+        return Operated(
+            sweeps_schedules=True, replay_reads_schedule=True, backfill_marks_ledger=True, filters_by_due_type=True
+        )
 
     def build(self, ctx: BuildContext) -> ModeResult:
         from ..eventbridge import build

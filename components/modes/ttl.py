@@ -90,6 +90,7 @@ class Ttl(ModeBase):
             ordered_by_item=precise,
             sweeps_schedules=precise,
             fires_items=precise,
+            filters_by_due_type=precise,
             sampled_by_scan=not precise,
             redrives_to_target=not precise,
         )

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from .. import modes
 from ..packaging import error_code, runtime_module
 from .aws import Client, Emit
 from .redrive.discovery import RedriveError, Stack, discover
@@ -203,8 +204,7 @@ def filters_by_type(config: dict[str, Any]) -> bool:
     """Whether the stack's mapping passes records by the due attribute's type (eventbridge, precise ttl): a map or
     a list there is matched by none of its filters (they test leaf values), so the item never reaches the function
     and nothing is parked for it."""
-    mode = config.get("mode")
-    return mode == "eventbridge" or (mode == "ttl" and bool((config.get("ttl") or {}).get("precise")))
+    return modes.operated(config).filters_by_due_type
 
 
 def unpassed_types(stack: Stack) -> list[str]:
@@ -283,7 +283,7 @@ def missing_time(client: Client, stack: Stack, items: int = SAMPLE_ITEMS) -> dic
     from .time_hints import find
 
     config = stack.config
-    if config.get("mode") == "aggregate" or not config.get("timeAttribute") or items < 1:
+    if not modes.operated(config).reads_due_time or not config.get("timeAttribute") or items < 1:
         return None
     attribute = str(config["timeAttribute"])
     read: list[dict[str, Any]] = []

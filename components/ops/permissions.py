@@ -89,8 +89,7 @@ def resources_of(
     def queue(url_or_arn: str) -> str:
         return queue_arn(stack.function_arn, url_or_arn)
 
-    mode = str(config.get("mode", ""))
-    section = config.get(mode) or {}
+    section = config.get(str(config.get("mode", ""))) or {}
     group = (config.get("scheduler") or {}).get("group")
     release = (config.get("eventbridge") or {}).get("release") or {}
     scheduler_dlq = (config.get("scheduler") or {}).get("deadLetterArn")
@@ -113,7 +112,7 @@ def resources_of(
         release=release.get("queueArn"),
         ledger=arn("dynamodb", f"table/{section['ledgerTable']}") if section.get("ledgerTable") else None,
         schedules=arn("scheduler", f"schedule/{group}/*") if group else None,
-        operated=modes.by_name(mode).operated(config) if mode in modes.names() else Operated(),
+        operated=modes.operated(config),
         target=config.get("target"),
         backfill_function=backfill,
         keys=keys,
