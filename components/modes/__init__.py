@@ -63,13 +63,18 @@ def of(args: ScheduledTableArgs) -> ModeBase:
     return by_name(str(args.mode))
 
 
-def operated(config: Mapping[str, Any]) -> Operated:
-    """What the operator's commands do on a deployed stack, from its handler configuration (a mode not registered
-    here, or none: only what every mode has)."""
-    from .base import Operated
+def of_config(config: Mapping[str, Any]) -> ModeBase:
+    """The mode of a deployed stack's handler configuration; a mode not registered here (or none): one that knows
+    only what every mode has."""
+    from .base import ModeBase
 
     name = str(config.get("mode", ""))
-    return by_name(name).operated(config) if name in names() else Operated()
+    return by_name(name) if name in names() else ModeBase()
+
+
+def operated(config: Mapping[str, Any]) -> Operated:
+    """What the operator's commands do on a deployed stack, from its handler configuration."""
+    return of_config(config).operated(config)
 
 
 def register(mode: ModeBase) -> None:

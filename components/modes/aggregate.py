@@ -107,6 +107,9 @@ class Aggregate(ModeBase):
     def operated(self, config: Mapping[str, Any]) -> Operated:
         return Operated(ordered_by_item=False, reads_due_time=False, totals=self.keeps_totals, redrives_to_target=False)
 
+    def lateness_bound(self, config: Mapping[str, Any]) -> tuple[float | None, str]:
+        return None, "the stream's lag (aggregate: no deliveries)"
+
     def build(self, ctx: BuildContext) -> ModeResult:
         from ..aggregate import build
 

@@ -112,6 +112,11 @@ class ModeBase:
         """What the operator's commands do on a stack of this mode, from its handler configuration."""
         return Operated()
 
+    def lateness_bound(self, config: Mapping[str, Any]) -> tuple[float | None, str]:
+        """Its documented lateness bound (docs/guarantees.md) in seconds (None: none to compare with) and its words,
+        for a deployed stack's handler configuration (the console compares deliveries with it)."""
+        return None, "the stream's lag"
+
     def build(self, ctx: BuildContext) -> ModeResult:
         """Its resources, from the shared ones in `ctx`."""
         raise NotImplementedError(f"mode {self.name!r} has no build")

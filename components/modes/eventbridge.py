@@ -97,6 +97,11 @@ class Eventbridge(ModeBase):
             sweeps_schedules=True, replay_reads_schedule=True, backfill_marks_ledger=True, filters_by_due_type=True
         )
 
+    def lateness_bound(self, config: Mapping[str, Any]) -> tuple[float | None, str]:
+        if (config.get("eventbridge") or {}).get("release"):
+            return 2.0, "under 2 s (precision second) + Scheduler's delay"
+        return 180.0, "120 s (180 s if processed within 10 s of the minute) + Scheduler's delay"
+
     def build(self, ctx: BuildContext) -> ModeResult:
         from ..eventbridge import build
 

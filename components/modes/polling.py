@@ -136,6 +136,9 @@ class Polling(ModeBase):
     def operated(self, config: Mapping[str, Any]) -> Operated:
         return Operated(due_index=True)
 
+    def lateness_bound(self, config: Mapping[str, Any]) -> tuple[float | None, str]:
+        return None, "the poll interval + the tick's processing"
+
     def build(self, ctx: BuildContext) -> ModeResult:
         from ..polling import build
 

@@ -95,6 +95,11 @@ class Ttl(ModeBase):
             redrives_to_target=not precise,
         )
 
+    def lateness_bound(self, config: Mapping[str, Any]) -> tuple[float | None, str]:
+        if (config.get("ttl") or {}).get("precise"):
+            return 180.0, "120 s (precise) + Scheduler's delay"
+        return None, "DynamoDB TTL's: minutes to days"
+
     def build(self, ctx: BuildContext) -> ModeResult:
         from ..ttl import build
 

@@ -138,7 +138,7 @@ def pending(client: Client, stack: Stack, limit: int = SAMPLE) -> list[Pending]:
     if release:
         queue = peek(client, "release queue", str(release["queueUrl"]), 0)
         found.append(Pending("release queue (precision second)", queue.visible + queue.delayed + queue.in_flight))
-    if config.get("mode") == "ttl" and not group:
+    if modes.operated(config).sampled_by_scan and not group:
         found.append(Pending("DynamoDB TTL", -1, note="expiring items are the table's own: TTL lists none"))
     return found
 
@@ -317,7 +317,7 @@ def timed_view(item: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     keys = (config.get("partitionKey"), config.get("sortKey"))
     polling = config.get("polling") or {}
     index = runtime_module("pending")
-    if config.get("mode") == "polling" and (
+    if modes.operated(config).due_index and (
         polling.get("delayAttribute") in item or any(name in item for name in index.INDEX_ATTRIBUTES)
     ):
         return {attribute: True}
