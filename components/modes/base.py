@@ -52,7 +52,7 @@ class ModeBase:
     name: ClassVar[str]
     listed: ClassVar[int] = 100  # the order modes are listed in (messages, docs)
     options: ClassVar[tuple[str, ...]] = ()
-    refusal_fixes: ClassVar[Mapping[str, str]] = {}
+    refusal_fixes: ClassVar[Mapping[str, str]] = MappingProxyType({})
     text_options: ClassVar[tuple[str, ...]] = ()
     roles: ClassVar[Mapping[str, str]] = MappingProxyType({})
     roles_doc: ClassVar[str] = ""
