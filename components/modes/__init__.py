@@ -42,20 +42,23 @@ def _builtin() -> tuple[ModeBase, ...]:
 
 def every() -> tuple[ModeBase, ...]:
     """Every mode: this package's, then any registered (`register`)."""
-    builtin = _builtin()
-    return builtin + tuple(m for m in _REGISTERED.values() if m.name not in {b.name for b in builtin})
+    return tuple(_by_name().values())
+
+
+@cache
+def _by_name() -> dict[str, ModeBase]:
+    """Every mode by name, read once until `register` or `unregister` changes them (the options ask per rule)."""
+    found = {mode.name: mode for mode in _builtin()}
+    return found | {name: mode for name, mode in _REGISTERED.items() if name not in found}
 
 
 def names() -> tuple[str, ...]:
-    return tuple(m.name for m in every())
+    return tuple(_by_name())
 
 
 def by_name(name: str) -> ModeBase:
     """The mode called `name`; KeyError if there is none."""
-    for mode in every():
-        if mode.name == name:
-            return mode
-    raise KeyError(name)
+    return _by_name()[name]
 
 
 def of(args: ScheduledTableArgs) -> ModeBase:
@@ -68,8 +71,7 @@ def of_config(config: Mapping[str, Any]) -> ModeBase:
     only what every mode has."""
     from .base import ModeBase
 
-    name = str(config.get("mode", ""))
-    return by_name(name) if name in names() else ModeBase()
+    return _by_name().get(str(config.get("mode", ""))) or ModeBase()
 
 
 def operated(config: Mapping[str, Any]) -> Operated:
@@ -80,10 +82,12 @@ def operated(config: Mapping[str, Any]) -> Operated:
 def register(mode: ModeBase) -> None:
     """Add a mode defined outside this package."""
     _REGISTERED[mode.name] = mode
+    _by_name.cache_clear()
 
 
 def unregister(name: str) -> None:
     _REGISTERED.pop(name, None)
+    _by_name.cache_clear()
 
 
 def option_doc() -> str:
