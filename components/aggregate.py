@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import pulumi
 
-from . import policies
+from . import modes, policies
 from .builders import (
     build_ledger,
     build_stream_consumer,
     handler_config,
     other_accounts_table,
 )
-from .filters import aggregate_filters
 from .parts import BuildContext, ModeResult, flatten
 from .runtime_config import Value
 
@@ -36,7 +35,7 @@ def build(ctx: BuildContext) -> ModeResult:
         ctx,
         role="aggregator",
         handler="aggregate.handler",
-        filters=aggregate_filters(a.partition_key, a.source_prefix, a.on_change),
+        filters=modes.of(a).filters(a),
         extra_statements=statements,
         config=handler_config(ctx, {Value.LEDGER_TABLE: ledger.name}),
     )

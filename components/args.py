@@ -5,17 +5,20 @@ Each rule raises ValueError naming the field and the fix, so `pulumi up` stops b
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
 import pulumi
 
-from . import target_types
+from . import modes, target_types
 from .arns import kms_key_problem
+from .checks import between, defaults, fail
 from .existing import TABLE_OPTIONS, ExistingTable, existing_table_problem
-from .overrides import OVERRIDES_DOC, FunctionOverrides, from_mappings, overrides_problem, roles_of
+from .modes.base import refuse_foreign
+from .overrides import BACKFILL_ROLE, OVERRIDES_DOC, FunctionOverrides, from_mappings, overrides_problem
 from .queues import (
     EXISTING_QUEUE_DOC,
     MAX_QUEUE_MESSAGE_BYTES,
@@ -25,6 +28,7 @@ from .queues import (
     shared_queue_problem,
 )
 from .queues import from_mapping as queue_from_mapping
+from .runtime_config import RELEASE_MIN_TIMEOUT_SECONDS
 from .suggest import keyword_hints
 from .targets import Target, is_target, resource_problem, scheduler_problem, topic_arn_problem
 from .types import KeyType, LambdaArchitecture, Mode, ModeName
@@ -164,25 +168,12 @@ class ScheduledTableArgs:
             rule(self)
 
 
-def _mode(value: Mode | str) -> Mode:
-    try:
-        mode = Mode(value)
-    except ValueError:
-        choices = ", ".join(repr(m.value) for m in Mode)
-        raise ValueError(f"mode: {value!r} is not a mode; use one of {choices}") from None
-    return mode
-
-
-def _fail(field_name: str, problem: str, fix: str) -> None:
-    raise ValueError(f"{field_name}: {problem}; {fix}")
-
-
-def _between(args: ScheduledTableArgs, name: str, low: int, high: int, why: str = "") -> None:
-    value = getattr(args, name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        _fail(name, f"expected a whole number, got {value!r}", f"use a whole number from {low} to {high}{why}")
-    if not low <= value <= high:
-        _fail(name, f"{value!r} is out of range", f"use a whole number from {low} to {high}{why}")
+def _mode(value: Mode | str) -> Mode | str:
+    """A built-in mode as its `Mode` member; one registered from outside (components/modes/) by its name."""
+    if value not in modes.names():
+        choices = ", ".join(repr(name) for name in modes.names())
+        raise ValueError(f"mode: {value!r} is not a mode; use one of {choices}")
+    return Mode(value) if value in Mode.__members__.values() else str(value)
 
 
 def _types(args: ScheduledTableArgs) -> None:
@@ -192,27 +183,27 @@ def _types(args: ScheduledTableArgs) -> None:
         if value is None or value == default:
             continue
         if isinstance(default, bool) and not isinstance(value, bool):
-            _fail(name, f"expected true or false, got {value!r}", f"pass {name}=True or {name}=False")
+            fail(name, f"expected true or false, got {value!r}", f"pass {name}=True or {name}=False")
         if isinstance(default, str) and not isinstance(value, str):
-            _fail(name, f"expected text, got {value!r}", f"pass {name} as a string, e.g. {default!r}")
+            fail(name, f"expected text, got {value!r}", f"pass {name} as a string, e.g. {default!r}")
         if isinstance(default, dict) and not isinstance(value, dict):
-            _fail(name, f"expected a mapping, got {value!r}", f"pass {name} as a dict of strings")
+            fail(name, f"expected a mapping, got {value!r}", f"pass {name} as a dict of strings")
 
 
 def _keys(args: ScheduledTableArgs) -> None:
     if not args.partition_key:
-        _fail("partition_key", "must not be empty", "name the table's partition key attribute, e.g. 'PK'")
+        fail("partition_key", "must not be empty", "name the table's partition key attribute, e.g. 'PK'")
     if args.sort_key == "":
-        _fail("sort_key", "must not be empty", "name the sort key attribute, or pass None for a table without one")
+        fail("sort_key", "must not be empty", "name the sort key attribute, or pass None for a table without one")
     if args.sort_key is not None and args.sort_key == args.partition_key:
-        _fail("sort_key", f"is the same attribute as partition_key ({args.partition_key!r})", "use another name")
+        fail("sort_key", f"is the same attribute as partition_key ({args.partition_key!r})", "use another name")
     for name in ("partition_key_type", "sort_key_type"):
         if getattr(args, name) not in ("S", "N", "B"):
-            _fail(name, f"{getattr(args, name)!r} is not a key type", "use 'S' (string), 'N' (number) or 'B' (binary)")
+            fail(name, f"{getattr(args, name)!r} is not a key type", "use 'S' (string), 'N' (number) or 'B' (binary)")
     if not args.time_attribute:
-        _fail("time_attribute", "must not be empty", "name the attribute that holds the due time, e.g. 'dueAt'")
+        fail("time_attribute", "must not be empty", "name the attribute that holds the due time, e.g. 'dueAt'")
     if args.time_attribute in (args.partition_key, args.sort_key):
-        _fail("time_attribute", f"{args.time_attribute!r} is a key attribute", "keep the due time in its own attribute")
+        fail("time_attribute", f"{args.time_attribute!r} is a key attribute", "keep the due time in its own attribute")
 
 
 def _existing(args: ScheduledTableArgs) -> None:
@@ -220,7 +211,7 @@ def _existing(args: ScheduledTableArgs) -> None:
     if table is None:
         return
     if not isinstance(table, ExistingTable):
-        _fail(
+        fail(
             "existing_table", f"{type(table).__name__} is not an ExistingTable", "pass ExistingTable(name, stream_arn)"
         )
     # Outputs are checked once they resolve, with the same message (ScheduledTable._given_table).
@@ -233,7 +224,7 @@ def _existing(args: ScheduledTableArgs) -> None:
         raise ValueError(problem)
     for name in TABLE_OPTIONS:
         if getattr(args, name) != _DEFAULTS[name]:
-            _fail(
+            fail(
                 name,
                 "only shapes a table the component creates, and existing_table is set",
                 "remove it: the existing table keeps its own settings",
@@ -242,18 +233,18 @@ def _existing(args: ScheduledTableArgs) -> None:
 
 def _billing(args: ScheduledTableArgs) -> None:
     if args.billing_mode not in ("PAY_PER_REQUEST", "PROVISIONED"):
-        _fail("billing_mode", f"{args.billing_mode!r} is not a billing mode", "use 'PAY_PER_REQUEST' or 'PROVISIONED'")
+        fail("billing_mode", f"{args.billing_mode!r} is not a billing mode", "use 'PAY_PER_REQUEST' or 'PROVISIONED'")
     capacities = (args.read_capacity, args.write_capacity)
     if args.billing_mode == "PROVISIONED":
         if any(c is None or c < 1 for c in capacities):
-            _fail("read_capacity", "PROVISIONED billing needs read_capacity and write_capacity", "set both to >= 1")
+            fail("read_capacity", "PROVISIONED billing needs read_capacity and write_capacity", "set both to >= 1")
     elif any(c is not None for c in capacities):
-        _fail("read_capacity", "capacities only apply to PROVISIONED billing", "remove them or set billing_mode")
+        fail("read_capacity", "capacities only apply to PROVISIONED billing", "remove them or set billing_mode")
 
 
 def _encryption(args: ScheduledTableArgs) -> None:
     if args.kms_key_arn is not None and not args.server_side_encryption:
-        _fail("kms_key_arn", "a KMS key needs server_side_encryption=True", "remove kms_key_arn or enable encryption")
+        fail("kms_key_arn", "a KMS key needs server_side_encryption=True", "remove kms_key_arn or enable encryption")
     # An Output is checked when it resolves, with the same message (ScheduledTable._checked_keys).
     problem = resource_problem("kms_key_arn", args.kms_key_arn)
     if isinstance(args.kms_key_arn, str):
@@ -265,32 +256,29 @@ def _encryption(args: ScheduledTableArgs) -> None:
 def _target(args: ScheduledTableArgs) -> None:
     if args.target is not None and not is_target(args.target):
         names = ", ".join(t.__name__ for t in target_types.classes())
-        _fail("target", f"{type(args.target).__name__} is not a target", f"pass one of {names}, or None")
-    problem = scheduler_problem(args.target, scheduler_delivers=args.mode is Mode.EVENTBRIDGE)
+        fail("target", f"{type(args.target).__name__} is not a target", f"pass one of {names}, or None")
+    problem = scheduler_problem(args.target, scheduler_delivers=modes.of(args).scheduler_delivers(args))
     if problem:
         raise ValueError(problem)
 
 
 def _lambda(args: ScheduledTableArgs) -> None:
-    _between(args, "lambda_memory_mb", 128, 10240)
-    _between(args, "lambda_timeout_seconds", 1, 900)
+    between(args, "lambda_memory_mb", 128, 10240)
+    between(args, "lambda_timeout_seconds", 1, 900)
     if args.lambda_architecture not in ("arm64", "x86_64"):
-        _fail("lambda_architecture", f"{args.lambda_architecture!r} is not supported", "use 'arm64' or 'x86_64'")
+        fail("lambda_architecture", f"{args.lambda_architecture!r} is not supported", "use 'arm64' or 'x86_64'")
     if args.lambda_runtime not in LAMBDA_RUNTIMES:
-        _fail("lambda_runtime", f"{args.lambda_runtime!r} is not supported", f"use one of {sorted(LAMBDA_RUNTIMES)}")
+        fail("lambda_runtime", f"{args.lambda_runtime!r} is not supported", f"use one of {sorted(LAMBDA_RUNTIMES)}")
     days = args.log_retention_days
     if not isinstance(days, int | float) or isinstance(days, bool) or days not in LOG_RETENTION_DAYS:
-        _fail("log_retention_days", f"{args.log_retention_days!r} is not a CloudWatch period", "use e.g. 7, 30 or 90")
+        fail("log_retention_days", f"{args.log_retention_days!r} is not a CloudWatch period", "use e.g. 7, 30 or 90")
     if args.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        _fail("log_level", f"{args.log_level!r} is not a level", "use 'DEBUG', 'INFO', 'WARNING' or 'ERROR'")
-    _between(args, "max_workers", 1, 64)
+        fail("log_level", f"{args.log_level!r} is not a level", "use 'DEBUG', 'INFO', 'WARNING' or 'ERROR'")
+    between(args, "max_workers", 1, 64)
     if args.tracing not in TRACING_MODES:
-        _fail("tracing", f"{args.tracing!r} is not an X-Ray mode", "use 'PassThrough' (the default) or 'Active'")
-    roles = roles_of(
-        str(args.mode),
-        backfill=args.backfill_function or args.reconcile_every is not None,
-        second_precision=args.precision == "second",
-    )
+        fail("tracing", f"{args.tracing!r} is not an X-Ray mode", "use 'PassThrough' (the default) or 'Active'")
+    backfill = args.backfill_function or args.reconcile_every is not None
+    roles = modes.of(args).function_roles(args) + ((BACKFILL_ROLE,) if backfill else ())
     problem = overrides_problem(
         args.function_overrides, mode=str(args.mode), roles=roles, retention_days=LOG_RETENTION_DAYS
     )
@@ -299,224 +287,32 @@ def _lambda(args: ScheduledTableArgs) -> None:
 
 
 def _stream(args: ScheduledTableArgs) -> None:
-    _between(args, "batch_size", 1, 10000)
-    _between(args, "maximum_batching_window_seconds", 0, 300)
+    between(args, "batch_size", 1, 10000)
+    between(args, "maximum_batching_window_seconds", 0, 300)
     if args.starting_position not in ("TRIM_HORIZON", "LATEST"):
-        _fail("starting_position", f"{args.starting_position!r} is not valid", "use 'TRIM_HORIZON' or 'LATEST'")
-    _between(args, "maximum_retry_attempts", 0, 10000, " (-1, retry forever, would let one record block its shard)")
-    _between(args, "maximum_record_age_seconds", 60, 604800, " (-1, never expire, would block the shard)")
-    _between(args, "parallelization_factor", 1, 10)
+        fail("starting_position", f"{args.starting_position!r} is not valid", "use 'TRIM_HORIZON' or 'LATEST'")
+    between(args, "maximum_retry_attempts", 0, 10000, " (-1, retry forever, would let one record block its shard)")
+    between(args, "maximum_record_age_seconds", 60, 604800, " (-1, never expire, would block the shard)")
+    between(args, "parallelization_factor", 1, 10)
 
 
-SCHEDULER_OPTIONS = ("schedule_retry_attempts", "schedule_max_event_age_seconds")
-TTL_ONLY = ("repeat_attribute", "repeat_until_attribute", "occurrence_attribute")
-
-
-def _scheduler(args: ScheduledTableArgs) -> None:
-    # Per-item schedules exist in eventbridge mode and in precise ttl mode; the options mean nothing elsewhere.
-    if args.mode is Mode.TTL and not args.precise:
-        for name in SCHEDULER_OPTIONS:
-            if getattr(args, name) != _DEFAULTS[name]:
-                _fail(
-                    name,
-                    "only applies to schedules: mode='eventbridge', or mode='ttl' with precise=True",
-                    f"remove {name} or set precise=True",
-                )
-    elif args.mode is not Mode.TTL and not _only_in(args, Mode.EVENTBRIDGE, SCHEDULER_OPTIONS, also="mode='ttl'"):
-        return
-    _between(args, "schedule_retry_attempts", 0, 185)
-    _between(args, "schedule_max_event_age_seconds", 60, 86400)
-
-
-MAX_OFFSETS = 10
-MAX_OFFSET_SECONDS = 366 * 86400
-
-
-def _offsets(args: ScheduledTableArgs) -> None:
-    if not _only_in(args, Mode.EVENTBRIDGE, ("offsets",)):
-        return
-    values = args.offsets
-    if not isinstance(values, list) or not values or any(isinstance(v, bool) or not isinstance(v, int) for v in values):
-        _fail("offsets", f"expected a non-empty list of whole seconds, got {values!r}", "e.g. offsets=[-3600, 0]")
-    if len(set(values)) != len(values):
-        _fail("offsets", f"{values!r} names an offset twice", "list each offset once")
-    if len(values) > MAX_OFFSETS:
-        _fail("offsets", f"{len(values)} offsets", f"use at most {MAX_OFFSETS} (each is a schedule per item)")
-    if any(abs(v) > MAX_OFFSET_SECONDS for v in values):
-        _fail("offsets", f"{values!r} has an offset beyond a year", f"keep each within +-{MAX_OFFSET_SECONDS} seconds")
-
-
-RECURRENCE_OPTIONS = ("time_zone_attribute", "recurrence_start_attribute", "recurrence_end_attribute")
-
-
-def _recurrence(args: ScheduledTableArgs) -> None:
-    if not _only_in(args, Mode.EVENTBRIDGE, RECURRENCE_OPTIONS):
-        return
-    taken = {args.partition_key: "partition_key", args.sort_key: "sort_key", args.time_attribute: "time_attribute"}
-    for name in RECURRENCE_OPTIONS:
-        value = getattr(args, name)
-        if value is None:
-            continue
-        if not isinstance(value, str) or not value:
-            example = _DEFAULTS[name] or "timeZone"
-            _fail(name, f"expected an attribute name, got {value!r}", f"name an item attribute, e.g. {example!r}")
-        if value in taken:
-            _fail(name, f"{value!r} is already {taken[value]}", "name an attribute of its own")
-        taken[value] = name
-
-
-PRECISIONS = ("minute", "second")
-# The release function holds a due event up to a second, then claims, checks and sends it, each call with the SDK's
-# retries. A run that times out leaves its whole batch invisible for the release queue's visibility timeout (the
-# ledger's lease, `runtime_config.lease_seconds`): every event in it half a minute late, which second precision exists
-# to prevent.
-RELEASE_MIN_TIMEOUT_SECONDS = 10
-
-
-def _precision(args: ScheduledTableArgs) -> None:
-    if not _only_in(args, Mode.EVENTBRIDGE, ("precision",)):
-        return
-    if args.precision not in PRECISIONS:
-        _fail("precision", f"{args.precision!r} is not a precision", "use 'minute' (the default) or 'second'")
-    timeout = args.lambda_timeout_seconds
-    if args.precision == "second" and timeout < RELEASE_MIN_TIMEOUT_SECONDS:
-        from .runtime_config import lease_seconds
-
-        _fail(
-            "lambda_timeout_seconds",
-            f"{timeout} s is too short for precision='second' (the release function holds each due event up to 1 s "
-            f"before its calls; a run that times out delivers its batch {lease_seconds(args)} s late)",
-            f"use at least {RELEASE_MIN_TIMEOUT_SECONDS} (the default is 60), or precision='minute'",
-        )
-
-
-def _ttl(args: ScheduledTableArgs) -> None:
-    if args.precise and args.mode is not Mode.TTL:
-        _fail("precise", f"only applies to mode='ttl' (mode is {str(args.mode)!r})", "remove precise or set mode='ttl'")
-    if not _only_in(args, Mode.TTL, TTL_ONLY):
-        _idempotency(args)
-        return
-    names = ("repeat_attribute", "repeat_until_attribute", "occurrence_attribute")
-    taken = {args.partition_key, args.sort_key, args.time_attribute}
-    for name in names:
-        value = getattr(args, name)
-        if not value:
-            _fail(name, "must not be empty", "name an attribute, e.g. the default")
-        if value in taken:
-            _fail(name, f"{value!r} is already used by another option (keys, time, repeat)", "give it its own name")
-        taken.add(value)
-    _idempotency(args)
+def _mode_rules(args: ScheduledTableArgs) -> None:
+    """Options of another mode are refused; then the mode's own rules (components/modes/)."""
+    mode = modes.of(args)
+    refuse_foreign(args, mode, modes.every())
+    mode.check(args)
 
 
 def _idempotency(args: ScheduledTableArgs) -> None:
     # Every mode keeps a ledger. Stream records live 24 h: a shorter memory would let a late redelivery act again.
-    _between(
+    between(
         args, "idempotency_window_seconds", 86400, 2592000, " (at least the stream's 24 h retention; 48 h by default)"
     )
 
 
-POLLING_ONLY = (
-    "shards",
-    "shard_groups",
-    "poll_interval_minutes",
-    "on_done",
-    "delay_attribute",
-    "default_delay_seconds",
-    "max_attempts",
-    "retry_backoff_seconds",
-)
-
-
-def _polling(args: ScheduledTableArgs) -> None:
-    if not _only_in(args, Mode.POLLING, POLLING_ONLY):
-        return
-    _between(args, "shards", 1, 100, " (one index partition each; 8 by default)")
-    _between(
-        args, "shard_groups", 1, args.shards, " (one processor invocation per group of shards; raise shards for more)"
-    )
-    _between(args, "poll_interval_minutes", 1, 1440)
-    if args.on_done not in ("mark", "delete"):
-        _fail("on_done", f"{args.on_done!r} is not valid", "use 'mark' (keep the item, marked done) or 'delete'")
-    if not args.delay_attribute or args.delay_attribute in (args.partition_key, args.sort_key, args.time_attribute):
-        _fail("delay_attribute", f"{args.delay_attribute!r} cannot be used", "name an attribute of its own")
-    if args.default_delay_seconds is not None:
-        _between(args, "default_delay_seconds", 0, 31536000)
-    _between(args, "max_attempts", 1, 100)
-    _between(args, "retry_backoff_seconds", 1, 86400)
-    reserved = _reserved_attributes()
-    for name in ("partition_key", "sort_key", "time_attribute", "delay_attribute"):
-        if getattr(args, name) in reserved:
-            _fail(name, f"{getattr(args, name)!r} is reserved for the due index", f"use a name not in {reserved}")
-
-
-def _reserved_attributes() -> tuple[str, ...]:
-    from .packaging import runtime_module
-
-    attributes: tuple[str, ...] = runtime_module("pending").INDEX_ATTRIBUTES
-    return attributes
-
-
-AGGREGATE_ONLY = (
-    "source_prefix",
-    "value_attribute",
-    "group_from",
-    "total_sort_key",
-    "total_attribute",
-    "aggregation",
-    "on_change",
-)
-
-
-def _only_in(args: ScheduledTableArgs, mode: Mode, names: tuple[str, ...], also: str = "") -> bool:
-    """Refuse a mode's options set on another mode; True when `args` is that mode (so its rules apply)."""
-    if args.mode is mode:
-        return True
-    where = f"mode={mode.value!r}" + (f" or {also}" if also else "")
-    for name in names:
-        if getattr(args, name) != _DEFAULTS[name]:
-            _fail(name, f"only applies to {where} (mode is {str(args.mode)!r})", f"remove {name}")
-    return False
-
-
-def _aggregate(args: ScheduledTableArgs) -> None:
-    if not _only_in(args, Mode.AGGREGATE, AGGREGATE_ONLY):
-        return
-    if args.target is not None:
-        _fail("target", "aggregate mode writes totals to the table and has no target", "remove target")
-    if args.sort_key is None or args.partition_key_type != "S" or args.sort_key_type != "S":
-        _fail("sort_key", "aggregate mode keeps totals at PK=<group>, SK=total_sort_key", "use string PK and SK keys")
-    for name in ("source_prefix", "value_attribute", "group_from", "total_sort_key", "total_attribute"):
-        if not getattr(args, name):
-            _fail(name, "must not be empty", "use the default or name your own")
-    if args.total_attribute in (args.partition_key, args.sort_key, args.value_attribute):
-        _fail("total_attribute", f"{args.total_attribute!r} is a key or the value attribute", "use its own name")
-    if args.value_attribute in (args.partition_key, args.sort_key):
-        _fail("value_attribute", f"{args.value_attribute!r} is a key attribute", "name the attribute holding the value")
-    if args.total_attribute.startswith("stIds") or args.total_attribute == "stLedgerUntil":
-        _fail(
-            "total_attribute",
-            f"{args.total_attribute!r} is reserved: the total item keeps its recent record ids in stIds<n> and "
-            "stLedgerUntil",
-            "use another name",
-        )
-    if args.aggregation not in ("sum", "count"):
-        _fail("aggregation", f"{args.aggregation!r} is not supported", "use 'sum' or 'count'")
-    if args.on_change not in ("ignore", "adjust"):
-        _fail("on_change", f"{args.on_change!r} is not valid", "use 'ignore' (inserts only, as seed 003) or 'adjust'")
-    # The mapping's filter passes records whose *partition key* starts with source_prefix, and a total lives at
-    # partition key = the group: a group taken from the partition key itself always starts with the prefix, so
-    # every score would be parked (a group value that starts with it is parked at run time, with the reason).
-    if args.group_from == args.partition_key:
-        _fail(
-            "group_from",
-            f"{args.group_from!r} is the partition key, whose values all start with source_prefix "
-            f"{args.source_prefix!r}: each total would look like a score and every score would be parked",
-            "group by the sort key (the default, 'SK') or another attribute",
-        )
-
-
 def _queues(args: ScheduledTableArgs) -> None:
-    has_target_dlq = args.mode in (Mode.EVENTBRIDGE, Mode.POLLING) or (args.mode is Mode.TTL and args.precise)
+    mode = modes.of(args)
+    has_target_dlq = mode.has_target_dlq(args)
     for option in QUEUE_OPTIONS:
         given = getattr(args, option)
         problem = existing_queue_problem(option, given, has_target_dlq=has_target_dlq, mode=str(args.mode))
@@ -529,13 +325,9 @@ def _queues(args: ScheduledTableArgs) -> None:
     # What reaches the target DLQ whole, and may be up to 1 MiB: the polling processor's dead letters (the item,
     # trimmed to fit 1 MiB only) and, at second precision, release messages (from the component's 1 MiB release
     # queue, by the release function and by the release queue's redrive).
-    whole = None
-    if args.mode is Mode.POLLING:
-        whole = "the polling processor parks whole items there (up to DynamoDB's 400 KB each, larger as JSON)"
-    elif args.mode is Mode.EVENTBRIDGE and args.precision == "second":
-        whole = "release messages of up to 1 MiB are parked or redriven there at precision 'second'"
+    whole = mode.whole_dead_letters(args)
     if whole and dlq is not None and dlq.max_message_bytes < MAX_QUEUE_MESSAGE_BYTES:
-        _fail(
+        fail(
             "existing_target_dlq.max_message_bytes",
             f"{dlq.max_message_bytes} is less than 1 MiB, and {whole}",
             f"raise the queue's maxMessageSize to {MAX_QUEUE_MESSAGE_BYTES} (max_message_size on aws.sqs.Queue) and "
@@ -545,16 +337,16 @@ def _queues(args: ScheduledTableArgs) -> None:
 
 def _operations(args: ScheduledTableArgs) -> None:
     if args.alarm_topic_arn is not None and args.create_alarm_topic:
-        _fail("create_alarm_topic", "conflicts with alarm_topic_arn", "give a topic or ask for one, not both")
+        fail("create_alarm_topic", "conflicts with alarm_topic_arn", "give a topic or ask for one, not both")
     if (args.alarm_topic_arn is not None or args.create_alarm_topic) and not args.alarms:
-        _fail("alarms", "is off, so an alarm topic would never be used", "turn alarms on or remove the topic")
+        fail("alarms", "is off, so an alarm topic would never be used", "turn alarms on or remove the topic")
     # An Output (a topic made in the same program) is checked when it resolves, with the same message.
     topic = args.alarm_topic_arn
     problem = topic_arn_problem("alarm_topic_arn", topic) if isinstance(topic, str) else None
     problem = problem or resource_problem("alarm_topic_arn", topic)
     if problem:
         raise ValueError(problem)
-    _between(args, "iterator_age_alarm_seconds", 60, 86400)
+    between(args, "iterator_age_alarm_seconds", 60, 86400)
 
 
 # EventBridge's schedule expressions (a rule's): rate(1 hour), rate(6 hours), cron with six fields.
@@ -568,7 +360,7 @@ def _reconcile(args: ScheduledTableArgs) -> None:
     if value is None:
         return
     if not isinstance(value, str) or not RECONCILE_EVERY.fullmatch(value):
-        _fail(
+        fail(
             "reconcile_every",
             f"{value!r} is not an EventBridge schedule expression",
             "give one such as 'rate(1 day)', 'rate(6 hours)' or 'cron(0 3 * * ? *)'",
@@ -577,10 +369,10 @@ def _reconcile(args: ScheduledTableArgs) -> None:
 
 def _tags(args: ScheduledTableArgs) -> None:
     if not isinstance(args.tags, Mapping):
-        _fail("tags", f"{args.tags!r} is not a mapping of tag names to values", "pass a dict, e.g. {'team': 'ops'}")
+        fail("tags", f"{args.tags!r} is not a mapping of tag names to values", "pass a dict, e.g. {'team': 'ops'}")
     for key, value in args.tags.items():
         if not isinstance(key, str) or not isinstance(value, str) or not key or key.startswith("aws:"):
-            _fail("tags", f"{key!r}: {value!r} is not a valid tag", "use non-empty string keys not starting 'aws:'")
+            fail("tags", f"{key!r}: {value!r} is not a valid tag", "use non-empty string keys not starting 'aws:'")
 
 
 def _environment(args: ScheduledTableArgs) -> None:
@@ -600,13 +392,8 @@ _RULES = (
     _target,
     _lambda,
     _stream,
-    _scheduler,
-    _offsets,
-    _recurrence,
-    _precision,
-    _ttl,
-    _polling,
-    _aggregate,
+    _mode_rules,
+    _idempotency,
     _queues,
     _operations,
     _reconcile,
@@ -615,23 +402,13 @@ _RULES = (
 )
 
 
-def _field_defaults() -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for f in fields(ScheduledTableArgs):
-        if f.name == "mode":
-            continue
-        factory: Any = f.default_factory
-        result[f.name] = factory() if f.default is MISSING else f.default
-    return result
-
-
-_DEFAULTS = _field_defaults()
+_DEFAULTS = defaults(ScheduledTableArgs)
 
 # What each option does, its range and the mode it belongs to, written once: help(ScheduledTableArgs), the provider's
 # inputs (provider_inputs.py) and the docs' configuration page (docs/configuration.md, `python -m
 # components.reference`) are generated from it with each field's default; tests fail when a generated file is stale.
 OPTION_DOCS: dict[str, str] = {
-    "mode": "`eventbridge`, `ttl`, `polling` or `aggregate`",
+    "mode": modes.option_doc(),
     "existing_table": (
         "`ExistingTable(name, stream_arn)` (stack: `{name: ..., streamArn: ...}`): act on a table you have instead of "
         "creating one; refuses the table-shaping options (billing, capacities, PITR, encryption, deletion protection, "
@@ -812,4 +589,4 @@ ScheduledTableArgs.__doc__ = _documented()
 
 def describe_defaults() -> dict[str, Any]:
     """Every option with its default (mode excluded): the README's "Default settings" table is checked against it."""
-    return _field_defaults()
+    return copy.deepcopy(_DEFAULTS)

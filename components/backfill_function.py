@@ -16,6 +16,7 @@ import json
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
+from . import modes
 from .policies import STREAM_READ_ACTIONS, VPC_ACCESS_ACTIONS, Statement
 
 if TYPE_CHECKING:
@@ -55,7 +56,9 @@ def own_statements(
     named = handler_module("backfill_resources")
     arns = {
         named.TABLE: [table_arn],
-        named.TOTALS: [table_arn] if mode == "aggregate" else [],  # settled after reconciling aggregate's items only
+        named.TOTALS: [table_arn]
+        if modes.by_name(str(mode)).keeps_totals
+        else [],  # settled after reconciling its items
         named.MARKER: [],  # the operator's: `scheduled-table backfill` reads and writes it around the fan-out
         named.CHECKPOINT: [checkpoint_ledger_arn] if checkpoint_ledger_arn else [],
         named.POISON: [],  # the consumer's send statement names it (kept)

@@ -12,8 +12,8 @@ from typing import Any, cast
 import pulumi
 import pulumi_aws as aws
 
-from . import arns, descriptions, policies
-from .args import Mode, ScheduledTableArgs
+from . import arns, descriptions, modes, policies
+from .args import ScheduledTableArgs
 from .existing import (
     WRONG_VIEW_TYPE_FILTER,
     existing_table_problem,
@@ -27,7 +27,7 @@ from .existing import (
 )
 from .filters import filter_patterns, within_filter_limit
 from .overrides import FunctionOverrides, function_settings
-from .packaging import constants, handler_archive, runtime_module
+from .packaging import constants, handler_archive
 from .parts import BuildContext, Consumer, Owner, QueueRef, Scheduling, TableRef
 from .queues import ExistingQueue, placement_problem, queue_arn_problem, queue_name, queue_url
 from .runtime_config import Value, function_environment, handler_document, own_key_arn
@@ -141,26 +141,9 @@ def _new_table(owner: Owner, a: ScheduledTableArgs) -> aws.dynamodb.Table:
     attributes = [aws.dynamodb.TableAttributeArgs(name=a.partition_key, type=a.partition_key_type)]
     if a.sort_key:
         attributes.append(aws.dynamodb.TableAttributeArgs(name=a.sort_key, type=a.sort_key_type))
-    indexes: list[aws.dynamodb.TableGlobalSecondaryIndexArgs] = []
-    if a.mode is Mode.POLLING:
-        # The sparse due index: only items waiting to run carry its keys (shard, due epoch seconds).
-        pending = runtime_module("pending")
-        attributes += [
-            aws.dynamodb.TableAttributeArgs(name=pending.SHARD, type="N"),
-            aws.dynamodb.TableAttributeArgs(name=pending.DUE, type="N"),
-        ]
-        indexes.append(
-            aws.dynamodb.TableGlobalSecondaryIndexArgs(
-                name=pending.INDEX_NAME,
-                key_schemas=[
-                    aws.dynamodb.TableGlobalSecondaryIndexKeySchemaArgs(attribute_name=pending.SHARD, key_type="HASH"),
-                    aws.dynamodb.TableGlobalSecondaryIndexKeySchemaArgs(attribute_name=pending.DUE, key_type="RANGE"),
-                ],
-                projection_type="ALL",
-                read_capacity=a.read_capacity,
-                write_capacity=a.write_capacity,
-            )
-        )
+    # What the mode adds: polling its due index, ttl the table's TTL on the time attribute.
+    parts = modes.of(a).table_parts(a)
+    attributes += parts.get("attributes", [])
     return aws.dynamodb.Table(
         f"{owner.name}-table",
         attributes=attributes,
@@ -176,9 +159,8 @@ def _new_table(owner: Owner, a: ScheduledTableArgs) -> aws.dynamodb.Table:
             enabled=a.server_side_encryption, kms_key_arn=a.kms_key_arn
         ),
         deletion_protection_enabled=a.deletion_protection,
-        # ttl mode: DynamoDB deletes each item once its time attribute (epoch seconds) has passed.
-        global_secondary_indexes=indexes or None,
-        ttl=aws.dynamodb.TableTtlArgs(attribute_name=a.time_attribute, enabled=True) if a.mode is Mode.TTL else None,
+        global_secondary_indexes=parts.get("global_secondary_indexes"),
+        ttl=parts.get("ttl"),
         tags=dict(owner.tags),
         opts=owner.child,
     )

@@ -10,14 +10,14 @@ from typing import Any, cast
 import pulumi
 import pulumi_aws as aws
 
-from . import aggregate, eventbridge, polling, ttl
-from .args import Mode, ScheduledTableArgs
+from . import modes
+from .args import ScheduledTableArgs
 from .arns import kms_key_problem
 from .backfill_function import build_backfill, build_reconcile_every, ledger_arn
 from .builders import build_dead_letter_queue, build_queue, build_table, deploying_arn
 from .inputs import args_from_inputs, provider_message
 from .observability import build_operations
-from .parts import BuildContext, Made, ModeResult, Owner, TableRef
+from .parts import BuildContext, Made, Owner, TableRef
 from .provider_inputs import ScheduledTableInputs
 from .queues import QUEUE_OPTIONS
 from .runtime_config import own_key_arn, target_kind
@@ -112,7 +112,8 @@ class ScheduledTable(pulumi.ComponentResource):
         self.due_queue_url = self.due_queue_arn = None
         self.target_kind = target_kind(args)
         self.target_arn: pulumi.Input[str] = ""
-        if args.mode is not Mode.AGGREGATE and args.target is None:
+        mode = modes.of(args)
+        if mode.has_target and args.target is None:
             self.due_queue = build_queue(owner, "due", retention=4 * 24 * 3600)
             self.due_queue_url, self.due_queue_arn = self.due_queue.url, self.due_queue.arn
             self.target_arn = self.due_queue.arn
@@ -120,7 +121,7 @@ class ScheduledTable(pulumi.ComponentResource):
             # `home` is in the deploying region: the target must be too (targets.region_problem).
             self.target_arn = checked_arn(
                 args.target,
-                scheduler_delivers=args.mode is Mode.EVENTBRIDGE,
+                scheduler_delivers=mode.scheduler_delivers(args),
                 rename=rename,
                 stack_region_of=home,
             )
@@ -137,7 +138,7 @@ class ScheduledTable(pulumi.ComponentResource):
             home_arn=home,
             rename=rename,
         )
-        built = MODE_BUILDERS[Mode(args.mode)](ctx)
+        built = mode.build(ctx)
         self.schedule_group_name = built.schedule_group_name
         self.target_dlq_url = built.target_dlq_url
         self.ledger_table_name = built.ledger_table_name
@@ -241,11 +242,3 @@ def checked_outputs(args: ScheduledTableArgs, rename: Callable[[str], str]) -> S
                 target, kms_key_arn=checked(f"{owner}.kms_key_arn", key, kms_key_problem)
             )
     return dataclasses.replace(args, **changes) if changes else args
-
-
-MODE_BUILDERS: dict[Mode, Callable[[BuildContext], ModeResult]] = {
-    Mode.EVENTBRIDGE: eventbridge.build,
-    Mode.TTL: ttl.build,
-    Mode.POLLING: polling.build,
-    Mode.AGGREGATE: aggregate.build,
-}

@@ -4,26 +4,24 @@ Lambda accepts 256 characters, IAM 1000 (printable ASCII and Latin-1), so both a
 
 from __future__ import annotations
 
-# What each function does, by its role in the component.
-_WORK = {
-    "scheduler": "turns the table's stream into one EventBridge Scheduler schedule per due time",
-    "executor": "acts on items the table's TTL (or their precise delete schedule) removed as due",
-    "processor": "takes due items from the table's due index on each tick and sends them to the target",
-    "assigner": "indexes items users write into the table's sharded due index",
-    "aggregator": "keeps running totals of the table's score items, each record counted once",
-    "releaser": "holds each due event in the release queue until its second, then sends it to the target once",
-}
+from . import modes
+
 LAMBDA_DESCRIPTION_MAX = 256
 ROLE_DESCRIPTION_MAX = 1000
 
 
+def _work(role: str, mode: str) -> str:
+    """What the function of `role` does, as its mode says (components/modes/)."""
+    return modes.by_name(mode).roles.get(role, role)
+
+
 def function(component: str, role: str, mode: str) -> str:
-    work = _WORK.get(role, role)
+    work = _work(role, mode)
     return f"scheduled-table {component} ({mode} mode): {work}"[:LAMBDA_DESCRIPTION_MAX]
 
 
 def role(component: str, role: str, mode: str) -> str:
-    work = _WORK.get(role, role)
+    work = _work(role, mode)
     text = f"Lets the {role} function of scheduled-table {component} ({mode} mode) do its work and no more: {work}"
     return _printable(text)[:ROLE_DESCRIPTION_MAX]
 

@@ -11,7 +11,7 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from . import policies
+from . import modes, policies
 from .builders import (
     build_function,
     build_ledger,
@@ -23,7 +23,6 @@ from .builders import (
     queue_encryption,
     target_statements,
 )
-from .filters import eventbridge_filters
 from .packaging import constants
 from .parts import BuildContext, Consumer, ModeResult, QueueRef, flatten
 from .runtime_config import Value, lease_seconds, own_key_arn
@@ -83,7 +82,7 @@ def build(ctx: BuildContext) -> ModeResult:
         ctx,
         role="scheduler",
         handler="eventbridge.handler",
-        filters=eventbridge_filters(a.time_attribute),
+        filters=modes.of(a).filters(a),
         extra_statements=pulumi.Output.all(*statements).apply(flatten),
         config=handler_config(ctx, values),
     )

@@ -27,6 +27,7 @@ from typing import Any
 
 import pulumi
 
+from . import modes
 from .suggest import keyword_hints
 
 # arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>
@@ -55,14 +56,6 @@ class ExistingTable:
 
     name: pulumi.Input[str]
     stream_arn: pulumi.Input[str] | None = None
-
-
-# What `polling` needs of a table it does not own (the names are the handlers', see st_core/pending.py).
-def _due_index() -> tuple[str, str, str]:
-    from .packaging import runtime_module
-
-    pending = runtime_module("pending")
-    return pending.INDEX_NAME, pending.SHARD, pending.DUE
 
 
 def table_problems(
@@ -94,26 +87,8 @@ def table_problems(
             f"table {name!r} has sort key {found.get('range_key') or None!r}, not {sort_key!r}; "
             f"pass sort_key={found.get('range_key') or None!r}"
         )
-    ttl = found.get("ttl") or {}
-    if mode == "ttl" and not (ttl.get("enabled") and ttl.get("attribute_name") == time_attribute):
-        problems.append(
-            f"table {name!r} does not expire items by {time_attribute!r}; enable TTL on {time_attribute!r} "
-            "(ttl mode acts when TTL deletes an item)"
-        )
-    if mode == "polling":
-        index, shard, due = _due_index()
-        have = {i.get("name"): i for i in found.get("global_secondary_indexes") or []}
-        given = have.get(index) or {}
-        # The processor builds each due event from the index's copy of the item: it must hold the whole item.
-        if (given.get("hash_key"), given.get("range_key"), given.get("projection_type") or "ALL") != (
-            shard,
-            due,
-            "ALL",
-        ):
-            problems.append(
-                f"table {name!r} has no due index; add global secondary index {index!r} with partition key "
-                f"{shard!r} (N) and sort key {due!r} (N), projection ALL"
-            )
+    # What the mode needs of it beyond (ttl: TTL on the time attribute; polling: the due index).
+    problems += modes.by_name(mode).table_problems(found, time_attribute=time_attribute)
     return problems
 
 

@@ -1,4 +1,6 @@
-"""Event source mapping filter patterns: the Lambda is invoked only for records that can change something."""
+"""Event source mapping filter patterns: the Lambda is invoked only for records that can change something. What
+every mode's filters share is here (the unusable due types, Lambda's five-filter limit, the patterns as text); each
+mode's own filters are in its module (components/modes/)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from typing import Any
 
 # A time attribute is a string (ISO-8601) or a number (epoch seconds); `exists` only matches leaf values, so each
 # DynamoDB type tag needs its own pattern.
-_TIME_TYPES = ("S", "N")
+TIME_TYPES = ("S", "N")
 # The other types an `exists` filter can see (leaf values: null, boolean, binary, and sets, whose members are
 # leaves). A due attribute of one of them is no time the mode can use: the function must see it to park the record
 # with its reason. A map (M) or list (L) holds objects, which no leaf filter matches: `inspect` lists those.
@@ -38,68 +40,6 @@ def is_unusable_due_filter(pattern: dict[str, Any]) -> bool:
     return len(image) == 1 and all(
         isinstance(v, dict) and list(v) in ([t] for t in UNUSABLE_LEAF_TYPES) for v in image.values()
     )
-
-
-def eventbridge_filters(time_attribute: str) -> list[dict[str, Any]]:
-    """INSERT/MODIFY of items that carry a time (S or N), MODIFY/REMOVE of items that carried one (nothing was
-    scheduled for another type); the fifth filter passes a null due attribute, to be parked with its reason."""
-    patterns: list[dict[str, Any]] = []
-    for image, events in (("NewImage", ["INSERT", "MODIFY"]), ("OldImage", ["MODIFY", "REMOVE"])):
-        for tag in _TIME_TYPES:
-            patterns.append({"eventName": events, "dynamodb": {image: {time_attribute: {tag: [{"exists": True}]}}}})
-    return [*patterns, *unusable_due_filters(time_attribute, MAX_FILTERS - len(patterns))]
-
-
-TTL_SERVICE = {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]}
-
-
-def ttl_filters(time_attribute: str, precise: bool) -> list[dict[str, Any]]:
-    """Only TTL deletions (REMOVE by the DynamoDB service): inserts, updates and users' deletes never invoke the
-    executor.
-
-    Precise mode must also see: inserts and updates of items with a due time (to keep their schedule; a string
-    due time too, to park it with the reason, since TTL ignores it); and updates and removes of items that held a
-    numeric due time, which covers users' deletes (a cancel, or due), TTL's deletions, a due time removed, and the
-    schedule's fire (`SET stFiredAt = <due> REMOVE <due attribute>`, see handlers/ttl.py). Not passed: the
-    executor's own delete of a fired item (it holds no due time), and removes or updates of items whose due time was
-    a string (never scheduled, nothing to undo). Inserts and updates whose due attribute is null or a boolean pass
-    too, in the two filters left of Lambda's five, to be parked with their reason."""
-    if precise:
-        patterns: list[dict[str, Any]] = [
-            {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": {time_attribute: {tag: [{"exists": True}]}}}}
-            for tag in _TIME_TYPES
-        ]
-        patterns.append(
-            {"eventName": ["MODIFY", "REMOVE"], "dynamodb": {"OldImage": {time_attribute: {"N": [{"exists": True}]}}}}
-        )
-        return [*patterns, *unusable_due_filters(time_attribute, MAX_FILTERS - len(patterns))]
-    return [{"eventName": ["REMOVE"], "userIdentity": TTL_SERVICE}]
-
-
-def polling_filters() -> list[dict[str, Any]]:
-    """Writes of users, never of the mode itself: items without `stStatus` (new, or replaced by a PutItem), and
-    updates of items waiting in the index (PENDING before and after, to pick up a changed due time). The processor's
-    writes that keep a waiting item PENDING (indexing it again at its time, taking it out of the index) and the
-    assigner's own pass the second filter, but keep the time attribute, which is all the assigner acts on: it
-    writes nothing for them, so nothing loops."""
-    from .packaging import runtime_module
-
-    pending = runtime_module("pending")
-    status, waiting = pending.STATUS, pending.Status.PENDING.value
-    return [
-        {"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": {status: {"S": [{"exists": False}]}}}},
-        {
-            "eventName": ["MODIFY"],
-            "dynamodb": {"NewImage": {status: {"S": [waiting]}}, "OldImage": {status: {"S": [waiting]}}},
-        },
-    ]
-
-
-def aggregate_filters(partition_key: str, prefix: str, on_change: str) -> list[dict[str, Any]]:
-    """Source items only, by their key's prefix (seed 003's filter): inserts, and with `adjust` also updates and
-    deletes. Totals and ledger markers never have that prefix, so the mode's own writes cannot invoke it."""
-    events = ["INSERT", "MODIFY", "REMOVE"] if on_change == "adjust" else ["INSERT"]
-    return [{"eventName": events, "dynamodb": {"Keys": {partition_key: {"S": [{"prefix": prefix}]}}}}]
 
 
 def within_filter_limit(patterns: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,27 +15,16 @@ from typing import Any
 
 import pulumi
 
+from . import modes
 from .types import LambdaArchitecture
 
-# Which roles each mode makes (builders.build_function's `role`); `releaser` with precision="second" only, `backfill`
-# with backfill_function or reconcile_every.
-MODE_ROLES: dict[str, tuple[str, ...]] = {
-    "eventbridge": ("scheduler", "releaser"),
-    "ttl": ("executor",),
-    "polling": ("assigner", "processor"),
-    "aggregate": ("aggregator",),
-}
+# The backfill function's role, made with backfill_function or reconcile_every (each mode names its own roles:
+# components/modes/).
 BACKFILL_ROLE = "backfill"
-# Fed by the table's stream: reserved concurrency 0 would stop reading it, and the records would age out.
-STREAM_ROLES = frozenset({"scheduler", "executor", "assigner", "aggregator"})
 # Lambda's limits: 5 layers a function, 16 subnets and 5 security groups a VPC configuration.
 MAX_LAYERS = 5
 MAX_SUBNETS = 16
 MAX_SECURITY_GROUPS = 5
-# Fed by an SQS event source mapping, whose pollers do not heed a reservation: batches they cannot hand over are
-# throttled, count as receives, and after the release queue's maxReceiveCount land in the target DLQ
-# (AWS's advice: limit the mapping's maximum concurrency instead, never reserve below 1,000 for a standard queue).
-SQS_ROLES = frozenset({"releaser"})
 _LAYER_ARN = re.compile(r"arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+")
 
 
@@ -77,9 +66,9 @@ FUNCTION_OVERRIDES_DOCS: dict[str, str] = {
 }
 # The option's description after its syntax (args.OPTION_DOCS, provider.PROVIDER_DOCS).
 OVERRIDES_DOC = (
-    "each winning over the component-wide setting for that function only. Roles: `scheduler`, and `releaser` with "
-    "`precision` `second` (`eventbridge`), `executor` (`ttl`), `assigner` and `processor` (`polling`), `aggregator` "
-    "(`aggregate`), `backfill` (with `backfill_function` or `reconcile_every`); another role is refused. A VPC adds "
+    "each winning over the component-wide setting for that function only. Roles: "
+    + "".join(f"{mode.overrides_doc()} (`{mode.name}`), " for mode in modes.every())
+    + "`backfill` (with `backfill_function` or `reconcile_every`); another role is refused. A VPC adds "
     "the ENI actions of AWSLambdaVPCAccessExecutionRole to that function's role (IAM grants them on `*` only); its "
     "subnets need a route to DynamoDB, SQS, Scheduler and the target. Reserved concurrency 0 is refused for the "
     "stream consumers (it would stop the stream), and any for `releaser` (throttled SQS batches would send due "
@@ -89,12 +78,6 @@ VPC_CONFIG_DOCS: dict[str, str] = {
     "subnet_ids": f"the subnets' ids, 1-{MAX_SUBNETS}, each with a route to DynamoDB, SQS, Scheduler and the target",
     "security_group_ids": f"the security groups' ids, 1-{MAX_SECURITY_GROUPS}",
 }
-
-
-def roles_of(mode: str, *, backfill: bool, second_precision: bool) -> tuple[str, ...]:
-    """The function roles a component of `mode` makes (`backfill`: it also makes the backfill function)."""
-    roles = tuple(r for r in MODE_ROLES[mode] if r != "releaser" or second_precision)
-    return roles + ((BACKFILL_ROLE,) if backfill else ())
 
 
 def overrides_problem(
@@ -133,12 +116,16 @@ def _problem(o: FunctionOverrides, role: str, where: str, retention_days: frozen
             f"{where}.reserved_concurrency: {concurrency!r} is not a number of executions; use a whole number >= 0, "
             "or None for no reservation"
         )
-    if concurrency == 0 and role in STREAM_ROLES:
+    # Fed by the table's stream: reserved concurrency 0 would stop reading it, and the records would age out.
+    if concurrency == 0 and any(role in m.stream_roles for m in modes.every()):
         return (
             f"{where}.reserved_concurrency: 0 stops the {role!r} function reading the table's stream (records age "
             "out unprocessed); use at least 1, or None for no reservation"
         )
-    if concurrency is not None and role in SQS_ROLES:
+    # Fed by an SQS event source mapping, whose pollers do not heed a reservation: batches they cannot hand over are
+    # throttled, count as receives, and after the release queue's maxReceiveCount land in the target DLQ (AWS's
+    # advice: limit the mapping's maximum concurrency instead, never reserve below 1,000 for a standard queue).
+    if concurrency is not None and any(role in m.sqs_roles for m in modes.every()):
         return (
             f"{where}.reserved_concurrency: the {role!r} function is fed by an SQS event source, whose throttled "
             "batches would send due events to the target DLQ; remove it (no reservation)"

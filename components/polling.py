@@ -6,7 +6,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from . import policies
+from . import modes, policies
 from .builders import (
     build_function,
     build_ledger,
@@ -16,7 +16,6 @@ from .builders import (
     other_accounts_table,
     target_statements,
 )
-from .filters import polling_filters
 from .packaging import runtime_module
 from .parts import BuildContext, ModeResult, flatten
 from .runtime_config import Value
@@ -96,7 +95,7 @@ def build(ctx: BuildContext) -> ModeResult:
         ctx,
         role="assigner",
         handler="polling_assign.handler",
-        filters=polling_filters(),
+        filters=modes.of(a).filters(a),
         extra_statements=pulumi.Output.all(
             ctx.table.arn.apply(lambda arn: policies.table_item_statements(arn, ["UpdateItem"])),
             pulumi.Output.all(ledger.arn, other_accounts_table(ctx)).apply(

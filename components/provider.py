@@ -26,7 +26,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import pulumi
 
 from . import args as args_module
-from . import component, target_types
+from . import component, modes, target_types
 from .args import OPTION_DOCS, Mode, ScheduledTableArgs
 from .existing import ExistingTable
 from .inputs import NO_SORT_KEY, args_from_inputs, input_name, provider_message, target_fields
@@ -184,7 +184,7 @@ class _Inputs:
         if len(members) == 1:
             return self.annotation(members[0], field_name, where)
         if Mode in members:  # Mode | ModeName: a string enum of the modes' values
-            return self.enum("Mode", tuple(m.value for m in Mode), field_name)
+            return self.enum("Mode", modes.names(), field_name)
         for base, input_type in _INPUT_TYPES.items():
             if set(members) == set(get_args(input_type)):
                 return f"pulumi.Input[{base}]"

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import target_types
+from . import modes, target_types
 from .args import OPTION_DOCS, ScheduledTableArgs, describe_defaults
 from .existing import ExistingTable
 from .provider import EXISTING_TABLE_DOCS, target_field_docs
@@ -86,7 +86,9 @@ def page() -> str:
     lines = [intro(), "## ScheduledTableArgs", "", "| option | default | notes |", "| --- | --- | --- |"]
     for f in dataclasses.fields(ScheduledTableArgs):
         default = "(required)" if f.name == "mode" else _default(defaults[f.name])
-        lines.append(f"| `{f.name}` | {default} | {_cell(OPTION_DOCS[f.name])} |")
+        # The modes as registered now (components/modes/), as OPTION_DOCS has them once loaded.
+        doc = modes.option_doc() if f.name == "mode" else OPTION_DOCS[f.name]
+        lines.append(f"| `{f.name}` | {default} | {_cell(doc)} |")
     lines += ["", "## Targets", "", "| target (stack `type`) | option | default | notes |", "| --- | --- | --- | --- |"]
     for kind, cls in target_types.by_stack_type().items():
         for f in dataclasses.fields(cls):

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from . import modes
 from .packaging import constants
 from .targets import QueueTarget
-from .types import Mode
 
 if TYPE_CHECKING:  # the options validate themselves with this module's 4 KB check: a type-only import back
     import pulumi
@@ -51,28 +51,21 @@ def own_key_arn(args: ScheduledTableArgs) -> pulumi.Input[str] | None:
     return args.kms_key_arn
 
 
-def _scheduling(args: ScheduledTableArgs) -> tuple[Value, ...]:
+def scheduling_values(args: ScheduledTableArgs) -> tuple[Value, ...]:
+    """The values of the `scheduler` section (`scheduler_section`), for the modes that make per-item schedules."""
     keyed = (Value.SCHEDULE_KEY_ARN,) if own_key_arn(args) is not None else ()
     return (Value.SCHEDULE_GROUP, Value.SCHEDULER_ROLE_ARN, Value.TARGET_DLQ_ARN, *keyed)
 
 
 def needed_values(args: ScheduledTableArgs) -> tuple[Value, ...]:
-    """The values `handler_document` reads for this configuration."""
-    shared = (Value.TABLE, Value.TARGET_ARN, Value.POISON_QUEUE_URL)
-    if args.mode is Mode.EVENTBRIDGE:
-        release = (Value.RELEASE_QUEUE_ARN, Value.RELEASE_QUEUE_URL, Value.TARGET_DLQ_URL)
-        return (*shared, *_scheduling(args), Value.LEDGER_TABLE, *(release if args.precision == "second" else ()))
-    if args.mode is Mode.TTL:
-        return (*shared, Value.LEDGER_TABLE, *(_scheduling(args) if args.precise else ()))
-    if args.mode is Mode.POLLING:
-        return (*shared, Value.TARGET_DLQ_URL, Value.LEDGER_TABLE)
-    return (*shared, Value.LEDGER_TABLE)
+    """The values `handler_document` reads for this configuration: the shared ones, then its mode's."""
+    return (Value.TABLE, Value.TARGET_ARN, Value.POISON_QUEUE_URL, *modes.of(args).needed_values(args))
 
 
 def known_target_arn(args: ScheduledTableArgs) -> str | None:
     """The target's ARN when the args already hold it as text; None when a resource will tell."""
-    if args.mode is Mode.AGGREGATE:
-        return ""  # totals are written to the table itself: there is no target
+    if not modes.of(args).has_target:
+        return ""  # aggregate writes totals to the table itself: there is no target
     arn = None if args.target is None else args.target.arn
     return arn if isinstance(arn, str) else None
 
@@ -86,7 +79,7 @@ def handler_document(args: ScheduledTableArgs, values: Mapping[str, str]) -> str
     if args.target is not None:
         target.update(args.target.handler_options())
     config: dict[str, Any] = {
-        "mode": Mode(args.mode).value,
+        "mode": str(args.mode),
         "table": values[Value.TABLE],
         "partitionKey": args.partition_key,
         "sortKey": args.sort_key,
@@ -94,7 +87,7 @@ def handler_document(args: ScheduledTableArgs, values: Mapping[str, str]) -> str
         "target": target,
         "poisonQueueUrl": values[Value.POISON_QUEUE_URL],
         "maxWorkers": args.max_workers,
-        **_sections(args, values),
+        **modes.of(args).section(args, values),
     }
     if args.existing_poison_queue is not None:  # the component's own takes 1 MiB, the handlers' default
         config["poisonMaxMessageBytes"] = args.existing_poison_queue.max_message_bytes
@@ -104,7 +97,7 @@ def handler_document(args: ScheduledTableArgs, values: Mapping[str, str]) -> str
 def max_message_bytes(args: ScheduledTableArgs) -> int | None:
     """The largest message the target queue takes: the owned due queue's 1 MiB, or a QueueTarget's own setting;
     None for other targets."""
-    if args.mode is Mode.AGGREGATE:
+    if not modes.of(args).has_target:
         return None
     if args.target is None:
         return constants.OWNED_QUEUE_MESSAGE_BYTES
@@ -112,7 +105,7 @@ def max_message_bytes(args: ScheduledTableArgs) -> int | None:
 
 
 def target_kind(args: ScheduledTableArgs) -> str:
-    if args.mode is Mode.AGGREGATE:
+    if not modes.of(args).has_target:
         return "none"
     return "sqs" if args.target is None else args.target.kind
 
@@ -123,7 +116,13 @@ def lease_seconds(args: ScheduledTableArgs) -> int:
     return args.lambda_timeout_seconds + 30
 
 
-def _ledger(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, Any]:
+# The release function holds a due event up to a second, then claims, checks and sends it, each call with the SDK's
+# retries. A run that times out leaves its whole batch invisible for the release queue's visibility timeout (the
+# ledger's lease, `lease_seconds`): every event in it half a minute late, which second precision exists to prevent.
+RELEASE_MIN_TIMEOUT_SECONDS = 10
+
+
+def ledger_section(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, Any]:
     return {
         "ledgerTable": values[Value.LEDGER_TABLE],
         "leaseSeconds": lease_seconds(args),
@@ -131,7 +130,7 @@ def _ledger(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, An
     }
 
 
-def _scheduler(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, Any]:
+def scheduler_section(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, Any]:
     section: dict[str, Any] = {
         "group": values[Value.SCHEDULE_GROUP],
         "roleArn": values[Value.SCHEDULER_ROLE_ARN],
@@ -142,81 +141,6 @@ def _scheduler(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str,
     if values.get(Value.SCHEDULE_KEY_ARN):  # each schedule's payload (the whole item) under the table's key
         section["kmsKeyArn"] = values[Value.SCHEDULE_KEY_ARN]
     return section
-
-
-def _sections(args: ScheduledTableArgs, values: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-    """A mode's own parts of the document."""
-    a = args
-    if a.mode is Mode.EVENTBRIDGE:
-        eventbridge = _ledger(a, values)
-        if a.existing_table is not None:
-            # Its items may predate the stack: backfill's first run delivers their past occurrences (in a table the
-            # component made, every past occurrence went through the live function, or is delivered when asked).
-            eventbridge["existingTable"] = True
-        if a.offsets != [0]:
-            eventbridge["offsets"] = list(a.offsets)
-        if a.time_zone_attribute is not None:
-            eventbridge["timeZoneAttribute"] = a.time_zone_attribute
-        eventbridge["startAttribute"] = a.recurrence_start_attribute
-        eventbridge["endAttribute"] = a.recurrence_end_attribute
-        if a.precision == "second":
-            eventbridge["release"] = {
-                "queueArn": values[Value.RELEASE_QUEUE_ARN],
-                "queueUrl": values[Value.RELEASE_QUEUE_URL],
-                "deadLetterUrl": values[Value.TARGET_DLQ_URL],
-            }
-        return {"scheduler": _scheduler(a, values), "eventbridge": eventbridge}
-    if a.mode is Mode.TTL:
-        ttl = {
-            **_ledger(a, values),
-            "repeatAttribute": a.repeat_attribute,
-            "repeatUntilAttribute": a.repeat_until_attribute,
-            "occurrenceAttribute": a.occurrence_attribute,
-            "precise": a.precise,
-        }
-        return {"ttl": ttl, **({"scheduler": _scheduler(a, values)} if a.precise else {})}
-    if a.mode is Mode.POLLING:
-        polling = {
-            "shards": a.shards,
-            "shardGroups": a.shard_groups,
-            "leaseSeconds": lease_seconds(a),
-            "maxAttempts": a.max_attempts,
-            "backoffSeconds": a.retry_backoff_seconds,
-            "onDone": a.on_done,
-            "deadLetterUrl": values[Value.TARGET_DLQ_URL],
-            "delayAttribute": a.delay_attribute,
-            "defaultDelaySeconds": a.default_delay_seconds,
-            # Stop taking new items this long before the Lambda's timeout (10 s, or a third of short ones).
-            "budgetMarginSeconds": min(10, max(1, a.lambda_timeout_seconds // 3)),
-            "ledgerTable": values[Value.LEDGER_TABLE],
-            "windowSeconds": a.idempotency_window_seconds,
-        }
-        return {"polling": polling}
-    aggregate = {
-        "sourcePrefix": a.source_prefix,
-        "valueAttribute": a.value_attribute,
-        "groupFrom": a.group_from,
-        "totalSortKey": a.total_sort_key,
-        "totalAttribute": a.total_attribute,
-        "aggregation": a.aggregation,
-        "onChange": a.on_change,
-        "ledgerTable": values[Value.LEDGER_TABLE],
-        "windowSeconds": a.idempotency_window_seconds,
-        "horizonSeconds": aggregate_horizon_seconds(a),
-    }
-    return {"aggregate": aggregate}
-
-
-# Beyond the record age and the timeout: clock differences between DynamoDB and Lambda, a write still in flight when
-# its invocation timed out, and ApproximateCreationDateTime being approximate.
-HORIZON_MARGIN_SECONDS = 300
-
-
-def aggregate_horizon_seconds(args: ScheduledTableArgs) -> int:
-    """How long after a change its stream record can still reach the aggregator: the event source mapping discards
-    records older than `maximum_record_age_seconds`, and a delivery that starts just before that age may run for the
-    function's timeout. The aggregator keeps each record's id on the total at least this long."""
-    return args.maximum_record_age_seconds + args.lambda_timeout_seconds + HORIZON_MARGIN_SECONDS
 
 
 # -- the 4 KB environment --------------------------------------------------------------------------------------
@@ -235,12 +159,7 @@ def user_text(args: ScheduledTableArgs, target_arn: str | None = None) -> dict[s
     """The text the user chose that goes into the document, by option (`target.body` for EmailTarget.body); with
     `target_arn`, the ARN of the user's target as well (an Output until the resources exist)."""
     names = ["partition_key", "sort_key", "time_attribute"]
-    names += {
-        Mode.EVENTBRIDGE: ["time_zone_attribute", "recurrence_start_attribute", "recurrence_end_attribute"],
-        Mode.TTL: ["repeat_attribute", "repeat_until_attribute", "occurrence_attribute"],
-        Mode.POLLING: ["delay_attribute"],
-        Mode.AGGREGATE: ["source_prefix", "value_attribute", "group_from", "total_sort_key", "total_attribute"],
-    }.get(Mode(args.mode), [])
+    names += modes.of(args).text_options
     text = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     target = args.target
     if target is None:

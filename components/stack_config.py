@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterable
 from typing import Any, Protocol, cast
 
-from . import target_types
+from . import modes, target_types
 from .args import ScheduledTableArgs, describe_defaults
 from .existing import TABLE_OPTIONS, ExistingTable
 from .queues import QUEUE_OPTIONS
@@ -143,7 +143,7 @@ def args_from_config(config: ConfigSource) -> ScheduledTableArgs:
     if not mode:
         raise ValueError(
             "mode: missing; set it in the stack configuration (`pulumi config set mode eventbridge`, or `mode:` in a "
-            "tables entry) to one of 'eventbridge', 'ttl', 'polling', 'aggregate'"
+            f"tables entry) to one of {', '.join(repr(name) for name in modes.names())}"
         )
     values: dict[str, Any] = {"mode": mode}
     for name, default in describe_defaults().items():

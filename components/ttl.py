@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pulumi
 
-from . import policies
+from . import modes, policies
 from .builders import (
     build_ledger,
     build_scheduling,
@@ -13,7 +13,6 @@ from .builders import (
     handler_config,
     target_statements,
 )
-from .filters import ttl_filters
 from .parts import BuildContext, ModeResult, flatten
 from .runtime_config import Value
 
@@ -46,7 +45,7 @@ def build(ctx: BuildContext) -> ModeResult:
         ctx,
         role="executor",
         handler="ttl.handler",
-        filters=ttl_filters(a.time_attribute, a.precise),
+        filters=modes.of(a).filters(a),
         extra_statements=pulumi.Output.all(*statements).apply(flatten),
         config=handler_config(ctx, values),
     )

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import modes
 from ..packaging import error_code
 from .aws import Client, Clients, Emit, RedriveError
 from .checkpoint import Checkpoint
@@ -128,7 +129,7 @@ def run(
         before.merge(core.Tally.from_json(state.get("tally")))
     remote = core.Tally()  # what the backfill function's invocations reported
     lock = threading.Lock()
-    aggregate = config["mode"] == "aggregate"
+    keeps_totals = modes.operated(config).totals
     engines: list[Any] = []
     confirmed: set[str] = set()  # schedules the item pass found as wanted: the sweep does not read them again
 
@@ -161,7 +162,7 @@ def run(
                 progress(f"segment {index} stopped: {error_code(error)}: {str(error)[:300]}")
                 return False
         local = made()
-        if aggregate:
+        if keeps_totals:
             local.absorb(state.get("partial"))
         engines.append(local)
         base = core.Tally.from_json(state.get("tally"))
@@ -171,7 +172,7 @@ def run(
                 grown = core.Tally.from_json(base.to_json())
                 grown.merge(snapshot(local))
                 state.update(key=key, done=done, tally=grown.to_json())
-                if aggregate:
+                if keeps_totals:
                     state["partial"] = local.partial()
                 shown.show(current())
                 checkpoint.save()  # under the lock: a whole state, never one segment's half-updated one
@@ -194,11 +195,11 @@ def run(
 
     with ThreadPoolExecutor(max_workers=plan.segments) as pool:
         finished = all(list(pool.map(segment, range(plan.segments))))
-    if finished and plan.command == "reconcile" and not aggregate:
+    if finished and plan.command == "reconcile" and not keeps_totals:
         sweep = made()
         sweep.sweep_schedules()
         engines.append(sweep)
-    if finished and aggregate:
+    if finished and keeps_totals:
         totals = core.Engine(config, feed, clients=Clients(client), options=options, reads=reads, now=now)
         for state in checkpoint.state.values():
             totals.absorb(state.get("partial"))

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from .. import modes
 from ..packaging import error_code, runtime_module
 from .aws import Client, Emit
 from .redrive.discovery import RedriveError, Stack, discover
@@ -137,7 +138,7 @@ def pending(client: Client, stack: Stack, limit: int = SAMPLE) -> list[Pending]:
     if release:
         queue = peek(client, "release queue", str(release["queueUrl"]), 0)
         found.append(Pending("release queue (precision second)", queue.visible + queue.delayed + queue.in_flight))
-    if config.get("mode") == "ttl" and not group:
+    if modes.operated(config).sampled_by_scan and not group:
         found.append(Pending("DynamoDB TTL", -1, note="expiring items are the table's own: TTL lists none"))
     return found
 
@@ -203,15 +204,15 @@ def filters_by_type(config: dict[str, Any]) -> bool:
     """Whether the stack's mapping passes records by the due attribute's type (eventbridge, precise ttl): a map or
     a list there is matched by none of its filters (they test leaf values), so the item never reaches the function
     and nothing is parked for it."""
-    mode = config.get("mode")
-    return mode == "eventbridge" or (mode == "ttl" and bool((config.get("ttl") or {}).get("precise")))
+    return modes.operated(config).filters_by_due_type
 
 
 def unpassed_types(stack: Stack) -> list[str]:
     """The types of due attribute the stack's mapping passes to the function in no filter (its patterns as deployed,
     read from the mapping; the component's for the mode if none were read): a map and a list always (filters test
     leaf values), and the leaf types left out of Lambda's five filters (components/filters.py)."""
-    from ..filters import eventbridge_filters, ttl_filters
+    from ..modes.eventbridge import eventbridge_filters
+    from ..modes.ttl import ttl_filters
 
     config = stack.config
     attribute = str(config["timeAttribute"])
@@ -282,7 +283,7 @@ def missing_time(client: Client, stack: Stack, items: int = SAMPLE_ITEMS) -> dic
     from .time_hints import find
 
     config = stack.config
-    if config.get("mode") == "aggregate" or not config.get("timeAttribute") or items < 1:
+    if not modes.operated(config).reads_due_time or not config.get("timeAttribute") or items < 1:
         return None
     attribute = str(config["timeAttribute"])
     read: list[dict[str, Any]] = []
@@ -316,7 +317,7 @@ def timed_view(item: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     keys = (config.get("partitionKey"), config.get("sortKey"))
     polling = config.get("polling") or {}
     index = runtime_module("pending")
-    if config.get("mode") == "polling" and (
+    if modes.operated(config).due_index and (
         polling.get("delayAttribute") in item or any(name in item for name in index.INDEX_ATTRIBUTES)
     ):
         return {attribute: True}

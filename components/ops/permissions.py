@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from .. import modes
 from ..arns import arn_parts
+from ..modes.base import Operated
 from ..policies import (
     QUEUE_KEY_SERVICE,
     TABLE_KEY_ACTIONS,
@@ -59,8 +61,7 @@ class Resources:
     release: str | None = None
     ledger: str | None = None
     schedules: str | None = None  # every schedule of the table's group
-    mode: str = ""
-    precise: bool = False
+    operated: Operated = field(default_factory=Operated)  # what the commands do in its mode (components/modes/)
     target: dict[str, Any] | None = None
     backfill_function: str | None = None  # --in-lambda
     keys: Keys = Keys()  # the customer-managed keys its resources are encrypted with
@@ -88,7 +89,7 @@ def resources_of(
     def queue(url_or_arn: str) -> str:
         return queue_arn(stack.function_arn, url_or_arn)
 
-    section = config.get(config.get("mode", "")) or {}
+    section = config.get(str(config.get("mode", ""))) or {}
     group = (config.get("scheduler") or {}).get("group")
     release = (config.get("eventbridge") or {}).get("release") or {}
     scheduler_dlq = (config.get("scheduler") or {}).get("deadLetterArn")
@@ -111,8 +112,7 @@ def resources_of(
         release=release.get("queueArn"),
         ledger=arn("dynamodb", f"table/{section['ledgerTable']}") if section.get("ledgerTable") else None,
         schedules=arn("scheduler", f"schedule/{group}/*") if group else None,
-        mode=str(config.get("mode", "")),
-        precise=bool((config.get("ttl") or {}).get("precise")),
+        operated=modes.operated(config),
         target=config.get("target"),
         backfill_function=backfill,
         keys=keys,
@@ -227,18 +227,17 @@ class Need:
 
 def _ordered(r: Resources) -> list[str | None]:
     """The table, where a redrive reads the item to judge a record's order (not aggregate, not plain ttl)."""
-    stateless = r.mode == "aggregate" or (r.mode == "ttl" and not r.precise)
-    return [] if stateless else [r.table]
+    return [r.table] if r.operated.ordered_by_item else []
 
 
 def _inspected(r: Resources) -> list[str | None]:
     """The table, where inspect scans it: a sample for items without the time attribute (every mode but aggregate,
     which reads no time), and for due attributes no filter can match (eventbridge, precise ttl)."""
-    return [] if r.mode == "aggregate" else [r.table]
+    return [r.table] if r.operated.reads_due_time else []
 
 
 def _aggregate_table(r: Resources) -> list[str | None]:
-    return [r.table] if r.mode == "aggregate" else []
+    return [r.table] if r.operated.totals else []
 
 
 def _looked_up(r: Resources) -> list[str | None]:
@@ -255,13 +254,13 @@ TARGET_DLQ: Resolve = lambda r: [r.target_dlq]  # noqa: E731
 PARKED: Resolve = lambda r: [r.poison, r.stream_dlq, r.target_dlq]  # noqa: E731
 RELEASE: Resolve = lambda r: [r.release]  # noqa: E731
 LEDGER: Resolve = lambda r: [r.ledger]  # noqa: E731
-EVENTBRIDGE_LEDGER: Resolve = lambda r: [r.ledger] if r.mode == "eventbridge" else []  # noqa: E731
+MARKED_LEDGER: Resolve = lambda r: [r.ledger] if r.operated.backfill_marks_ledger else []  # noqa: E731
 SCHEDULES: Resolve = lambda r: [r.schedules]  # noqa: E731
-EVENTBRIDGE_SCHEDULES: Resolve = lambda r: [r.schedules] if r.mode == "eventbridge" else []  # noqa: E731
+REPLAYED_SCHEDULES: Resolve = lambda r: [r.schedules] if r.operated.replay_reads_schedule else []  # noqa: E731
 ANY_IF_GROUP: Resolve = lambda r: [ANY] if r.schedules else []  # noqa: E731
 ALWAYS: Resolve = lambda r: [ANY]  # noqa: E731
-DUE_INDEX: Resolve = lambda r: [f"{r.table}/index/*"] if r.mode == "polling" else []  # noqa: E731
-FIRED_TABLE: Resolve = lambda r: [r.table] if r.mode == "ttl" and r.precise else []  # noqa: E731
+DUE_INDEX: Resolve = lambda r: [f"{r.table}/index/*"] if r.operated.due_index else []  # noqa: E731
+FIRED_TABLE: Resolve = lambda r: [r.table] if r.operated.fires_items else []  # noqa: E731
 BACKFILL_FUNCTION: Resolve = lambda r: [r.backfill_function]  # noqa: E731
 
 
@@ -300,7 +299,7 @@ HOLD = ("sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:ReceiveMessage"
 # What a replay through the consumer needs (redrive.ordering.judge, redrive.replay.replay).
 REPLAY = (
     Need(("dynamodb:GetItem",), _ordered),
-    Need(("scheduler:GetSchedule",), EVENTBRIDGE_SCHEDULES),
+    Need(("scheduler:GetSchedule",), REPLAYED_SCHEDULES),
     Need(("lambda:InvokeFunction",), FUNCTION),
 )
 
@@ -335,7 +334,7 @@ RECONCILE_SCAN = (*engine_needs(ENGINE_ON, without=("backfill_every",)), LEDGER_
 
 def _swept(resolve: Resolve) -> Resolve:
     """`resolve`, in the modes whose reconcile sweeps the schedule group (eventbridge, precise ttl)."""
-    return lambda r: resolve(r) if r.mode == "eventbridge" or (r.mode == "ttl" and r.precise) else []
+    return lambda r: resolve(r) if r.operated.sweeps_schedules else []
 
 
 # reconcile --in-lambda: after the function's segments, the operator's process sweeps the schedule group for
@@ -369,7 +368,7 @@ def reads_of(needs: tuple[Need, ...]) -> tuple[Need, ...]:
 # schedules and the ledger looked up). Never a write: a redrive is `console-redrive`'s. Its check of whether it may
 # redrive (a DryRun invoke, a DeleteMessage of no message) is refused under this policy, which is how the page knows
 # to be read-only.
-PLAIN_TTL_TABLE: Resolve = lambda r: [r.table] if r.mode == "ttl" and not r.precise else []  # noqa: E731
+SAMPLED_TABLE: Resolve = lambda r: [r.table] if r.operated.sampled_by_scan else []  # noqa: E731
 CONSOLE = (
     *DISCOVER,
     Need(("lambda:ListFunctions",), ALWAYS),
@@ -378,7 +377,7 @@ CONSOLE = (
     Need(("scheduler:ListSchedules",), ANY_IF_GROUP),
     Need(("scheduler:GetSchedule",), SCHEDULES),
     Need(("dynamodb:Query",), DUE_INDEX),
-    Need(("dynamodb:Scan",), PLAIN_TTL_TABLE),
+    Need(("dynamodb:Scan",), SAMPLED_TABLE),
     Need(("logs:FilterLogEvents",), lambda r: list(r.log_groups)),
     Need(("cloudwatch:GetMetricData",), ANY_IF_GROUP),  # Scheduler's counts (no resource-level permission)
     *reads_of(RECONCILE_SCAN),
@@ -420,7 +419,7 @@ COMMANDS: dict[str, tuple[Need | str, ...]] = {
     # aggregate's totals once every segment is done.
     "reconcile-in-lambda": (*FANOUT, *SWEEP),
     # A first backfill of an eventbridge table also reads and then writes its marker in the ledger.
-    "backfill-in-lambda": (*FANOUT, *engine_needs({"marker": EVENTBRIDGE_LEDGER})),
+    "backfill-in-lambda": (*FANOUT, *engine_needs({"marker": MARKED_LEDGER})),
     # `scheduled-table policy` itself: finds the stack, then asks what encrypts the table and the target (keys_of).
     "policy": (
         *DISCOVER,
@@ -507,7 +506,7 @@ def _key_statements(found: list[Statement], r: Resources) -> list[Statement]:
 def _target_statements(command: str, r: Resources) -> list[Statement]:
     """The target's send, where a redrive sends to it: not precise ttl (its dead letters are the item's fire) and
     not aggregate (no target); with the use of the target's customer-managed key its kind declares (KMS_ACTIONS)."""
-    if r.target is None or r.mode == "aggregate" or (r.mode == "ttl" and r.precise):
+    if r.target is None or not r.operated.redrives_to_target:
         return []
     kind, arn = str(r.target["kind"]), str(r.target["arn"])
     email = r.target.get("email") or {}
@@ -638,7 +637,7 @@ def example() -> Resources:
         target_dlq_by_arn=True,
         ledger=arn("dynamodb", "table/reminders-ledger-7c8d9e"),
         schedules=arn("scheduler", "schedule/reminders-schedules-1f2a3b/*"),
-        mode="eventbridge",
+        operated=modes.by_name("eventbridge").operated({}),
         target={"kind": "sqs", "arn": arn("sqs", "reminder-jobs")},
         backfill_function=arn("lambda", "function:reminders-backfill-4b5c6d"),
         log_groups=(arn("logs", "log-group:/aws/lambda/reminders-scheduler-1a2b3c:*"),),

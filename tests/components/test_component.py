@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from components import EmailTarget, FunctionTarget, QueueTarget, StateMachineTarget, TopicTarget
-from components.filters import eventbridge_filters, filter_patterns
+from components.filters import filter_patterns
+from components.modes.eventbridge import eventbridge_filters
 from tests.components.conftest import COMPONENT_TYPE, OUTPUT_NAMES, Built
 
 Build = Callable[..., Built]

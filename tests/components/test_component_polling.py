@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from components.filters import filter_patterns, polling_filters
+from components.filters import filter_patterns
+from components.modes.polling import polling_filters
 from components.polling import processor_event_age_seconds
 
 from .conftest import Built

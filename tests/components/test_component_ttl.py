@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from components.filters import filter_patterns, ttl_filters
+from components.filters import filter_patterns
+from components.modes.ttl import ttl_filters
 
 from .conftest import Built
 

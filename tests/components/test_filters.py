@@ -11,7 +11,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from components.filters import eventbridge_filters, filter_patterns, ttl_filters
+from components.filters import filter_patterns
+from components.modes.eventbridge import eventbridge_filters
+from components.modes.ttl import ttl_filters
 from tests.conftest import REGION
 from tests.support.patterns import passes
 

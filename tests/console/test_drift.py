@@ -8,7 +8,7 @@ import json
 
 import eventbridge
 
-from components.filters import eventbridge_filters
+from components.modes.eventbridge import eventbridge_filters
 from components.ops.console.views import drift
 from components.ops.redrive.discovery import discover
 from tests.handlers.conftest import Env

@@ -21,7 +21,8 @@ from st_core.clients import CLIENTS
 from st_core.config import HandlerConfig
 from st_core.stream import BatchResponse
 
-from components.filters import aggregate_filters, filter_patterns
+from components.filters import filter_patterns
+from components.modes.aggregate import aggregate_filters
 from tests.handlers.conftest import Env, as_lambda_record
 from tests.support.patterns import LambdaFilter
 

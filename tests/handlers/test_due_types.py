@@ -13,7 +13,8 @@ import eventbridge
 import pytest
 import ttl
 
-from components.filters import eventbridge_filters, ttl_filters
+from components.modes.eventbridge import eventbridge_filters
+from components.modes.ttl import ttl_filters
 from tests.handlers.conftest import Env
 from tests.handlers.test_ttl import ttl_section
 from tests.support.patterns import LambdaFilter

@@ -39,7 +39,8 @@ from hypothesis.stateful import initialize, precondition, rule
 from moto import mock_aws
 from st_core.clients import CLIENTS
 
-from components.filters import aggregate_filters, filter_patterns
+from components.filters import filter_patterns
+from components.modes.aggregate import aggregate_filters
 from tests.handlers.conftest import Env
 from tests.handlers.faults import FaultInjector, FaultyClients, replay
 from tests.handlers.model_support import StreamDelivery, dynamodb_number_arithmetic, model_env, model_test

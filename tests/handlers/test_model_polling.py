@@ -45,7 +45,8 @@ from st_core.errors import error_code, persist
 from st_core.pending import without_index
 
 from components import pending_attributes
-from components.filters import filter_patterns, polling_filters
+from components.filters import filter_patterns
+from components.modes.polling import polling_filters
 from tests.handlers.conftest import Env, use_shards
 from tests.handlers.faults import RefusedEntries, Throttled
 from tests.handlers.model_support import StreamDelivery, TargetQueue, due_time, model_env, model_test

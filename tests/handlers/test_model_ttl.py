@@ -30,7 +30,8 @@ from moto import mock_aws
 from st_core.clients import CLIENTS
 from st_core.timeparse import minute_start
 
-from components.filters import filter_patterns, ttl_filters
+from components.filters import filter_patterns
+from components.modes.ttl import ttl_filters
 from tests.handlers.conftest import Env, SchedulerClock
 from tests.handlers.model_support import (
     TTL_IDENTITY,

@@ -17,7 +17,8 @@ import pytest
 from polling import Processor
 from st_core.clients import CLIENTS
 
-from components.filters import filter_patterns, polling_filters
+from components.filters import filter_patterns
+from components.modes.polling import polling_filters
 from tests.conftest import REGION
 from tests.handlers.conftest import Env, use_shards, with_due_index
 from tests.iam.enforce import acting

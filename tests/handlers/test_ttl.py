@@ -478,7 +478,8 @@ def test_a_marker_set_before_the_due_time_is_not_the_schedules_and_is_parked(ttl
 
 def precise_passes(record: dict[str, Any]) -> bool:
     """Whether the precise mapping's filters (Lambda's event filtering, moto's matcher) let the record through."""
-    from components.filters import filter_patterns, ttl_filters
+    from components.filters import filter_patterns
+    from components.modes.ttl import ttl_filters
     from tests.support.patterns import passes
 
     return passes(filter_patterns(ttl_filters("dueAt", precise=True)), record)

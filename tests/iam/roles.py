@@ -162,10 +162,11 @@ def args_of(options: Options) -> dict[str, Any]:
     if options.own_queues:
         args.update(_own_queues(options))
     if options.vpc:
-        from components.overrides import FunctionOverrides, VpcConfig, roles_of
+        from components import ScheduledTableArgs, modes
+        from components.overrides import FunctionOverrides, VpcConfig
 
         vpc = VpcConfig(subnet_ids=["subnet-0a1b2c3d"], security_group_ids=["sg-0a1b2c3d"])
-        roles = roles_of(options.mode, backfill=False, second_precision=options.precision_second)
+        roles = modes.by_name(options.mode).function_roles(ScheduledTableArgs(**args))
         args["function_overrides"] = {role: FunctionOverrides(vpc=vpc) for role in roles}
     return args
 

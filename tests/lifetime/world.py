@@ -117,7 +117,9 @@ class Removal:
 
 def mapping_filter(env: Env) -> Callable[[dict[str, Any]], bool]:
     """What the mode's event source mapping lets through to the handler (eventbridge: every record)."""
-    from components.filters import filter_patterns, polling_filters, ttl_filters
+    from components.filters import filter_patterns
+    from components.modes.polling import polling_filters
+    from components.modes.ttl import ttl_filters
     from tests.support.patterns import LambdaFilter
 
     if env.config["mode"] == "ttl":

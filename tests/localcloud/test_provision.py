@@ -117,7 +117,8 @@ def test_or_patterns_are_expanded_for_ministack_which_has_no_or() -> None:
 
     from ministack.services import lambda_svc
 
-    from components.filters import UNUSABLE_LEAF_TYPES, eventbridge_filters, filter_patterns
+    from components.filters import UNUSABLE_LEAF_TYPES, filter_patterns
+    from components.modes.eventbridge import eventbridge_filters
     from localcloud.provision import for_ministack, without_or
 
     component = filter_patterns(eventbridge_filters("dueAt"))

@@ -68,7 +68,7 @@ def test_a_score_parked_unapplied_and_redriven_a_day_later_counts_once(env: Env)
 def test_a_parked_move_between_groups_replays_only_to_the_group_it_was_not_applied_to(env: Env) -> None:
     """`onChange="adjust"`: a score moves from USER#2 to USER#1, whose total cannot be written. USER#2's part is
     applied; the record is parked for USER#1 only, and its replay a day later adds to USER#1 and leaves USER#2."""
-    from components.filters import aggregate_filters
+    from components.modes.aggregate import aggregate_filters
 
     function = scores(env)
     env.config["aggregate"]["onChange"] = "adjust"

@@ -10,7 +10,7 @@ from typing import Any
 import eventbridge
 
 from components import ExistingQueue, ScheduledTable, ScheduledTableArgs
-from components.filters import eventbridge_filters
+from components.modes.eventbridge import eventbridge_filters
 from components.ops.cli import main
 from components.ops.redrive.discovery import discover
 from components.testing import run_with_mocks

@@ -1,6 +1,6 @@
 """Redrive's Lambda filter matcher (`matcher.matches`) decides which records of a failed range the consumer would
 have seen: checked against moto's EventBridge pattern matcher (the syntax Lambda's event filtering uses), over
-every mode's real filters (components/filters.py) and stream records in the shape Lambda delivers, drawn by
+every mode's real filters (components/modes/) and stream records in the shape Lambda delivers, drawn by
 hypothesis: every event name, TTL's and users' identities, images present or absent, the time and status
 attributes absent or of each DynamoDB type, keys with and without the aggregate prefix."""
 
@@ -12,7 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components.filters import aggregate_filters, eventbridge_filters, polling_filters, ttl_filters
+from components.modes.aggregate import aggregate_filters
+from components.modes.eventbridge import eventbridge_filters
+from components.modes.polling import polling_filters
+from components.modes.ttl import ttl_filters
 from components.ops.redrive.matcher import matches
 from components.ops.redrive.matcher import passes as redrive_passes
 from tests.support.patterns import passes

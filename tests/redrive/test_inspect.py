@@ -15,7 +15,8 @@ import eventbridge
 import pytest
 from polling_assign import handle_assign_batch
 
-from components.filters import eventbridge_filters, polling_filters
+from components.modes.eventbridge import eventbridge_filters
+from components.modes.polling import polling_filters
 from components.ops.cli import main
 from tests.handlers.conftest import Env, with_due_index
 from tests.redrive.conftest import Function, aws, bodies, queue, run

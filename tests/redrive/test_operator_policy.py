@@ -17,7 +17,7 @@ from typing import Any
 import eventbridge
 import pytest
 
-from components.filters import eventbridge_filters
+from components.modes.eventbridge import eventbridge_filters
 from components.ops.cli import main
 from tests.handlers.conftest import Env
 from tests.iam import requests
@@ -294,7 +294,7 @@ def test_polling_inspect_and_redrive_target_run_under_their_policies(env: Env) -
     from polling import process
     from polling_assign import handle_assign_batch
 
-    from components.filters import polling_filters
+    from components.modes.polling import polling_filters
     from tests.handlers.conftest import with_due_index
 
     env = with_due_index(env)
@@ -532,7 +532,7 @@ def test_redrive_target_of_precise_ttl_calls_scheduler_s_universal_target_again_
 
     import ttl
 
-    from components.filters import ttl_filters
+    from components.modes.ttl import ttl_filters
     from tests.handlers.test_ttl import ttl_section
     from tests.redrive.test_stream_and_target import scheduler_dead_letter
 

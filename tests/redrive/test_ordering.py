@@ -19,7 +19,7 @@ from st_core.dispatch import due_event, target_input
 from st_core.poison import poison_message
 from st_core.release import Release, envelope, handle_messages
 
-from components.filters import eventbridge_filters
+from components.modes.eventbridge import eventbridge_filters
 from components.ops.redrive.ordering import schedules_of
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env, Stream

@@ -11,7 +11,7 @@ import eventbridge
 import pytest
 from st_core.poison import poison_message
 
-from components.filters import eventbridge_filters
+from components.modes.eventbridge import eventbridge_filters
 from tests.handlers.conftest import Env
 from tests.redrive.conftest import Function, bodies, queue, run
 
@@ -249,7 +249,8 @@ def test_items_the_polling_processor_parked_are_listed_with_their_fix_and_cleare
     import polling
     from polling_assign import handle_assign_batch
 
-    from components.filters import filter_patterns, polling_filters
+    from components.filters import filter_patterns
+    from components.modes.polling import polling_filters
     from tests.handlers.conftest import with_due_index
     from tests.support.patterns import passes
 

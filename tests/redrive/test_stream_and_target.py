@@ -16,7 +16,9 @@ from polling_assign import handle_assign_batch
 from st_core.dispatch import due_event, target_input
 from st_core.timeparse import parse_due
 
-from components.filters import aggregate_filters, eventbridge_filters, polling_filters
+from components.modes.aggregate import aggregate_filters
+from components.modes.eventbridge import eventbridge_filters
+from components.modes.polling import polling_filters
 from tests.conftest import REGION
 from tests.handlers.conftest import Env, with_due_index
 from tests.handlers.test_aggregate import aggregate_section

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ... import modes
 from ...packaging import error_code, runtime_module
 from ..aws import Client
 from ..inspection import Parked, fire_time, peek, queues
@@ -76,14 +77,14 @@ def upcoming(
         found.append(schedules(client, str(group), now, window, limit, cursor))
     if config.get("polling"):
         found.append(due_index(client, config, now, window, limit, cursor))
-    if config.get("mode") == "ttl" and not (config.get("ttl") or {}).get("precise"):
+    if modes.operated(config).sampled_by_scan:  # plain ttl: nothing but the table holds what is due
         found.append(ttl_sample(client, config, now, window, limit))
     release = (config.get("eventbridge") or {}).get("release")
     if release:
         queue = peek(client, "release queue", str(release["queueUrl"]), 0)
         waiting = queue.visible + queue.delayed + queue.in_flight
         found.append(Upcoming("release queue (precision second)", [], f"{waiting} release(s) waiting (SQS's count)"))
-    if config.get("mode") == "aggregate":
+    if modes.operated(config).totals:
         found.append(Upcoming("running totals", [], "aggregate mode keeps totals: nothing waits to fire"))
     return found
 
@@ -227,18 +228,7 @@ class Delivery:
 def bound(config: dict[str, Any]) -> tuple[float | None, str]:
     """The mode's documented lateness bound (docs/guarantees.md) in seconds (None: none to compare with), and its
     words."""
-    mode = config.get("mode")
-    if mode == "eventbridge":
-        if (config.get("eventbridge") or {}).get("release"):
-            return 2.0, "under 2 s (precision second) + Scheduler's delay"
-        return 180.0, "120 s (180 s if processed within 10 s of the minute) + Scheduler's delay"
-    if mode == "ttl":
-        if (config.get("ttl") or {}).get("precise"):
-            return 180.0, "120 s (precise) + Scheduler's delay"
-        return None, "DynamoDB TTL's: minutes to days"
-    if mode == "polling":
-        return None, "the poll interval + the tick's processing"
-    return None, "the stream's lag (aggregate: no deliveries)"
+    return modes.of_config(config).lateness_bound(config)
 
 
 def stack_functions(client: Client) -> dict[str, list[tuple[str, str]]]:

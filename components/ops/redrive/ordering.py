@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from ... import modes
 from ...packaging import error_code, runtime_module
 from ..aws import Client
 from .discovery import Stack
@@ -33,7 +34,7 @@ def moved_on(stack: Stack, record: dict[str, Any], now: dict[str, Any] | None) -
     if now is None:
         return True
     ignored: tuple[str, ...] = ()
-    if stack.config.get("mode") == "polling":  # the assigner's own attributes change after every user write
+    if modes.operated(stack.config).due_index:  # the assigner's own attributes change after every user write
         ignored = runtime_module("pending").INDEX_ATTRIBUTES
 
     def plain(image: dict[str, Any]) -> dict[str, Any]:
@@ -45,8 +46,7 @@ def moved_on(stack: Stack, record: dict[str, Any], now: dict[str, Any] | None) -
 def stateless(stack: Stack) -> bool:
     """Modes whose records replay in any order: `aggregate` records are increments, each counted once by its id;
     plain `ttl` records are TTL's deletions of items that are gone, each acted on once."""
-    mode = stack.config.get("mode")
-    return mode == "aggregate" or (mode == "ttl" and not (stack.config.get("ttl") or {}).get("precise"))
+    return not modes.operated(stack.config).ordered_by_item
 
 
 # What an item's due time attribute holds, as the eventbridge handler reads it: ("at", instant), ("recurring",
