@@ -77,10 +77,10 @@ def load(ddb: Any, name: str, size: int, now: int) -> list[tuple[int, str]]:
 def run() -> tuple[str, dict[str, float]]:
     import boto3
 
-    from components.ops.console.guard import Guard
-    from components.ops.console.server import Console, bind, start
-    from components.ops.inspection import pending
-    from components.ops.redrive.discovery import Stack
+    from components.cli.console.guard import Guard
+    from components.cli.console.server import Console, bind, start
+    from components.cli.inspection import pending
+    from components.cli.redrive.discovery import Stack
 
     size = sized(100_000, 500)
     with aws():

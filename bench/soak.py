@@ -810,9 +810,9 @@ def soak(
     from localcloud.emulators import Emulators
     from localcloud.provision import clients
     from localcloud.scenarios import TTL_DELAYS, verify_sender
+    from localcloud.scheduler_minute import seed
     from localcloud.server import Ministack
     from localcloud.throttle import configured_rate, throttle_state
-    from localcloud.window import seed
 
     herd = herd or Herd()
     began = time.monotonic()

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .ops.cli import main
+from .cli.command import main
 
 raise SystemExit(main())

@@ -11,12 +11,12 @@ import pulumi
 import pulumi_aws as aws
 
 from . import modes
+from .alarms import build_alarms
 from .args import ScheduledTableArgs
 from .arns import kms_key_problem
 from .backfill_function import build_backfill, build_reconcile_every, ledger_arn
 from .builders import build_dead_letter_queue, build_queue, build_table, deploying_arn
 from .inputs import args_from_inputs, provider_message
-from .observability import build_operations
 from .parts import BuildContext, Made, Owner, TableRef
 from .provider_inputs import ScheduledTableInputs
 from .queues import QUEUE_OPTIONS
@@ -169,7 +169,7 @@ class ScheduledTable(pulumi.ComponentResource):
                 build_reconcile_every(
                     name=name, function=backfill, expression=args.reconcile_every, tags=dict(owner.tags), parent=self
                 )
-        self.alarm_topic_arn: pulumi.Output[str] | None = build_operations(ctx)
+        self.alarm_topic_arn: pulumi.Output[str] | None = build_alarms(ctx)
         self.function_name = built.consumer.function.name
 
         # Escape hatches (docs/escape-hatches.md): the child resources themselves, to reference (`depends_on`,

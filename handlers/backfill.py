@@ -28,7 +28,7 @@ from typing import Any
 
 from backfill_engine import Engine
 from backfill_feed import Options, in_process, no_feed
-from backfill_report import Tally as Tally  # for the operator's side (components/ops), with the names above
+from backfill_report import Tally as Tally  # for the operator's side (components/cli), with the names above
 from backfill_scan import MARGIN_SECONDS, PAGE_ITEMS, Throttle, rate, run_slice
 
 # The AWS actions this module's own calls need (checked by tests/iam): none; each part declares its own, and the

@@ -1,6 +1,6 @@
 """The engine of a backfill or reconcile run: scan pages of one table, each acted on by the table's mode (the
 checks in backfill_timed, backfill_index and backfill_totals), reconcile's sweep of schedules, aggregate's totals.
-Shared by the operator's command (components/ops/backfill.py), the backfill function's entry point (backfill.py)
+Shared by the operator's command (components/cli/backfill.py), the backfill function's entry point (backfill.py)
 and `reconcile_every` (backfill_every.py)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The stack's resources a backfill module's calls are on. Each module declares its actions per resource, once
 (`AWS_ACTIONS_ON`); its flat `AWS_ACTIONS` (what tests/iam checks against its code), the backfill function's role
-(components/backfill_function.py) and the operator's scan policies (components/ops/permissions.py) derive from it,
+(components/backfill_function.py) and the operator's scan policies (components/cli/permissions.py) derive from it,
 each mapping these names to its own resources' ARNs."""
 
 from __future__ import annotations

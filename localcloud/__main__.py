@@ -25,7 +25,7 @@ from .interrupts import interrupting
 from .program import REPO, ConfigError, config_path, run_program, stack_tables
 from .provision import clients, describe
 from .server import Ministack, ses_outbox
-from .stay import instructions, verify_senders
+from .try_it import instructions, verify_senders
 
 COMMAND = ".venv/bin/python -m localcloud"
 # How often `up --stay` reads its tables again for items without their time attribute (one Scan page each).

@@ -44,8 +44,8 @@ from . import faults, throttle, ttl
 from .component import constants
 from .endpoints import UNIVERSAL_SCHEDULES_PATH, Response, first, json_answer, serve
 from .rulebook import limit, rule
+from .scheduler_minute import MinuteWindow, seed
 from .stores import snapshot
-from .window import MinuteWindow, seed
 
 REDELIVER_VARIABLE = "LOCALCLOUD_REDELIVER"
 REDELIVERY_LOG_VARIABLE = "LOCALCLOUD_REDELIVERY_LOG"

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from components.args import ScheduledTableArgs
     from components.arns import email_address
+    from components.cli import backfill as scan_commands
+    from components.cli.aws import REGION_HINT, REGION_RULE, endpoint_url, profile_problem, rule_region
+    from components.cli.console import launch as launch_console
+    from components.cli.redrive.discovery import discover
+    from components.cli.time_hints import find as time_hint
     from components.component import TYPE
-    from components.ops import backfill as scan_commands
-    from components.ops.aws import REGION_HINT, REGION_RULE, endpoint_url, profile_problem, rule_region
-    from components.ops.console import launch as launch_console
-    from components.ops.redrive.discovery import discover
-    from components.ops.time_hints import find as time_hint
     from components.packaging import constants, error_code, runtime_module
     from components.stack_config import tables_from_config
     from components.targets import EmailTarget
@@ -46,12 +46,12 @@ else:
             raise
         from components.args import ScheduledTableArgs
         from components.arns import email_address
+        from components.cli import backfill as scan_commands
+        from components.cli.aws import REGION_HINT, REGION_RULE, endpoint_url, profile_problem, rule_region
+        from components.cli.console import launch as launch_console
+        from components.cli.redrive.discovery import discover
+        from components.cli.time_hints import find as time_hint
         from components.component import TYPE
-        from components.ops import backfill as scan_commands
-        from components.ops.aws import REGION_HINT, REGION_RULE, endpoint_url, profile_problem, rule_region
-        from components.ops.console import launch as launch_console
-        from components.ops.redrive.discovery import discover
-        from components.ops.time_hints import find as time_hint
         from components.packaging import constants, error_code, runtime_module
         from components.stack_config import tables_from_config
         from components.targets import EmailTarget
@@ -72,12 +72,12 @@ else:
         from components.types import Mode
     else:
         from scheduled_table.arns import email_address
+        from scheduled_table.cli import backfill as scan_commands
+        from scheduled_table.cli.aws import REGION_HINT, REGION_RULE, endpoint_url, profile_problem, rule_region
+        from scheduled_table.cli.console import launch as launch_console
+        from scheduled_table.cli.redrive.discovery import discover
+        from scheduled_table.cli.time_hints import find as time_hint
         from scheduled_table.component import TYPE
-        from scheduled_table.ops import backfill as scan_commands
-        from scheduled_table.ops.aws import REGION_HINT, REGION_RULE, endpoint_url, profile_problem, rule_region
-        from scheduled_table.ops.console import launch as launch_console
-        from scheduled_table.ops.redrive.discovery import discover
-        from scheduled_table.ops.time_hints import find as time_hint
         from scheduled_table.packaging import constants, error_code, runtime_module
         from scheduled_table.stack_config import tables_from_config
         from scheduled_table.targets import EmailTarget

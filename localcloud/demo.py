@@ -12,8 +12,8 @@ from .drift import self_repair
 from .emulators import Emulators
 from .program import stack_region
 from .scenarios import TTL_DELAYS, Bound, Outcome, count_redeliveries, run, scenarios, verify_sender
+from .scheduler_minute import seed
 from .server import Ministack
-from .window import seed
 
 COLUMNS = (
     "scenario",

@@ -45,9 +45,9 @@ from .component import constants, error_code, runtime_module
 from .endpoints import UNIVERSAL_SCHEDULES_PATH, ask
 from .iam import DENIED, DENIED_CODES, SCHEDULER_PRINCIPAL, SERVICE_SESSION_PATH
 from .provision import NOT_FOUND, clients, name_from_arn
+from .scheduler_minute import MinuteWindow, seed
 from .throttle import remote_turn
 from .ttl import TTL_PATH
-from .window import MinuteWindow, seed
 
 log = logging.getLogger("localcloud")
 

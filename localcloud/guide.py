@@ -1,11 +1,11 @@
 """What `scheduled-table local up --stay` prints for a user's own program: how to write an item into each table a
 `ScheduledTable` built and where to read what it caused.
 
-This repo's stack describes its tables in its stack file, so `stay.py` builds its commands from their settings. A
+This repo's stack describes its tables in its stack file, so `try_it.py` builds its commands from their settings. A
 user's program builds its tables in Python, which the local cloud cannot read back; what it can read is what the
 program registered: each component's table (its keys and their types) and its consumer function, whose
 configuration document (the `SCHEDULED_TABLE_CONFIG` variable the handlers read) names the mode, the time attribute
-and the target. The commands are the AWS CLI's, as in `stay.py`.
+and the target. The commands are the AWS CLI's, as in `try_it.py`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from .component import TYPE, constants, time_hint
 from .deploy import Deployment
 from .mocks import Registration
 from .provision import clients
-from .stay import DUE, aws, email_fields, receive_and_delete, sender_domain, try_it_header, write_item
+from .try_it import DUE, aws, email_fields, receive_and_delete, sender_domain, try_it_header, write_item
 
 # How many items `up` reads of each table to find those without its time attribute (one Scan page at most).
 SCANNED_ITEMS = 1000
-# As `stay.LEAD_SECONDS`: far enough ahead that the write is seen before the item falls due.
+# As `try_it.LEAD_SECONDS`: far enough ahead that the write is seen before the item falls due.
 LEAD_SECONDS = {"eventbridge": 30, "ttl": 5, "polling": 0}
 
 
@@ -108,7 +108,7 @@ def table_guide(found: FoundTable, deployment: Deployment, command: str) -> list
 
 
 def verify_program_senders(deployment: Deployment) -> None:
-    """As `stay.verify_senders`, for the email targets of a user's program: SES sends only from verified identities
+    """As `try_it.verify_senders`, for the email targets of a user's program: SES sends only from verified identities
     (and, in its sandbox, to them), so each sender's domain is verified (the printed recipient is at that domain)."""
     ses = clients(deployment.endpoint, deployment.region)("sesv2")
     for found in found_tables(deployment.resources):

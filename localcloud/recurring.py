@@ -3,7 +3,7 @@
 ministack fires a rate from its creation and its cron on UTC fields, ignores the schedule's time zone, and passes
 `Target.Input` as written. Scheduler evaluates both in `ScheduleExpressionTimezone` with its daylight-saving rules
 (a skipped time is skipped, a repeated one runs once), honours StartDate and EndDate, invokes anywhere within the
-minute of each firing (as for `at()`, see window.MinuteWindow), and writes context attributes such as
+minute of each firing (as for `at()`, see scheduler_minute.MinuteWindow), and writes context attributes such as
 `<aws.scheduler.scheduled-time>` into the input. The firing times come from the same parser the handlers validate
 with (`st_core.recurrence`), so what the handler accepts is what the local cloud runs.
 

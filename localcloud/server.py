@@ -21,7 +21,7 @@ from .aws_behaviour import REDELIVER_VARIABLE, REDELIVERY_LOG_VARIABLE
 from .faults import FAULT_LOG_VARIABLE, FAULTS_VARIABLE, HELD_FILE
 from .iam import AUTH_VARIABLE
 from .interrupts import deferred
-from .window import seed
+from .scheduler_minute import seed
 
 HEALTH = "/_ministack/health"
 RESET = "/_ministack/reset"

@@ -35,7 +35,7 @@ def test_the_version_is_the_installed_distributions_and_the_command_prints_it(ca
 
     import pytest
 
-    from components.ops.cli import main
+    from components.cli.command import main
 
     declared = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["version"]
     assert components.__version__ == declared

@@ -24,7 +24,7 @@ SCHEDULER_OPTIONS = ("schedule_retry_attempts", "schedule_max_event_age_seconds"
 
 @dataclass(frozen=True)
 class Operated:
-    """What the operator's commands (components/ops/) read and write on a deployed stack of a mode beyond what every
+    """What the operator's commands (components/cli/) read and write on a deployed stack of a mode beyond what every
     mode has, as its handler configuration tells: each field a call some command makes in such a stack only."""
 
     ordered_by_item: bool = True  # a redrive reads the item to judge a record's order (not when nothing is kept)

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from st_core.config import HandlerConfig
 
-from components.ops import backfill
-from components.ops.cli import main
+from components.cli import backfill
+from components.cli.command import main
 from tests.handlers.conftest import Env, with_due_index
 from tests.handlers.conftest import env as env  # the moto env fixture, shared with the handler tests
 from tests.redrive.conftest import Function, aws
@@ -121,7 +121,7 @@ def run(
     fake = time or FakeTime()
     lines: list[str] = []
     aws_client = client or aws(function)
-    from components.ops.redrive.discovery import discover
+    from components.cli.redrive.discovery import discover
 
     stack = discover(aws_client, function.name)
     plan = backfill.Plan(

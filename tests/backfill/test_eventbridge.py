@@ -242,7 +242,7 @@ def test_a_dry_run_counts_and_changes_nothing(env: Env) -> None:
 
 def test_a_wrong_function_cannot_start(env: Env) -> None:
     function = consumer(env)
-    status = __import__("components.ops.cli", fromlist=["main"]).main(
+    status = __import__("components.cli.command", fromlist=["main"]).main(
         ["backfill", "--function", "nope"], client=aws(function), emit=lambda _: None
     )
     assert status == 2

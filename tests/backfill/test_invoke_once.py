@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from components.ops.aws import clients
+from components.cli.aws import clients
 
 
 def test_an_invoke_whose_connection_drops_is_not_sent_again(monkeypatch: pytest.MonkeyPatch) -> None:

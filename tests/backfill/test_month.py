@@ -31,8 +31,8 @@ from st_core import idempotency
 from st_core.naming import SCHEDULED_TIME
 from st_core.timeparse import format_due
 
-from components.ops import backfill
-from components.ops.redrive.discovery import discover
+from components.cli import backfill
+from components.cli.redrive.discovery import discover
 from tests.backfill.conftest import consumer
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env, SchedulerClock, firings

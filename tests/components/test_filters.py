@@ -245,7 +245,7 @@ def test_a_due_attribute_of_an_unusable_leaf_type_reaches_the_function_as_far_as
     """A null (and in precise ttl a boolean) reaches the function, to be parked with its reason; the other types
     find no room in Lambda's five filters and never reach it (`inspect` reports them, `reconcile` parks them).
     Both matchers agree: moto's EventBridge one and the redrive's."""
-    from components.ops.redrive.matcher import passes as redrive_passes
+    from components.cli.redrive.matcher import passes as redrive_passes
 
     record = typed_records[f"{event}-{tag}"]
     assert passes(filter_patterns(MODES[mode]), record) == (tag in PASSED[mode])
@@ -268,7 +268,7 @@ def test_writes_without_a_due_attribute_still_never_invoke_it(
 ) -> None:
     """A shared table's other writes cost the function nothing; a map or a list cannot be matched by a leaf filter
     (`inspect` lists such items)."""
-    from components.ops.redrive.matcher import passes as redrive_passes
+    from components.cli.redrive.matcher import passes as redrive_passes
 
     assert not passes(filter_patterns(MODES[mode]), typed_records[situation])
     assert not redrive_passes(MODES[mode], typed_records[situation])

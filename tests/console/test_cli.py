@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.ops.cli import main
+from components.cli.command import main
 
 
 def no_aws(service: str) -> None:

@@ -8,9 +8,9 @@ import json
 
 import eventbridge
 
+from components.cli.console.views import drift
+from components.cli.redrive.discovery import discover
 from components.modes.eventbridge import eventbridge_filters
-from components.ops.console.views import drift
-from components.ops.redrive.discovery import discover
 from tests.handlers.conftest import Env
 from tests.handlers.conftest import env as env  # the moto env fixture, shared with the handler tests
 from tests.redrive.conftest import Function, aws

@@ -11,9 +11,9 @@ from urllib.parse import urlencode
 
 import pytest
 
-from components.ops.console.guard import Guard
-from components.ops.console.server import Console, Server, bind, start
-from components.ops.redrive.discovery import Stack
+from components.cli.console.guard import Guard
+from components.cli.console.server import Console, Server, bind, start
+from components.cli.redrive.discovery import Stack
 
 STACK = Stack("tasks-consumer", {"table": "tasks", "mode": "eventbridge"}, "http://q/poison", None, None, [])
 

@@ -14,7 +14,7 @@ import pytest
 from moto import mock_aws
 
 from bench.bench_console import due_index_table
-from components.ops.console.views import SCHEDULER_METRICS, due_index, published, scheduler_counts, schedules
+from components.cli.console.views import SCHEDULER_METRICS, due_index, published, scheduler_counts, schedules
 from tests.conftest import REGION
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)

@@ -27,9 +27,9 @@ from urllib.parse import urlencode, urlsplit
 import boto3
 import pytest
 
-from components.ops.aws import clients as operator_clients
-from components.ops.console import launch
-from components.ops.console.server import Server
+from components.cli.aws import clients as operator_clients
+from components.cli.console import launch
+from components.cli.console.server import Server
 from localcloud.deploy import Deployment
 from localcloud.emulators import fire_rule
 from localcloud.provision import clients
@@ -277,7 +277,7 @@ def post(address: str, **form: str) -> tuple[int, str]:
 
 def read_only_client(deployment: Deployment) -> Callable[[str], Any]:
     """An operator allowed exactly `scheduled-table policy console`'s policy (an IAM user of the local cloud)."""
-    from components.ops.cli import main
+    from components.cli.command import main
 
     admin = clients(deployment.endpoint, REGION)
     lines: list[str] = []

@@ -35,7 +35,7 @@ REGION = "eu-west-1"
 def test_inspect_by_table_and_profile_reports_items_without_the_time_attribute_as_json(
     tmp_path: Path, fresh_cloud: Ministack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from components.ops.cli import main as operator
+    from components.cli.command import main as operator
 
     program = tmp_path / "tasks"
     program.mkdir()

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from components.ops.cli import main
+from components.cli.command import main
 from localcloud.deploy import Deployment
 from localcloud.provision import clients
 from localcloud.server import Ministack
@@ -167,7 +167,7 @@ def test_a_parked_delete_cancels_the_schedule_of_the_time_it_left_though_the_ite
 
     from st_core.naming import item_keys, occurrence_id
 
-    from components.ops.redrive.discovery import discover
+    from components.cli.redrive.discovery import discover
 
     aws = clients(deployment.endpoint, REGION)
     outputs = deployment.outputs

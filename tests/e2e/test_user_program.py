@@ -111,7 +111,7 @@ def test_inspect_reads_the_deployed_users_table_in_the_local_cloud(
     """`scheduled-table inspect` against the local cloud: the user's table is found from its consumer function, its
     pending schedule (an item due next year) listed, its queues read and left as they were. The operator's
     credentials are the local cloud's admin's (IAM is enforced there; the suite's placeholder keys are unknown)."""
-    from components.ops.cli import main as operator
+    from components.cli.command import main as operator
     from localcloud.provision import CREDENTIALS
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", CREDENTIALS["aws_access_key_id"])

@@ -72,13 +72,13 @@ def test_the_operator_policies_in_the_docs_are_the_generated_ones() -> None:
     """docs/operations.md shows each operator command's policy as `scheduled-table policy` builds it."""
     from pathlib import Path
 
-    from components.ops import permissions
+    from components.cli import permissions
 
     docs = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
     text = docs.read_text()
     assert permissions.PAGE_START in text and "`scheduled-table redrive target`:" in text
     assert permissions.page(text) == text, (
-        "docs/operations.md's policies are stale: run `.venv/bin/python -m components.ops.permissions` and commit it"
+        "docs/operations.md's policies are stale: run `.venv/bin/python -m components.cli.permissions` and commit it"
     )
 
 

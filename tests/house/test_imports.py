@@ -1,5 +1,5 @@
 """The house's shape, checked: no import cycle among the modules of `components/` (its subpackages, such as
-`components/ops/`, included), `handlers/` and `localcloud/`, and no private name (`_x`) used outside the module or
+`components/cli/`, included), `handlers/` and `localcloud/`, and no private name (`_x`) used outside the module or
 class that defines it.
 
 Every import that runs counts, including those inside functions: a cycle hidden by a lazy import is still two
@@ -185,9 +185,9 @@ def test_the_walker_sees_the_packages_and_their_imports() -> None:
     assert "components.args" in edges["components.component"]
     assert "st_core.stream" in edges["eventbridge"]
     # subpackages too: the operator's command and its redrive
-    assert "components.ops.redrive.run" in edges["components.ops.cli"]
-    assert "components.ops.redrive.poison" in edges["components.ops.redrive.run"]
-    assert "components.ops.redrive.ordering" in edges["components.ops.redrive.poison"]
+    assert "components.cli.redrive.run" in edges["components.cli.command"]
+    assert "components.cli.redrive.poison" in edges["components.cli.redrive.run"]
+    assert "components.cli.redrive.ordering" in edges["components.cli.redrive.poison"]
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:

@@ -23,7 +23,7 @@ TABLE = "arn:aws:dynamodb:eu-west-1:123456789012:table/"
 # (module, action) -> (when the backfill function never takes the path that calls it, why).
 NOT_TAKEN: dict[tuple[str, str], tuple[Callable[[Options], bool], str]] = {
     **{
-        ("backfill_timed", a): (lambda o: True, "the backfilled marker is the operator's (ops/backfill.py)")
+        ("backfill_timed", a): (lambda o: True, "the backfilled marker is the operator's (cli/backfill.py)")
         for a in ("dynamodb:GetItem", "dynamodb:PutItem")
     },
     **{
@@ -136,7 +136,7 @@ def test_every_resource_a_module_names_is_one_the_policies_map() -> None:
     import backfill_resources
 
     from components.backfill_function import declared
-    from components.ops.permissions import ENGINE_ON
+    from components.cli.permissions import ENGINE_ON
 
     assert set(declared()) <= set(backfill_resources.RESOURCES)
     assert set(ENGINE_ON) <= set(backfill_resources.RESOURCES)

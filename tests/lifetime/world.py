@@ -18,7 +18,7 @@ reconcile, and the world's own actors, each of which does what AWS documents it 
 - Lambda hands the handler only what the mode's event source mapping filter passes (`ttl`: TTL's deletions, and in
   precise mode the writes and removes of items with a due time); the handler's and Scheduler's own writes to the
   table (a precise fire, the executor's delete) are stream records too, read back as they are made.
-- `reconcile` runs every `reconcile_every`, as the operator's command runs it (components.ops.backfill).
+- `reconcile` runs every `reconcile_every`, as the operator's command runs it (components.cli.backfill).
 - The configuration changes when told (`idempotency_window_seconds` as `windowSeconds`).
 
 Every message the due queue receives is counted per occurrence, with the path that sent it (Scheduler, the handler,
@@ -617,8 +617,8 @@ def reconcile(env: Env, handle: Callable[[list[dict[str, Any]]], Any], now: Call
     """One `reconcile` run, as the operator's command makes it, feeding the stream handler (`handle`) at `now`."""
     from backfill_feed import answer_failures
 
-    from components.ops import backfill
-    from components.ops.redrive.discovery import discover
+    from components.cli import backfill
+    from components.cli.redrive.discovery import discover
     from tests.backfill.conftest import consumer
     from tests.redrive.conftest import aws
 

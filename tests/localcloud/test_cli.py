@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from components.ops.cli import main as operator_main
+from components.cli.command import main as operator_main
 from localcloud.__main__ import main, parser
 
 
@@ -248,7 +248,7 @@ def test_the_printed_item_carries_every_attribute_the_email_templates_and_recipi
 
 def test_printed_commands_name_the_running_executable_by_its_path(tmp_path: Path) -> None:
     """Failed before: they began `scheduled-table local`, which a shell without the venv activated does not find."""
-    from scheduled_table.ops.local import invocation  # as the installed command imports it
+    from scheduled_table.cli.local import invocation  # as the installed command imports it
 
     script = tmp_path / "my venv" / "bin" / "scheduled-table"
     script.parent.mkdir(parents=True)
@@ -360,14 +360,14 @@ def test_the_try_it_header_says_how_long_to_wait_and_warns_when_the_aws_cli_is_m
 ) -> None:
     """A newcomer's first receive comes back empty, and a machine may have no AWS CLI: both said before the
     commands, not discovered by running them."""
-    from localcloud import stay
+    from localcloud import try_it
 
-    monkeypatch.setattr(stay.shutil, "which", lambda name: None)
-    without = "\n".join(stay.try_it_header("http://127.0.0.1:4566", "eu-west-1"))
+    monkeypatch.setattr(try_it.shutil, "which", lambda name: None)
+    without = "\n".join(try_it.try_it_header("http://127.0.0.1:4566", "eu-west-1"))
     assert "need the AWS CLI, which is not on PATH" in without
     assert "run it again" in without and "scheduled-table inspect --table TABLE" in without
-    monkeypatch.setattr(stay.shutil, "which", lambda name: "/usr/bin/aws")
-    assert "not on PATH" not in "\n".join(stay.try_it_header("http://127.0.0.1:4566", "eu-west-1"))
+    monkeypatch.setattr(try_it.shutil, "which", lambda name: "/usr/bin/aws")
+    assert "not on PATH" not in "\n".join(try_it.try_it_header("http://127.0.0.1:4566", "eu-west-1"))
 
 
 def test_a_missing_project_file_says_what_to_write(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from localcloud.program import run_program, stack_tables
 from localcloud.provision import clients
 from localcloud.scenarios import drain_due_events, queue_depth
 from localcloud.server import HEALTH, Ministack, http_json
-from localcloud.stay import instructions
+from localcloud.try_it import instructions
 from tests.e2e.conftest import snapshot
 from tests.localcloud import aws_cli
 

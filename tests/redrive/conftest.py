@@ -14,8 +14,8 @@ import boto3
 import pytest
 from st_core.config import HandlerConfig
 
-from components.ops.aws import Client
-from components.ops.redrive import queues
+from components.cli.aws import Client
+from components.cli.redrive import queues
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env
 from tests.handlers.conftest import env as env  # the moto env fixture, shared with the handler tests
@@ -116,7 +116,7 @@ def bodies(env: Env, url: str) -> list[dict[str, Any]]:
 
 def run(source: str, function: Function, *args: str, client: Client | None = None) -> tuple[int, list[str]]:
     """The command, as the operator runs it; its exit status and output lines."""
-    from components.ops.cli import main
+    from components.cli.command import main
 
     lines: list[str] = []
     status = main(

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from moto import mock_aws
 
-from components.ops import aws as operator_aws
-from components.ops.aws import RedriveError, clients
-from components.ops.cli import main, parser
+from components.cli import aws as operator_aws
+from components.cli.aws import RedriveError, clients
+from components.cli.command import main, parser
 from tests.handlers.conftest import Env
 from tests.redrive.conftest import Function, aws
 from tests.redrive.test_inspect import consumer

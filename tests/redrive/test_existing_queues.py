@@ -10,9 +10,9 @@ from typing import Any
 import eventbridge
 
 from components import ExistingQueue, ScheduledTable, ScheduledTableArgs
+from components.cli.command import main
+from components.cli.redrive.discovery import discover
 from components.modes.eventbridge import eventbridge_filters
-from components.ops.cli import main
-from components.ops.redrive.discovery import discover
 from components.testing import run_with_mocks
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env

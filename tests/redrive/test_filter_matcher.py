@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from components.cli.redrive.matcher import matches
+from components.cli.redrive.matcher import passes as redrive_passes
 from components.modes.aggregate import aggregate_filters
 from components.modes.eventbridge import eventbridge_filters
 from components.modes.polling import polling_filters
 from components.modes.ttl import ttl_filters
-from components.ops.redrive.matcher import matches
-from components.ops.redrive.matcher import passes as redrive_passes
 from tests.support.patterns import passes
 
 TIME = "dueAt"

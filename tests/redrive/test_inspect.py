@@ -15,9 +15,9 @@ import eventbridge
 import pytest
 from polling_assign import handle_assign_batch
 
+from components.cli.command import main
 from components.modes.eventbridge import eventbridge_filters
 from components.modes.polling import polling_filters
-from components.ops.cli import main
 from tests.handlers.conftest import Env, with_due_index
 from tests.redrive.conftest import Function, aws, bodies, queue, run
 from tests.redrive.test_stream_and_target import KEY, KMS_REFUSED, on_failure, scheduler_dead_letter
@@ -75,7 +75,7 @@ def test_pending_schedules_are_listed_by_name(env: Env) -> None:
 
 
 def test_a_fire_time_is_read_in_the_schedules_own_time_zone() -> None:
-    from components.ops.inspection import fire_time
+    from components.cli.inspection import fire_time
 
     at = {"ScheduleExpression": "at(2026-03-30T09:00:00)", "ScheduleExpressionTimezone": "Europe/London"}
     assert fire_time(at) == "2026-03-30T08:00:00Z"  # British Summer Time began the day before
@@ -177,7 +177,7 @@ def test_no_region_configured_is_one_line_naming_how_to_set_it(
 
 
 def test_every_option_has_help() -> None:
-    from components.ops.cli import parser
+    from components.cli.command import parser
 
     [action] = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
     for name, command in action.choices.items():
@@ -218,7 +218,7 @@ def test_items_whose_due_attribute_no_filter_passes_are_reported(env: Env) -> No
 def test_a_scheduler_dead_letter_refused_by_the_ses_sandbox_is_shown_naming_it() -> None:
     """Scheduler delivers an eventbridge email itself: its dead letter carries SES's words only, which never name
     the sandbox; inspect adds what they mean."""
-    from components.ops.inspection import reason_of
+    from components.cli.inspection import reason_of
 
     message = "Email address is not verified. The following identities failed the check in region US-EAST-1: a@b.c"
     attributes = {
@@ -237,7 +237,7 @@ def test_an_item_the_polling_processor_parked_is_shown_by_its_keys() -> None:
     keys (plain and in DynamoDB JSON), which inspect shows as it shows a parked record's."""
     from st_core.poison import UNUSABLE_ITEM, poison_message
 
-    from components.ops.inspection import reason_of
+    from components.cli.inspection import reason_of
 
     record = {"keys": {"PK": "a", "SK": "T"}, "Keys": {"PK": {"S": "a"}, "SK": {"S": "T"}}, "item": {"PK": "a"}}
     body = poison_message(
@@ -248,8 +248,8 @@ def test_an_item_the_polling_processor_parked_is_shown_by_its_keys() -> None:
 
 def test_the_scan_for_unmatchable_due_attributes_stops_after_its_pages_and_says_so(env: Env) -> None:
     """A large table is not read whole by inspect: after its pages it says the count is a floor and what reads all."""
-    from components.ops import inspection
-    from components.ops.redrive.discovery import discover
+    from components.cli import inspection
+    from components.cli.redrive.discovery import discover
 
     function = consumer(env)
     for n in range(3):
@@ -300,7 +300,7 @@ def test_the_time_attribute_check_reads_a_sample_page_by_page_and_says_so(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A large table is never scanned whole by inspect: it reads `--sample-items` items, a page at a time."""
-    from components.ops import inspection
+    from components.cli import inspection
 
     monkeypatch.setattr(inspection, "PAGE_ITEMS", 2)
     function = consumer(env)
@@ -389,6 +389,6 @@ def test_json_output_has_the_documented_shape(env: Env) -> None:
     assert set(message) == {"message_id", "keys", "reason"} and json.loads(message["keys"])["PK"] == "parked"
     assert "NonExistentQueue" in message["reason"] or "QueueDoesNotExist" in message["reason"]
     # the text output is written from the same document
-    from components.ops.inspection import text
+    from components.cli.inspection import text
 
     assert inspect(function)[1] == text(found)

@@ -17,8 +17,8 @@ from typing import Any
 import eventbridge
 import pytest
 
+from components.cli.command import main
 from components.modes.eventbridge import eventbridge_filters
-from components.ops.cli import main
 from tests.handlers.conftest import Env
 from tests.iam import requests
 from tests.iam.operator import Calls, enforcing
@@ -273,7 +273,7 @@ def test_the_scan_commands_grant_what_the_engines_modules_declare() -> None:
     import importlib
     from pathlib import Path
 
-    from components.ops.permissions import COMMANDS, Need
+    from components.cli.permissions import COMMANDS, Need
 
     handlers = Path(__file__).resolve().parents[2] / "handlers"
     declared = {
@@ -338,8 +338,8 @@ def test_aggregate_redrive_stream_and_reconcile_run_under_their_policies(env: En
         assert not any(a.startswith("scheduler:") for s in granted["Statement"] for a in s["Action"]), granted
 
 
-def ops_calls() -> dict[str, set[str]]:
-    """The IAM action of every boto3 call in the operator's code (components/ops), by module: on `client("svc")`
+def operator_calls() -> dict[str, set[str]]:
+    """The IAM action of every boto3 call in the operator's code (components/cli), by module: on `client("svc")`
     itself, or on a name or attribute assigned from it; a paginator's operation too."""
     import ast
     from pathlib import Path
@@ -362,7 +362,7 @@ def ops_calls() -> dict[str, set[str]]:
         return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
 
     found: dict[str, set[str]] = {}
-    root = Path(__file__).resolve().parents[2] / "components" / "ops"
+    root = Path(__file__).resolve().parents[2] / "components" / "cli"
     for path in root.rglob("*.py"):
         tree = ast.parse(path.read_text())
         aliases = {
@@ -389,11 +389,11 @@ def ops_calls() -> dict[str, set[str]]:
 
 
 def test_every_call_of_the_operators_code_is_in_a_commands_declaration() -> None:
-    """The declarations cover the code: a new call in components/ops fails here until a command declares it (only
+    """The declarations cover the code: a new call in components/cli fails here until a command declares it (only
     the wrong-name hint's ListFunctions is left out on purpose: refused, the hint says less)."""
-    from components.ops.permissions import COMMANDS, Need
+    from components.cli.permissions import COMMANDS, Need
 
-    calls = ops_calls()
+    calls = operator_calls()
     assert (
         "lambda:InvokeFunction" in calls["redrive/replay.py"]
         and "sqs:ChangeMessageVisibility" in calls["redrive/queues.py"]
@@ -826,8 +826,8 @@ def test_the_key_of_another_accounts_table_is_granted_where_its_stream_and_its_k
     `policy` itself may describe that account's keys (it asks KMS which key encrypts the table). Checked by the IAM
     evaluator, the key's policy allowing the stack's account.
     Before: the stream's reads lost the key's use (KMS refused them), and `policy` was refused the description."""
-    from components.ops.permissions import Keys, resources_of, statements
-    from components.ops.redrive.discovery import Stack
+    from components.cli.permissions import Keys, resources_of, statements
+    from components.cli.redrive.discovery import Stack
     from tests.iam import enforce
     from tests.iam.operator import operator_role
 
@@ -866,9 +866,9 @@ def test_the_key_of_another_accounts_table_is_granted_where_its_stream_and_its_k
 
 
 def console_of(client: Any, function: Function, reason: str | None) -> Any:
-    from components.ops.console.guard import Guard
-    from components.ops.console.server import Console
-    from components.ops.redrive.discovery import discover
+    from components.cli.console.guard import Guard
+    from components.cli.console.server import Console
+    from components.cli.redrive.discovery import discover
 
     return Console(client, {function.name: discover(client, function.name)}, Guard(8000, "t"), {function.name: reason})
 
@@ -881,8 +881,8 @@ def test_the_console_reads_every_view_under_its_read_only_policy_and_is_refused_
 ) -> None:
     """Under `policy console`: every view is read and nothing refused but the check whether it may redrive (a
     DryRun invocation, which runs nothing), so the page is read-only and says why."""
-    from components.ops.console.server import may_redrive
-    from components.ops.redrive.discovery import discover
+    from components.cli.console.server import may_redrive
+    from components.cli.redrive.discovery import discover
 
     env, function, _ = stack
     client, calls = enforcing(aws(function), policy(function, "console"))
@@ -907,8 +907,8 @@ def test_the_console_reads_every_view_under_its_read_only_policy_and_is_refused_
 def test_the_consoles_redrive_runs_under_policy_console_redrive_after_its_dry_run(stack: Any) -> None:
     import re
 
-    from components.ops.console.server import may_redrive
-    from components.ops.redrive.discovery import discover
+    from components.cli.console.server import may_redrive
+    from components.cli.redrive.discovery import discover
 
     env, function, name = stack
     target, _ = queue(env, name)  # the fix
@@ -932,7 +932,7 @@ def test_the_consoles_drift_view_finds_a_schedule_deleted_behind_its_back_under_
     """`reconcile --dry-run`'s finding on the page, read under `policy console` (nothing but its redrive check
     refused): the future item whose schedule someone deleted is the one "would schedule", and nothing is written
     (the schedule stays missing)."""
-    from components.ops.redrive.discovery import discover
+    from components.cli.redrive.discovery import discover
 
     env, function, _ = stack
     group = env.config["scheduler"]["group"]

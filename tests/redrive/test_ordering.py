@@ -19,8 +19,8 @@ from st_core.dispatch import due_event, target_input
 from st_core.poison import poison_message
 from st_core.release import Release, envelope, handle_messages
 
+from components.cli.redrive.ordering import schedules_of
 from components.modes.eventbridge import eventbridge_filters
-from components.ops.redrive.ordering import schedules_of
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env, Stream
 from tests.handlers.test_ttl import ttl_section

@@ -234,7 +234,7 @@ def test_an_occurrence_already_delivered_is_not_delivered_again_by_a_redrive(env
 def test_an_unknown_function_is_a_clear_error(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     function = Function(env, lambda event, config: None, [])
     function.name = "deployed"
-    from components.ops.cli import main
+    from components.cli.command import main
     from tests.redrive.conftest import aws
 
     status = main(["redrive", "poison", "--function", "nope"], client=aws(function), emit=lambda _: None)

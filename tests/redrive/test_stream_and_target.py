@@ -347,7 +347,7 @@ def test_without_boto3_the_command_says_what_to_install(source: str) -> None:
 
     code = (
         "import sys; sys.modules['boto3'] = None\n"
-        "from components.ops.cli import main\n"
+        "from components.cli.command import main\n"
         f"main(['redrive', '{source}', '--function', 'f'])\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)

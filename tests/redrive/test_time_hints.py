@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from components.ops.time_hints import TimeHint, find, holds_time
+from components.cli.time_hints import TimeHint, find, holds_time
 
 
 def test_every_item_with_the_attribute_is_no_hint() -> None:

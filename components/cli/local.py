@@ -25,7 +25,7 @@ INSTALL_HINT = 'scheduled-table local needs the local extra: pip install "schedu
 
 def localcloud_cli() -> ModuleType:
     """The local cloud's command line: the installed package's, else (a checkout of this repo) the top-level one."""
-    package = (__package__ or "").rpartition(".")[0]  # scheduled_table (this module is scheduled_table.ops.local)
+    package = (__package__ or "").rpartition(".")[0]  # scheduled_table (this module is scheduled_table.cli.local)
     for name in (f"{package}.localcloud.__main__", "localcloud.__main__"):
         try:
             return importlib.import_module(name)

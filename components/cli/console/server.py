@@ -143,7 +143,7 @@ class Console:
         return Answer(200, page.redrive(stack.function, table, source, lines, status, True, confirm))
 
     def redrive(self, stack: Stack, source: str, *, dry_run: bool) -> tuple[list[str], int]:
-        """The command's redrive (ops.cli.redrive), its lines and the problems it reports collected for the page."""
+        """The command's redrive (cli.command.redrive), its lines and the problems it reports collected for the page."""
         from ..redrive import queues
         from ..redrive.run import redrive
 

@@ -98,7 +98,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _scan_commands(commands: Any) -> None:
-    """`backfill` and `reconcile`: one scan machinery (ops/backfill.py), two intents."""
+    """`backfill` and `reconcile`: one scan machinery (cli/backfill.py), two intents."""
     helps = {
         "backfill": (
             "make existing items what a fresh write would have made",

@@ -1,7 +1,7 @@
 """Getting parked work back after a fix: the poison queue, the stream DLQ and the target DLQ of one ScheduledTable.
 
 Pure logic over injected boto3 clients (`client(service)`), so it runs against AWS, the local cloud and moto alike;
-`ops/cli.py` is the thin command around it. Everything is found from the consumer function alone: its
+`cli/command.py` is the thin command around it. Everything is found from the consumer function alone: its
 `SCHEDULED_TABLE_CONFIG` names the poison queue, the target and the target DLQ; its event source mapping names the
 stream DLQ (the on-failure destination) and the filter the records passed.
 

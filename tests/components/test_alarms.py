@@ -10,7 +10,7 @@ import pulumi
 import pytest
 
 from components import ScheduledTableArgs, policies
-from components.operations import dashboard_body, dashboard_name, iterator_age_alarm, queue_alarm
+from components.alarms import dashboard_body, dashboard_name, iterator_age_alarm, queue_alarm
 
 from .conftest import Built
 
@@ -125,7 +125,7 @@ def test_the_dashboard_shows_the_tables_functions_and_queues(build: Build) -> No
         ({"iterator_age_alarm_seconds": 10}, "iterator_age_alarm_seconds: 10 is out of range"),
     ],
 )
-def test_operations_options_are_checked(kwargs: dict[str, Any], message: str) -> None:
+def test_alarm_options_are_checked(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ScheduledTableArgs(mode="eventbridge", **kwargs)
 

@@ -22,7 +22,7 @@ class Stack:
     stream_dlq_url: str | None
     target_dlq_url: str | None
     filters: list[dict[str, Any]]
-    # ARNs, for the operator's policy (ops/permissions.py): the function's, its mapping's stream and on-failure queue.
+    # ARNs, for the operator's policy (cli/permissions.py): the function's, its mapping's stream and on-failure queue.
     function_arn: str = ""
     stream_arn: str | None = None
     stream_dlq_arn: str | None = None
