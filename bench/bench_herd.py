@@ -198,15 +198,15 @@ class FanOutClients(BenchClients):
 def sends_per_call(entries: int | None) -> Iterator[None]:
     """The processor sending at most `entries` due events a call (None: as built, the target's batch of 10): the
     benchmark's before-and-after of batched sends, one run with each."""
-    import polling
+    from polling import drain
 
-    built = polling.batch_entries
+    built = drain.batch_entries
     if entries is not None:
-        polling.batch_entries = lambda target: entries
+        drain.batch_entries = lambda target: entries
     try:
         yield
     finally:
-        polling.batch_entries = built
+        drain.batch_entries = built
 
 
 def drain(items: int, shards: int, groups: int, latency: float = LATENCY_SECONDS, per_call: int | None = None) -> Drain:

@@ -1,5 +1,5 @@
 """`polling` mode: a rule ticks -> processor takes due items from the sharded index; the assigner indexes what users
-write (seed 002). The handler side is `handlers/polling.py`."""
+write (seed 002). The handler side is `handlers/polling/`."""
 
 from __future__ import annotations
 

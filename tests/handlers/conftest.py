@@ -47,8 +47,8 @@ def due_events(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]
     read each and write it back unchanged."""
     import eventbridge
     import jsonschema
-    import polling
     import ttl
+    from polling import sending as polling_sending
     from st_core import dispatch
     from st_core.naming import SCHEDULED_TIME
 
@@ -71,7 +71,7 @@ def due_events(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]
             wrong.extend([] if parsed == document else [f"DueEventModel wrote back {parsed} for {document}"])
         return text
 
-    for module in (eventbridge, ttl, polling):
+    for module in (eventbridge, ttl, polling_sending):
         monkeypatch.setattr(module, "target_input", checked)
     yield made
     assert not wrong, wrong

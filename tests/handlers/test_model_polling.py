@@ -40,6 +40,10 @@ from botocore.exceptions import ClientError
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 from moto import mock_aws
+from polling import budget, settle
+from polling.lease import Lease
+from polling.sending import Sender
+from polling.settle import Settler
 from st_core.clients import CLIENTS
 from st_core.errors import error_code, persist
 from st_core.pending import without_index
@@ -401,9 +405,9 @@ class PollingModel(StreamDelivery):
         try:
             with (
                 acting("processor", self.env.config),
-                patch.object(polling, "persist", partial(persist, delay=0)),
+                patch.object(settle, "persist", partial(persist, delay=0)),
                 # a warm container's pace: each shard's due items in one page, so the herd is one batch
-                patch.dict(polling._PACE, {(self.env.table, shard): 100.0 for shard in range(4)}),
+                patch.dict(budget.PACES, {(self.env.table, shard): 100.0 for shard in range(4)}),
             ):
                 polling.process(self.env.config, now=lambda: moment)
         except ClientError as exc:
@@ -655,26 +659,41 @@ def _key(pk: str) -> dict[str, Any]:
     return {"PK": {"S": pk}, "SK": {"S": SK}}
 
 
+class _NeverReleased(Lease):
+    """The leases of a Lambda that died: never released, they hold their shards until they end."""
+
+    def release(self, shard: int) -> None:
+        return None
+
+
+class _NeverSent(Sender):
+    """A Lambda that died before its sends: nothing sent, nothing settled."""
+
+    def run(self, batch: list[dict[str, Any]]) -> tuple[list[polling.Outcome], Exception | None]:
+        return [polling.Outcome.SKIPPED] * len(batch), None
+
+
+class _NeverCompleted(Settler):
+    """A Lambda that died after its sends: nothing it sent is completed."""
+
+    def done(self, item: dict[str, Any]) -> None:
+        return None
+
+
 class _DiesBeforeSending(polling.Processor):
     """A processor whose Lambda dies after holding its shards and reading their pages: nothing is sent, completed
     or released."""
 
-    def _run(self, batch: list[dict[str, Any]]) -> tuple[list[polling.Outcome], Exception | None]:
-        return [polling.Outcome.SKIPPED] * len(batch), None
-
-    def _release(self, shard: int) -> None:
-        return None
+    lease_type = _NeverReleased
+    sender_type = _NeverSent
 
 
 class _DiesAfterSending(polling.Processor):
     """A processor whose Lambda dies after sending: nothing it sent is completed, and its shards are not
     released."""
 
-    def _done(self, item: dict[str, Any]) -> None:
-        return None
-
-    def _release(self, shard: int) -> None:
-        return None
+    lease_type = _NeverReleased
+    settler_type = _NeverCompleted
 
 
 def _env() -> Env:

@@ -14,7 +14,7 @@ import boto3
 import polling
 import polling_assign
 import pytest
-from polling import Processor
+from polling import Processor, budget, sending
 from st_core.clients import CLIENTS
 
 from components.filters import filter_patterns
@@ -175,7 +175,7 @@ def test_an_item_moved_while_it_failed_for_good_gets_no_dead_letter_and_waits_at
     pending(polling_env, "a", NOW - 5, dueAt=int(NOW) - 5)
     # GIVEN the target refusing the item for good, and its user moving it while it is being sent (after the read)
     _break_target(polling_env, "InvalidParameterValue", 400)
-    send_many = polling.send_many
+    send_many = sending.send_many
 
     def moved_meanwhile(target: Any, entries: list[Any], **kwargs: Any) -> Any:
         polling_env.ddb.update_item(
@@ -186,7 +186,7 @@ def test_an_item_moved_while_it_failed_for_good_gets_no_dead_letter_and_waits_at
         )
         return send_many(target, entries, **kwargs)
 
-    monkeypatch.setattr(polling, "send_many", moved_meanwhile)
+    monkeypatch.setattr(sending, "send_many", moved_meanwhile)
     report = tick(polling_env)
     # THEN no dead letter: the item waits at its new time (the assigner re-indexes it), not marked failed
     assert dead_letters(polling_env) == []
@@ -305,7 +305,7 @@ def test_a_park_or_dead_letter_whose_send_keeps_failing_fails_the_tick_but_not_i
     # dead letter owed, and the poison queue and the dead-letter queue refusing every send (a disabled KMS key)
     use_shards(polling_env, 1)
     polling_env.config["maxWorkers"] = 1
-    monkeypatch.setattr(polling, "_PACE", {})
+    monkeypatch.setattr(budget, "PACES", {})
     pending(polling_env, "garbage", NOW - 100, dueAt="next tuesday")
     pending(polling_env, "owed", NOW - 90, stStatus="FAILED", stError="refused", stAttempts=3)
     for n in range(3):
@@ -347,16 +347,16 @@ def test_the_time_budget_stops_before_the_lambda_would_and_reports_the_backlog(
         pending(polling_env, f"t{i:03}", NOW - 1000 + i)
     # GIVEN a warm container that read whole pages at its last tick's pace, and a target grown slow: each send
     # takes 10 s of the Lambda's 60 (reads and claims take none), so a page read in time cannot be sent in time
-    monkeypatch.setitem(polling._PACE, (polling_env.table, 0), 100.0)
+    monkeypatch.setitem(budget.PACES, (polling_env.table, 0), 100.0)
     calls: list[int] = []
-    send_many = polling.send_many
+    send_many = sending.send_many
 
     def slow(target: Any, entries: list[Any], **kwargs: Any) -> Any:
         assert 60.0 - 10 * len(calls) >= 10, "a batch sent inside the margin: the Lambda timeout would cut it off"
         calls.append(len(entries))
         return send_many(target, entries, **kwargs)
 
-    monkeypatch.setattr(polling, "send_many", slow)
+    monkeypatch.setattr(sending, "send_many", slow)
     report = tick(polling_env, time_left=lambda: 60.0 - 10 * len(calls))
     # THEN it sent no batch inside its margin (10 s) and stopped there, reporting the shard it left due items on;
     # each batch no larger than its send and completions fit the time left at their worst (fewer as time runs out)
@@ -380,16 +380,16 @@ def test_a_time_left_that_fits_only_small_sends_still_drains_the_shard_in_them(
     polling_env.config["maxWorkers"] = 1
     for i in range(25):
         pending(polling_env, f"t{i:02}", NOW - 100 + i)
-    monkeypatch.setitem(polling._PACE, (polling_env.table, 0), 100.0)
+    monkeypatch.setitem(budget.PACES, (polling_env.table, 0), 100.0)
     worst = polling.call_limits(polling_env.config["polling"]["budgetMarginSeconds"]).worst_seconds()
     sizes: list[int] = []
-    send_many = polling.send_many
+    send_many = sending.send_many
 
     def counted(target: Any, entries: list[Any], **kwargs: Any) -> Any:
         sizes.append(len(entries))
         return send_many(target, entries, **kwargs)
 
-    monkeypatch.setattr(polling, "send_many", counted)
+    monkeypatch.setattr(sending, "send_many", counted)
     report = tick(polling_env, time_left=lambda: 4 * worst + polling.SLACK_SECONDS)
     # THEN every item is sent, three a send, and the tick did not stop for want of time
     assert report.dispatched == 25 and not report.out_of_time
@@ -422,7 +422,7 @@ def test_the_lambda_timeout_never_cuts_a_send_off_from_its_completions(
     polling_env.config["maxWorkers"] = 1
     for i in range(25):
         pending(polling_env, f"t{i:02}", NOW - 100 + i)
-    monkeypatch.setitem(polling._PACE, (polling_env.table, 0), 100.0)  # a warm container: whole pages
+    monkeypatch.setitem(budget.PACES, (polling_env.table, 0), 100.0)  # a warm container: whole pages
     # GIVEN an invocation with `left` s of its 60 s timeout, whose `slow` calls each take the worst its limits allow
     worst = polling.call_limits(polling_env.config["polling"]["budgetMarginSeconds"]).worst_seconds()
     kill = Kill(60, 60 - left, lambda call: worst if call[0] == slow else 0.0, None, applied=True)
@@ -457,7 +457,7 @@ def test_a_completion_leaves_an_item_changed_since_its_read_as_it_is(polling_env
     )
     # WHEN the completion of what was sent comes
     with acting("processor", polling_env.config):
-        processor._done(read)
+        processor.settler.done(read)
     # THEN the item still waits (the assigner moves it to its new time), not marked done
     after = item(polling_env, "a")
     assert after["stStatus"]["S"] == "PENDING" and after["stDue"]["N"] == str(int(NOW) - 5)
@@ -467,11 +467,11 @@ def test_a_lease_put_retried_after_its_answer_was_lost_still_holds_the_shard(pol
     # GIVEN DynamoDB applied an invocation's lease put, and its answer was lost (a timeout): the SDK sends it again
     processor = Processor(polling_env.config, CLIENTS, lambda: NOW, lambda: 900.0)
     with acting("processor", polling_env.config):
-        assert processor._hold(0)
+        assert processor.lease.hold(0)
         # THEN the retry finds the invocation's own lease and holds the shard (which it releases at the end),
         # where another invocation's lease still refuses it
-        assert processor._hold(0)
-        assert not Processor(polling_env.config, CLIENTS, lambda: NOW, lambda: 900.0)._hold(0)
+        assert processor.lease.hold(0)
+        assert not Processor(polling_env.config, CLIENTS, lambda: NOW, lambda: 900.0).lease.hold(0)
 
 
 def test_a_shard_held_by_an_invocation_that_died_waits_for_its_lease_then_runs_once(polling_env: Env) -> None:

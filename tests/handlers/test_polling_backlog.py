@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 import polling
 import pytest
+from polling import budget, drain
 from st_core.clients import CLIENTS
 
 from tests.conftest import REGION
@@ -78,7 +79,7 @@ def _dies_holding(env: Env, shard: int, now: float) -> None:
 
 
 def test_two_overlapping_ticks_read_each_due_item_once(polling_env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(polling, "_PACE", {})
+    monkeypatch.setattr(budget, "PACES", {})
     # GIVEN 60 due items, and tick B starting (a minute later) while tick A dispatches its first item
     polling_env.config["maxWorkers"] = 1  # one thread: the interleaving is the same on every run
     for i in range(60):
@@ -103,7 +104,7 @@ def test_two_overlapping_ticks_read_each_due_item_once(polling_env: Env, monkeyp
 def test_a_shard_held_by_a_dead_tick_is_read_a_page_a_tick_until_its_lease_ends(
     polling_env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(polling, "_PACE", {})  # a cold container: a first page of its share of the pool
+    monkeypatch.setattr(budget, "PACES", {})  # a cold container: a first page of its share of the pool
     use_shards(polling_env, 1)
     for i in range(30):
         pending(polling_env, f"t{i}", NOW - 5 - i)
@@ -241,7 +242,7 @@ def test_reads_throttled_past_every_try_are_reported_as_throttled_not_out_of_tim
         pending(polling_env, f"r{n}", NOW - 5)
     # GIVEN DynamoDB answering every try of the page's consistent BatchGetItem with r1 and r3 unprocessed (a hot
     # partition throttling reads), and plenty of time left
-    monkeypatch.setattr(polling.time, "sleep", lambda _: None)
+    monkeypatch.setattr(drain.time, "sleep", lambda _: None)
 
     def unprocess(parsed: dict[str, Any], **_: Any) -> None:
         for table, items in parsed.get("Responses", {}).items():
@@ -272,13 +273,13 @@ def test_a_read_throttled_as_a_whole_leaves_its_items_to_the_next_tick_counted_a
     from botocore.exceptions import ClientError
 
     use_shards(polling_env, 1)
-    monkeypatch.setattr(polling, "_PACE", {})  # a cold container: a first page of the pool's size, all three
+    monkeypatch.setattr(budget, "PACES", {})  # a cold container: a first page of the pool's size, all three
     for n in range(3):
         pending(polling_env, f"r{n}", NOW - 5)
     # GIVEN DynamoDB refusing every try of the page's consistent BatchGetItem as a whole (it raises the throttle
     # instead of returning the keys unprocessed)
     slept: list[float] = []
-    monkeypatch.setattr(polling.time, "sleep", slept.append)
+    monkeypatch.setattr(drain.time, "sleep", slept.append)
 
     def throttle(**_: Any) -> None:
         raise ClientError({"Error": {"Code": code, "Message": "throttled"}}, "BatchGetItem")

@@ -15,6 +15,7 @@ import boto3
 import polling
 import pytest
 from botocore.exceptions import ClientError
+from polling import sending
 from st_core import dispatch
 from st_core.clients import CLIENTS
 from st_core.errors import PermanentError
@@ -168,14 +169,14 @@ def test_a_backoff_or_dead_letter_write_that_fails_leaves_the_rest_of_the_batch_
     ten_due_in_one_batch(polling_env)
     # GIVEN two items whose due event cannot be built (refused for good before any send: an email target's rendering
     # over its limit, say), and SQS refusing two entries of the batch for good (a sender fault)...
-    build = polling.target_input
+    build = sending.target_input
 
     def target_input(target: Any, event: Any, **kwargs: Any) -> str:
         if event["keys"]["PK"] in ("r1", "r4"):
             raise PermanentError("the email rendered from this item is 300000 bytes, over the 262000 allowed")
         return build(target, event, **kwargs)
 
-    monkeypatch.setattr(polling, "target_input", target_input)
+    monkeypatch.setattr(sending, "target_input", target_input)
     refusal = RefusedEntries(
         lambda entry: json.loads(entry["MessageBody"])["keys"]["PK"] in ("r6", "r8"),
         code="InvalidParameterValue",
