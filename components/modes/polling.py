@@ -1,6 +1,6 @@
 """`polling` mode: a rule ticks -> the processor takes due items from the sharded due index; the assigner indexes
 what users write (seed 002). Its resources are made by components/polling.py; the handler side is
-handlers/polling.py (and polling_assign.py)."""
+handlers/polling/ (and polling_assign.py)."""
 
 from __future__ import annotations
 
