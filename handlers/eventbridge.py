@@ -580,12 +580,10 @@ class Scheduling:
         if window is None:
             self._cancel_recurring(occurrence)  # nothing is left to fire
             self._owned(
-                step,
                 occurrence,
                 parsed,
                 _taken_over(step, spec, parsed, reach, self.now(), sent=now, written=written),
                 written,
-                now,
             )
             self._catch_up(step, occurrence, spec, parsed, self.now())
             return
@@ -615,35 +613,24 @@ class Scheduling:
         # Scheduler answered before `reach`: the schedule's start divides the firings (up to `reach` the handler's,
         # after it Scheduler's). A create slower than that: every firing up to MIN_LEAD after it answered.
         self._owned(
-            step,
-            occurrence,
-            parsed,
-            _taken_over(step, spec, parsed, reach, made, sent=now, written=written),
-            written,
-            now,
+            occurrence, parsed, _taken_over(step, spec, parsed, reach, made, sent=now, written=written), written
         )
         self._catch_up(step, occurrence, spec, parsed, now if made <= reach else made)
 
     def _owned(
         self,
-        step: Step,
         occurrence: Occurrence,
         parsed: Expression,
         taken: list[datetime],
         written: datetime | None,
-        sent: datetime,
     ) -> None:
-        """Send what the schedule's update took from Scheduler: its own firings (`taken`: `_taken_over`), the old
-        rule's just before a change (`_left_behind`), and what an earlier handling of the record owes."""
-        before = step.before if step.since is not None else None
-        left = _left_behind(before, written, sent)
+        """Send what the schedule's update took from Scheduler (`taken`: `_taken_over`), and what an earlier
+        handling of the record took and owes."""
         self._take_over(occurrence, taken)
-        self._take_over(occurrence, left)
         if written is not None:
             spec = occurrence.recurrence
             assert spec is not None
-            candidates = [*_first_after(spec, parsed, written, self.now()), *_left_behind(before, written, written)]
-            self._settle_owed(occurrence, candidates, [*taken, *left])
+            self._settle_owed(occurrence, _first_after(spec, parsed, written, self.now()), taken)
 
     def _take_over(self, occurrence: Occurrence, firings: list[datetime]) -> None:
         """Send the firings an update took from the item's schedule (`_taken_over`), each at its time (never
@@ -662,8 +649,8 @@ class Scheduling:
         refused them: the ledger says OWED, and the record failed and came back). Whether a firing is the handler's
         is judged by the clock when the record is first handled; a retry after that moment would judge otherwise,
         and the firing would be nobody's. `candidates`: the firings such a handling could have taken (the first
-        ones after the write, and the old rule's just before it); one ledger read each, only for those whose time
-        has passed and that this handling did not send itself."""
+        ones after the write); one ledger read each, only for those whose time has passed and that this handling
+        did not send itself."""
         wanted = [fired for fired in candidates if fired not in sent and fired <= self.now()]
         if not wanted:
             return
@@ -813,12 +800,7 @@ class Scheduling:
                 self._count("stale")
                 log.debug("recurring-cancel-stale", schedule=occurrence.name)
                 return
-            now, written = self.now(), _written(record)
             self._cancel_recurring(occurrence)
-            left = _left_behind(occurrence.recurrence, written, now)
-            self._take_over(occurrence, left)
-            if written is not None:
-                self._settle_owed(occurrence, _left_behind(occurrence.recurrence, written, written), left)
             return
         if self._may_have_started(occurrence.due, self.now()):
             # Its schedule may be running or have run, and a delete now could not tell which: Scheduler removes a
@@ -965,31 +947,6 @@ def _taken_over(
         if (ahead or late) and _covered(step.before, spec, fired):
             found.insert(0, fired)
         until = fired - timedelta(seconds=1)  # firings fall on whole seconds, at least a minute apart
-
-
-def _left_behind(before: Recurrence | None, written: datetime | None, sent: datetime) -> list[datetime]:
-    """The firing of the item's old rule that a change of rule or a delete, `written` after that firing's instant
-    and handled (the schedule updated or deleted: `sent`) before its minute was over, may have taken from
-    Scheduler: it fires anywhere in the minute, and a schedule changed or gone before that does not run it. The
-    item held the rule at the firing, so it is due; the handler sends it (once, through the ledger) under the id
-    Scheduler gives it. Scheduler may have run it first: the target then gets it twice, with the same
-    `occurrenceId`. (A write that keeps the rule is different: a consumer's write-back right after each firing
-    would double every firing; see `_taken_over`.)"""
-    if before is None or written is None:
-        return []
-    from st_core import recurrence
-
-    fired = recurrence.latest_firing(
-        recurrence.parse(before.expression),
-        zone(before.zone),
-        after=sent - MINUTE - 2 * CLOCK_SKEW,
-        until=written,
-        start=before.start,
-        end=before.end,
-    )
-    if fired is None or minute_start(fired) + MINUTE + CLOCK_SKEW <= sent:
-        return []
-    return [fired]
 
 
 def _first_after(spec: Recurrence, parsed: Expression, written: datetime, until: datetime) -> list[datetime]:

@@ -160,7 +160,7 @@ class World:
         self.pending: list[dict[str, Any]] = []  # stream records Lambda has not handed over yet
         self.processed_at: dict[str, datetime] = {}  # eventID -> when the handler first saw it
         self.handled_at: dict[str, list[datetime]] = {}  # eventID -> each time the handler saw it
-        self.writes: dict[str, list[tuple[str, datetime]]] = {}  # pk -> the user's writes (eventID, when made)
+        self.writes: dict[str, list[tuple[str, datetime]]] = {}  # pk -> the user's changes (eventID, when made)
         self.deliveries: list[Delivery] = []
         self.parked: list[tuple[Any, str]] = []  # ((pk, dueAt, offset) or pk or a message, reason)
         self.lost_answers: Counter[str] = Counter()  # occurrence -> copies Scheduler sent again after a lost answer
@@ -280,7 +280,7 @@ class World:
         for record in records:
             if ttl:
                 record["userIdentity"] = dict(TTL_IDENTITY)
-            elif record["eventName"] != "REMOVE":
+            else:
                 self.writes.setdefault(pk, []).append((record["eventID"], self.t))
             self._removal(record, by or ("ttl" if ttl else "user"))
         self._versions(pk, value, [r["eventID"] for r in records])
@@ -646,8 +646,8 @@ class Verdict:
     lost: list[str] = field(default_factory=list)
     cancel_broken: list[str] = field(default_factory=list)
     at_least_once: list[str] = field(default_factory=list)  # the documented case: copies at the target, named apart
-    # The documented limit: a recurring firing lost to a write that kept the rule, made inside the firing's minute
-    # and handled before Scheduler ran it (docs/offsets-and-recurrence.md), named apart
+    # The documented limit: a recurring firing lost to a change of the item (a write, a new rule, a delete) made
+    # inside the firing's minute and handled before Scheduler ran it (docs/offsets-and-recurrence.md), named apart
     limited: list[str] = field(default_factory=list)
     parked: list[str] = field(default_factory=list)  # not delivered, with a reason
     occurrences: int = 0
@@ -787,16 +787,14 @@ def _raced(world: World, key: tuple[str, str, int], deliveries: list[Delivery]) 
 
 
 def _written_in_minute(world: World, key: tuple[str, str, int]) -> bool:
-    """A write of the item that kept its rule (no new version), made inside the recurring firing's minute and first
+    """A change of the item (a write, a new rule, a delete) made inside the recurring firing's minute and first
     handled before that minute was over: the documented limit (`Verdict.limited`)."""
     if not key[1].endswith(":00Z"):
         return False
     fired = datetime.fromisoformat(key[1].replace("Z", "+00:00"))
     began = fired.replace(second=0, microsecond=0) - CLOCK_SKEW
-    versions = {i for v in world.history.get(key[0], []) for i in v.began_by}
     return any(
         began <= made < began + MINUTE
-        and event_id not in versions
         and world.processed_at.get(event_id, fired + DAY) < began + MINUTE + 2 * CLOCK_SKEW
         for event_id, made in world.writes.get(key[0], [])
     )
