@@ -1,5 +1,5 @@
 """`aggregate` mode: filtered stream -> running totals in the same table, exactly once (seed 003). The handler side
-is `handlers/aggregate.py`."""
+is `handlers/aggregate/`."""
 
 from __future__ import annotations
 

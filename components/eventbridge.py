@@ -1,5 +1,5 @@
 """`eventbridge` mode: stream -> scheduling Lambda -> one Scheduler `at()` schedule per occurrence -> target (seed
-000). The handler side is `handlers/eventbridge.py`.
+000). The handler side is `handlers/eventbridge/`.
 
 With `precision="second"` the schedules target the table's release queue instead, in the minute before each due
 time, and a release function delivers each due event at its second (`handlers/st_core/release.py`)."""

@@ -1,5 +1,5 @@
 """`aggregate` mode: filtered stream -> running totals in the same table, exactly once (seed 003); no target. Its
-resources are made by components/aggregate.py; the handler side is handlers/aggregate.py."""
+resources are made by components/aggregate.py; the handler side is handlers/aggregate/."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`eventbridge` mode: stream -> scheduling Lambda -> one Scheduler `at()` schedule per occurrence -> target (seed
 000); with `precision="second"` a release queue and function deliver each due event at its second. Its resources
-are made by components/eventbridge.py; the handler side is handlers/eventbridge.py."""
+are made by components/eventbridge.py; the handler side is handlers/eventbridge/."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ prices ($0.625 per million writes, us-east-1), no reads on the normal path, and 
 `complete` leaves a PENDING claim: after the lease the retry runs the action again (at-least-once, never lost).
 
 Where the action is itself one conditional write to an item we own (aggregate's running total), the record's
-`record_digest` can live on that item instead (see handlers/aggregate.py): the check and the action are then one
+`record_digest` can live on that item instead (see handlers/aggregate/): the check and the action are then one
 write, with no ledger item and no transaction.
 """
 

@@ -90,7 +90,7 @@ class Cron:
 
 
 Expression = Rate | Cron
-# A rate without a start counts from here (so `rate(1 hour)` runs on the hour); see handlers/eventbridge.py.
+# A rate without a start counts from here (so `rate(1 hour)` runs on the hour); see handlers/eventbridge/firings.py.
 RATE_ORIGIN = datetime.fromtimestamp(0, UTC)
 
 

@@ -71,7 +71,8 @@ def due_events(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]
             wrong.extend([] if parsed == document else [f"DueEventModel wrote back {parsed} for {document}"])
         return text
 
-    for module in (eventbridge, ttl, polling_sending):
+    # Where each handler calls it (a package's modules that make due events).
+    for module in (eventbridge.context, eventbridge.one_time, eventbridge.recurring, ttl, polling_sending):
         monkeypatch.setattr(module, "target_input", checked)
     yield made
     assert not wrong, wrong

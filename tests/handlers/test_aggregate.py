@@ -16,6 +16,7 @@ import aggregate
 import boto3
 import pytest
 from aggregate import RINGS, Totals, chunks, contributions
+from aggregate import totals as aggregate_totals
 from botocore.exceptions import ClientError, ReadTimeoutError
 from st_core.clients import CLIENTS
 from st_core.config import HandlerConfig
@@ -257,7 +258,7 @@ def test_a_failed_write_reports_its_groups_first_record_and_the_retry_is_exact(a
 def test_a_conflicting_ledger_transaction_reports_its_groups_first_record_and_the_retry_is_exact(
     agg_env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(aggregate, "RING_BYTES", 0)  # no room for ids: every write takes the ledger path
+    monkeypatch.setattr(aggregate_totals, "RING_BYTES", 0)  # no room for ids: every write takes the ledger path
     for n in range(4):
         score(agg_env, n, "ada", 1)
     event = agg_env.event()
@@ -521,7 +522,7 @@ def test_a_full_total_falls_back_to_the_ledger_and_returns_to_ids_after_the_hori
     agg_env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Room for 2 ids in two buckets, or 4 in one (each bucket's name takes 12 bytes, each id 6)
-    monkeypatch.setattr(aggregate, "RING_BYTES", 36)
+    monkeypatch.setattr(aggregate_totals, "RING_BYTES", 36)
     for n in range(3):
         score(agg_env, n, "ada", 1)
     a = sources(agg_env, 0)
@@ -625,7 +626,7 @@ def test_every_write_fits_dynamodbs_expression_limits(agg_env: Env, spread: int)
     for chunk in chunks(items):
         for ledger in (False, True):
             plan = aggregate.Plan(ledger=ledger, add_ids=True, set_until=ledger, expired=list(range(40)))
-            request = totals._request("ada", chunk, plan, T0)
+            request = totals.request("ada", chunk, plan, T0)
             for expression in (request["UpdateExpression"], request.get("ConditionExpression", "")):
                 assert len(expression.encode()) <= 4096
                 operators = re.findall(r"\b(?:AND|OR|NOT|contains|attribute_not_exists)\b|<", expression)

@@ -32,6 +32,7 @@ from unittest import mock
 
 import aggregate
 import boto3
+from aggregate import totals as aggregate_totals
 from botocore.config import Config
 from botocore.exceptions import ReadTimeoutError
 from hypothesis import strategies as st
@@ -51,7 +52,7 @@ from tests.support.patterns import LambdaFilter
 MAX_RECORD_AGE = 600  # Lambda delivers no record older than this
 HORIZON = MAX_RECORD_AGE + 60 + 300
 # Bytes for ids on a total: the default, room for a few (so totals move between ids and the ledger), and none.
-RING_ROOM = [aggregate.RING_BYTES, 24, 0]
+RING_ROOM = [aggregate_totals.RING_BYTES, 24, 0]
 SCORES = ["SCORE#1", "SCORE#2", "SCORE#3"]
 GROUPS = ["USER#ada", "USER#bob", "USER#cy"]
 # Small numbers, 31-digit ones and fractions, so sums need all of DynamoDB's 38 digits (Python's default is 28).
@@ -111,7 +112,7 @@ class AggregateModel(StreamDelivery):
     @initialize(variant=st.sampled_from(VARIANTS), room=st.sampled_from(RING_ROOM))
     def setup(self, variant: Variant, room: int) -> None:
         self.variant = variant
-        self.room = mock.patch.object(aggregate, "RING_BYTES", room)
+        self.room = mock.patch.object(aggregate_totals, "RING_BYTES", room)
         self.room.start()
         aggregate.RINGS.clear()
         self.clock = float(int(time.time()))

@@ -16,6 +16,7 @@ import boto3
 import polling
 import polling_assign
 import pytest
+from aggregate import totals as aggregate_totals
 from botocore.exceptions import ClientError, ReadTimeoutError
 
 from tests.conftest import REGION
@@ -242,7 +243,7 @@ def test_a_users_move_of_a_staged_item_runs_it_at_its_new_time_only(foreign_poll
 def foreign_totals(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
     """The aggregate env, its table another account's, and no room for ids on a total: every write takes the
     ledger path (as a group with more recent records than its ids hold does)."""
-    monkeypatch.setattr(aggregate, "RING_BYTES", 0)
+    monkeypatch.setattr(aggregate_totals, "RING_BYTES", 0)
     yield as_other_accounts(request.getfixturevalue("agg_env"))
 
 

@@ -117,7 +117,7 @@ NOT_TAKEN: dict[tuple[str, str], tuple[Condition, str]] = {
 
 def _module_files() -> dict[str, Path]:
     files = {p.stem: p for p in HANDLERS.glob("*.py")}
-    # A handler package (polling/): the package itself (its __init__) and each of its modules.
+    # A handler package (polling/, eventbridge/, aggregate/): the package itself (its __init__) and each of its modules.
     for package in sorted(p.parent for p in HANDLERS.glob("*/__init__.py") if p.parent.name != "st_core"):
         files |= {package.name if p.stem == "__init__" else f"{package.name}.{p.stem}": p for p in package.glob("*.py")}
     files |= {f"st_core.{p.stem}": p for p in (HANDLERS / "st_core").glob("*.py") if p.stem != "__init__"}
@@ -209,7 +209,9 @@ def test_the_scan_finds_the_calls_it_is_checked_on() -> None:
     """The scan is not vacuous: it finds the ledger's batch write and the transactions."""
     files = _module_files()
     assert ("dynamodb", "BatchWriteItem") in client_operations(files["st_core.idempotency"])
-    assert ("dynamodb", "TransactWriteItems") in client_operations(files["aggregate"])
+    assert ("dynamodb", "TransactWriteItems") in client_operations(files["aggregate.ledger"])
+    assert ("dynamodb", "GetItem") in client_operations(files["eventbridge.context"])
+    assert {"aggregate.ledger", "eventbridge.context"} <= imported("aggregate") | imported("eventbridge")
     assert ("scheduler", "CreateSchedule") in client_operations(files["st_core.schedules"])
     assert ("sqs", "GetQueueUrl") in client_operations(files["st_core.target_types.sqs"])
     # and in a handler package's modules: the lease's put

@@ -34,7 +34,8 @@ def test_make_dist_builds_a_checked_sdist_and_wheel_with_handlers_and_local_clou
         "scheduled_table/__init__.py",
         "scheduled_table/py.typed",
         "scheduled_table/schemas/due_event.schema.json",
-        "scheduled_table/handlers/eventbridge.py",
+        "scheduled_table/handlers/eventbridge/__init__.py",
+        "scheduled_table/handlers/aggregate/totals.py",
         "scheduled_table/handlers/st_core/dispatch.py",
         "scheduled_table/localcloud/__init__.py",
         f"scheduled_table-{version}.dist-info/licenses/LICENSE",
@@ -43,7 +44,7 @@ def test_make_dist_builds_a_checked_sdist_and_wheel_with_handlers_and_local_clou
 
     with tarfile.open(out / f"scheduled_table-{version}.tar.gz") as sdist:
         names = {name.partition("/")[2] for name in sdist.getnames()}
-    assert {"LICENSE", "CHANGELOG.md", "README.md", "pyproject.toml", "handlers/eventbridge.py"} <= names
+    assert {"LICENSE", "CHANGELOG.md", "README.md", "pyproject.toml", "handlers/eventbridge/__init__.py"} <= names
     assert {"localcloud/__init__.py", "components/__init__.py"} <= names
     assert not any(name.startswith("tests/") for name in names)
 
