@@ -1,11 +1,11 @@
 """`eventbridge` mode: one EventBridge Scheduler `at()` schedule per occurrence (item keys + due time).
 
-The package's parts: `plan` reads one stream record into steps and `coalesce` reduces an item's records to their
-net effect (both pure, with `firings`, the recurring arithmetic); `Scheduling` (`scheduling`) carries the steps out
-through `OneTime` (`one_time`: `at()` schedules, past occurrences delivered at once, the schedules' ledger markers),
-`Recurring` (`recurring`: an item's recurring schedule) and `Settling` (`settle`: due times the item left), which
-share one `BatchContext` (`context`: the batch's items read back, the counts, a delivery). The entry points
-(`handle_batch`, `handler`) are here.
+The package's parts: `planning` (pure: `plan` reads one stream record into steps, `coalesce` reduces an item's
+records to their net effect), `firings` (pure: the recurring arithmetic), and `Scheduling` (`scheduling`), which
+carries the steps out through `OneTime` (`one_time`: `at()` schedules, past occurrences delivered at once, the
+schedules' ledger markers), `Recurring` (`recurring`: an item's recurring schedule) and `Settling` (`settle`: due
+times the item left), sharing one `BatchContext` (`context`: the batch's items read back, the counts, a delivery).
+The entry points (`handle_batch`, `handler`) are here.
 
 Once per occurrence, under AWS's real behaviour:
 - Scheduler fires anywhere in the minute of its `at()` time, so schedules are set on the first whole minute at or
@@ -50,7 +50,7 @@ from st_core.config import load_config
 from st_core.stream import BatchResponse, DynamoDBStreamEvent
 
 from eventbridge.firings import recurring_window
-from eventbridge.plan import (
+from eventbridge.planning import (
     EPOCH,
     MODE,
     Action,

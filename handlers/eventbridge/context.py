@@ -20,7 +20,7 @@ from st_core.reads import Found, read_items
 from st_core.stream import DynamoDBStreamRecord, changed_at, decode_image, key_identity, to_request
 from st_core.timeparse import format_due
 
-from eventbridge.plan import EPOCH, MODE, Action, Clock, Occurrence, Plan, Sleep, occurrences_of, offsets_of, plan
+from eventbridge.planning import EPOCH, MODE, Action, Clock, Occurrence, Plan, Sleep, occurrences_of, offsets_of, plan
 
 if TYPE_CHECKING:  # the configuration's shapes, for the type checker only (see st_core/shapes.py)
     from st_core.config import HandlerConfig

@@ -12,7 +12,7 @@ from st_core.schedules import CLOCK_SKEW, MIN_LEAD
 from st_core.stream import DynamoDBStreamRecord, changed_at
 from st_core.timeparse import minute_start, zone
 
-from eventbridge.plan import EPOCH, Occurrence, Recurrence, Step
+from eventbridge.planning import EPOCH, Occurrence, Recurrence, Step
 
 if TYPE_CHECKING:
     from st_core.recurrence import Expression

@@ -14,7 +14,7 @@ from st_core.stream import DynamoDBStreamRecord, sequence_number
 from st_core.timeparse import format_due
 
 from eventbridge.context import BatchContext
-from eventbridge.plan import MODE, Step
+from eventbridge.planning import MODE, Step
 
 if TYPE_CHECKING:
     from datetime import datetime

@@ -26,7 +26,7 @@ from eventbridge.firings import (
     taken_over,
     written_at,
 )
-from eventbridge.plan import MODE, Occurrence, Recurrence, Step
+from eventbridge.planning import MODE, Occurrence, Recurrence, Step
 
 if TYPE_CHECKING:
     from st_core.recurrence import Expression

@@ -13,7 +13,7 @@ from st_core.stream import DynamoDBStreamRecord, sequence_number
 
 from eventbridge.context import BatchContext
 from eventbridge.one_time import OneTime
-from eventbridge.plan import Action, Clock, Sleep, Step, coalesce
+from eventbridge.planning import Action, Clock, Sleep, Step, coalesce
 from eventbridge.recurring import Recurring
 from eventbridge.settle import Settling
 

@@ -12,7 +12,7 @@ from st_core.stream import DynamoDBStreamRecord
 from st_core.timeparse import format_due
 
 from eventbridge.context import BatchContext
-from eventbridge.plan import Step
+from eventbridge.planning import Step
 
 # No AWS calls of its own: Scheduler's through st_core.schedules, the ledger's through st_core.idempotency.
 AWS_ACTIONS: tuple[str, ...] = ()

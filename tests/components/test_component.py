@@ -240,9 +240,7 @@ def test_log_group_retention_default_and_override(build: Build) -> None:
 def test_function_code_is_an_archive_of_the_repo_handlers(build: Build) -> None:
     code = build().one("rem-scheduler").inputs["code"]
     members = code.assets
-    assert (
-        "eventbridge/__init__.py" in members and "eventbridge/plan.py" in members and "st_core/dispatch.py" in members
-    )
+    assert {"eventbridge/__init__.py", "eventbridge/planning.py", "st_core/dispatch.py"} <= set(members)
     assert all(Path(asset.path).is_file() for asset in members.values())
     assert not any("__pycache__" in name or name.startswith("tests") for name in members)
 

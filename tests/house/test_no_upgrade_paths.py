@@ -63,5 +63,5 @@ def test_no_file_names_what_only_an_earlier_version_used() -> None:
 def test_the_scan_reads_the_handlers_and_the_tests() -> None:
     """Not vacuous: the files that held those names are among those read."""
     names = {path.relative_to(ROOT).as_posix() for path in scanned()}
-    assert {"handlers/eventbridge/plan.py", "handlers/st_core/naming.py", "tests/handlers/test_polling.py"} <= names
+    assert {"handlers/eventbridge/planning.py", "handlers/st_core/naming.py", "tests/handlers/test_polling.py"} <= names
     assert "docs/consumers.md" in names
