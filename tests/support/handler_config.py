@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, cast
-
-from st_core.config import HandlerConfig
+from typing import TYPE_CHECKING, Any, cast
 
 from components import ScheduledTableArgs, modes
 from components.runtime_config import Value, handler_document, known_target_arn, needed_values
+
+if TYPE_CHECKING:  # the handlers' own description of the document (handlers/ need not be on the path)
+    from st_core.config import HandlerConfig
 
 
 def handler_config(
@@ -34,7 +35,7 @@ def handler_config(
     if missing:
         raise KeyError(f"mode {str(args.mode)!r} needs {missing}: make those resources and name them")
     values: dict[str, str] = {value: given[value] for value in needed}
-    return cast(HandlerConfig, json.loads(handler_document(args, values)))
+    return cast("HandlerConfig", json.loads(handler_document(args, values)))
 
 
 def switched(options: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
