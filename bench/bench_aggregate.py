@@ -173,28 +173,13 @@ def _tables() -> tuple[str, str]:
 
 
 def _config(name: str, queue: str) -> dict[str, Any]:
-    return {
-        "mode": "aggregate",
-        "table": name,
-        "partitionKey": "PK",
-        "sortKey": "SK",
-        "timeAttribute": "dueAt",
-        "target": {"kind": "none", "arn": ""},
-        "poisonQueueUrl": queue,
-        "maxWorkers": 16,
-        "aggregate": {
-            "sourcePrefix": "SCORE",
-            "valueAttribute": "Score",
-            "groupFrom": "SK",
-            "totalSortKey": "TOTAL",
-            "totalAttribute": "totalScore",
-            "aggregation": "sum",
-            "onChange": "ignore",
-            "ledgerTable": f"{name}-ledger",
-            "windowSeconds": 172800,
-            "horizonSeconds": 3600 + 60 + 300,  # the component's defaults
-        },
-    }
+    """The aggregator's configuration as the component writes it with its defaults (seed 003's layout)."""
+    from components import ScheduledTableArgs
+    from components.runtime_config import Value
+    from tests.support.handler_config import handler_config
+
+    names = {Value.TABLE: name, Value.POISON_QUEUE_URL: queue, Value.LEDGER_TABLE: f"{name}-ledger"}
+    return dict(handler_config(ScheduledTableArgs(mode="aggregate"), names))
 
 
 def _totals(name: str) -> dict[str, int]:

@@ -43,12 +43,7 @@ def _env(mode: str) -> Any:
     if mode == "polling":
         with_due_index(env)
     elif mode == "aggregate":
-        from tests.handlers.test_aggregate import aggregate_section
-
-        env.config["mode"] = "aggregate"
-        env.config.pop("scheduler")
-        env.config.pop("eventbridge")
-        env.config["aggregate"] = aggregate_section(env.ledger())
+        env.configure(mode="aggregate")
     return env
 
 

@@ -77,10 +77,13 @@ def load(ddb: Any, name: str, size: int, now: int) -> list[tuple[int, str]]:
 def run() -> tuple[str, dict[str, float]]:
     import boto3
 
+    from components import ScheduledTableArgs
     from components.cli.console.guard import Guard
     from components.cli.console.server import Console, bind, start
     from components.cli.inspection import pending
     from components.cli.redrive.discovery import Stack
+    from components.runtime_config import Value
+    from tests.support.handler_config import handler_config
 
     size = sized(100_000, 500)
     with aws():
@@ -99,15 +102,9 @@ def run() -> tuple[str, dict[str, float]]:
         now = int(time.time())
         seconds_loading, loaded = timed(lambda: load(client("dynamodb"), "console-jobs", size, now))
         poison = client("sqs").create_queue(QueueName="console-jobs-poison")["QueueUrl"]
-        config = {
-            "table": "console-jobs",
-            "mode": "polling",
-            "timeAttribute": "dueAt",
-            "partitionKey": "PK",
-            "sortKey": "SK",
-            "polling": {"shards": SHARDS},
-        }
-        stack = Stack("console-jobs-consumer", config, poison, None, None, [])
+        names = {Value.TABLE: "console-jobs", Value.POISON_QUEUE_URL: poison}
+        config = handler_config(ScheduledTableArgs(mode="polling", shards=SHARDS), names, unnamed="")
+        stack = Stack("console-jobs-consumer", dict(config), poison, None, None, [])
         server = bind(0)
         guard = Guard.new(server.server_address[1])
         fixed = datetime.fromtimestamp(now, UTC)

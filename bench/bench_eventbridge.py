@@ -118,26 +118,34 @@ def _made(clients: Any, config: dict[str, Any], records: list[dict[str, Any]], w
     return left
 
 
-def config_for(group: str, queue: str, arn: str, ledger: str) -> dict[str, Any]:
-    return {
-        "mode": "eventbridge",
-        "table": TABLE,
-        "partitionKey": "PK",
-        "sortKey": "SK",
-        "timeAttribute": "dueAt",
-        "target": {"kind": "sqs", "arn": arn},
-        "poisonQueueUrl": queue,
-        "maxWorkers": WORKERS,
-        "scheduler": {
-            "group": group,
-            "roleArn": f"arn:aws:iam::{ACCOUNT}:role/s",
-            "deadLetterArn": arn,
-            "maxEventAgeSeconds": 3600,
-            "maxRetryAttempts": 3,
-        },
-        # Once per occurrence: each schedule is recorded in the idempotency ledger (one write per schedule).
-        "eventbridge": {"ledgerTable": ledger, "leaseSeconds": 90, "windowSeconds": 172800},
+def config_for(group: str, queue: str, arn: str, ledger: str, release: tuple[str, str] | None = None) -> dict[str, Any]:
+    """The scheduling function's configuration as the component writes it for a queue target (also the target's
+    dead letters) and a poison queue; once per occurrence, each schedule is recorded in the idempotency ledger (one
+    write per schedule). With `release` (a queue's ARN and URL), precision `second` through that release queue."""
+    from components import ScheduledTableArgs
+    from components.runtime_config import Value
+    from components.targets import QueueTarget
+    from tests.support.handler_config import handler_config
+
+    args = ScheduledTableArgs(
+        mode="eventbridge",
+        target=QueueTarget(queue_arn=arn),
+        max_workers=WORKERS,
+        schedule_max_event_age_seconds=3600,
+        schedule_retry_attempts=3,
+        precision="minute" if release is None else "second",
+    )
+    names = {
+        Value.TABLE: TABLE,
+        Value.POISON_QUEUE_URL: queue,
+        Value.SCHEDULE_GROUP: group,
+        Value.SCHEDULER_ROLE_ARN: f"arn:aws:iam::{ACCOUNT}:role/s",
+        Value.TARGET_DLQ_ARN: arn,
+        Value.LEDGER_TABLE: ledger,
     }
+    if release is not None:
+        names |= {Value.RELEASE_QUEUE_ARN: release[0], Value.RELEASE_QUEUE_URL: release[1], Value.TARGET_DLQ_URL: queue}
+    return dict(handler_config(args, names))
 
 
 def _baseline(event: dict[str, Any], latency: float = LATENCY_SECONDS) -> tuple[float, int]:

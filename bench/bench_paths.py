@@ -196,11 +196,9 @@ def _second() -> tuple[list[list[Any]], dict[str, float]]:
         sqs = clients.get("sqs")
         url = sqs.create_queue(QueueName=f"release-{uuid.uuid4().hex[:6]}")["QueueUrl"]
         name = url.rsplit("/", 1)[-1]
-        config["eventbridge"]["release"] = {
-            "queueArn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}",
-            "queueUrl": url,
-            "deadLetterUrl": config["poisonQueueUrl"],
-        }
+        queue = (f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}", url)
+        scheduler, ledger = config["scheduler"], config["eventbridge"]["ledgerTable"]
+        config = config_for(scheduler["group"], config["poisonQueueUrl"], config["target"]["arn"], ledger, queue)
         clients.log.reset()
         assert handle_batch({"Records": creates}, config, clients=clients) == {"batchItemFailures": []}  # type: ignore[arg-type]
         per, detail = _per_item(clients, _count())

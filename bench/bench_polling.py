@@ -153,30 +153,26 @@ def _as_datetime(epoch: float) -> Any:
 def polling_config(
     table_name: str, ledger: str, target_arn: str, shards: int = SHARDS, groups: int = 1
 ) -> dict[str, Any]:
-    """The processor's configuration as the component writes it, for a table, its ledger and an SQS target."""
-    return {
-        "mode": "polling",
-        "table": table_name,
-        "partitionKey": "PK",
-        "sortKey": "SK",
-        "timeAttribute": "dueAt",
-        "target": {"kind": "sqs", "arn": target_arn},
-        "poisonQueueUrl": "",
-        "maxWorkers": WORKERS,
-        "polling": {
-            "shards": shards,
-            "shardGroups": groups,
-            "ledgerTable": ledger,
-            "leaseSeconds": 90,  # a 60 s Lambda timeout + 30 s
-            "maxAttempts": 3,
-            "backoffSeconds": 60,
-            "onDone": "mark",
-            "deadLetterUrl": "",
-            "delayAttribute": "delaySeconds",
-            "defaultDelaySeconds": None,
-            "budgetMarginSeconds": MARGIN,
-        },
-    }
+    """The processor's configuration as the component writes it, for a table, its ledger and an SQS target (no
+    poison queue or dead-letter queue: a run parks nothing). Its budget margin is `MARGIN` (the default 60 s
+    Lambda timeout's)."""
+    from components import ScheduledTableArgs
+    from components.runtime_config import Value
+    from components.targets import QueueTarget
+    from tests.support.handler_config import handler_config
+
+    args = ScheduledTableArgs(
+        mode="polling",
+        target=QueueTarget(queue_arn=target_arn),
+        max_workers=WORKERS,
+        shards=shards,
+        shard_groups=groups,
+        max_attempts=3,
+    )
+    names = {Value.TABLE: table_name, Value.POISON_QUEUE_URL: "", Value.TARGET_DLQ_URL: "", Value.LEDGER_TABLE: ledger}
+    config: dict[str, Any] = dict(handler_config(args, names))
+    assert config["polling"]["budgetMarginSeconds"] == MARGIN, "MARGIN is the component's budget margin"
+    return config
 
 
 class _Budget:

@@ -5,7 +5,6 @@ ceilings are proven on the run's own timeline, never on wall time."""
 
 from __future__ import annotations
 
-import copy
 import json
 import time as wall
 from collections.abc import Callable
@@ -14,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from st_core.config import HandlerConfig
 
 from components.cli import backfill
 from components.cli.command import main
@@ -42,31 +40,13 @@ class FakeTime:
 
 
 def ttl_config(env: Env, *, precise: bool) -> Env:
-    from tests.handlers.test_ttl import ttl_section
-
-    config: HandlerConfig = copy.deepcopy(env.config)
-    config["mode"] = "ttl"
-    config["ttl"] = ttl_section(env.ledger())
-    config["ttl"]["precise"] = precise
-    config.pop("eventbridge")
-    if not precise:
-        config.pop("scheduler")
-    env.config = config
-    return env
+    return env.configure(mode="ttl", precise=precise)
 
 
 def aggregate_config(env: Env, on_change: str = "adjust") -> Env:
     import aggregate
 
-    from tests.handlers.test_aggregate import aggregate_section
-
-    config: HandlerConfig = copy.deepcopy(env.config)
-    config["mode"] = "aggregate"
-    config.pop("scheduler")
-    config.pop("eventbridge")
-    config["aggregate"] = aggregate_section(env.ledger())
-    config["aggregate"]["onChange"] = on_change
-    env.config = config
+    env.configure(mode="aggregate", on_change=on_change)
     aggregate.RINGS.clear()
     return env
 

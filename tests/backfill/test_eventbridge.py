@@ -191,7 +191,7 @@ def test_a_run_killed_mid_page_resumes_and_the_replayed_page_changes_nothing_twi
 
 def test_the_scheduler_ceiling_holds_on_the_runs_timeline(env: Env) -> None:
     existing(env, 40)
-    env.config["maxWorkers"] = 1  # one call at a time, so each sleep is one step of the run's own timeline
+    env.configure(max_workers=1)  # one call at a time, so each sleep is one step of the run's own timeline
     function = consumer(env)
     fake = FakeTime()
     moments: list[float] = []

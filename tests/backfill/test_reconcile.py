@@ -103,7 +103,7 @@ def test_a_schedule_whose_minute_began_is_left_to_scheduler_while_it_may_still_b
     Before: reconcile deleted it minutes after its minute, and the occurrence was never delivered."""
     from backfill_sweep import RETRIES_MARGIN_SECONDS
 
-    env.config["scheduler"]["maxEventAgeSeconds"] = 86400  # Scheduler's longest: retries for 24 h
+    env.configure(schedule_max_event_age_seconds=86400)  # Scheduler's longest: retries for 24 h
     due = NOW.replace(second=0) - timedelta(minutes=10)
     env.put({"PK": "busy", "SK": "A", "dueAt": iso(due)})
     eventbridge.handle_batch(env.event(), env.config, now=lambda: due - timedelta(days=1))
@@ -310,7 +310,7 @@ def test_a_raised_window_does_not_make_reconcile_deliver_again_what_the_ledger_f
     status, lines = command(function, "reconcile")
     assert status == 0 and [m["keys"]["PK"] for m in delivered(env)] == ["missed"], lines
 
-    env.config["eventbridge"]["windowSeconds"] = 7 * 86400  # raised (the stack deployed again)
+    env.configure(idempotency_window_seconds=7 * 86400)  # raised (the stack deployed again)
     assert forget(env, after=timedelta(hours=50)) == 1  # TTL: the delivery's entry is gone
     later = time.time() + 50 * 3600
 

@@ -87,7 +87,8 @@ def test_the_stubbed_floor_makes_again_exactly_the_requests_ours_sent_reads_firs
     ours = bench_eventbridge._stub_clients(event, 0)
     ours.recording = []
     ours_sent = _bodies(ours)
-    response = handle_batch(event, bench_eventbridge.config_for("g", "q", "arn", "ledger"), clients=ours)  # type: ignore[arg-type]
+    config = bench_eventbridge.config_for("g", "q", bench_eventbridge.STUB_QUEUE_ARN, "ledger")
+    response = handle_batch(event, config, clients=ours)  # type: ignore[arg-type]
     assert response == {"batchItemFailures": []}
     made = ours.recording
     assert Counter(operation for _, operation, _ in made) == {

@@ -11,11 +11,15 @@ from urllib.parse import urlencode
 
 import pytest
 
+from components import ScheduledTableArgs
 from components.cli.console.guard import Guard
 from components.cli.console.server import Console, Server, bind, start
 from components.cli.redrive.discovery import Stack
+from components.runtime_config import Value
+from tests.support.handler_config import handler_config
 
-STACK = Stack("tasks-consumer", {"table": "tasks", "mode": "eventbridge"}, "http://q/poison", None, None, [])
+CONFIG = handler_config(ScheduledTableArgs(mode="eventbridge"), {Value.TABLE: "tasks"}, unnamed="")
+STACK = Stack("tasks-consumer", dict(CONFIG), "http://q/poison", None, None, [])
 
 
 def no_aws(service: str) -> None:

@@ -14,12 +14,15 @@ import pytest
 from moto import mock_aws
 
 from bench.bench_console import due_index_table
+from components import ScheduledTableArgs
 from components.cli.console.views import SCHEDULER_METRICS, due_index, published, scheduler_counts, schedules
+from components.runtime_config import Value
 from tests.conftest import REGION
+from tests.support.handler_config import handler_config
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 T = int(NOW.timestamp())
-CONFIG = {"table": "jobs", "partitionKey": "PK", "sortKey": "SK", "polling": {"shards": 2}}
+CONFIG = dict(handler_config(ScheduledTableArgs(mode="polling", shards=2), {Value.TABLE: "jobs"}, unnamed=""))
 # (key, shard, seconds from now): a second (20) held by both shards, more of it than a page of one shard.
 ENTRIES = [("a", 0, 10), ("b", 0, 20), ("c", 0, 20), ("d", 0, 30), ("e", 1, 15), ("f", 1, 20), ("g", 1, 40)]
 

@@ -15,9 +15,11 @@ from st_core.clients import Clients
 from st_core.config import HandlerConfig, TargetConfig
 from ttl import handle_batch
 
+from components import ScheduledTableArgs
+from components.runtime_config import Value
 from localcloud.provision import clients
 from localcloud.server import Ministack
-from tests.handlers.test_ttl import ttl_section
+from tests.support.handler_config import handler_config
 
 REGION = "eu-west-1"
 DEADLINE_SECONDS = 30.0  # a rule's delivery on a loaded machine; the tests poll, they never wait a fixed time
@@ -51,17 +53,15 @@ class Local:
         return url, sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
 
     def config(self, target: TargetConfig) -> HandlerConfig:
-        return {
-            "mode": "ttl",
-            "table": f"items-{self.suffix}",
-            "partitionKey": "PK",
-            "sortKey": None,
-            "timeAttribute": "dueAt",
-            "target": target,
-            "poisonQueueUrl": self.poison,
-            "maxWorkers": 4,
-            "ttl": ttl_section(self.ledger),
+        """Plain ttl's document as the component writes it (a table keyed by PK alone, 4 workers), with `target`
+        as its target section."""
+        args = ScheduledTableArgs(mode="ttl", sort_key=None, max_workers=4)
+        names = {
+            Value.TABLE: f"items-{self.suffix}",
+            Value.POISON_QUEUE_URL: self.poison,
+            Value.LEDGER_TABLE: self.ledger,
         }
+        return {**handler_config(args, names, unnamed=""), "target": target}
 
     def run(self, config: HandlerConfig, *pks: str, **extra: Any) -> dict[str, Any]:
         """The executor on one batch of TTL deletions, as Lambda hands them over."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import copy
 import json
 import os
 import random
@@ -17,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from zoneinfo import ZoneInfo
 
 import boto3
@@ -26,11 +25,14 @@ from moto import mock_aws
 from st_core.clients import CLIENTS
 from st_core.config import HandlerConfig
 
+from components.runtime_config import Value
+from components.targets import QueueTarget
 from tests.aws_rules import AwsRules
 from tests.conftest import REGION
 from tests.iam import enforce
 from tests.iam.roles import role_for
 from tests.moto_locks import serialize_moto_transactions
+from tests.support.handler_config import config_of, switched
 
 ACCOUNT = "123456789012"
 SCHEMA = Path(__file__).resolve().parents[2] / "components" / "schemas" / "due_event.schema.json"
@@ -266,6 +268,25 @@ class Env:
     sqs: Any = field(repr=False)
     scheduler: Any = field(repr=False)
     rules: AwsRules = field(repr=False, default_factory=AwsRules)
+    # What `config` is made of: the component's options (ScheduledTableArgs keywords) and the physical names of
+    # this env's resources by `runtime_config.Value` (see `configure`).
+    options: dict[str, Any] = field(default_factory=dict)
+    names: dict[Value, str] = field(default_factory=dict)
+
+    def configure(self, **changes: Any) -> Env:
+        """`config` as the component writes it for the env's options with `changes` (a change of mode starts the
+        new mode from its defaults: tests/support/handler_config.py `switched`), on this env's resources."""
+        self.options = switched(self.options, changes)
+        self.names[Value.TABLE] = self.table
+        self.names.setdefault(Value.LEDGER_TABLE, self.ledger())
+        self.config = config_of(self.options, self.names)
+        return self
+
+    def second_precision(self, arn: str, url: str) -> Env:
+        """`configure(precision="second")` with the release queue at `arn`, `url` (its dead letters go to the
+        target DLQ, as the component deploys it)."""
+        self.names |= {Value.RELEASE_QUEUE_ARN: arn, Value.RELEASE_QUEUE_URL: url}
+        return self.configure(precision="second")
 
     def put(self, item: dict[str, Any]) -> None:
         self.ddb.put_item(TableName=self.table, Item=_typed(item))
@@ -362,22 +383,21 @@ def build_env() -> Env:
         for role in ("due", "poison", "tdlq")
     }
     arns = {role: f"arn:aws:sqs:{REGION}:{ACCOUNT}:{role}-{suffix}" for role in urls}
-    config: HandlerConfig = {
+    # The component's options these tests mean: the user's own queue as target, schedules that retry 5 times within
+    # an hour, 8 workers a batch.
+    options = {
         "mode": "eventbridge",
-        "table": table,
-        "partitionKey": "PK",
-        "sortKey": "SK",
-        "timeAttribute": "dueAt",
-        "target": {"kind": "sqs", "arn": arns["due"]},
-        "poisonQueueUrl": urls["poison"],
-        "maxWorkers": 8,
-        "scheduler": {
-            "group": group,
-            "roleArn": f"arn:aws:iam::{ACCOUNT}:role/scheduler-{suffix}",
-            "deadLetterArn": arns["tdlq"],
-            "maxEventAgeSeconds": 3600,
-            "maxRetryAttempts": 5,
-        },
+        "target": QueueTarget(queue_arn=arns["due"]),
+        "max_workers": 8,
+        "schedule_max_event_age_seconds": 3600,
+        "schedule_retry_attempts": 5,
+    }
+    names = {
+        Value.POISON_QUEUE_URL: urls["poison"],
+        Value.SCHEDULE_GROUP: group,
+        Value.SCHEDULER_ROLE_ARN: f"arn:aws:iam::{ACCOUNT}:role/scheduler-{suffix}",
+        Value.TARGET_DLQ_ARN: arns["tdlq"],
+        Value.TARGET_DLQ_URL: urls["tdlq"],
     }
     built = Env(
         table=table,
@@ -387,14 +407,14 @@ def build_env() -> Env:
         due_queue_arn=arns["due"],
         poison_url=urls["poison"],
         target_dlq_arn=arns["tdlq"],
-        config=config,
+        config=cast(HandlerConfig, {}),  # made by `configure`, below
         ddb=ddb,
         sqs=sqs,
         scheduler=scheduler,
         rules=rules,
+        names=names,
     )
-    built.config["eventbridge"] = {"ledgerTable": built.ledger(), "leaseSeconds": 90, "windowSeconds": 172800}
-    return built
+    return built.configure(**options)
 
 
 def with_due_index(env: Env) -> Env:
@@ -422,25 +442,9 @@ def with_due_index(env: Env) -> Env:
     )
     owned = {"MaximumMessageSize": str(1024 * 1024)}  # the component's own queues take 1 MiB
     dlq = env.sqs.create_queue(QueueName=f"dlq-{table}", Attributes=owned)["QueueUrl"]
-    config: HandlerConfig = copy.deepcopy(env.config)
-    config["mode"], config["table"] = "polling", table
-    config.pop("scheduler")
-    config.pop("eventbridge")
-    config["polling"] = {
-        "shards": 8,
-        "shardGroups": 1,
-        "leaseSeconds": 90,
-        "maxAttempts": 3,
-        "backoffSeconds": 60,
-        "onDone": "mark",
-        "deadLetterUrl": dlq,
-        "delayAttribute": "delaySeconds",
-        "defaultDelaySeconds": None,
-        "budgetMarginSeconds": 10,
-        "ledgerTable": env.ledger(),
-        "windowSeconds": 172800,
-    }
-    env.table, env.config = table, config
+    env.table = table
+    env.names[Value.TARGET_DLQ_URL] = dlq
+    env.configure(mode="polling", shards=8, max_attempts=3)
     env.stream = Stream(created["TableDescription"]["LatestStreamArn"], boto3.client("dynamodbstreams", REGION))
     env.target_dlq_arn = dlq
     use_shards(env, 8)
@@ -451,7 +455,7 @@ def use_shards(env: Env, shards: int) -> None:
     """A polling stack made with `shards` and past its first tick: its config, and the ledger's record of the shard
     count in use (a stack's first tick probes every shard a configuration may have for entries a higher count left
     behind; tests/handlers/test_polling_shards.py runs that probe and a change of `shards`)."""
-    env.config["polling"]["shards"] = shards
+    env.configure(shards=shards)
     env.ddb.put_item(
         TableName=env.config["polling"]["ledgerTable"],
         Item={

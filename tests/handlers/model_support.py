@@ -30,24 +30,13 @@ TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 def model_env(*, due_index: bool = False) -> Env:
     """The `env` fixture's world for one hypothesis example (inside a started `mock_aws`): a table with a stream, a
     schedule group, queues and a ledger; with `due_index`, the `polling_env` fixture's table and config."""
-    env = build_env()
-    env.config["maxWorkers"] = 4
+    env = build_env().configure(max_workers=4)
     return with_due_index(env) if due_index else env
 
 
 def ttl_config(env: Env, *, precise: bool) -> Env:
     """The env's config as `ttl` mode's (plain or precise), on the env's ledger."""
-    env.config["mode"] = "ttl"
-    env.config["ttl"] = {
-        "ledgerTable": env.ledger(),
-        "leaseSeconds": 90,
-        "windowSeconds": 172800,
-        "repeatAttribute": "repeatEvery",
-        "repeatUntilAttribute": "repeatUntil",
-        "occurrenceAttribute": "occurrence",
-        "precise": precise,
-    }
-    return env
+    return env.configure(mode="ttl", precise=precise)
 
 
 def dynamodb_number_arithmetic() -> Any:

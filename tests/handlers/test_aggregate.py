@@ -19,7 +19,6 @@ from aggregate import RINGS, Totals, chunks, contributions
 from aggregate import totals as aggregate_totals
 from botocore.exceptions import ClientError, ReadTimeoutError
 from st_core.clients import CLIENTS
-from st_core.config import HandlerConfig
 from st_core.stream import BatchResponse
 
 from components.filters import filter_patterns
@@ -33,30 +32,10 @@ HORIZON = 3960
 T0 = 2_000_000 * aggregate.BUCKET_SECONDS
 
 
-def aggregate_section(ledger: str, horizon: int = HORIZON) -> Any:
-    """The `aggregate` part of a handler config: seed 003's layout, sums, inserts only."""
-    return {
-        "sourcePrefix": "SCORE",
-        "valueAttribute": "Score",
-        "groupFrom": "SK",
-        "totalSortKey": "TOTAL",
-        "totalAttribute": "totalScore",
-        "aggregation": "sum",
-        "onChange": "ignore",
-        "ledgerTable": ledger,
-        "windowSeconds": 3600,
-        "horizonSeconds": horizon,
-    }
-
-
 @pytest.fixture
 def agg_env(env: Env) -> Iterator[Env]:
-    ledger = env.ledger()
-    config: HandlerConfig = copy.deepcopy(env.config)
-    config["mode"] = "aggregate"
-    config.pop("scheduler")
-    config["aggregate"] = aggregate_section(ledger)
-    env.config = config
+    """The env as aggregate mode with the component's defaults: seed 003's layout, sums, inserts only."""
+    env.configure(mode="aggregate")
     RINGS.clear()
     boto3.DEFAULT_SESSION.events.register("before-parameter-build.dynamodb.UpdateItem", _number_range)
     yield env
@@ -275,7 +254,7 @@ def test_a_conflicting_ledger_transaction_reports_its_groups_first_record_and_th
 
 
 def test_adjust_applies_corrections_moves_and_deletions(agg_env: Env) -> None:
-    agg_env.config["aggregate"]["onChange"] = "adjust"
+    agg_env.configure(on_change="adjust")
     score(agg_env, 1, "ada", 10)
     score(agg_env, 2, "ada", 7)
     aggregate.handle_batch(agg_env.event(), agg_env.config)
@@ -301,7 +280,7 @@ def test_without_adjust_changes_and_deletions_do_not_reach_the_handler(agg_env: 
 
 
 def test_count_aggregation_counts_records(agg_env: Env) -> None:
-    agg_env.config["aggregate"]["aggregation"] = "count"
+    agg_env.configure(aggregation="count")
     for n in range(7):
         score(agg_env, n, "ada", "not even a number")
     aggregate.handle_batch(agg_env.event(), agg_env.config)
@@ -445,7 +424,7 @@ def test_a_redelivery_to_the_same_container_needs_no_write(agg_env: Env) -> None
 
 def test_a_redelivery_hours_later_within_the_horizon_counts_once(agg_env: Env, again: Callable[[], None]) -> None:
     # GIVEN a mapping that keeps records for up to 6 hours
-    agg_env.config["aggregate"]["horizonSeconds"] = 6 * 3600 + 60 + 300
+    agg_env.configure(maximum_record_age_seconds=6 * 3600)
     for n in range(5):
         score(agg_env, n, "ada", 100)
     first = sources(agg_env, 0)

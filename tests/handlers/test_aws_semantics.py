@@ -25,6 +25,7 @@ from st_core.clients import CLIENTS
 from st_core.pending import INDEX_NAME
 from st_core.timeparse import format_due
 
+from components.targets import QueueTarget
 from tests.conftest import REGION
 from tests.handlers.conftest import Env, SchedulerClock, Stream
 from tests.handlers.test_aggregate import agg_env  # noqa: F401  (fixtures)
@@ -105,7 +106,7 @@ def test_ttl_precise_delete_fired_anywhere_in_its_minute_is_due_and_acts_at_or_a
     ttl_env: Env,  # noqa: F811
 ) -> None:
     env = ttl_env
-    env.config["ttl"]["precise"] = True
+    env.configure(precise=True)
     clock = SchedulerClock(env)
     base = NOW.replace(second=0) + timedelta(hours=2)
     dues = {f"o{n}": base + timedelta(seconds=n * 13 + 5) for n in range(12)}
@@ -128,7 +129,7 @@ def test_ttl_precise_delete_fired_anywhere_in_its_minute_is_due_and_acts_at_or_a
 
 def test_ttl_precise_judges_a_delete_by_when_it_happened_not_when_it_is_processed(ttl_env: Env) -> None:  # noqa: F811
     env = ttl_env
-    env.config["ttl"]["precise"] = True
+    env.configure(precise=True)
     due = NOW.replace(second=30) + timedelta(hours=1)
     env.put({"PK": "in-minute", "SK": "S", "dueAt": int(due.timestamp())})
     env.put({"PK": "cancelled", "SK": "S", "dueAt": int(due.timestamp())})
@@ -256,7 +257,7 @@ def test_delete_and_reinsert_of_the_same_content_leaves_a_live_schedule(env: Env
 @pytest.mark.parametrize("state", ["DONE", "RETRY", "FAILED"])
 def test_polling_redelivered_batch_does_not_put_a_dispatched_item_back(polling_env: Env, state: str) -> None:  # noqa: F811
     env = polling_env
-    env.config["polling"]["maxAttempts"] = 1 if state == "FAILED" else 3
+    env.configure(max_attempts=1 if state == "FAILED" else 3)
     env.put({"PK": "job", "SK": "T", "dueAt": iso(NOW - timedelta(seconds=30))})
     batch = env.event()
     polling_assign.handle_assign_batch(batch, env.config)
@@ -297,8 +298,8 @@ def total(env: Env, group: str) -> Any:
 
 def test_aggregate_moving_a_score_between_groups_subtracts_and_adds(agg_env: Env) -> None:  # noqa: F811
     env = agg_env
-    env.config["aggregate"]["groupFrom"] = "owner"
-    env.config["aggregate"]["onChange"] = "adjust"
+    env.configure(group_from="owner")
+    env.configure(on_change="adjust")
     env.put({"PK": "SCORE#1", "SK": "S", "owner": "USER#alice", "Score": 10})
     aggregate.handle_batch(env.event(), env.config)
     env.put({"PK": "SCORE#1", "SK": "S", "owner": "USER#bob", "Score": 10})
@@ -378,7 +379,7 @@ def test_a_binary_partition_key_works_in_polling_assign_and_claim(polling_env: E
 def test_a_binary_partition_key_works_in_ttl_repeat_and_precise_delete(ttl_env: Env) -> None:  # noqa: F811
     env = ttl_env
     switch_table(env, pk_type="B")
-    env.config["ttl"]["precise"] = True
+    env.configure(precise=True)
     env.put({"PK": b"\x02sess", "SK": "S", "dueAt": int(NOW.timestamp()) - 5, "repeatEvery": 3600})
     ttl.handle_batch(env.event(), env.config, now=lambda: NOW)  # due: deleted now by key
     assert ttl.handle_batch(env.event(), env.config, now=lambda: NOW) == {"batchItemFailures": []}
@@ -429,7 +430,7 @@ def test_a_big_item_due_now_reaches_a_256_kib_queue_trimmed(env: Env) -> None:
 def test_a_queue_that_takes_1_mib_gets_the_whole_big_item(env: Env) -> None:
     env.sqs.set_queue_attributes(QueueUrl=env.due_queue_url, Attributes={"MaximumMessageSize": str(1024 * 1024)})
     env.rules.queue_limits.clear()
-    env.config["target"]["maxMessageBytes"] = 1024 * 1024
+    env.configure(target=QueueTarget(queue_arn=env.due_queue_arn, max_message_bytes=1024 * 1024))
     env.put({"PK": "big", "SK": "s", "dueAt": iso(NOW - timedelta(minutes=1)), "blob": "x" * 300_000})
     eventbridge.handle_batch(env.event(), env.config)
     (message,) = env.messages(env.due_queue_url)
@@ -438,7 +439,7 @@ def test_a_queue_that_takes_1_mib_gets_the_whole_big_item(env: Env) -> None:
 
 def test_polling_dead_letters_a_big_item_instead_of_retrying_it_forever(polling_env: Env) -> None:  # noqa: F811
     env = polling_env
-    env.config["polling"]["maxAttempts"] = 1
+    env.configure(max_attempts=1)
     env.put({"PK": "big", "SK": "T", "dueAt": iso(NOW - timedelta(seconds=5)), "blob": "y" * 390_000})
     polling_assign.handle_assign_batch(env.event(), env.config)
     _break_target(env)
@@ -537,7 +538,7 @@ def test_a_cancel_replayed_after_the_firing_does_not_open_the_way_to_a_second_de
 
 def test_ttl_precise_replayed_delete_and_reinsert_keeps_the_new_delete_schedule(ttl_env: Env) -> None:  # noqa: F811
     env = ttl_env
-    env.config["ttl"]["precise"] = True
+    env.configure(precise=True)
     first, second = NOW + timedelta(hours=1), NOW + timedelta(hours=2)
     env.put({"PK": "a", "SK": "s", "dueAt": int(first.timestamp())})
     ttl.handle_batch(env.event(at=NOW), env.config, now=lambda: NOW)
@@ -555,7 +556,7 @@ def test_ttl_precise_replayed_delete_and_reinsert_keeps_the_new_delete_schedule(
 @pytest.mark.parametrize("on_done", ["mark", "delete"])
 def test_polling_never_recreates_a_deleted_item(polling_env: Env, on_done: str) -> None:  # noqa: F811
     env = polling_env
-    env.config["polling"]["onDone"] = on_done
+    env.configure(on_done=on_done)
     # A task written and cancelled before the assigner saw it
     env.put({"PK": "cancelled", "SK": "T", "delaySeconds": 60})
     env.delete("cancelled", "T")

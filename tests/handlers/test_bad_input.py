@@ -101,7 +101,7 @@ def test_eventbridge_never_raises_and_parks_what_it_cannot_use(env: Env, batch: 
 @EXAMPLES
 @given(batch=records("dueAt"))
 def test_ttl_never_raises_and_parks_what_it_cannot_use(ttl_env: Env, batch: list[dict[str, Any]]) -> None:  # noqa: F811
-    ttl_env.config["ttl"]["precise"] = True
+    ttl_env.configure(precise=True)
     check(ttl_env, lambda e: ttl.handle_batch(e, ttl_env.config), batch)
 
 
@@ -117,5 +117,5 @@ def test_polling_assigner_never_raises_and_parks_what_it_cannot_use(
 @EXAMPLES
 @given(batch=records("dueAt"))
 def test_aggregate_never_raises_and_parks_what_it_cannot_use(agg_env: Env, batch: list[dict[str, Any]]) -> None:  # noqa: F811
-    agg_env.config["aggregate"]["onChange"] = "adjust"
+    agg_env.configure(on_change="adjust")
     check(agg_env, lambda e: aggregate.handle_batch(e, agg_env.config), batch)

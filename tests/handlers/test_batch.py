@@ -12,6 +12,10 @@ from st_core import batch as st_batch
 from st_core.batch import permanent_outcome, sequence_order
 from st_core.errors import PermanentError, TransientError
 
+from components import ScheduledTableArgs
+from components.runtime_config import Value
+from tests.support.handler_config import handler_config
+
 
 class FakePoison:
     """The poison queue's interface: `send` and `sent`; `broken` makes every send fail (the queue unreachable)."""
@@ -185,7 +189,7 @@ def test_the_whole_batch_parks_malformed_records_and_merges_finish_retries(monke
     first (Lambda retries from the lowest it is given)."""
     poison = FakePoison()
     monkeypatch.setattr(st_batch, "PoisonQueue", lambda *a, **k: poison)
-    config: Any = {"poisonQueueUrl": "q", "table": "t", "maxWorkers": 4}
+    config = handler_config(ScheduledTableArgs(mode="eventbridge", max_workers=4), {Value.TABLE: "t"}, unnamed="q")
 
     def handle(r: dict[str, Any]) -> None:
         if r["dynamodb"]["SequenceNumber"] == "30":

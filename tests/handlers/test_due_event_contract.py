@@ -22,10 +22,11 @@ from st_core import dispatch, target_types
 from st_core.fifo import deduplication_id
 from st_core.release import parse
 
+from components.targets import QueueTarget
 from localcloud.recurring import render_input
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, SCHEMA, Env, SchedulerClock, with_due_index
-from tests.handlers.test_targets_bus_fifo import as_ttl, fifo, fifo_messages, ttl_item
+from tests.handlers.test_targets_bus_fifo import fifo, fifo_messages, ttl_item
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 FUTURE = (NOW + timedelta(days=2)).replace(second=0)
@@ -100,7 +101,7 @@ def test_a_year_before_1000_is_written_with_four_digits(env: Env) -> None:
 
 
 def test_offsets_each_occurrence_its_own_stable_id(env: Env) -> None:
-    env.config["eventbridge"]["offsets"] = [-3600, 0, 600]
+    env.configure(offsets=[-3600, 0, 600])
     env.put({"PK": "u", "SK": "appt", "dueAt": iso(FUTURE)})
     run(env)
     first = {s["Name"] for s in env.schedules()}
@@ -122,7 +123,7 @@ def test_a_trimmed_event_keeps_its_id_and_validates(env: Env) -> None:
 
 
 def test_recurring_firings_each_get_their_own_stable_id(env: Env) -> None:
-    env.config["eventbridge"]["timeZoneAttribute"] = "timeZone"
+    env.configure(time_zone_attribute="timeZone")
     env.put({"PK": "u", "SK": "weekly", "dueAt": "cron(0 9 ? * MON *)", "timeZone": "Europe/London"})
     run(env)
     (schedule,) = env.schedules()
@@ -142,9 +143,7 @@ def test_recurring_firings_each_get_their_own_stable_id(env: Env) -> None:
 def test_second_precision_the_released_event_is_the_occurrences(env: Env) -> None:
     url = env.sqs.create_queue(QueueName=f"release-{env.table}")["QueueUrl"]
     arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:release-{env.table}"
-    # As the component deploys it: the release queue's dead letters go to the target DLQ, Scheduler's too.
-    tdlq = env.sqs.get_queue_url(QueueName=env.target_dlq_arn.split(":")[-1])["QueueUrl"]
-    env.config["eventbridge"]["release"] = {"queueArn": arn, "queueUrl": url, "deadLetterUrl": tdlq}
+    env.second_precision(arn, url)
     due = FUTURE + timedelta(seconds=37)
     env.put({"PK": "sale#1", "SK": "open", "dueAt": iso(due)})
     run(env)
@@ -156,7 +155,7 @@ def test_second_precision_the_released_event_is_the_occurrences(env: Env) -> Non
 
 def test_ttl_the_event_its_ledger_id_and_its_fifo_deduplication_id_are_one(env: Env) -> None:
     arn, url = fifo(env)
-    as_ttl(env).config["target"] = {"kind": "sqs", "arn": arn}
+    env.configure(mode="ttl", target=QueueTarget(queue_arn=arn))
     event = ttl_item(env, "pill#1")
     for _ in range(2):
         assert ttl.handle_batch(event, env.config) == {"batchItemFailures": []}

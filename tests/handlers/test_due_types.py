@@ -16,7 +16,6 @@ import ttl
 from components.modes.eventbridge import eventbridge_filters
 from components.modes.ttl import ttl_filters
 from tests.handlers.conftest import Env
-from tests.handlers.test_ttl import ttl_section
 from tests.support.patterns import LambdaFilter
 
 UNUSABLE: dict[str, dict[str, Any]] = {
@@ -33,10 +32,7 @@ FUTURE_EPOCH = "1893456000"  # 2030-01-01T00:00:00Z
 def configure(env: Env, mode: str) -> tuple[Any, LambdaFilter]:
     if mode == "eventbridge":
         return eventbridge.handle_batch, LambdaFilter(eventbridge_filters("dueAt"))
-    env.config["mode"] = "ttl"
-    env.config["ttl"] = ttl_section(env.ledger())
-    env.config["ttl"]["precise"] = True
-    env.config.pop("eventbridge")
+    env.configure(mode="ttl", precise=True)
     return ttl.handle_batch, LambdaFilter(ttl_filters("dueAt", precise=True))
 
 

@@ -85,8 +85,8 @@ def test_ttl_acts_on_each_expiry_exactly_once_under_faults(ttl_env: Env) -> None
 
 
 def test_polling_runs_each_due_item_exactly_once_under_faults(polling_env: Env) -> None:  # noqa: F811
-    polling_env.config["polling"]["maxAttempts"] = 50
-    polling_env.config["polling"]["backoffSeconds"] = 1
+    polling_env.configure(max_attempts=50)
+    polling_env.configure(retry_backoff_seconds=1)
     now = float(int(time.time()))
     for n in range(ITEMS):
         polling_env.put({"PK": f"job#{n}", "SK": "T", "stShard": n % 8, "stDue": int(now) - n, "stStatus": "PENDING"})

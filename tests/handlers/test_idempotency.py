@@ -13,25 +13,28 @@ from st_core.clients import Clients
 from st_core.errors import TransientError
 from st_core.idempotency import DONE, PENDING, SCHEDULED, Ledger, marker_put, record_digest
 
+from components import ScheduledTableArgs
+from components.runtime_config import Value
+from components.targets import QueueTarget
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT
 from tests.iam.enforce import acting
+from tests.support.handler_config import handler_config
 
 NOW = 1_800_000_000.0
 # The ledger as the eventbridge scheduling function uses it (the one role that also writes schedule markers in
 # batches): every call below is made as that role, against the policy the component renders for it.
-CONFIG: dict[str, Any] = {
-    "mode": "eventbridge",
-    "table": "items",
-    "target": {"kind": "sqs", "arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:due"},
-    "poisonQueueUrl": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/poison",
-    "scheduler": {
-        "group": "group",
-        "roleArn": f"arn:aws:iam::{ACCOUNT}:role/scheduler",
-        "deadLetterArn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:tdlq",
+CONFIG = handler_config(
+    ScheduledTableArgs(mode="eventbridge", target=QueueTarget(f"arn:aws:sqs:{REGION}:{ACCOUNT}:due")),
+    {
+        Value.TABLE: "items",
+        Value.POISON_QUEUE_URL: f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/poison",
+        Value.SCHEDULE_GROUP: "group",
+        Value.SCHEDULER_ROLE_ARN: f"arn:aws:iam::{ACCOUNT}:role/scheduler",
+        Value.TARGET_DLQ_ARN: f"arn:aws:sqs:{REGION}:{ACCOUNT}:tdlq",
+        Value.LEDGER_TABLE: "ledger",
     },
-    "eventbridge": {"ledgerTable": "ledger", "leaseSeconds": 90, "windowSeconds": 3600},
-}
+)
 
 
 @pytest.fixture

@@ -102,7 +102,7 @@ def test_after_the_window_is_raised_an_entry_written_under_the_old_one_is_judged
     recorded = {"id": {"S": NARROWEST_WINDOW}, "seconds": {"N": str(int(WINDOW.total_seconds()))}}
     env.ddb.put_item(TableName=ledger, Item=recorded)
     # AND the window raised to 7 days on Tuesday; the entry keeps the expiry it was written with, and TTL removes it
-    env.config["eventbridge"]["windowSeconds"] = 7 * 86400
+    env.configure(idempotency_window_seconds=7 * 86400)
     thursday = DUE + timedelta(days=3)
     assert ttl_removes_expired(env, thursday) == 1
     # WHEN the item is deleted on Thursday (within the new window, past the old one)
@@ -155,7 +155,7 @@ def test_an_item_written_long_past_due_and_removed_before_the_handler_saw_it_is_
     # GIVEN reminders a day before each due time, and an item written 41 h after its due time (its reminder's own
     # time 65 h past, older than the ledger remembers) whose cleanup TTL had passed: DynamoDB's TTL removes it half
     # an hour later, and both records reach the function in one batch an hour after the write
-    env.config["eventbridge"]["offsets"] = [-86400, 0]
+    env.configure(offsets=[-86400, 0])
     written = DUE + timedelta(hours=41)
     env.put({"PK": "late", "SK": "1", "dueAt": iso(DUE)})
     records = env.event(at=written)["Records"]

@@ -9,7 +9,6 @@ reason naming `kms_key_arn` and the key."""
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -23,14 +22,14 @@ import pytest
 import ttl
 from botocore.exceptions import ClientError
 from st_core.clients import CLIENTS
-from st_core.config import HandlerConfig, SchedulerConfig
 from st_core.idempotency import Ledger
 
 from components import policies
+from components.runtime_config import Value
+from components.targets import EventBusTarget, TopicTarget
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env, SchedulerClock, with_due_index
-from tests.handlers.test_aggregate import aggregate_section
-from tests.handlers.test_targets_bus_fifo import as_ttl, bus_target, ttl_item
+from tests.handlers.test_targets_bus_fifo import as_ttl, ttl_item
 from tests.iam import enforce, requests, roles
 from tests.iam.roles import Keys
 
@@ -93,24 +92,12 @@ def test_precise_ttl_makes_schedules_scheduler_may_fire_with_the_tables_key(
     env: Env, keyed: enforce.Enforcement
 ) -> None:
     # GIVEN precise ttl (Scheduler fires each item with UpdateItem on the table: the table's key, by its role)
-    as_ttl(env).config["ttl"]["precise"] = True
-    env.config["scheduler"] = build_scheduler(env)
+    env.configure(mode="ttl", precise=True)
     env.put({"PK": "offer#2", "SK": "S", "dueAt": int((NOW + timedelta(days=2)).timestamp())})
     # WHEN the insert is handled, THEN its schedule is made (checked at creation against Scheduler's role and keys)
     assert ttl.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     (schedule,) = env.schedules()
     enforce.check_firing(roles.role_for(env.config, "scheduler-exec", KEYS), schedule, keyed.encryption(env.config))
-
-
-def build_scheduler(env: Env) -> SchedulerConfig:
-    """Precise ttl's `scheduler` section, on the env's group and target DLQ."""
-    return {
-        "group": env.group,
-        "roleArn": f"arn:aws:iam::{ACCOUNT}:role/scheduler-{env.table}",
-        "deadLetterArn": env.target_dlq_arn,
-        "maxEventAgeSeconds": 3600,
-        "maxRetryAttempts": 5,
-    }
 
 
 def test_polling_delivers_with_keys(env: Env, keyed: enforce.Enforcement) -> None:
@@ -121,11 +108,7 @@ def test_polling_delivers_with_keys(env: Env, keyed: enforce.Enforcement) -> Non
 
 
 def test_aggregate_totals_with_the_tables_key(env: Env, keyed: enforce.Enforcement) -> None:
-    config: HandlerConfig = copy.deepcopy(env.config)
-    config["mode"] = "aggregate"
-    config.pop("scheduler")
-    config["aggregate"] = aggregate_section(env.ledger())
-    env.config = config
+    env.configure(mode="aggregate")
     env.put({"PK": "SCORE#1", "SK": "USER#ada", "Score": 5})
     assert aggregate.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     total = env.ddb.get_item(TableName=env.table, Key={"PK": {"S": "USER#ada"}, "SK": {"S": "TOTAL"}})["Item"]
@@ -136,7 +119,7 @@ def test_a_topic_target_with_its_key_is_published_to(env: Env, keyed: enforce.En
     import boto3
 
     arn = boto3.client("sns", region_name=REGION).create_topic(Name=f"due-{env.table}")["TopicArn"]
-    env.config["target"] = {"kind": "sns", "arn": arn}
+    env.configure(target=TopicTarget(topic_arn=arn))
     env.put({"PK": "user#2", "SK": "now", "dueAt": iso(NOW - timedelta(minutes=1))})
     assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     assert keyed.calls and not keyed.violations
@@ -268,7 +251,7 @@ def test_an_event_bus_key_policy_must_allow_eventbridge_itself(env: Env, keyed: 
     import boto3
 
     arn = boto3.client("events", region_name=REGION).create_event_bus(Name=f"bus-{env.table}")["EventBusArn"]
-    env.config["target"] = bus_target(arn)
+    env.configure(target=EventBusTarget(bus_arn=arn))
     env.put({"PK": "user#1", "SK": "now", "dueAt": iso(NOW - timedelta(minutes=5))})
     assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     # THEN PutEvents succeeds for the caller, but EventBridge cannot encrypt the event: AWS drops it
@@ -318,8 +301,9 @@ def test_polling_publishes_batches_to_a_topic_with_its_key_and_not_without(
 
 
 def _payload_keyed(env: Env) -> None:
-    """The scheduler section as the component renders it with `kms_key_arn`: schedules under the table's key."""
-    env.config["scheduler"]["kmsKeyArn"] = TABLE_KEY
+    """The configuration the component renders with `kms_key_arn`: schedules under the table's key."""
+    env.names[Value.SCHEDULE_KEY_ARN] = TABLE_KEY
+    env.configure(kms_key_arn=TABLE_KEY)
 
 
 def test_a_schedules_payload_is_kept_under_the_tables_key_and_fires(env: Env, keyed: enforce.Enforcement) -> None:
@@ -338,8 +322,8 @@ def test_a_schedules_payload_is_kept_under_the_tables_key_and_fires(env: Env, ke
 
 
 def test_a_precise_ttl_schedules_payload_is_kept_under_the_tables_key(env: Env, keyed: enforce.Enforcement) -> None:
-    as_ttl(env).config["ttl"]["precise"] = True
-    env.config["scheduler"] = {**build_scheduler(env), "kmsKeyArn": TABLE_KEY}
+    env.configure(mode="ttl", precise=True)
+    _payload_keyed(env)
     env.put({"PK": "offer#2", "SK": "S", "dueAt": int((NOW + timedelta(days=2)).timestamp())})
     assert ttl.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     (schedule,) = env.schedules()

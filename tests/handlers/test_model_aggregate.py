@@ -50,7 +50,6 @@ from tests.support.patterns import LambdaFilter
 # A mapping with a short maximum record age (600 s) and the 60 s timeout: horizon 600 + 60 + 300 s. Short against
 # the 900 s id buckets, so ids leave the totals within a few steps and an early removal would show.
 MAX_RECORD_AGE = 600  # Lambda delivers no record older than this
-HORIZON = MAX_RECORD_AGE + 60 + 300
 # Bytes for ids on a total: the default, room for a few (so totals move between ids and the ledger), and none.
 RING_ROOM = [aggregate_totals.RING_BYTES, 24, 0]
 SCORES = ["SCORE#1", "SCORE#2", "SCORE#3"]
@@ -326,22 +325,12 @@ def _show(totals: dict[str, Decimal]) -> str:
 
 
 def _env(variant: Variant) -> Env:
-    env = model_env()
-    env.config["mode"] = "aggregate"
-    env.config.pop("scheduler")
-    env.config["aggregate"] = {
-        "sourcePrefix": "SCORE",
-        "valueAttribute": "Score",
-        "groupFrom": variant.group_from,
-        "totalSortKey": "TOTAL",
-        "totalAttribute": "totalScore",
-        "aggregation": "sum",
-        "onChange": variant.on_change,
-        "ledgerTable": env.ledger(),
-        "windowSeconds": 172800,
-        "horizonSeconds": HORIZON,
-    }
-    return env
+    return model_env().configure(
+        mode="aggregate",
+        group_from=variant.group_from,
+        on_change=variant.on_change,
+        maximum_record_age_seconds=MAX_RECORD_AGE,
+    )
 
 
 test_aggregate_model = model_test(AggregateModel)

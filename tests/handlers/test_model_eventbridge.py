@@ -272,7 +272,7 @@ class EventBridgeModel(RuleBasedStateMachine):
 
 def _env() -> Env:
     env = build_env()
-    env.config["maxWorkers"] = 4
+    env.configure(max_workers=4)
     return env
 
 

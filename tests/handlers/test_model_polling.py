@@ -699,8 +699,9 @@ class _DiesAfterSending(polling.Processor):
 def _env() -> Env:
     env = model_env(due_index=True)
     use_shards(env, 4)
-    env.config["polling"]["maxAttempts"] = 1000  # refused sends back off and run later, never dead-lettered
-    return env
+    # The most attempts the component allows: a refused send backs off (doubling from a minute) and runs later,
+    # never dead-lettered within any run of the model.
+    return env.configure(max_attempts=100)
 
 
 test_polling_model = model_test(PollingModel)

@@ -31,9 +31,8 @@ class SecondPrecisionModel(EventBridgeModel):
         env = self.env
         name = f"release-{env.table}"
         url = env.sqs.create_queue(QueueName=name, Attributes={"MaximumMessageSize": str(1024 * 1024)})["QueueUrl"]
-        tdlq = env.sqs.get_queue_url(QueueName=env.target_dlq_arn.split(":")[-1])["QueueUrl"]
         arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
-        env.config["eventbridge"]["release"] = {"queueArn": arn, "queueUrl": url, "deadLetterUrl": tdlq}
+        env.second_precision(arn, url)
         self.queue = ReleaseQueue(env, Clock(START), url, arn, redeliver_once=True)
         self.queue.install(CLIENTS.get("sqs"))
         self.queue.install(env.sqs)

@@ -89,7 +89,7 @@ def test_a_done_item_leaves_the_index_and_is_marked_with_its_time(polling_env: E
 
 
 def test_on_done_delete_removes_the_item(polling_env: Env) -> None:
-    polling_env.config["polling"]["onDone"] = "delete"
+    polling_env.configure(on_done="delete")
     pending(polling_env, "a", NOW - 5)
     tick(polling_env)
     assert item(polling_env, "a") == {}
@@ -99,7 +99,7 @@ def test_on_done_delete_removes_the_item(polling_env: Env) -> None:
 def test_overlapping_processors_dispatch_each_item_once(polling_env: Env) -> None:
     # The overlap is interleaved by hand: processor A reads a page, then B runs a whole tick, then A goes on with
     # what it read. (With one worker, A asks for the time left before its first page, then before each claim.)
-    polling_env.config["maxWorkers"] = 1
+    polling_env.configure(max_workers=1)
     for i in range(60):
         pending(polling_env, f"t{i}", NOW - i, shard=i % 8)
     other: list[Any] = []
@@ -304,7 +304,7 @@ def test_a_park_or_dead_letter_whose_send_keeps_failing_fails_the_tick_but_not_i
     # GIVEN one shard read an item at a time (a cold container with one worker), headed by an item to park and a
     # dead letter owed, and the poison queue and the dead-letter queue refusing every send (a disabled KMS key)
     use_shards(polling_env, 1)
-    polling_env.config["maxWorkers"] = 1
+    polling_env.configure(max_workers=1)
     monkeypatch.setattr(budget, "PACES", {})
     pending(polling_env, "garbage", NOW - 100, dueAt="next tuesday")
     pending(polling_env, "owed", NOW - 90, stStatus="FAILED", stError="refused", stAttempts=3)
@@ -342,7 +342,7 @@ def test_the_time_budget_stops_before_the_lambda_would_and_reports_the_backlog(
     polling_env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     use_shards(polling_env, 1)
-    polling_env.config["maxWorkers"] = 1  # one batch at a time: the clock below counts the sends
+    polling_env.configure(max_workers=1)  # one batch at a time: the clock below counts the sends
     for i in range(250):
         pending(polling_env, f"t{i:03}", NOW - 1000 + i)
     # GIVEN a warm container that read whole pages at its last tick's pace, and a target grown slow: each send
@@ -377,7 +377,7 @@ def test_a_time_left_that_fits_only_small_sends_still_drains_the_shard_in_them(
 ) -> None:
     # GIVEN a warm container (whole pages) whose time left holds a send and three completions at their worst
     use_shards(polling_env, 1)
-    polling_env.config["maxWorkers"] = 1
+    polling_env.configure(max_workers=1)
     for i in range(25):
         pending(polling_env, f"t{i:02}", NOW - 100 + i)
     monkeypatch.setitem(budget.PACES, (polling_env.table, 0), 100.0)
@@ -419,7 +419,7 @@ def test_the_lambda_timeout_never_cuts_a_send_off_from_its_completions(
     from tests.handlers.test_model_polling import Kill, Killed
 
     use_shards(polling_env, 1)
-    polling_env.config["maxWorkers"] = 1
+    polling_env.configure(max_workers=1)
     for i in range(25):
         pending(polling_env, f"t{i:02}", NOW - 100 + i)
     monkeypatch.setitem(budget.PACES, (polling_env.table, 0), 100.0)  # a warm container: whole pages
@@ -544,7 +544,7 @@ def test_a_delay_attribute_counts_from_when_the_item_was_written(polling_env: En
 
 
 def test_the_default_delay_applies_when_the_item_names_no_time(polling_env: Env) -> None:
-    polling_env.config["polling"]["defaultDelaySeconds"] = 0
+    polling_env.configure(default_delay_seconds=0)
     polling_env.put({"PK": "a", "SK": "T"})
     assign(polling_env)
     assert abs(int(item(polling_env, "a")["stDue"]["N"]) - time.time()) < 5
@@ -614,7 +614,7 @@ def test_a_backed_off_item_whose_time_its_user_removed_without_a_delay_is_parked
 
 
 def test_a_backed_off_item_whose_time_its_user_removed_runs_at_its_delay(polling_env: Env) -> None:
-    polling_env.config["polling"]["defaultDelaySeconds"] = 300
+    polling_env.configure(default_delay_seconds=300)
     backed_off_then_time_removed(polling_env)
     # THEN its next attempt is not sent at its old time: it is indexed again at its delay, as a new occurrence
     report = tick(polling_env, NOW + 600)
@@ -628,7 +628,7 @@ def test_a_backed_off_item_whose_time_its_user_removed_runs_at_its_delay(polling
 
 
 def test_a_removed_time_with_a_default_delay_waits_for_the_assigner_and_runs_at_its_delay(polling_env: Env) -> None:
-    polling_env.config["polling"]["defaultDelaySeconds"] = 300
+    polling_env.configure(default_delay_seconds=300)
     # GIVEN an item indexed from its time whose user removed the time, with a default delay configured
     polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})
     assign(polling_env)
@@ -643,7 +643,7 @@ def test_a_removed_time_with_a_default_delay_waits_for_the_assigner_and_runs_at_
 
 
 def test_an_item_written_with_a_null_time_runs_at_its_delay(polling_env: Env) -> None:
-    polling_env.config["polling"]["defaultDelaySeconds"] = 0
+    polling_env.configure(default_delay_seconds=0)
     # GIVEN items written with their time as null (boto3's `put_item(Item={..., "dueAt": None})`), one with a delay
     polling_env.put({"PK": "a", "SK": "T", "dueAt": None, "delaySeconds": 0})
     polling_env.put({"PK": "b", "SK": "T", "dueAt": None})
@@ -659,7 +659,7 @@ def test_an_item_written_with_a_null_time_runs_at_its_delay(polling_env: Env) ->
 def test_a_time_and_delay_set_to_null_count_as_removed_and_the_default_delay_applies(
     polling_env: Env, change: str
 ) -> None:
-    polling_env.config["polling"]["defaultDelaySeconds"] = 300
+    polling_env.configure(default_delay_seconds=300)
     # GIVEN an item indexed from its time whose user then wrote its delay as null, and its time too or removed it
     polling_env.put({"PK": "a", "SK": "T", "dueAt": int(NOW) - 5})
     assign(polling_env)

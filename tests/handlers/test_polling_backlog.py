@@ -81,7 +81,7 @@ def _dies_holding(env: Env, shard: int, now: float) -> None:
 def test_two_overlapping_ticks_read_each_due_item_once(polling_env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(budget, "PACES", {})
     # GIVEN 60 due items, and tick B starting (a minute later) while tick A dispatches its first item
-    polling_env.config["maxWorkers"] = 1  # one thread: the interleaving is the same on every run
+    polling_env.configure(max_workers=1)  # one thread: the interleaving is the same on every run
     for i in range(60):
         pending(polling_env, f"t{i}", NOW - 60 - i, shard=i % 8)
     second = CountingClients()
@@ -194,7 +194,7 @@ def test_a_retried_dispatch_is_the_same_occurrence(polling_env: Env) -> None:
 @pytest.mark.slow  # volume: `make test` runs it, `make unit` does not
 def test_a_backlog_is_read_once_and_never_counted(polling_env: Env) -> None:
     use_shards(polling_env, 1)
-    polling_env.config["maxWorkers"] = 1
+    polling_env.configure(max_workers=1)
     for i in range(250):
         pending(polling_env, f"t{i:03}", NOW - 1000 + i)
     # GIVEN a Lambda whose remaining time runs down by one second for each item sent
@@ -214,7 +214,7 @@ def test_a_backlog_is_read_once_and_never_counted(polling_env: Env) -> None:
 
 def test_a_hot_shards_items_run_on_the_whole_pool(polling_env: Env) -> None:
     # GIVEN every due item on one shard, and a target that takes a while
-    polling_env.config["maxWorkers"] = 6
+    polling_env.configure(max_workers=6)
     for i in range(40):
         pending(polling_env, f"t{i}", NOW - 5, shard=3)
     running, most = [0], [0]

@@ -21,6 +21,7 @@ from st_core.clients import CLIENTS
 from st_core.errors import PermanentError
 from st_core.fifo import fifo_parameters
 
+from components.targets import TopicTarget
 from tests.conftest import REGION
 from tests.handlers.conftest import Env, use_shards, with_due_index
 from tests.handlers.faults import RefusedEntries, Throttled
@@ -132,7 +133,7 @@ def completing(pk: str, status_value: str) -> Callable[[dict[str, Any]], bool]:
 
 
 def ten_due_in_one_batch(env: Env) -> None:
-    env.config["maxWorkers"] = 10  # the tick's first page is the ten: one batch
+    env.configure(max_workers=10)  # the tick's first page is the ten: one batch
     for n in range(10):
         pending(env, f"r{n}", NOW - 5)
 
@@ -219,7 +220,7 @@ def test_a_cancel_between_the_read_and_the_batch_is_too_late_it_is_sent_once_and
     """A delete that lands after the consistent read, while the batch is on its way, does not stop the send (the
     due event was built from that read): the item is sent once, its completion is refused (the item is not as it
     was read), and nothing writes the deleted item back."""
-    polling_env.config["polling"]["onDone"] = on_done
+    polling_env.configure(on_done=on_done)
     for n in range(5):
         pending(polling_env, f"r{n}", NOW - 5)
     cancelled = iter(["r1"])
@@ -382,7 +383,7 @@ def topic_target(env: Env, *, fifo: bool = False) -> str:
     url = env.sqs.create_queue(QueueName=name, Attributes=queue_attributes)["QueueUrl"]
     queue_arn = env.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"})
-    env.config["target"] = {"kind": "sns", "arn": topic}
+    env.configure(target=TopicTarget(topic_arn=topic))
     env.due_queue_url = url
     return url
 

@@ -24,7 +24,7 @@ NOW = float(int(time.time()))
 @pytest.fixture
 def fanned(env: Env) -> Iterator[Env]:
     env = with_due_index(env)
-    env.config["polling"]["shardGroups"] = 4
+    env.configure(shard_groups=4)
     yield env
 
 

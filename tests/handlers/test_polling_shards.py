@@ -67,7 +67,7 @@ def test_items_waiting_on_shard_7_are_all_delivered_after_shards_is_lowered_to_4
     write(polling_env, later, NOW + 3600)
     assert {int(item(polling_env, pk)[SHARD]["N"]) for pk in now_due + later} == {7}
     # WHEN the user lowers shards to 4 (the deploy changes the config only: the entries stay on shard 7)
-    polling_env.config["polling"]["shards"] = 4
+    polling_env.configure(shards=4)
     # THEN the next ticks still take shard 7: what is due now, then what is due in an hour
     assert tick(polling_env, NOW).dispatched == 3
     assert due_keys(polling_env) == sorted(now_due)
@@ -86,7 +86,7 @@ def test_items_waiting_on_shard_7_are_all_delivered_after_shards_is_lowered_to_4
 def test_new_items_after_the_change_go_on_the_new_shards_and_old_ones_still_run(polling_env: Env) -> None:
     old = keys_on(6, 8, 2, "old")
     write(polling_env, old, NOW - 5)
-    polling_env.config["polling"]["shards"] = 4
+    polling_env.configure(shards=4)
     new = keys_on(2, 4, 2, "new")
     write(polling_env, new, NOW - 5)
     assert {int(item(polling_env, pk)[SHARD]["N"]) for pk in new} == {2}
@@ -96,14 +96,14 @@ def test_new_items_after_the_change_go_on_the_new_shards_and_old_ones_still_run(
 
 def test_an_entry_an_old_assigner_writes_within_a_lease_of_the_change_is_not_stranded(polling_env: Env) -> None:
     # GIVEN shards lowered from 8 to 4, shard 7 empty when the first tick of the new count looks
-    polling_env.config["polling"]["shards"] = 4
+    polling_env.configure(shards=4)
     assert tick(polling_env, NOW).dispatched == 0
     assert record(polling_env) == {"shards": 8, "config": 4, "since": int(NOW)}
     # WHEN an assigner still running with the old count (its batch began before the deploy) indexes onto shard 7
-    polling_env.config["polling"]["shards"] = 8
+    polling_env.configure(shards=8)
     late = keys_on(7, 8, 1, "late")
     write(polling_env, late, NOW + 30)
-    polling_env.config["polling"]["shards"] = 4
+    polling_env.configure(shards=4)
     # THEN the record was not lowered meanwhile, and the entry runs
     assert tick(polling_env, NOW + 30).dispatched == 1
     assert due_keys(polling_env) == late
@@ -111,11 +111,11 @@ def test_an_entry_an_old_assigner_writes_within_a_lease_of_the_change_is_not_str
 
 def test_a_first_tick_without_a_record_finds_entries_a_higher_count_left(polling_env: Env) -> None:
     # GIVEN a stack from before the record was kept, its entries on shards up to 11, then lowered to 4
-    polling_env.config["polling"]["shards"] = 12
+    polling_env.configure(shards=12)
     high = keys_on(11, 12, 2, "high")
     write(polling_env, high, NOW - 5)
     polling_env.ddb.delete_item(TableName=polling_env.config["polling"]["ledgerTable"], Key=polling.SHARDS_RECORD)
-    polling_env.config["polling"]["shards"] = 4
+    polling_env.configure(shards=4)
     # THEN its first tick probes every shard a configuration may have, and delivers them
     probing = CountingClients()
     assert tick(polling_env, NOW, probing).dispatched == 2
@@ -125,14 +125,14 @@ def test_a_first_tick_without_a_record_finds_entries_a_higher_count_left(polling
 
 
 def test_raising_shards_takes_the_old_entries_and_the_new_ones(polling_env: Env) -> None:
-    polling_env.config["polling"]["shards"] = 4
+    polling_env.configure(shards=4)
     polling_env.ddb.delete_item(TableName=polling_env.config["polling"]["ledgerTable"], Key=polling.SHARDS_RECORD)
     old = keys_on(3, 4, 2, "old")
     write(polling_env, old, NOW + 60)
     assert tick(polling_env, NOW).dispatched == 0
     assert record(polling_env)["shards"] == 4
     # WHEN shards is raised to 8: new items spread over 8 shards, old ones stay on shard 3
-    polling_env.config["polling"]["shards"] = 8
+    polling_env.configure(shards=8)
     new = keys_on(7, 8, 2, "new")
     write(polling_env, new, NOW + 60)
     assert tick(polling_env, NOW + 60).dispatched == 4
@@ -144,8 +144,7 @@ def test_a_fanned_out_tick_hands_out_the_old_shards_too(polling_env: Env) -> Non
     # GIVEN entries on shard 7 of 8, shards lowered to 4, fanned out over 2 groups
     high = keys_on(7, 8, 1, "high")
     write(polling_env, high, NOW - 5)
-    polling_env.config["polling"]["shards"] = 4
-    polling_env.config["polling"]["shardGroups"] = 2
+    polling_env.configure(shards=4, shard_groups=2)
     invoked: list[dict[str, Any]] = []
 
     class Invoker:

@@ -145,9 +145,8 @@ class ReleaseQueue:
 def queue(env: Env) -> Iterator[ReleaseQueue]:
     name = f"release-{env.table}"
     url = env.sqs.create_queue(QueueName=name, Attributes={"MaximumMessageSize": str(1024 * 1024)})["QueueUrl"]
-    tdlq = env.sqs.get_queue_url(QueueName=env.target_dlq_arn.split(":")[-1])["QueueUrl"]
     arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
-    env.config["eventbridge"]["release"] = {"queueArn": arn, "queueUrl": url, "deadLetterUrl": tdlq}
+    env.second_precision(arn, url)
     built = ReleaseQueue(env, Clock(BASE - timedelta(minutes=10)), url, arn)
     built.install(CLIENTS.get("sqs"))
     built.install(env.sqs)  # Scheduler's sends
@@ -348,7 +347,7 @@ def test_messages_of_one_batch_are_released_earliest_second_first(env: Env, queu
     the earlier one (due half a second ago, its delay rounded down). The later one waits for its second in the
     function, so taken in that order the earlier sale would leave a whole second late; by due second, each within
     the half second the rounding allows."""
-    env.config["maxWorkers"] = 1
+    env.configure(max_workers=1)
     earlier, later = BASE + timedelta(seconds=30), BASE + timedelta(seconds=31)
     queue.clock.t = BASE
     for pk, due in (("later", later), ("earlier", earlier)):
@@ -472,8 +471,8 @@ def test_the_envelope_gives_back_the_payload_exactly() -> None:
 def test_offsets_and_zoned_due_times_are_released_at_their_own_seconds(env: Env, queue: ReleaseQueue) -> None:
     # A due time written without an offset is wall time in the item's zone (Asia/Kolkata, UTC+05:30); with offsets
     # [-30, 0] each occurrence is released at its own second, and the item check compares the item's own time.
-    env.config["eventbridge"]["timeZoneAttribute"] = "tz"
-    env.config["eventbridge"]["offsets"] = [-30, 0]
+    env.configure(time_zone_attribute="tz")
+    env.configure(offsets=[-30, 0])
     due = BASE + timedelta(seconds=47)
     local = due.astimezone(ZoneInfo("Asia/Kolkata")).replace(tzinfo=None).isoformat()
     env.put({"PK": "zoned", "SK": "x", "dueAt": local, "tz": "Asia/Kolkata"})

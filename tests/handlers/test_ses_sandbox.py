@@ -14,8 +14,10 @@ from botocore.exceptions import ClientError
 from st_core.clients import CLIENTS
 from st_core.errors import advice
 
+from components.runtime_config import Value
+from components.targets import EmailTarget
 from tests.handlers.conftest import ACCOUNT, Env
-from tests.handlers.test_ttl import expire, ttl_section
+from tests.handlers.test_ttl import expire
 
 REFUSAL = (
     "Email address is not verified. The following identities failed the check in region EU-WEST-1: ada@example.com"
@@ -33,14 +35,8 @@ def sandboxed_ses() -> None:
 
 
 def test_a_recipient_refused_by_the_sandbox_is_parked_naming_the_sandbox(env: Env) -> None:
-    env.config["mode"] = "ttl"
-    env.config["ttl"] = ttl_section(env.ledger())
-    env.config.pop("eventbridge")
-    env.config["target"] = {
-        "kind": "email",
-        "arn": f"arn:aws:ses:eu-west-1:{ACCOUNT}:identity/example.com",
-        "email": {"sender": "offers@example.com", "recipientAttribute": "email", "subject": "s", "body": "b"},
-    }
+    env.names[Value.TARGET_ARN] = f"arn:aws:ses:eu-west-1:{ACCOUNT}:identity/example.com"  # the sender's identity
+    env.configure(mode="ttl", target=EmailTarget(sender="offers@example.com", subject="s", body="b"))
     sandboxed_ses()
     env.put({"PK": "offer#1", "SK": "S", "dueAt": int(datetime.now(UTC).timestamp()), "email": "ada@example.com"})
     env.event()

@@ -5,7 +5,6 @@ doubled."""
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections.abc import Iterator
@@ -20,13 +19,13 @@ import ttl
 from botocore.exceptions import ClientError
 from st_core import constants
 from st_core.clients import CLIENTS, Clients
-from st_core.config import HandlerConfig, TargetConfig
+from st_core.config import TargetConfig
 from st_core.dispatch import due_event, send_now, target_input
 from st_core.fifo import deduplication_id, message_group, sqs_token
 
+from components.targets import EventBusTarget, QueueTarget, TopicTarget
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env, with_due_index
-from tests.handlers.test_ttl import ttl_section
 from tests.iam.enforce import acting_for_target
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -64,10 +63,6 @@ def env_client(env: Env, service: str) -> Any:
     import boto3
 
     return boto3.client(service, region_name=REGION)
-
-
-def bus_target(arn: str, **extra: str) -> TargetConfig:
-    return {"kind": "events", "arn": arn, "detailType": "scheduled-table.due", "source": "scheduled-table", **extra}  # type: ignore[typeddict-item]
 
 
 def on_bus(env: Env, url: str) -> list[dict[str, Any]]:
@@ -136,13 +131,7 @@ def refuse_entries(code: str, times: int = 1) -> list[dict[str, Any]]:
 
 
 def as_ttl(env: Env) -> Env:
-    config: HandlerConfig = copy.deepcopy(env.config)
-    config["mode"] = "ttl"
-    config.pop("eventbridge")
-    config.pop("scheduler")
-    config["ttl"] = ttl_section(env.ledger())
-    env.config = config
-    return env
+    return env.configure(mode="ttl")
 
 
 def expire(env: Env, pk: str, sk: str = "S") -> Any:
@@ -169,7 +158,7 @@ def iso(moment: datetime) -> str:
 def test_a_past_due_item_is_put_on_the_bus_as_the_events_detail(env: Env, bus: tuple[str, str]) -> None:
     # GIVEN eventbridge mode with an event bus target, and an item already due when written
     arn, seen = bus
-    env.config["target"] = bus_target(arn)
+    env.configure(target=EventBusTarget(bus_arn=arn))
     env.put({"PK": "user#1", "SK": "appt#1", "dueAt": iso(NOW - timedelta(minutes=5)), "name": "Ada"})
     # WHEN the batch is handled (Scheduler cannot fire in the past: the Lambda puts the event itself)
     assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
@@ -182,7 +171,7 @@ def test_a_past_due_item_is_put_on_the_bus_as_the_events_detail(env: Env, bus: t
 
 def test_a_schedule_delivers_through_schedulers_templated_eventbridge_target(env: Env, bus: tuple[str, str]) -> None:
     arn, seen = bus
-    env.config["target"] = bus_target(arn, detailType="Reminder due", source="com.example.reminders")
+    env.configure(target=EventBusTarget(bus_arn=arn, detail_type="Reminder due", source="com.example.reminders"))
     env.put({"PK": "user#1", "SK": "appt#2", "dueAt": iso(NOW + timedelta(days=2)), "name": "Ada"})
     assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     (schedule,) = env.schedules()
@@ -199,7 +188,7 @@ def test_a_schedule_delivers_through_schedulers_templated_eventbridge_target(env
 
 def test_ttl_puts_the_due_event_on_the_bus(env: Env, bus: tuple[str, str]) -> None:
     arn, seen = bus
-    as_ttl(env).config["target"] = bus_target(arn)
+    env.configure(mode="ttl", target=EventBusTarget(bus_arn=arn))
     assert ttl.handle_batch(ttl_item(env, "offer#1"), env.config) == {"batchItemFailures": []}
     (event,) = on_bus(env, seen)
     assert event["detail"]["mode"] == "ttl" and event["detail"]["keys"] == {"PK": "offer#1", "SK": "S"}
@@ -207,7 +196,7 @@ def test_ttl_puts_the_due_event_on_the_bus(env: Env, bus: tuple[str, str]) -> No
 
 def test_polling_puts_the_due_event_on_the_bus(env: Env, bus: tuple[str, str]) -> None:
     arn, seen = bus
-    with_due_index(env).config["target"] = bus_target(arn)
+    with_due_index(env).configure(target=EventBusTarget(bus_arn=arn))
     env.put({"PK": "job#1", "SK": "T", "stShard": 0, "stDue": int(NOW.timestamp()) - 1, "stStatus": "PENDING"})
     assert polling.process(env.config, now=lambda: NOW.timestamp()).dispatched == 1
     (event,) = on_bus(env, seen)
@@ -217,7 +206,7 @@ def test_polling_puts_the_due_event_on_the_bus(env: Env, bus: tuple[str, str]) -
 def test_an_entry_refused_by_throttling_is_retried_and_arrives_once(env: Env, bus: tuple[str, str]) -> None:
     # GIVEN PutEvents answering 200 but refusing the entry (FailedEntryCount 1, ThrottlingException)
     arn, seen = bus
-    as_ttl(env).config["target"] = bus_target(arn)
+    env.configure(mode="ttl", target=EventBusTarget(bus_arn=arn))
     event = ttl_item(env, "offer#2")
     refused = refuse_entries("ThrottlingException")
     # WHEN the record is handled, THEN it is reported for retry, not counted as done
@@ -234,7 +223,7 @@ def test_an_entry_refused_by_throttling_is_retried_and_arrives_once(env: Env, bu
 
 def test_an_entry_refused_for_good_is_parked_with_awss_reason(env: Env, bus: tuple[str, str]) -> None:
     arn, seen = bus
-    env.config["target"] = bus_target(arn)
+    env.configure(target=EventBusTarget(bus_arn=arn))
     env.put({"PK": "user#1", "SK": "appt#3", "dueAt": iso(NOW - timedelta(minutes=1))})
     refuse_entries("NotAuthorizedForSourceException")
     assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
@@ -244,7 +233,7 @@ def test_an_entry_refused_for_good_is_parked_with_awss_reason(env: Env, bus: tup
 
 def test_polling_backs_off_an_item_whose_entry_was_refused(env: Env, bus: tuple[str, str]) -> None:
     arn, seen = bus
-    with_due_index(env).config["target"] = bus_target(arn)
+    with_due_index(env).configure(target=EventBusTarget(bus_arn=arn))
     env.put({"PK": "job#2", "SK": "T", "stShard": 0, "stDue": int(NOW.timestamp()) - 1, "stStatus": "PENDING"})
     refuse_entries("InternalFailure")
     report = polling.process(env.config, now=lambda: NOW.timestamp())
@@ -255,7 +244,7 @@ def test_polling_backs_off_an_item_whose_entry_was_refused(env: Env, bus: tuple[
 
 def test_a_due_event_too_big_for_an_entry_is_put_without_its_item(env: Env, bus: tuple[str, str]) -> None:
     arn, seen = bus
-    as_ttl(env).config["target"] = bus_target(arn)
+    env.configure(mode="ttl", target=EventBusTarget(bus_arn=arn))
     assert ttl.handle_batch(ttl_item(env, "big#1", blob="x" * 300_000), env.config) == {"batchItemFailures": []}
     (event,) = on_bus(env, seen)
     assert event["detail"]["itemTrimmed"] is True and event["detail"]["item"] == {}
@@ -272,7 +261,7 @@ def occurrences(env: Env) -> set[str]:
 
 def test_each_item_gets_a_message_group_of_its_own_and_the_occurrence_is_the_deduplication_id(env: Env) -> None:
     arn, url = fifo(env)
-    as_ttl(env).config["target"] = {"kind": "sqs", "arn": arn}
+    env.configure(mode="ttl", target=QueueTarget(queue_arn=arn))
     for pk in ("offer#1", "offer#2"):
         assert ttl.handle_batch(ttl_item(env, pk), env.config) == {"batchItemFailures": []}
     found = fifo_messages(env, url)
@@ -286,7 +275,7 @@ def test_each_item_gets_a_message_group_of_its_own_and_the_occurrence_is_the_ded
 
 def test_polling_sends_to_a_fifo_queue_with_the_items_group(env: Env) -> None:
     arn, url = fifo(env)
-    with_due_index(env).config["target"] = {"kind": "sqs", "arn": arn, "messageGroupId": "jobs"}
+    with_due_index(env).configure(target=QueueTarget(queue_arn=arn, message_group_id="jobs"))
     for pk in ("job#1", "job#2"):
         env.put({"PK": pk, "SK": "T", "stShard": 0, "stDue": int(NOW.timestamp()) - 1, "stStatus": "PENDING"})
     assert polling.process(env.config, now=lambda: NOW.timestamp()).dispatched == 2
@@ -297,7 +286,7 @@ def test_polling_sends_to_a_fifo_queue_with_the_items_group(env: Env) -> None:
 
 def test_a_group_attribute_groups_items_and_an_item_without_it_keeps_a_group_of_its_own(env: Env) -> None:
     arn, url = fifo(env)
-    as_ttl(env).config["target"] = {"kind": "sqs", "arn": arn, "messageGroupAttribute": "customer"}
+    env.configure(mode="ttl", target=QueueTarget(queue_arn=arn, message_group_attribute="customer"))
     for pk, extra in (
         ("o#1", {"customer": "c-7"}),
         ("o#2", {"customer": "c-7"}),
@@ -313,7 +302,7 @@ def test_a_redelivered_occurrence_reaches_the_fifo_queue_once(env: Env) -> None:
     # GIVEN the executor sent the message, then could not record that it did (the ledger's completion fails)
     arn, url = fifo(env)
     executor = as_ttl(env)
-    executor.config["target"] = {"kind": "sqs", "arn": arn}
+    executor.configure(target=QueueTarget(queue_arn=arn))
     event = ttl_item(env, "offer#9")
     ledger = executor.config["ttl"]["ledgerTable"]
     failures: list[int] = []
@@ -355,7 +344,7 @@ def test_send_now_twice_is_one_message_and_another_occurrence_is_another(kind: s
 
 def test_a_trimmed_event_keeps_its_group_attribute_and_so_its_group(env: Env) -> None:
     arn, url = fifo(env)
-    as_ttl(env).config["target"] = {"kind": "sqs", "arn": arn, "messageGroupAttribute": "customer"}
+    env.configure(mode="ttl", target=QueueTarget(queue_arn=arn, message_group_attribute="customer"))
     event = ttl_item(env, "big#2", customer="c-9", blob="x" * 300_000)  # over the queue's 256 KiB
     assert ttl.handle_batch(event, env.config) == {"batchItemFailures": []}
     ((body, group, _),) = fifo_messages(env, url)
@@ -376,7 +365,9 @@ def test_keys_or_values_sqs_cannot_take_as_a_group_are_hashed_within_its_limit()
 
 def test_a_schedule_to_a_fifo_queue_names_the_items_group_and_relies_on_content_deduplication(env: Env) -> None:
     arn, url = fifo(env, content_based=True)
-    env.config["target"] = {"kind": "sqs", "arn": arn, "messageGroupAttribute": "customer"}
+    env.configure(
+        target=QueueTarget(queue_arn=arn, message_group_attribute="customer", content_based_deduplication=True)
+    )
     env.put({"PK": "user#1", "SK": "appt#4", "dueAt": iso(NOW + timedelta(days=2)), "customer": "c-1"})
     assert eventbridge.handle_batch(env.event(), env.config) == {"batchItemFailures": []}
     (schedule,) = env.schedules()
@@ -393,6 +384,7 @@ def test_without_content_deduplication_the_queue_refuses_schedulers_messages(env
     # Why eventbridge mode requires QueueTarget(content_based_deduplication=True): Scheduler sends no
     # deduplication id, and such a FIFO queue refuses the message (Scheduler would retry, then dead-letter it).
     arn, _ = fifo(env)
+    # A configuration the component refuses (that is the rule shown here): the target section written by hand.
     env.config["target"] = {"kind": "sqs", "arn": arn}
     env.put({"PK": "user#1", "SK": "appt#5", "dueAt": iso(NOW + timedelta(days=2))})
     eventbridge.handle_batch(env.event(), env.config)
@@ -418,7 +410,7 @@ def fifo_topic(env: Env) -> tuple[str, str]:
 
 def test_a_fifo_topic_gets_each_items_group_and_the_occurrence_as_deduplication_id(env: Env) -> None:
     topic, url = fifo_topic(env)
-    as_ttl(env).config["target"] = {"kind": "sns", "arn": topic}
+    env.configure(mode="ttl", target=TopicTarget(topic_arn=topic))
     for pk in ("offer#1", "offer#2", "offer#1"):  # offer#1's occurrence delivered twice: once
         assert ttl.handle_batch(ttl_item(env, pk), env.config) == {"batchItemFailures": []}
     found = fifo_messages(env, url)

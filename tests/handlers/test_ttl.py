@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -13,12 +14,13 @@ import pytest
 import ttl
 from botocore.exceptions import ClientError
 from st_core.clients import CLIENTS
-from st_core.config import HandlerConfig
 from st_core.errors import TransientError
 from st_core.idempotency import Ledger
 from st_core.timeparse import format_due, minute_at_or_after
 from ttl import decide, next_item
 
+from components.runtime_config import Value
+from components.targets import EmailTarget, FunctionTarget, StateMachineTarget, TopicTarget
 from tests.handlers.conftest import ACCOUNT, Env, SchedulerClock
 from tests.iam.enforce import acting
 
@@ -26,32 +28,14 @@ TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 NOW = datetime.now(UTC).replace(microsecond=0)
 
 
-def ttl_section(ledger: str) -> Any:
-    """The `ttl` part of a handler config (plain TTL, the component's default attribute names)."""
-    return {
-        "ledgerTable": ledger,
-        "leaseSeconds": 90,
-        "windowSeconds": 172800,
-        "repeatAttribute": "repeatEvery",
-        "repeatUntilAttribute": "repeatUntil",
-        "occurrenceAttribute": "occurrence",
-        "precise": False,
-    }
-
-
 @pytest.fixture
 def ttl_env(env: Env) -> Env:
-    ledger = env.ledger()
-    config: HandlerConfig = copy.deepcopy(env.config)
-    config["mode"] = "ttl"
-    config["ttl"] = ttl_section(ledger)
-    env.config = config
-    return env
+    """The env as plain ttl mode, with the component's default attribute names."""
+    return env.configure(mode="ttl")
 
 
 def precise(env: Env) -> Env:
-    env.config["ttl"]["precise"] = True
-    return env
+    return env.configure(precise=True)
 
 
 def expire(env: Env, pk: str, sk: str = "S") -> Any:
@@ -152,14 +136,15 @@ def _recorder(service: str, operation: str) -> list[dict[str, Any]]:
     ],
 )
 def test_each_target_kind_gets_its_one_call(ttl_env: Env, kind: str, service: str, operation: str, arn: str) -> None:
-    ttl_env.config["target"] = {"kind": kind, "arn": arn}
-    if kind == "email":
-        ttl_env.config["target"]["email"] = {
-            "sender": "offers@example.com",
-            "recipientAttribute": "email",
-            "subject": "Your offer {PK} expired",
-            "body": "Hello {user}",
-        }
+    subject, body = "Your offer {PK} expired", "Hello {user}"
+    targets: dict[str, Callable[[], Any]] = {
+        "lambda": lambda: FunctionTarget(function_arn=arn),
+        "stepfunctions": lambda: StateMachineTarget(state_machine_arn=arn),
+        "sns": lambda: TopicTarget(topic_arn=arn),
+        "email": lambda: EmailTarget(sender="offers@example.com", subject=subject, body=body),
+    }
+    ttl_env.names[Value.TARGET_ARN] = arn  # the email sender's identity, which the component looks up
+    ttl_env.configure(target=targets[kind]())
     calls = _recorder(service, operation)
     ttl_env.put({"PK": "offer#1", "SK": "S", "dueAt": epoch(NOW), "user": "ada", "email": "ada@example.com"})
     ttl_env.event()

@@ -257,15 +257,20 @@ def operating() -> Iterator[None]:
 
 def acting_for_target(target: Mapping[str, Any]) -> Any:
     """Run the block as the function that delivers due events itself (ttl's executor), for a test of the delivery
-    code alone with `target` and no table of its own: its policy grants exactly the target's action."""
-    config = {
-        "mode": "ttl",
-        "table": "table",
-        "target": target,
-        "poisonQueueUrl": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/poison",
-        "ttl": {"ledgerTable": "ledger", "precise": False},
+    code alone with `target` and no table of its own: its policy grants exactly the target's action. The document
+    is plain ttl's as the component writes it, with `target` as its target section."""
+    from components import ScheduledTableArgs
+    from components.runtime_config import Value
+    from tests.support.handler_config import handler_config
+
+    names = {
+        Value.TABLE: "table",
+        Value.TARGET_ARN: str(target["arn"]),
+        Value.POISON_QUEUE_URL: f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/poison",
+        Value.LEDGER_TABLE: "ledger",
     }
-    return STATE.act("executor", config)
+    config = handler_config(ScheduledTableArgs(mode="ttl"), names)
+    return STATE.act("executor", {**config, "target": dict(target)})
 
 
 def _handler_frame() -> str | None:

@@ -21,6 +21,7 @@ import eventbridge
 import pytest
 
 from components import policies
+from components.targets import StateMachineTarget
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env
 from tests.handlers.conftest import _iam as _iam  # every handler call enforced, as in the handler tests
@@ -56,7 +57,7 @@ def machine(env: Env, _iam: enforce.Enforcement) -> Iterator[str]:
             name=f"flow-{env.table}", definition=definition, roleArn=f"arn:aws:iam::{ACCOUNT}:role/r"
         )["stateMachineArn"]
     )
-    env.config["target"] = {"kind": "stepfunctions", "arn": arn}
+    env.configure(target=StateMachineTarget(state_machine_arn=arn))
     with _iam.encrypted(Keys(target=KEY), {KEY: requests.default_key_policy(ACCOUNT)}):
         yield arn
 

@@ -73,15 +73,16 @@ def simulated(setting: Setting, *, lost_answers: float = 0.0) -> Iterator[World]
     """A fresh moto world for one example, configured as `setting` says."""
     with mock_aws():
         env = build_env()
-        env.config["maxWorkers"] = 2
+        env.configure(max_workers=2)
         if setting.mode == "ttl":
             ttl_config(env, precise=setting.precise)
         elif setting.mode == "polling":
             with_due_index(env)
-            env.config["polling"]["shards"] = 4
-            env.config["polling"]["maxAttempts"] = 1000  # refused sends back off through an outage, never give up
+            # The most attempts the component allows: refused sends back off (doubling from a minute) through any
+            # outage, and never give up.
+            env.configure(shards=4, max_attempts=100)
         else:
-            env.config["eventbridge"]["offsets"] = list(setting.offsets)
+            env.configure(offsets=list(setting.offsets))
             if setting.second:
                 second_precision(env)
         world = World(

@@ -142,12 +142,12 @@ class World:
     ) -> None:
         self.env = env
         self.mode = env.config["mode"]
-        self.section: Any = cast(dict[str, Any], env.config)[self.mode]  # its ledger, its window
         self.expiry = "dueAt" if self.mode == "ttl" else CLEANUP  # the item's attribute DynamoDB TTL reads
         self.passes: Callable[[dict[str, Any]], bool] = mapping_filter(env)
         if "scheduler" in env.config:  # polling has no schedules
-            env.config["scheduler"]["maxEventAgeSeconds"] = int(MAX_EVENT_AGE.total_seconds())
-            env.config["scheduler"]["maxRetryAttempts"] = 185
+            env.configure(
+                schedule_max_event_age_seconds=int(MAX_EVENT_AGE.total_seconds()), schedule_retry_attempts=185
+            )
         self.t = START
         self.random = random.Random(seed)
         self.scheduler = SchedulerClock(env, seed=seed)
@@ -566,13 +566,18 @@ class World:
         assert self.reconcile_every is not None
         self.at(self.t + self.reconcile_every, self._reconcile)
 
+    @property
+    def section(self) -> Any:
+        """The mode's section of the env's configuration (its ledger, its window), as deployed now."""
+        return cast(dict[str, Any], self.env.config)[self.mode]
+
     def set_shards(self, shards: int) -> None:
         """The user changes polling's `shards` (a deploy: the assigner's and the processor's config)."""
-        self.section["shards"] = shards
+        self.env.configure(shards=shards)
 
     def set_window(self, seconds: int) -> None:
         """The user changes `idempotency_window_seconds` (a deploy: the function's and reconcile's config)."""
-        self.section["windowSeconds"] = seconds
+        self.env.configure(idempotency_window_seconds=seconds)
 
     # -- what the target received ----------------------------------------------------------------------------------
 
@@ -597,9 +602,8 @@ def second_precision(env: Env) -> None:
     """Give the env's eventbridge config `precision="second"`: a release queue (the component's own, 1 MiB)."""
     name = f"release-{env.table}"
     url = env.sqs.create_queue(QueueName=name, Attributes={"MaximumMessageSize": str(1024 * 1024)})["QueueUrl"]
-    tdlq = env.sqs.get_queue_url(QueueName=env.target_dlq_arn.split(":")[-1])["QueueUrl"]
     arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
-    env.config["eventbridge"]["release"] = {"queueArn": arn, "queueUrl": url, "deadLetterUrl": tdlq}
+    env.second_precision(arn, url)
 
 
 def release_queue(env: Env) -> ReleaseQueue:

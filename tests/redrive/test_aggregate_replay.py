@@ -71,8 +71,8 @@ def test_a_parked_move_between_groups_replays_only_to_the_group_it_was_not_appli
     from components.modes.aggregate import aggregate_filters
 
     function = scores(env)
-    env.config["aggregate"]["onChange"] = "adjust"
-    env.config["aggregate"]["groupFrom"] = "user"  # not a key: an item can move between groups
+    env.configure(on_change="adjust")
+    env.configure(group_from="user")  # not a key: an item can move between groups
     function.filters = aggregate_filters("PK", "SCORE", "adjust")
     env.put({"PK": "SCORE#1", "SK": "S", "user": "USER#2", "Score": 5})
     made = time.time()

@@ -18,6 +18,7 @@ from polling_assign import handle_assign_batch
 from components.cli.command import main
 from components.modes.eventbridge import eventbridge_filters
 from components.modes.polling import polling_filters
+from components.targets import QueueTarget
 from tests.handlers.conftest import Env, with_due_index
 from tests.redrive.conftest import Function, aws, bodies, queue, run
 from tests.redrive.test_stream_and_target import KEY, KMS_REFUSED, on_failure, scheduler_dead_letter
@@ -39,7 +40,7 @@ def consumer(env: Env) -> Function:
 def test_parked_records_are_shown_with_reasons_and_keys_and_left_in_place(env: Env) -> None:
     # GIVEN two records parked because the target queue does not exist
     name = f"fixed-{env.table}"
-    env.config["target"] = {"kind": "sqs", "arn": f"arn:aws:sqs:eu-west-1:123456789012:{name}"}
+    env.configure(target=QueueTarget(queue_arn=f"arn:aws:sqs:eu-west-1:123456789012:{name}"))
     function = consumer(env)
     for pk in ("a", "b"):
         env.put({"PK": pk, "SK": "A", "dueAt": PAST})
@@ -352,7 +353,7 @@ def test_a_polling_item_indexed_by_its_writer_is_not_without_a_time(env: Env) ->
 
 def test_json_output_has_the_documented_shape(env: Env) -> None:
     """`--output json`: one JSON document, the shape docs/operations.md gives; the text output says the same."""
-    env.config["target"] = {"kind": "sqs", "arn": f"arn:aws:sqs:eu-west-1:123456789012:gone-{env.table}"}
+    env.configure(target=QueueTarget(queue_arn=f"arn:aws:sqs:eu-west-1:123456789012:gone-{env.table}"))
     function = consumer(env)
     env.put({"PK": "later", "SK": "A", "dueAt": FUTURE})
     env.put({"PK": "parked", "SK": "A", "dueAt": PAST})

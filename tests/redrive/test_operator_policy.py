@@ -19,6 +19,7 @@ import pytest
 
 from components.cli.command import main
 from components.modes.eventbridge import eventbridge_filters
+from components.targets import QueueTarget
 from tests.handlers.conftest import Env
 from tests.iam import requests
 from tests.iam.operator import Calls, enforcing
@@ -66,7 +67,7 @@ def stack(env: Env) -> tuple[Env, Function, str]:
     """An eventbridge stack with a stream DLQ, whose target queue was missing: past-due items parked in the poison
     queue. Yields the env, its consumer and the target queue's name (create it to fix the target)."""
     name = f"fixed-{env.table}"
-    env.config["target"] = {"kind": "sqs", "arn": f"arn:aws:sqs:eu-west-1:123456789012:{name}"}
+    env.configure(target=QueueTarget(queue_arn=f"arn:aws:sqs:eu-west-1:123456789012:{name}"))
     _, dlq_arn = queue(env, f"stream-dlq-{env.table}")
     function = Function(env, eventbridge.handle_batch, eventbridge_filters("dueAt"), dlq_arn)
     for pk in ("a", "b"):
@@ -299,8 +300,8 @@ def test_polling_inspect_and_redrive_target_run_under_their_policies(env: Env) -
 
     env = with_due_index(env)
     name = f"late-{env.table}"
-    env.config["target"] = {"kind": "sqs", "arn": f"arn:aws:sqs:eu-west-1:123456789012:{name}"}
-    env.config["polling"]["maxAttempts"] = 1
+    env.configure(target=QueueTarget(queue_arn=f"arn:aws:sqs:eu-west-1:123456789012:{name}"))
+    env.configure(max_attempts=1)
     function = Function(env, lambda event, config: None, polling_filters())
     env.put({"PK": "job", "SK": "T", "dueAt": PAST})
     env.put({"PK": "later", "SK": "T", "dueAt": FUTURE})
@@ -528,18 +529,12 @@ def enforce_where() -> requests.Where:
 def test_redrive_target_of_precise_ttl_calls_scheduler_s_universal_target_again_under_its_policy(env: Env) -> None:
     """Precise ttl's dead letters are Scheduler's universal target `dynamodb:updateItem` (the item's fire): the
     policy grants UpdateItem on the table, and not the target's send (the executor sends when the fire reaches it)."""
-    import copy
-
     import ttl
 
     from components.modes.ttl import ttl_filters
-    from tests.handlers.test_ttl import ttl_section
     from tests.redrive.test_stream_and_target import scheduler_dead_letter
 
-    config = copy.deepcopy(env.config)
-    config["mode"], config["ttl"] = "ttl", ttl_section(env.ledger())
-    config["ttl"]["precise"] = True
-    env.config = config
+    env.configure(mode="ttl", precise=True)
     function = Function(env, ttl.handle_batch, ttl_filters("dueAt", precise=True))
     env.put({"PK": "a", "SK": "A", "dueAt": 100})
     keys = {"PK": {"S": "a"}, "SK": {"S": "A"}}
@@ -826,17 +821,23 @@ def test_the_key_of_another_accounts_table_is_granted_where_its_stream_and_its_k
     `policy` itself may describe that account's keys (it asks KMS which key encrypts the table). Checked by the IAM
     evaluator, the key's policy allowing the stack's account.
     Before: the stream's reads lost the key's use (KMS refused them), and `policy` was refused the description."""
+    from components import ScheduledTableArgs
     from components.cli.permissions import Keys, resources_of, statements
     from components.cli.redrive.discovery import Stack
+    from components.runtime_config import Value
     from tests.iam import enforce
     from tests.iam.operator import operator_role
+    from tests.support.handler_config import handler_config
 
     table = f"arn:aws:dynamodb:eu-west-1:{OTHER_ACCOUNT}:table/scores"
+    # The document of a stack on another account's table, which the handlers name by its ARN.
+    poison = f"https://sqs.eu-west-1.amazonaws.com/{ACCOUNT}/scores-poison"
+    names = {Value.TABLE: table, Value.LEDGER_TABLE: "scores-ledger", Value.POISON_QUEUE_URL: poison}
     key = f"arn:aws:kms:eu-west-1:{OTHER_ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
     found = Stack(
         function="scores-consumer",
-        config={"mode": "aggregate", "table": table, "aggregate": {"ledgerTable": "scores-ledger"}},
-        poison_url=f"https://sqs.eu-west-1.amazonaws.com/{ACCOUNT}/scores-poison",
+        config=dict(handler_config(ScheduledTableArgs(mode="aggregate"), names)),
+        poison_url=poison,
         stream_dlq_url=f"https://sqs.eu-west-1.amazonaws.com/{ACCOUNT}/scores-stream-dlq",
         target_dlq_url=None,
         filters=[],

@@ -21,9 +21,9 @@ from st_core.release import Release, envelope, handle_messages
 
 from components.cli.redrive.ordering import schedules_of
 from components.modes.eventbridge import eventbridge_filters
+from components.targets import QueueTarget
 from tests.conftest import REGION
 from tests.handlers.conftest import ACCOUNT, Env, Stream
-from tests.handlers.test_ttl import ttl_section
 from tests.redrive.conftest import Function, aws, bodies, queue, run
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -155,7 +155,7 @@ def test_the_schedule_names_redrive_checks_are_the_handlers_names(env: Env) -> N
     from st_core.naming import item_keys
     from st_core.stream import decode_image
 
-    env.config["eventbridge"]["offsets"] = [0, -3600]
+    env.configure(offsets=[0, -3600])
     keys = {"PK": {"S": "a"}, "SK": {"B": "AAE="}}
     for value in (iso(T1), "rate(1 hour)"):
         image = {**keys, "dueAt": {"S": value}}
@@ -216,10 +216,7 @@ def test_an_older_parked_record_is_not_replayed_whole_when_a_newer_one_of_the_it
 def test_a_superseded_precise_ttl_deletion_at_its_time_still_acts(env: Env) -> None:
     """precise ttl: the item's scheduled delete ran at its time (a due REMOVE), its action failed and was parked;
     the item was created again since. The deletion was due: the redrive still acts on it, once."""
-    env.config = copy.deepcopy(env.config)
-    env.config["mode"] = "ttl"
-    env.config["ttl"] = ttl_section(env.ledger())
-    env.config["ttl"]["precise"] = True
+    env.configure(mode="ttl", precise=True)
     function = Function(env, lambda event, config: ttl.handle_batch(event, config), eventbridge_filters("dueAt"))
     due = NOW - timedelta(hours=1)
     env.put({"PK": "s", "SK": "S", "dueAt": int(due.timestamp())})
@@ -288,7 +285,7 @@ def binary_table(env: Env) -> Env:
 def test_a_parked_record_of_a_binary_keyed_item_is_replayed(env: Env) -> None:
     env = binary_table(env)
     name = f"fixed-{env.table}"
-    env.config["target"] = {"kind": "sqs", "arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"}
+    env.configure(target=QueueTarget(queue_arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"))
     function = consumer(env)
     key = {"PK": b"\x00\x01\xfe", "SK": b"\xff"}
     env.put({**key, "dueAt": "2020-01-01T00:00:00Z"})
@@ -340,9 +337,8 @@ class Recorder:
 
 def release_setup(env: Env) -> tuple[str, str]:
     url, arn = queue(env, f"release-{env.table}")
-    tdlq = env.sqs.get_queue_url(QueueName=env.target_dlq_arn.split(":")[-1])["QueueUrl"]
-    env.config["eventbridge"]["release"] = {"queueArn": arn, "queueUrl": url, "deadLetterUrl": tdlq}
-    return url, tdlq
+    env.second_precision(arn, url)
+    return url, env.config["eventbridge"]["release"]["deadLetterUrl"]
 
 
 def release_dead_letter(env: Env, tdlq: str, due: datetime) -> None:

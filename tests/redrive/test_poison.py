@@ -12,6 +12,7 @@ import pytest
 from st_core.poison import poison_message
 
 from components.modes.eventbridge import eventbridge_filters
+from components.targets import QueueTarget
 from tests.handlers.conftest import Env
 from tests.redrive.conftest import Function, bodies, queue, run
 
@@ -24,7 +25,7 @@ def broken(env: Env) -> Iterator[tuple[Env, Function, str]]:
     are delivered at once, fail with the queue missing, and are parked. Yields the env, the consumer, and the
     target queue's name (create it to fix the target)."""
     name = f"fixed-{env.table}"
-    env.config["target"] = {"kind": "sqs", "arn": f"arn:aws:sqs:eu-west-1:123456789012:{name}"}
+    env.configure(target=QueueTarget(queue_arn=f"arn:aws:sqs:eu-west-1:123456789012:{name}"))
     function = Function(
         env, lambda event, config: eventbridge.handle_batch(event, config), eventbridge_filters("dueAt")
     )

@@ -3,7 +3,6 @@ from the target DLQ (Scheduler's dead-letter events, polling's dead letters), ag
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
@@ -19,19 +18,14 @@ from st_core.timeparse import parse_due
 from components.modes.aggregate import aggregate_filters
 from components.modes.eventbridge import eventbridge_filters
 from components.modes.polling import polling_filters
+from components.targets import QueueTarget
 from tests.conftest import REGION
 from tests.handlers.conftest import Env, with_due_index
-from tests.handlers.test_aggregate import aggregate_section
 from tests.redrive.conftest import Function, aws, bodies, queue, run
 
 
 def scores(env: Env) -> Function:
-    ledger = env.ledger()
-    config = copy.deepcopy(env.config)
-    config["mode"] = "aggregate"
-    config.pop("scheduler")
-    config["aggregate"] = aggregate_section(ledger)
-    env.config = config
+    env.configure(mode="aggregate")
     aggregate.RINGS.clear()
     _, dlq_arn = queue(env, f"stream-dlq-{env.table}")
     return Function(env, aggregate.handle_batch, aggregate_filters("PK", "SCORE", "ignore"), dlq_arn)
@@ -264,8 +258,8 @@ def test_a_universal_target_dead_letter_calls_its_api_again(env: Env) -> None:
 def test_a_polling_dead_letter_is_sent_again_as_the_due_event_the_processor_would_have_sent(env: Env) -> None:
     env = with_due_index(env)
     name = f"late-{env.table}"
-    env.config["target"] = {"kind": "sqs", "arn": f"arn:aws:sqs:{REGION}:123456789012:{name}"}
-    env.config["polling"]["maxAttempts"] = 1
+    env.configure(target=QueueTarget(queue_arn=f"arn:aws:sqs:{REGION}:123456789012:{name}"))
+    env.configure(max_attempts=1)
     function = Function(env, lambda event, config: None, polling_filters())
     env.put({"PK": "job", "SK": "T", "dueAt": "2020-01-01T00:00:00Z", "what": "x"})
     handle_assign_batch(env.event(), env.config)
@@ -299,8 +293,8 @@ def test_a_polling_dead_letter_keeps_its_numbers_exact_when_sent_again(env: Env)
 
     env = with_due_index(env)
     name = f"late-{env.table}"
-    env.config["target"] = {"kind": "sqs", "arn": f"arn:aws:sqs:{REGION}:123456789012:{name}"}
-    env.config["polling"]["maxAttempts"] = 1
+    env.configure(target=QueueTarget(queue_arn=f"arn:aws:sqs:{REGION}:123456789012:{name}"))
+    env.configure(max_attempts=1)
     function = Function(env, lambda event, config: None, polling_filters())
     amount = "1234567890123456789.0123456789012345678"
     env.put({"PK": "job", "SK": "T", "dueAt": "2020-01-01T00:00:00Z", "amount": Decimal(amount)})
@@ -316,7 +310,7 @@ def test_a_polling_dead_letter_keeps_its_numbers_exact_when_sent_again(env: Env)
 
 
 def test_a_target_still_refusing_keeps_the_dead_letter(env: Env) -> None:
-    env.config["target"] = {"kind": "sqs", "arn": f"arn:aws:sqs:{REGION}:123456789012:missing"}
+    env.configure(target=QueueTarget(queue_arn=f"arn:aws:sqs:{REGION}:123456789012:missing"))
     function = Function(env, lambda event, config: None, eventbridge_filters("dueAt"))
     scheduler_dead_letter(env, json.dumps({"keys": {"PK": "a"}, "dueAt": "2026-12-01T09:00:00Z", "item": {}}))
 
