@@ -25,6 +25,10 @@ MINUTE = timedelta(minutes=1)
 # may owe (one read each, only for firings whose time has passed); it walks back at most FIRST_AFTER_LOOKS firings.
 OWED_LOOKS = 3
 FIRST_AFTER_LOOKS = 2000
+# Lambda first hands a stream record over within the stream's 24 h, so a firing an earlier handling took over is at
+# most this (and MIN_LEAD) after the write: a record redriven days later looks no further (1,440 firings of a
+# `rate(1 minute)`, within FIRST_AFTER_LOOKS).
+STREAM_RETENTION = timedelta(hours=24)
 
 
 def recurring_window(
@@ -109,6 +113,7 @@ def first_after(spec: Recurrence, parsed: Expression, written: datetime, until: 
     from st_core import recurrence
 
     found: list[datetime] = []
+    until = min(until, written + STREAM_RETENTION + MIN_LEAD)
     for _ in range(FIRST_AFTER_LOOKS):
         fired = recurrence.latest_firing(
             parsed, zone(spec.zone), after=written, until=until, start=spec.start, end=spec.end

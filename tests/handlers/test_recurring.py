@@ -569,3 +569,16 @@ def test_a_change_made_before_a_firing_and_handled_inside_its_minute_sends_that_
     handled(env, env.event(at=MONDAY - timedelta(seconds=30)), MONDAY + timedelta(seconds=30))
     (event,) = env.messages(env.due_queue_url)
     assert event["dueAt"] == iso(MONDAY)
+
+
+def test_a_record_redriven_days_later_still_looks_for_the_firings_just_after_its_write() -> None:
+    """The firings an earlier handling may owe come just after the write (its first handling was within the
+    stream's 24 h); a `rate(1 minute)` record redriven ten days later must look at those, not at the latest ones."""
+    from eventbridge.firings import first_after
+    from eventbridge.planning import Recurrence
+    from st_core import recurrence
+
+    written = MONDAY + timedelta(seconds=50)
+    spec = Recurrence("rate(1 minute)", "UTC")
+    found = first_after(spec, recurrence.parse(spec.expression), written, written + timedelta(days=10))
+    assert found == [MONDAY + timedelta(minutes=m) for m in (1, 2, 3)]
