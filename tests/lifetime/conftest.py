@@ -1,4 +1,5 @@
-"""The lifetime run's report: with `LIFETIME_REPORT`, what every mode's runs covered, written once they are done."""
+"""The lifetime run's report: with `LIFETIME_REPORT`, what every mode's runs covered, rewritten
+after each example and marked finished at the end."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ def report() -> Iterator[None]:
     COVERED.clear()
     yield
     if REPORT:
-        write_report(Path(REPORT))
+        write_report(Path(REPORT), finished=True)
 
 
 @pytest.fixture(autouse=True)
