@@ -1,4 +1,4 @@
-"""Benchmark: backfill (`handlers/backfill.py`) on one machine, and the modelled time for 100 million items on AWS
+"""Benchmark: backfill (`handlers/backfill/`) on one machine, and the modelled time for 100 million items on AWS
 with the Lambda fan-out; then the fan-out itself, measured in the local cloud (`backfill_fanout`).
 
 moto in-process with the harness's per-call latency (10 ms unless `BENCH_LATENCY_MS` says otherwise: what a call
@@ -64,19 +64,19 @@ def _fill(env: Any, mode: str, count: int) -> None:
 def _run(mode: str, segments: int) -> tuple[float, int, Counter[str]]:
     """One backfill of a fresh table: seconds, items, calls by operation."""
     import backfill
-    import backfill_feed
-    import backfill_scan
+    import backfill.feed
+    import backfill.scan
 
     with aws():
         env = _env(mode)
         count = _sizes()[mode]
         _fill(env, mode, count)
         clients = BenchClients(LATENCY_SECONDS)
-        feed = backfill_feed.in_process(env.config, clients) if mode != "aggregate" else backfill_feed.no_feed  # type: ignore[arg-type]
+        feed = backfill.feed.in_process(env.config, clients) if mode != "aggregate" else backfill.feed.no_feed  # type: ignore[arg-type]
         engine = backfill.Engine(env.config, feed, clients=clients)  # type: ignore[arg-type]
 
         def segment(index: int) -> None:
-            backfill_scan.run_slice(engine, index, segments, None)
+            backfill.scan.run_slice(engine, index, segments, None)
 
         def everything() -> None:
             threads = [threading.Thread(target=segment, args=(i,)) for i in range(segments)]
@@ -114,9 +114,9 @@ def _sizes() -> dict[str, int]:
 
 
 def run() -> tuple[str, dict[str, float]]:
-    import backfill_totals
+    import backfill.totals
 
-    backfill_totals.SETTLE_SECONDS = 0.0  # the settle wait is the operator's safety margin, not work
+    backfill.totals.SETTLE_SECONDS = 0.0  # the settle wait is the operator's safety margin, not work
     rows: list[list[Any]] = []
     model: list[list[Any]] = []
     figures: dict[str, float] = {}

@@ -49,7 +49,7 @@ def queue_alarm(role: str, queue_name: str) -> AlarmSpec:
 
 def reconcile_drift_alarm(table: str) -> AlarmSpec:
     """`reconcile_every` found items without what they should have, stray schedules or wrong totals (and repaired
-    them): something the stream did not carry, or a hand's change. Published once per pass (handlers/backfill_every)."""
+    them): something the stream did not carry, or a hand's change. Published once per pass (backfill.every)."""
     return AlarmSpec(
         name_suffix="reconcile-drift",
         description=f"Reconcile found drift in table {table} (missing, stray or wrong) and repaired it: find out why.",

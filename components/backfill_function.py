@@ -1,10 +1,10 @@
-"""The optional backfill function (`backfill_function=True`): `handlers/backfill.py` deployed beside the consumer, so
+"""The optional backfill function (`backfill_function=True`): `handlers/backfill/` deployed beside the consumer, so
 `scheduled-table backfill --in-lambda` fans a scan's segments out over Lambda.
 
 It runs the mode's own handler in-process on synthetic stream records, so it needs what the consumer needs to act (its
 policy's statements, the same configuration document) but not the stream: the statement that reads the table's stream,
 and the send to the stream DLQ (the consumer's mapping's, not its code's), are dropped, and what a backfill adds is
-granted on this table and group only, as the backfill modules declare it (handlers/backfill*.py, each module's
+granted on this table and group only, as the backfill modules declare it (handlers/backfill/*.py, each module's
 actions per resource in its `AWS_ACTIONS_ON`): the scan and the consistent reads that follow live writes on the table,
 reading the schedules the consumer manages, listing them (reconcile's sweep; IAM has no resource for it: "*"), the
 checkpoint of `reconcile_every` in the ledger, aggregate's totals. Nothing is created when the option is off.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import modes
@@ -26,23 +27,35 @@ if TYPE_CHECKING:
     from .parts import Consumer, Owner
 
 HANDLER = "backfill.handler"
-# Each invocation runs one slice of a segment until its last 30 s (handlers/backfill_scan.MARGIN_SECONDS): the longest
+# Each invocation runs one slice of a segment until its last 30 s (backfill.scan.MARGIN_SECONDS): the longest
 # Lambda allows, so a chain needs the fewest invocations.
 TIMEOUT_SECONDS = 900
 STREAM_ACTIONS = frozenset(STREAM_READ_ACTIONS)
 
 
+def backfill_modules() -> dict[str, Path]:
+    """Module name (`backfill`, the entry point, and `backfill.<part>`, as the Lambda imports them) -> file, for every
+    module of the backfill package (handlers/backfill/): the ones whose declared calls the role grants."""
+    from .packaging import handlers_dir
+
+    package = handlers_dir() / "backfill"
+    return {
+        package.name if path.stem == "__init__" else f"{package.name}.{path.stem}": path
+        for path in sorted(package.glob("*.py"))
+    }
+
+
 def declared(without: Collection[str] = ()) -> dict[str, tuple[str, ...]]:
-    """Resource (handlers/backfill_resources.py, in its order) -> the actions the backfill modules declare they call
-    on it (each `handlers/backfill*.py`'s `AWS_ACTIONS_ON`), but for the modules named in `without`."""
-    from .packaging import handler_module, handlers_dir
+    """Resource (handlers/backfill/resources.py, in its order) -> the actions the backfill modules declare they call
+    on it (each module's `AWS_ACTIONS_ON`), but for the modules named in `without` (`backfill.every`)."""
+    from .packaging import handler_module
 
     found: dict[str, set[str]] = {}
-    for name in sorted(p.stem for p in handlers_dir().glob("backfill*.py")):
+    for name in backfill_modules():
         if name not in without:
             for resource, actions in getattr(handler_module(name), "AWS_ACTIONS_ON", {}).items():
                 found.setdefault(resource, set()).update(actions)
-    order = handler_module("backfill_resources").RESOURCES
+    order = handler_module("backfill.resources").RESOURCES
     return {r: tuple(sorted(found[r])) for r in sorted(found, key=order.index)}
 
 
@@ -53,7 +66,7 @@ def own_statements(
     ARN): one statement per set of ARNs."""
     from .packaging import handler_module
 
-    named = handler_module("backfill_resources")
+    named = handler_module("backfill.resources")
     arns = {
         named.TABLE: [table_arn],
         named.TOTALS: [table_arn]
@@ -228,7 +241,7 @@ def _with_own_logs(document_text: str, log_group_arn: str) -> str:
     return document(statements)
 
 
-# The event `reconcile_every`'s rule sends the backfill function (handlers/backfill.handler -> backfill_every).
+# The event `reconcile_every`'s rule sends the backfill function (handlers/backfill.handler -> backfill.every).
 RECONCILE_EVENT = json.dumps({"scheduledReconcile": True})
 
 

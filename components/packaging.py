@@ -160,14 +160,16 @@ class ShadowedError(ImportError):
 
 
 def handler_module(name: str) -> ModuleType:
-    """A top-level handler module (e.g. `backfill`), imported as the Lambda imports it: the handlers folder on the
-    path (appended: nothing of the caller's is shadowed), its `st_core` imports resolved there. Raises
-    `ShadowedError` when another module of that name is found first."""
+    """A handler module or package (e.g. `ttl`, `backfill`) or a package's module (`backfill.resources`), imported as
+    the Lambda imports it: the handlers folder on the path (appended: nothing of the caller's is shadowed), its
+    `st_core` imports resolved there. Raises `ShadowedError` when another module of that name is found first."""
     folder = handlers_dir()
     if str(folder) not in sys.path:
         sys.path.append(str(folder))
     module = importlib.import_module(name)
-    if Path(str(module.__file__)).resolve() != (folder / f"{name}.py").resolve():
+    path = folder.joinpath(*name.split("."))
+    shipped = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    if Path(str(module.__file__)).resolve() != shipped.resolve():
         raise ShadowedError(f"another module named {name} ({module.__file__}) shadows scheduled-table's")
     return module
 

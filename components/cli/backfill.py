@@ -1,4 +1,4 @@
-"""`scheduled-table backfill` and `reconcile`: the operator's side of `handlers/backfill.py`.
+"""`scheduled-table backfill` and `reconcile`: the operator's side of `handlers/backfill/`.
 
 The engine (scan pages, synthetic stream records, following live writes, aggregate sums) is the handlers' module,
 so the same code runs here and in the optional backfill function. This side adds what an operator run needs: the
@@ -51,7 +51,7 @@ class Plan:
     checkpoint: Path | None = None
     page_items: int = 100
     in_lambda: str | None = None  # the backfill function's name
-    fresh: bool = False  # a first attach: existing schedules are not looked up (see handlers/backfill_feed.Options)
+    fresh: bool = False  # a first attach: existing schedules are not looked up (see backfill.feed.Options)
     # Deliver past occurrences the ledger no longer remembers delivering (a backfill's first run does it anyway).
     deliver_past_due: bool = False
 

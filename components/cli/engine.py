@@ -1,4 +1,4 @@
-"""The shipped backfill engine (`handlers/backfill.py` and its parts), loaded for the operator's commands."""
+"""The shipped backfill engine (the package `handlers/backfill/`), loaded for the operator's commands."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from .aws import RedriveError
 
 
 def engine() -> ModuleType:
-    """`handlers/backfill.py`, the shipped engine (its `st_core` imports need the handlers folder on the path)."""
+    """`handlers/backfill/`, the shipped engine (its `st_core` imports need the handlers folder on the path)."""
     from ..packaging import ShadowedError, handler_module
 
     try:

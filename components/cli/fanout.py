@@ -30,7 +30,7 @@ def in_lambda(
     stop: Callable[[], bool],
 ) -> bool:
     """One segment as a chain of invocations of the backfill function, each from the last one's checkpoint; the
-    ceilings are shared out evenly between the segments; `options` as the run decided them (handlers/backfill_feed)."""
+    ceilings are shared out evenly between the segments; `options` as the run decided them (backfill.feed)."""
     core = engine()
     state = checkpoint.segment(index)
     share = max(plan.segments, 1)

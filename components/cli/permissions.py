@@ -305,8 +305,8 @@ REPLAY = (
 
 
 def engine_needs(on: dict[str, Resolve], *, without: tuple[str, ...] = ()) -> tuple[Need, ...]:
-    """The backfill engine's own calls (handlers/backfill*.py, each module's actions per resource in its
-    `AWS_ACTIONS_ON`) on the resources `on` names (by handlers/backfill_resources.py's names), but for the modules in
+    """The backfill engine's own calls (handlers/backfill/*.py, each module's actions per resource in its
+    `AWS_ACTIONS_ON`) on the resources `on` names (by handlers/backfill/resources.py's names), but for the modules in
     `without`."""
     from ..backfill_function import declared
 
@@ -314,7 +314,7 @@ def engine_needs(on: dict[str, Resolve], *, without: tuple[str, ...] = ()) -> tu
 
 
 # The engine's resources as the operator's run finds them. Not the checkpoint: only the backfill function runs
-# `reconcile_every` (handlers/backfill_every.py).
+# `reconcile_every` (handlers/backfill/every.py).
 ENGINE_ON: dict[str, Resolve] = {
     "table": TABLE,
     "marker": LEDGER,
@@ -323,13 +323,13 @@ ENGINE_ON: dict[str, Resolve] = {
     "poison": POISON,
     "*": ANY_IF_GROUP,
 }
-# A scan run by the operator (ops.backfill.run with handlers/backfill*.py; the sweep is reconcile's): read the
+# A scan run by the operator (cli.backfill.run with handlers/backfill/; the sweep is reconcile's): read the
 # table, look schedules and the ledger up, park what cannot be fed, feed the consumer. The ledger's own class
-# (st_core.idempotency, through backfill_timed and the sweep) reads, releases and forgets occurrences.
+# (st_core.idempotency, through backfill.timed and the sweep) reads, releases and forgets occurrences.
 LEDGER_CLASS = Need(("dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:UpdateItem"), LEDGER)
 FEED = Need(("lambda:InvokeFunction",), FUNCTION)
-SCAN = (*engine_needs(ENGINE_ON, without=("backfill_every", "backfill_sweep")), LEDGER_CLASS, FEED)
-RECONCILE_SCAN = (*engine_needs(ENGINE_ON, without=("backfill_every",)), LEDGER_CLASS, FEED)
+SCAN = (*engine_needs(ENGINE_ON, without=("backfill.every", "backfill.sweep")), LEDGER_CLASS, FEED)
+RECONCILE_SCAN = (*engine_needs(ENGINE_ON, without=("backfill.every",)), LEDGER_CLASS, FEED)
 
 
 def _swept(resolve: Resolve) -> Resolve:
@@ -338,10 +338,10 @@ def _swept(resolve: Resolve) -> Resolve:
 
 
 # reconcile --in-lambda: after the function's segments, the operator's process sweeps the schedule group for
-# schedules no item asks for (ops.backfill.run, handlers/backfill_sweep.py): the engine's calls but the scan's, each
+# schedules no item asks for (cli.backfill.run, handlers/backfill/sweep.py): the engine's calls but the scan's, each
 # on its resource in the modes that sweep, and the deletes.
 SWEEP = (
-    *engine_needs({k: _swept(v) for k, v in ENGINE_ON.items()}, without=("backfill_every", "backfill_scan")),
+    *engine_needs({k: _swept(v) for k, v in ENGINE_ON.items()}, without=("backfill.every", "backfill.scan")),
     Need(LEDGER_CLASS.actions, _swept(LEDGER)),
     Need(FEED.actions, _swept(FUNCTION)),
     Need(("scheduler:DeleteSchedule",), _swept(SCHEDULES)),

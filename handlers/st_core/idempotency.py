@@ -70,7 +70,7 @@ FORGET_MARGIN_SECONDS = 3600.0
 # the poison queue is redriven within that (or never), and must still find when its rule's schedule was first made.
 RULE_MARKER_SECONDS = 14 * 24 * 3600
 # The ledger's record of the narrowest `windowSeconds` backfill and reconcile have run the table with (never
-# expires; written by backfill_timed.memory_seconds): entries keep the expiry they were written with, so after the
+# expires; written by backfill.timed.memory_seconds): entries keep the expiry they were written with, so after the
 # window is raised the ledger still forgets at the old one.
 NARROWEST_WINDOW = "scheduled-table#window"
 # The narrowest `idempotency_window_seconds` the component accepts (components/args.py): any entry lives this long.

@@ -141,9 +141,9 @@ def schedules(env: Env) -> dict[str, str]:
 @pytest.fixture(autouse=True)
 def _no_settle_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     """The aggregate settle wait goes through the injected sleep; keep it at zero unless a test sets it."""
-    import backfill_totals
+    import backfill.totals
 
-    monkeypatch.setattr(backfill_totals, "SETTLE_SECONDS", 0.0)
+    monkeypatch.setattr(backfill.totals, "SETTLE_SECONDS", 0.0)
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import backfill
-import backfill_every
+import backfill.every
 import eventbridge
 import pytest
 
@@ -22,7 +22,7 @@ NOW = datetime.now(UTC).replace(microsecond=0)
 
 def checkpoint(env: Env) -> dict[str, Any] | None:
     ledger = env.config["eventbridge"]["ledgerTable"]
-    found = env.ddb.get_item(TableName=ledger, Key={"id": {"S": backfill_every.CHECKPOINT}}, ConsistentRead=True)
+    found = env.ddb.get_item(TableName=ledger, Key={"id": {"S": backfill.every.CHECKPOINT}}, ConsistentRead=True)
     return found.get("Item")
 
 
@@ -42,7 +42,7 @@ def test_a_scheduled_reconcile_repairs_drift_in_slices_and_publishes_what_it_fou
     answers = []
     with caplog.at_level(logging.INFO):
         for _ in range(10):  # firings of the rule; each runs out of time after one page of two items
-            answers.append(backfill_every.run(env.config, lambda: 0.0, page_items=2))
+            answers.append(backfill.every.run(env.config, lambda: 0.0, page_items=2))
             if answers[-1].get("done"):
                 break
 
@@ -61,7 +61,7 @@ def test_a_scheduled_reconcile_repairs_drift_in_slices_and_publishes_what_it_fou
     assert line["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["Table"]]
     assert (line["Table"], line["ReconcileDrift"]) == (env.table, 2)
 
-    quiet = backfill_every.run(env.config, lambda: 900.0)
+    quiet = backfill.every.run(env.config, lambda: 900.0)
     assert quiet["done"] and quiet["metrics"]["ReconcileDrift"] == 0
 
 
@@ -70,9 +70,9 @@ def test_a_firing_while_a_slice_runs_leaves_it_alone(env: Env, monkeypatch: pyte
     env.stream.read()
     ledger = env.config["eventbridge"]["ledgerTable"]
     lease = str(int(NOW.timestamp()) + 600)
-    env.ddb.put_item(TableName=ledger, Item={"id": {"S": backfill_every.CHECKPOINT}, "leaseUntil": {"N": lease}})
+    env.ddb.put_item(TableName=ledger, Item={"id": {"S": backfill.every.CHECKPOINT}, "leaseUntil": {"N": lease}})
 
-    assert backfill_every.run(env.config, lambda: 900.0) == {"running": True}
+    assert backfill.every.run(env.config, lambda: 900.0) == {"running": True}
     assert schedules(env) == {}
 
     monkeypatch.setenv("SCHEDULED_TABLE_CONFIG", json.dumps(env.config))
@@ -81,7 +81,7 @@ def test_a_firing_while_a_slice_runs_leaves_it_alone(env: Env, monkeypatch: pyte
         def get_remaining_time_in_millis(self) -> int:
             return 900_000
 
-    later = backfill_every.run(env.config, lambda: 900.0, now=lambda: NOW.timestamp() + 601)
+    later = backfill.every.run(env.config, lambda: 900.0, now=lambda: NOW.timestamp() + 601)
     assert later["done"]  # the lease ran out: the pass goes on
     assert backfill.handler({"scheduledReconcile": True}, Context())["done"]  # the rule's event, via the entry point
     assert len(schedules(env)) == 1

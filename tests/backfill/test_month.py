@@ -24,8 +24,8 @@ from typing import Any
 
 import eventbridge
 import pytest
-from backfill_feed import answer_failures
-from backfill_timed import FORGOTTEN
+from backfill.feed import answer_failures
+from backfill.timed import FORGOTTEN
 from moto.dynamodb.models import dynamodb_backends
 from st_core import idempotency
 from st_core.naming import SCHEDULED_TIME

@@ -23,15 +23,15 @@ def test_reconcile_keeps_the_schedule_of_an_item_with_a_precise_numeric_sort_key
     WHEN reconcile's sweep checks the schedule against its item itself (as a slice of --in-lambda or reconcile_every
     does when the item pass ran in another invocation)
     THEN it finds the item and keeps the schedule."""
-    import backfill_sweep
+    import backfill.sweep
 
-    original = backfill_sweep.Sweep.all
+    original = backfill.sweep.Sweep.all
 
-    def all_unconfirmed(self: backfill_sweep.Sweep) -> None:
+    def all_unconfirmed(self: backfill.sweep.Sweep) -> None:
         self.run.confirmed.clear()  # the item pass's confirmations are another invocation's
         original(self)
 
-    monkeypatch.setattr(backfill_sweep.Sweep, "all", all_unconfirmed)
+    monkeypatch.setattr(backfill.sweep.Sweep, "all", all_unconfirmed)
     table = env.table + "-n"
     env.ddb.create_table(
         TableName=table,

@@ -19,7 +19,7 @@ NOW = datetime.now(UTC).replace(microsecond=0)
 def reminded(env: Env) -> None:
     """Offsets -3 days and 0, a table backfilled before (its marker in the ledger), and an item due in 3 hours: its
     reminder is past due longer ago than the ledger remembers."""
-    from backfill_timed import BACKFILLED
+    from backfill.timed import BACKFILLED
 
     config = copy.deepcopy(env.config)
     config["eventbridge"]["offsets"] = [-3 * 86400, 0]
@@ -73,7 +73,7 @@ def test_a_first_backfill_of_a_table_the_stack_made_does_not_deliver_again_what_
     WHEN the operator runs `backfill` (as the docs advise after a stream outage longer than 24 hours)
     THEN nothing is delivered again: the occurrence is reported (a dry run counts it too), and
     `--deliver-past-due` is the operator's way to deliver it."""
-    from backfill_timed import FORGOTTEN
+    from backfill.timed import FORGOTTEN
 
     due = NOW - timedelta(days=3)
     env.put({"PK": "live", "SK": "A", "dueAt": iso(due)})

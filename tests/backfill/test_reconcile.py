@@ -101,7 +101,7 @@ def test_a_schedule_whose_minute_began_is_left_to_scheduler_while_it_may_still_b
     the marker claiming the occurrence, so nothing would deliver it. Once its retries are over, a schedule still there
     will never run: it is deleted, its marker kept.
     Before: reconcile deleted it minutes after its minute, and the occurrence was never delivered."""
-    from backfill_sweep import RETRIES_MARGIN_SECONDS
+    from backfill.sweep import RETRIES_MARGIN_SECONDS
 
     env.configure(schedule_max_event_age_seconds=86400)  # Scheduler's longest: retries for 24 h
     due = NOW.replace(second=0) - timedelta(minutes=10)
@@ -164,7 +164,7 @@ def test_a_past_due_item_whose_delivery_the_ledger_forgot_is_reported_not_delive
     """Backfill's first run delivers a past-due item once; 48 hours on, DynamoDB's TTL has removed the ledger's
     entry. Reconcile, and a later backfill, report it and deliver nothing; `--deliver-past-due` delivers it, as the
     operator asked."""
-    from backfill_timed import FORGOTTEN
+    from backfill.timed import FORGOTTEN
 
     from tests.backfill.test_eventbridge import delivered
 
@@ -300,7 +300,7 @@ def test_a_raised_window_does_not_make_reconcile_deliver_again_what_the_ledger_f
     Before: reconcile judged by the new window, took the missing entry for "never delivered" and delivered again."""
     import time
 
-    from backfill_timed import FORGOTTEN
+    from backfill.timed import FORGOTTEN
 
     from tests.backfill.test_eventbridge import delivered
 
@@ -318,7 +318,7 @@ def test_a_raised_window_does_not_make_reconcile_deliver_again_what_the_ledger_f
 
     assert finished and delivered(env) == [], lines
     assert tally.kinds.get(FORGOTTEN) == 1 and "missed" in tally.examples[FORGOTTEN][0], tally.to_json()
-    from backfill_timed import WINDOW
+    from backfill.timed import WINDOW
 
     ledger = env.config["eventbridge"]["ledgerTable"]
     recorded = env.ddb.get_item(TableName=ledger, Key={"id": {"S": WINDOW}})["Item"]["seconds"]["N"]

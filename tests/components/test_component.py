@@ -94,7 +94,7 @@ def test_reconcile_every_runs_the_backfill_function_on_a_rule_and_alarms_on_drif
     assert rule["scheduleExpression"] == "rate(1 day)"
     target = built.one("rem-reconcile-target").inputs
     assert target["arn"] == function.outputs["arn"]
-    assert json.loads(target["input"]) == {"scheduledReconcile": True}  # backfill.handler -> backfill_every
+    assert json.loads(target["input"]) == {"scheduledReconcile": True}  # backfill.handler -> backfill.every
     permission = built.one("rem-reconcile-permission").inputs
     assert (permission["principal"], permission["sourceArn"]) == (
         "events.amazonaws.com",

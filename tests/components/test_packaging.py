@@ -176,3 +176,39 @@ def test_a_cache_folder_that_cannot_be_written_gives_the_source_alone_not_a_fail
 
     assert sorted(code.assets) == sorted(handler_files(handlers_dir()))
     assert "bytecode could not be written" in caplog.text
+
+
+# Puts a folder holding another `backfill` package first on the path, then asks for the shipped one's module.
+SHADOWED = """\
+import sys
+sys.path.insert(0, sys.argv[1])
+from components.packaging import ShadowedError, handler_module
+try:
+    handler_module("backfill.resources")
+except ShadowedError as error:
+    print(error)
+"""
+
+
+@pytest.mark.slow  # starts an interpreter of its own
+def test_a_handler_packages_module_is_loaded_from_the_shipped_folder_and_a_shadowing_one_refused(
+    tmp_path: Path,
+) -> None:
+    """The component reads the backfill package's modules by name (`backfill.resources`), as it reads a flat handler
+    module (`ttl`): from the shipped handlers, never from a same-named package the user's path finds first."""
+    from components.packaging import handler_module
+
+    shipped = handlers_dir() / "backfill"
+    assert Path(str(handler_module("backfill").__file__)) == shipped / "__init__.py"
+    assert Path(str(handler_module("backfill.resources").__file__)) == shipped / "resources.py"
+    # GIVEN the user's own `backfill` package first on the path
+    (tmp_path / "backfill").mkdir()
+    (tmp_path / "backfill" / "__init__.py").write_text("")
+    (tmp_path / "backfill" / "resources.py").write_text("RESOURCES = ()\n")
+    root = Path(__file__).resolve().parents[2]
+    refused = subprocess.run(
+        [sys.executable, "-c", SHADOWED, str(tmp_path)], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+    # THEN the component refuses it, naming the module that shadows its own
+    assert "another module named backfill.resources" in refused
+    assert str(tmp_path / "backfill" / "resources.py") in refused

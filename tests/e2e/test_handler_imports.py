@@ -52,4 +52,4 @@ def test_every_handler_module_imports_with_only_the_lambda_runtime(tmp_path: Pat
     )
     # THEN all of them load
     assert result.returncode == 0, result.stderr
-    assert "eventbridge" in modules and "st_core.dispatch" in modules
+    assert {"eventbridge", "backfill", "backfill.every", "st_core.dispatch"} <= set(modules)

@@ -186,15 +186,15 @@ def test_an_item_written_long_past_due_and_removed_before_the_handler_saw_it_is_
 
 def test_the_handler_and_reconcile_share_one_horizon() -> None:
     """One definition of how long the ledger remembers (st_core.idempotency.remembered), used by the live handler
-    and by reconcile and backfill (backfill_timed.remembered, with the narrowest window they have run with)."""
-    import backfill_timed
+    and by reconcile and backfill (backfill.timed.remembered, with the narrowest window they have run with)."""
+    import backfill.timed
     from st_core.idempotency import remembered
 
-    # A run whose narrowest window (backfill_timed.memory_seconds, read once per run) is the default.
+    # A run whose narrowest window (backfill.timed.memory_seconds, read once per run) is the default.
     run: Any = type("Run", (), {"memory": WINDOW.total_seconds()})()
     for age in (timedelta(0), WINDOW - timedelta(minutes=61), WINDOW - timedelta(minutes=59), WINDOW):
         expected = remembered(DUE, DUE + age, WINDOW.total_seconds())
-        assert backfill_timed.remembered(run, DUE, DUE + age) is expected
+        assert backfill.timed.remembered(run, DUE, DUE + age) is expected
     assert remembered(DUE, DUE + WINDOW - timedelta(minutes=61), WINDOW.total_seconds())
     assert not remembered(DUE, DUE + WINDOW - timedelta(minutes=59), WINDOW.total_seconds())
 

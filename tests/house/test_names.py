@@ -2,8 +2,10 @@
 between `operations.py`, the specs, and `observability.py`, their resources), the operator's command line under
 `components/cli/` (once `components/ops/`, with its entry in `ops/cli.py`), and the local cloud's files are named
 for their contents (`try_it.py`, what `up --stay` prints, once `stay.py`; `scheduler_minute.py`, Scheduler's minute
-shared by its processes, once `window.py`). The old paths are gone and nothing imports or names them: a module
-left behind under an old name, or an import of one, would be two names for one idea again."""
+shared by its processes, once `window.py`), and the backfill engine is one package (`handlers/backfill/`, once
+twelve flat modules, `handlers/backfill.py` and `handlers/backfill_<part>.py`). The old paths are gone and nothing
+imports or names them: a module left behind under an old name, or an import of one, would be two names for one idea
+again."""
 
 from __future__ import annotations
 
@@ -12,6 +14,20 @@ from pathlib import Path
 
 from .test_no_upgrade_paths import ROOT, scanned
 
+# The backfill package's modules that were flat `handlers/backfill_<part>.py` modules.
+BACKFILL_PARTS = (
+    "engine",
+    "every",
+    "feed",
+    "index",
+    "records",
+    "report",
+    "resources",
+    "scan",
+    "sweep",
+    "timed",
+    "totals",
+)
 # Each removed module path (relative to the repository) -> the one that holds its contents now.
 MOVED = {
     "components/operations.py": "components/alarms.py",
@@ -20,6 +36,8 @@ MOVED = {
     "components/ops/cli.py": "components/cli/command.py",
     "localcloud/stay.py": "localcloud/try_it.py",
     "localcloud/window.py": "localcloud/scheduler_minute.py",
+    "handlers/backfill.py": "handlers/backfill/__init__.py",
+    **{f"handlers/backfill_{part}.py": f"handlers/backfill/{part}.py" for part in BACKFILL_PARTS},
 }
 
 # How code, configuration or a page would name a removed module: its import path (as the repo's `components.` or
@@ -36,6 +54,9 @@ OLD_NAMES = (
     r'"components" / "(ops|operations\.py|observability\.py)"',
     r'"localcloud" / "(stay|window)\.py"',
     r"\bbuild_operations\b",
+    rf"\bbackfill_({'|'.join(BACKFILL_PARTS)})\b",
+    r"\bhandlers/backfill\*?\.py\b",
+    r'\.glob\("backfill\*',
 )
 
 
@@ -71,4 +92,7 @@ def test_the_scan_reads_the_files_that_imported_them() -> None:
         "localcloud/guide.py",
         "bench/soak.py",
         "docs/operations.md",
+        "handlers/backfill/engine.py",
+        "components/backfill_function.py",
+        "tests/iam/test_backfill_granted.py",
     } <= names

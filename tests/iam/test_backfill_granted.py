@@ -1,5 +1,5 @@
 """The backfill function's role (`backfill_function=True`, `reconcile_every`) is granted what the backfill modules'
-code calls (handlers/backfill*.py, found in the code as tests/iam/test_granted.py finds them) and nothing beyond the
+code calls (handlers/backfill/*.py, found in the code as tests/iam/test_granted.py finds them) and nothing beyond the
 consumer's kept statements: its own grants derive from each module's declaration per resource (`AWS_ACTIONS_ON`),
 so a declaration that loses an action loses the grant, and this test names it."""
 
@@ -14,24 +14,23 @@ import pytest
 from components.backfill_function import STREAM_ACTIONS
 from tests.iam import requests
 from tests.iam.roles import Options, args_of
-from tests.iam.test_granted import allowed_actions, allows, client_operations
+from tests.iam.test_granted import allowed_actions, allows, client_operations, module_files
 
-HANDLERS = Path(__file__).resolve().parents[2] / "handlers"
 RECONCILE_EVERY = "rate(1 day)"
 CONSUMER = {"eventbridge": "scheduler", "ttl": "executor", "polling": "assigner", "aggregate": "aggregator"}
 TABLE = "arn:aws:dynamodb:eu-west-1:123456789012:table/"
 # (module, action) -> (when the backfill function never takes the path that calls it, why).
 NOT_TAKEN: dict[tuple[str, str], tuple[Callable[[Options], bool], str]] = {
     **{
-        ("backfill_timed", a): (lambda o: True, "the backfilled marker is the operator's (cli/backfill.py)")
+        ("backfill.timed", a): (lambda o: True, "the backfilled marker is the operator's (cli/backfill.py)")
         for a in ("dynamodb:GetItem", "dynamodb:PutItem")
     },
     **{
-        ("backfill_totals", a): (lambda o: o.mode != "aggregate", "only aggregate's totals are settled")
+        ("backfill.totals", a): (lambda o: o.mode != "aggregate", "only aggregate's totals are settled")
         for a in ("dynamodb:GetItem", "dynamodb:UpdateItem")
     },
-    ("backfill_timed", "scheduler:GetSchedule"): (lambda o: not timed(o), "only the modes that make schedules"),
-    ("backfill_sweep", "scheduler:ListSchedules"): (lambda o: not timed(o), "only the modes that make schedules"),
+    ("backfill.timed", "scheduler:GetSchedule"): (lambda o: not timed(o), "only the modes that make schedules"),
+    ("backfill.sweep", "scheduler:ListSchedules"): (lambda o: not timed(o), "only the modes that make schedules"),
 }
 OPTIONS = (
     Options(mode="eventbridge", kind="sqs"),
@@ -63,13 +62,19 @@ def rendered_documents(options: Options) -> dict[str, dict[str, object]]:
     return {"backfill": documents["backfill"], "consumer": documents[CONSUMER[options.mode]]}
 
 
+def backfill_modules() -> dict[str, Path]:
+    """The backfill package's modules (`backfill`, `backfill.<part>`) -> file, found in the handlers folder as
+    tests/iam/test_granted.py finds every handler module (not by the component's own list, which is under test)."""
+    return {name: path for name, path in module_files().items() if name.partition(".")[0] == "backfill"}
+
+
 def called(options: Options) -> set[str]:
     """What the backfill modules' code calls (their boto3 calls, found in the code) on the function's paths."""
     found = set()
-    for path in sorted(HANDLERS.glob("backfill*.py")):
+    for name, path in backfill_modules().items():
         for service, operation in client_operations(path):
             action = requests.action_of(service, operation)
-            skip = NOT_TAKEN.get((path.stem, action))
+            skip = NOT_TAKEN.get((name, action))
             if not (skip and skip[0](options)):
                 found.add(action)
     return found
@@ -95,17 +100,17 @@ def test_the_backfill_role_is_granted_what_its_modules_call_and_nothing_more(opt
 
 @pytest.fixture
 def scan_declares_nothing() -> Iterator[None]:
-    """handlers/backfill_scan.py with its declaration emptied (its code still scans)."""
-    import backfill_scan
+    """handlers/backfill/scan.py with its declaration emptied (its code still scans)."""
+    import backfill.scan
 
-    declared = backfill_scan.AWS_ACTIONS_ON
-    backfill_scan.AWS_ACTIONS_ON = {}
+    declared = backfill.scan.AWS_ACTIONS_ON
+    backfill.scan.AWS_ACTIONS_ON = {}
     yield
-    backfill_scan.AWS_ACTIONS_ON = declared
+    backfill.scan.AWS_ACTIONS_ON = declared
 
 
 def test_a_module_that_stops_declaring_an_action_fails_the_check(scan_declares_nothing: None) -> None:
-    # GIVEN backfill_scan no longer declaring its Scan on the table, WHEN the role is rendered and checked
+    # GIVEN backfill.scan no longer declaring its Scan on the table, WHEN the role is rendered and checked
     found = problems(OPTIONS[0])
     # THEN the scan is not granted, and the check says so
     assert found == ["the backfill role is not granted dynamodb:Scan, which its code calls"]
@@ -133,11 +138,11 @@ def test_each_declared_action_is_granted_on_its_own_resource() -> None:
 def test_every_resource_a_module_names_is_one_the_policies_map() -> None:
     """A module naming a resource the backfill function's and the operator's policies do not know fails here, not
     silently in a policy without it."""
-    import backfill_resources
+    import backfill.resources
 
     from components.backfill_function import declared
     from components.cli.permissions import ENGINE_ON
 
-    assert set(declared()) <= set(backfill_resources.RESOURCES)
-    assert set(ENGINE_ON) <= set(backfill_resources.RESOURCES)
-    assert set(backfill_resources.RESOURCES) - set(ENGINE_ON) == {backfill_resources.CHECKPOINT}
+    assert set(declared()) <= set(backfill.resources.RESOURCES)
+    assert set(ENGINE_ON) <= set(backfill.resources.RESOURCES)
+    assert set(backfill.resources.RESOURCES) - set(ENGINE_ON) == {backfill.resources.CHECKPOINT}

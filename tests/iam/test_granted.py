@@ -115,9 +115,9 @@ NOT_TAKEN: dict[tuple[str, str], tuple[Condition, str]] = {
 # -- 1. the declarations match the code ---------------------------------------------------------------------------
 
 
-def _module_files() -> dict[str, Path]:
+def module_files() -> dict[str, Path]:
     files = {p.stem: p for p in HANDLERS.glob("*.py")}
-    # A handler package (polling/, eventbridge/, aggregate/): the package itself (its __init__) and each of its modules.
+    # A handler package (polling/, eventbridge/, aggregate/, backfill/): the package (its __init__) and each module.
     for package in sorted(p.parent for p in HANDLERS.glob("*/__init__.py") if p.parent.name != "st_core"):
         files |= {package.name if p.stem == "__init__" else f"{package.name}.{p.stem}": p for p in package.glob("*.py")}
     files |= {f"st_core.{p.stem}": p for p in (HANDLERS / "st_core").glob("*.py") if p.stem != "__init__"}
@@ -186,9 +186,9 @@ def _declared(module: str) -> tuple[str, ...]:
     return tuple(getattr(importlib.import_module(module), "AWS_ACTIONS", ()))
 
 
-@pytest.mark.parametrize("module", sorted(_module_files()))
+@pytest.mark.parametrize("module", sorted(module_files()))
 def test_a_modules_declared_actions_are_exactly_what_its_code_calls(module: str) -> None:
-    operations = client_operations(_module_files()[module])
+    operations = client_operations(module_files()[module])
     declared = set(_declared(module))
     needed: set[str] = set()
     transactions = False
@@ -207,7 +207,7 @@ def test_a_modules_declared_actions_are_exactly_what_its_code_calls(module: str)
 
 def test_the_scan_finds_the_calls_it_is_checked_on() -> None:
     """The scan is not vacuous: it finds the ledger's batch write and the transactions."""
-    files = _module_files()
+    files = module_files()
     assert ("dynamodb", "BatchWriteItem") in client_operations(files["st_core.idempotency"])
     assert ("dynamodb", "TransactWriteItems") in client_operations(files["aggregate.ledger"])
     assert ("dynamodb", "GetItem") in client_operations(files["eventbridge.context"])
@@ -226,7 +226,7 @@ def test_the_scan_finds_the_calls_it_is_checked_on() -> None:
 def imported(module: str) -> frozenset[str]:
     """The handler modules `module` runs: itself and what it imports from handlers/, transitively. Cached: the files
     do not change during a run, and every role and option asks again."""
-    files = _module_files()
+    files = module_files()
     seen: set[str] = set()
     todo = [module]
     while todo:

@@ -619,7 +619,7 @@ def release_queue(env: Env) -> ReleaseQueue:
 
 def reconcile(env: Env, handle: Callable[[list[dict[str, Any]]], Any], now: Callable[[], float]) -> Any:
     """One `reconcile` run, as the operator's command makes it, feeding the stream handler (`handle`) at `now`."""
-    from backfill_feed import answer_failures
+    from backfill.feed import answer_failures
 
     from components.cli import backfill
     from components.cli.redrive.discovery import discover

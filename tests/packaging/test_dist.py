@@ -36,6 +36,7 @@ def test_make_dist_builds_a_checked_sdist_and_wheel_with_handlers_and_local_clou
         "scheduled_table/schemas/due_event.schema.json",
         "scheduled_table/handlers/eventbridge/__init__.py",
         "scheduled_table/handlers/aggregate/totals.py",
+        "scheduled_table/handlers/backfill/engine.py",
         "scheduled_table/handlers/st_core/dispatch.py",
         "scheduled_table/localcloud/__init__.py",
         f"scheduled_table-{version}.dist-info/licenses/LICENSE",

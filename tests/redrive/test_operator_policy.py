@@ -268,25 +268,22 @@ def test_the_fan_out_runs_under_its_policy_which_invokes_the_backfill_function(s
 
 
 def test_the_scan_commands_grant_what_the_engines_modules_declare() -> None:
-    """The backfill engine (handlers/backfill*.py) runs in the operator's process with the operator's clients: what
+    """The backfill engine (handlers/backfill/) runs in the operator's process with the operator's clients: what
     its modules declare they call (their AWS_ACTIONS, checked against their code by tests/iam/test_granted.py) is
     in reconcile's declaration, backfill's too but for the sweep's calls."""
     import importlib
-    from pathlib import Path
 
     from components.cli.permissions import COMMANDS, Need
+    from tests.iam.test_backfill_granted import backfill_modules
 
-    handlers = Path(__file__).resolve().parents[2] / "handlers"
-    declared = {
-        p.stem: set(getattr(importlib.import_module(p.stem), "AWS_ACTIONS", ())) for p in handlers.glob("backfill*.py")
-    }
-    assert declared["backfill_scan"] == {"dynamodb:Scan"}  # the modules are found and read
+    declared = {name: set(getattr(importlib.import_module(name), "AWS_ACTIONS", ())) for name in backfill_modules()}
+    assert declared["backfill.scan"] == {"dynamodb:Scan"}  # the modules are found and read
 
     def actions(command: str) -> set[str]:
         return {a for need in COMMANDS[command] if isinstance(need, Need) for a in need.actions}
 
     assert set().union(*declared.values()) <= actions("reconcile")
-    assert set().union(*(v for k, v in declared.items() if k != "backfill_sweep")) <= actions("backfill")
+    assert set().union(*(v for k, v in declared.items() if k != "backfill.sweep")) <= actions("backfill")
 
 
 def test_polling_inspect_and_redrive_target_run_under_their_policies(env: Env) -> None:
@@ -321,11 +318,11 @@ def test_polling_inspect_and_redrive_target_run_under_their_policies(env: Env) -
 
 
 def test_aggregate_redrive_stream_and_reconcile_run_under_their_policies(env: Env, monkeypatch: Any) -> None:
-    import backfill_totals
+    import backfill.totals
 
     from tests.redrive.test_stream_and_target import scores
 
-    monkeypatch.setattr(backfill_totals, "SETTLE_SECONDS", 0.0)  # the totals' settle wait (real time here)
+    monkeypatch.setattr(backfill.totals, "SETTLE_SECONDS", 0.0)  # the totals' settle wait (real time here)
 
     function = scores(env)
     env.put({"PK": "SCORE#1", "SK": "USER#1", "Score": 5})

@@ -18,12 +18,12 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from backfill_feed import Run, feed_settled
-from backfill_records import Record, change, describe, identity, stream
-from backfill_resources import ANY, TABLE, flat
-from backfill_timed import calls_for, ledger, schedule
+from backfill.feed import Run, feed_settled
+from backfill.records import Record, change, describe, identity, stream
+from backfill.resources import ANY, TABLE, flat
+from backfill.timed import calls_for, ledger, schedule
 
-# The AWS actions this module's own calls need, by resource (handlers/backfill_resources.py; checked by tests/iam):
+# The AWS actions this module's own calls need, by resource (handlers/backfill/resources.py; checked by tests/iam):
 # list the group's schedules (no resource-level permission), the table's key schema (to type the keys a due event
 # carries as plain values).
 AWS_ACTIONS_ON = {TABLE: ("dynamodb:DescribeTable",), ANY: ("scheduler:ListSchedules",)}

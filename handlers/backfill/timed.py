@@ -10,13 +10,14 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from backfill_feed import Run, feed_settled
-from backfill_records import Record, change, describe, stream
-from backfill_resources import MARKER, SCHEDULES, flat
 from st_core import idempotency
 from st_core.schedules import MIN_LEAD
 
-# The AWS actions this module's own calls need, by resource (handlers/backfill_resources.py; checked by tests/iam):
+from backfill.feed import Run, feed_settled
+from backfill.records import Record, change, describe, stream
+from backfill.resources import MARKER, SCHEDULES, flat
+
+# The AWS actions this module's own calls need, by resource (handlers/backfill/resources.py; checked by tests/iam):
 # look a schedule up; read and write backfill's own marker in the ledger (the first backfill has run).
 AWS_ACTIONS_ON = {SCHEDULES: ("scheduler:GetSchedule",), MARKER: ("dynamodb:GetItem", "dynamodb:PutItem")}
 AWS_ACTIONS = flat(AWS_ACTIONS_ON)

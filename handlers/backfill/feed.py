@@ -16,14 +16,15 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backfill_records import Failure, Feed, Record, change, describe, identity, same, wire
-from backfill_report import Tally
-from backfill_resources import POISON, TABLE, flat
-from backfill_scan import Clock, Throttle
 from st_core.clients import CLIENTS, Clients
 from st_core.config import HandlerConfig
 
-# The AWS actions this module's own calls need, by resource (handlers/backfill_resources.py; checked by tests/iam):
+from backfill.records import Failure, Feed, Record, change, describe, identity, same, wire
+from backfill.report import Tally
+from backfill.resources import POISON, TABLE, flat
+from backfill.scan import Clock, Throttle
+
+# The AWS actions this module's own calls need, by resource (handlers/backfill/resources.py; checked by tests/iam):
 # read items back, park what cannot be fed.
 AWS_ACTIONS_ON = {TABLE: ("dynamodb:BatchGetItem",), POISON: ("sqs:SendMessage",)}
 AWS_ACTIONS = flat(AWS_ACTIONS_ON)
@@ -40,7 +41,7 @@ class Options:
     # A first attach: no item has its schedule yet, so none is looked up (one Scheduler call per occurrence instead
     # of two). Safe either way: the consumer updates a schedule that exists in place.
     fresh: bool = False
-    # Deliver past occurrences whose delivery the ledger no longer remembers (see backfill_timed.remembered): a first
+    # Deliver past occurrences whose delivery the ledger no longer remembers (see backfill.timed.remembered): a first
     # backfill, or the operator's `--deliver-past-due`. Otherwise they are reported, never delivered a second time.
     deliver_past_due: bool = False
 
@@ -62,7 +63,7 @@ class Run:
     # Schedules the item pass found as their item (as scanned) wants them: reconcile's sweep need not read them
     # again (shared by every segment of a run that also sweeps, else the run's own).
     confirmed: set[str] = field(default_factory=set)
-    # How long after its due time the ledger surely holds an occurrence's entry (backfill_timed.memory_seconds):
+    # How long after its due time the ledger surely holds an occurrence's entry (backfill.timed.memory_seconds):
     # read from the ledger once per run.
     memory: float | None = None
 

@@ -5,15 +5,15 @@ A stream carries only changes made after it exists, so items already in the tabl
 a table whose mode changed have no schedule, index entry or total. A run scans the table and hands each item to the
 deployed mode's own code as the stream record a fresh write would produce; no mode is implemented a second time.
 
-This module is the entry point and the map; each concern is a module of its own, readable alone:
-- `backfill_engine`: `Engine`, which acts on scan pages for one table by its mode, from the parts below;
-- `backfill_scan`: one page of one segment of a parallel scan, resumable, under read and Scheduler ceilings;
-- `backfill_records`: items and synthetic stream records in Lambda's shape;
-- `backfill_feed`: what a run shares (`Run`), feeding the mode's code and following live writes, parking;
-- `backfill_timed`, `backfill_sweep`, `backfill_index`, `backfill_totals`: what each mode checks (eventbridge and
+This package's `__init__` is the entry point and the map; each concern is a module of the package, readable alone:
+- `backfill.engine`: `Engine`, which acts on scan pages for one table by its mode, from the parts below;
+- `backfill.scan`: one page of one segment of a parallel scan, resumable, under read and Scheduler ceilings;
+- `backfill.records`: items and synthetic stream records in Lambda's shape;
+- `backfill.feed`: what a run shares (`Run`), feeding the mode's code and following live writes, parking;
+- `backfill.timed`, `backfill.sweep`, `backfill.index`, `backfill.totals`: what each mode checks (eventbridge and
   ttl items, reconcile's pass over schedules, polling's index, aggregate's totals);
-- `backfill_report`: the tally of what a run did;
-- `backfill_every`: `reconcile_every`, reconcile run by itself from a schedule, in slices, publishing metrics.
+- `backfill.report`: the tally of what a run did;
+- `backfill.every`: `reconcile_every`, reconcile run by itself from a schedule, in slices, publishing metrics.
 
 Also the Lambda entry point (`backfill.handler`) of the optional backfill function: one segment slice per
 invocation within the time budget, returning the checkpoint to resume from. Standard library + boto3 only; the
@@ -26,10 +26,10 @@ import math
 import time
 from typing import Any
 
-from backfill_engine import Engine
-from backfill_feed import Options, in_process, no_feed
-from backfill_report import Tally as Tally  # for the operator's side (components/cli), with the names above
-from backfill_scan import MARGIN_SECONDS, PAGE_ITEMS, Throttle, rate, run_slice
+from backfill.engine import Engine
+from backfill.feed import Options, in_process, no_feed
+from backfill.report import Tally as Tally  # for the operator's side (components/cli), with the names above
+from backfill.scan import MARGIN_SECONDS, PAGE_ITEMS, Throttle, rate, run_slice
 
 # The AWS actions this module's own calls need (checked by tests/iam): none; each part declares its own, and the
 # backfill function's role needs the union over the modules this one imports.
@@ -47,10 +47,10 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
 
     log.invoked(context)
     config = load_config()
-    if event.get("scheduledReconcile"):  # reconcile_every's rule (backfill_every)
-        import backfill_every
+    if event.get("scheduledReconcile"):  # reconcile_every's rule (backfill.every)
+        from backfill import every
 
-        return backfill_every.run(config, backfill_every.remaining(context))
+        return every.run(config, every.remaining(context))
     options = Options(
         bool(event.get("dryRun")),
         bool(event.get("reconcile")),

@@ -1,23 +1,24 @@
 """The engine of a backfill or reconcile run: scan pages of one table, each acted on by the table's mode (the
-checks in backfill_timed, backfill_index and backfill_totals), reconcile's sweep of schedules, aggregate's totals.
-Shared by the operator's command (components/cli/backfill.py), the backfill function's entry point (backfill.py)
-and `reconcile_every` (backfill_every.py)."""
+checks in backfill.timed, backfill.index and backfill.totals), reconcile's sweep of schedules, aggregate's totals.
+Shared by the operator's command (components/cli/backfill.py), the backfill function's entry point (`backfill.handler`)
+and `reconcile_every` (backfill.every)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-import backfill_index
-import backfill_timed
-from backfill_feed import Options, Run
-from backfill_records import Feed, Record, kind_of
-from backfill_report import Tally
-from backfill_scan import PAGE_ITEMS, Clock, Sleep, Throttle, scan_page
-from backfill_sweep import Sweep
-from backfill_totals import Sums
 from st_core.clients import CLIENTS, Clients
 from st_core.config import HandlerConfig
+
+import backfill.index
+import backfill.timed
+from backfill.feed import Options, Run
+from backfill.records import Feed, Record, kind_of
+from backfill.report import Tally
+from backfill.scan import PAGE_ITEMS, Clock, Sleep, Throttle, scan_page
+from backfill.sweep import Sweep
+from backfill.totals import Sums
 
 # The AWS actions this module's own calls need (checked by tests/iam): none; each part declares its own.
 AWS_ACTIONS: tuple[str, ...] = ()
@@ -42,7 +43,7 @@ class Engine:
             config, feed, clients, options or Options(), reads or Throttle(None), calls or Throttle(None), now
         )
         if confirmed is not None:
-            self.run.confirmed = confirmed  # shared with the run's other engines (see backfill_feed.Run)
+            self.run.confirmed = confirmed  # shared with the run's other engines (see backfill.feed.Run)
         self.kind = kind_of(config)
         self.sums = Sums(self.run)
 
@@ -66,11 +67,11 @@ class Engine:
         with self.run.lock:
             self.run.tally.scanned += len(items)
         if self.kind in ("eventbridge", "ttl-precise"):
-            backfill_timed.act(self.run, self.kind, items)
+            backfill.timed.act(self.run, self.kind, items)
         elif self.kind == "ttl":
-            backfill_timed.plain_ttl(self.run, items)
+            backfill.timed.plain_ttl(self.run, items)
         elif self.kind == "polling":
-            backfill_index.act(self.run, items)
+            backfill.index.act(self.run, items)
         else:
             self.sums.act(items)
 
@@ -80,11 +81,11 @@ class Engine:
 
     def backfilled(self) -> bool:
         """Whether a backfill of this table has finished before (its ledger marker; eventbridge only)."""
-        return self.kind != "eventbridge" or backfill_timed.backfilled(self.run)
+        return self.kind != "eventbridge" or backfill.timed.backfilled(self.run)
 
     def mark_backfilled(self) -> None:
         if self.kind == "eventbridge":
-            backfill_timed.mark_backfilled(self.run)
+            backfill.timed.mark_backfilled(self.run)
 
     def partial(self) -> dict[str, Any]:
         """Aggregate's state to carry in a checkpoint: the sums so far and the totals seen."""

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from backfill_feed import Run
-from backfill_records import Record, change, describe, identity, same
+from backfill.feed import Run
+from backfill.records import Record, change, describe, identity, same
 
 # The AWS actions this module's own calls need (checked by tests/iam): none (reads and parks go through Run).
 AWS_ACTIONS: tuple[str, ...] = ()

@@ -11,12 +11,12 @@ import time
 from decimal import Decimal
 from typing import Any
 
-from backfill_feed import Run
-from backfill_records import Record, change, describe, same, stream, wire
-from backfill_resources import TOTALS, flat
-from backfill_scan import Sleep
+from backfill.feed import Run
+from backfill.records import Record, change, describe, same, stream, wire
+from backfill.resources import TOTALS, flat
+from backfill.scan import Sleep
 
-# The AWS actions this module's own calls need, by resource (handlers/backfill_resources.py; checked by tests/iam):
+# The AWS actions this module's own calls need, by resource (handlers/backfill/resources.py; checked by tests/iam):
 # read a total, replace one that drifted.
 AWS_ACTIONS_ON = {TOTALS: ("dynamodb:GetItem", "dynamodb:UpdateItem")}
 AWS_ACTIONS = flat(AWS_ACTIONS_ON)

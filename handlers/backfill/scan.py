@@ -9,12 +9,13 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from backfill_records import Record, wire
-from backfill_resources import TABLE, flat
 from st_core.clients import Clients
 from st_core.config import HandlerConfig
 
-# The AWS actions this module's own calls need, by resource (handlers/backfill_resources.py; checked by tests/iam):
+from backfill.records import Record, wire
+from backfill.resources import TABLE, flat
+
+# The AWS actions this module's own calls need, by resource (handlers/backfill/resources.py; checked by tests/iam):
 # scan the table.
 AWS_ACTIONS_ON = {TABLE: ("dynamodb:Scan",)}
 AWS_ACTIONS = flat(AWS_ACTIONS_ON)

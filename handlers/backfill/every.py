@@ -17,13 +17,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from backfill_report import Tally
-from backfill_resources import CHECKPOINT, flat
-from backfill_scan import PAGE_ITEMS
 from st_core.clients import CLIENTS, Clients
 from st_core.config import HandlerConfig
 
-# The AWS actions this module's own calls need, by resource (handlers/backfill_resources.py; checked by tests/iam):
+from backfill.report import Tally
+from backfill.resources import CHECKPOINT, flat
+from backfill.scan import PAGE_ITEMS
+
+# The AWS actions this module's own calls need, by resource (handlers/backfill/resources.py; checked by tests/iam):
 # the checkpoint item in the ledger.
 AWS_ACTIONS_ON = {CHECKPOINT: ("dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem")}
 AWS_ACTIONS = flat(AWS_ACTIONS_ON)
@@ -74,10 +75,11 @@ def run(
 ) -> dict[str, Any]:
     """One firing: one slice of the pass in progress (or of a new one); the pass's metrics when it ends.
     `budget()`: seconds left in the invocation."""
-    from backfill_engine import Engine
-    from backfill_feed import Options, in_process, no_feed
-    from backfill_scan import MARGIN_SECONDS, run_slice
     from st_core.errors import error_code
+
+    from backfill.engine import Engine
+    from backfill.feed import Options, in_process, no_feed
+    from backfill.scan import MARGIN_SECONDS, run_slice
 
     ddb = clients.get("dynamodb")
     table = ledger_table(config)
