@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .prices import PRICES
+
 MINUTE = 60.0
 # Lambda gives a function CPU in proportion to its memory: one vCPU at 1,769 MB, so about 0.58 at the default 1,024.
 VCPU_AT_DEFAULT_MEMORY = 1024 / 1769
@@ -228,8 +230,6 @@ def cost_per_million(base: float, herd: Herd, design: Design) -> float:
     tick the drain spans: the shard leases (`ItemWrites.shard_lease` ledger units for each shard key, every shard
     key having something due) and the fan-out's own invocations, one per shard group (their compute is the items',
     already in `base`)."""
-    from .bench_scale import PRICES
-
     ticks = max(1, math.ceil(herd.drain_seconds / design.interval))
     requests = design.invocations * ticks if design.invocations > 1 else 0  # the fan-out's own invocations
     lease_units = design.writes.shard_lease * design.shards * ticks

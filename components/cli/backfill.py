@@ -21,8 +21,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .. import modes
@@ -31,29 +29,13 @@ from .aws import Client, Clients, Emit, RedriveError
 from .checkpoint import Checkpoint
 from .engine import engine
 from .fanout import in_lambda
+from .plan import Plan
 from .redrive.discovery import Stack, check_backfill_function
 from .redrive.replay import replay
 from .scan_report import Progress
 
 # Exit statuses (documented in the command's help).
 DONE, UNRESOLVED, CANNOT_START, INTERRUPTED = 0, 1, 2, 3
-
-
-@dataclass
-class Plan:
-    """One run: what, how fast, where its checkpoint lives."""
-
-    command: str = "backfill"  # or "reconcile"
-    segments: int = 4
-    read_units_per_second: float | None = 500.0
-    scheduler_calls_per_second: float | None = 200.0
-    dry_run: bool = False
-    checkpoint: Path | None = None
-    page_items: int = 100
-    in_lambda: str | None = None  # the backfill function's name
-    fresh: bool = False  # a first attach: existing schedules are not looked up (see backfill.feed.Options)
-    # Deliver past occurrences the ledger no longer remembers delivering (a backfill's first run does it anyway).
-    deliver_past_due: bool = False
 
 
 def consumer_feed(client: Client, function: str) -> Callable[[list[dict[str, Any]]], list[tuple[Any, str]]]:

@@ -6,15 +6,13 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .aws import Client, RedriveError
 from .checkpoint import Checkpoint
 from .engine import engine
+from .plan import Plan
 from .scan_report import Progress
-
-if TYPE_CHECKING:
-    from .backfill import Plan
 
 
 def in_lambda(

@@ -8,10 +8,10 @@ annotation becomes a ForwardRef), and compiling its body more, so no handler imp
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
-if TYPE_CHECKING:
-    from .stream import Image
+AttributeValue = dict[str, Any]  # one DynamoDB JSON value: {"S": "..."}, {"N": "12"}, {"M": {...}}
+Image = dict[str, AttributeValue]  # an item as a stream record carries it
 
 
 class EmailConfig(TypedDict):

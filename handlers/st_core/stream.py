@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, Any
 from .errors import PermanentError
 from .jsontext import compact
 
-AttributeValue = dict[str, Any]
-Image = dict[str, AttributeValue]
 EVENT_NAMES = ("INSERT", "MODIFY", "REMOVE")
 
 
@@ -27,15 +25,17 @@ EVENT_NAMES = ("INSERT", "MODIFY", "REMOVE")
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from .shapes import AttributeValue as AttributeValue
     from .shapes import BatchItemFailure as BatchItemFailure
     from .shapes import BatchResponse as BatchResponse
     from .shapes import DynamoDBStreamEvent as DynamoDBStreamEvent
     from .shapes import DynamoDBStreamRecord as DynamoDBStreamRecord
+    from .shapes import Image as Image
     from .shapes import StreamRecordData as StreamRecordData
     from .shapes import UserIdentity as UserIdentity
 else:
     StreamRecordData = UserIdentity = DynamoDBStreamRecord = DynamoDBStreamEvent = dict
-    BatchItemFailure = BatchResponse = dict
+    BatchItemFailure = BatchResponse = AttributeValue = Image = dict
 
 
 def split_event(event: object) -> tuple[list[DynamoDBStreamRecord], list[tuple[object, str]]]:
