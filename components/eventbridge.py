@@ -46,8 +46,9 @@ def build(ctx: BuildContext) -> ModeResult:
     if a.precision == "second":
         target_dlq = build_target_dlq(ctx)
         release_queue = _release_queue(ctx, target_dlq)
-        # Scheduler sends one-time occurrences to the release queue; recurring items' schedules still deliver to the
-        # target themselves (their firings are minutes), so the role keeps the target's statements.
+        # Scheduler sends every schedule's firings to the release queue (one-time occurrences and, from their next
+        # change, recurring items' firings). The role keeps the target's statements: a recurring schedule made
+        # before the table's precision became "second" still delivers to the target until its item next changes.
         fire_statements = pulumi.Output.all(fire_statements, release_queue.arn, own_key_arn(a)).apply(
             lambda v: v[0] + policies.queue_send_statements(v[1], v[2])
         )

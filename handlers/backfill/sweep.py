@@ -133,7 +133,7 @@ class Sweep:
 
         if release.ENVELOPE in document:
             try:
-                return dict(release.parse(text).keys)
+                return dict(release.keys_of(text))  # a recurring schedule's holds Scheduler's placeholders
             except Exception:
                 return None
         if isinstance(document.get("Key"), dict):

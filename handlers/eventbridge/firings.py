@@ -4,6 +4,8 @@ before its schedule existed (`missed`). `Recurring` sends them."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -71,6 +73,7 @@ def taken_over(
     *,
     sent: datetime,
     written: datetime | None,
+    claimed: bool = False,
 ) -> list[datetime]:
     """The firings the item's schedule held that its update takes from Scheduler, oldest first: the updated
     schedule starts after `until` (a rate on its next firing past it, a cron on the second after it), so it runs
@@ -88,41 +91,63 @@ def taken_over(
     A firing whose minute had begun before the write is left to Scheduler: it may have run already (a consumer
     writes back right after a firing, in its minute), and sending it again would double every firing of such an
     item. Its limit: a write made inside a firing's minute, before Scheduler runs it, loses that firing
-    (Scheduler's instant in the minute cannot be known)."""
+    (Scheduler's instant in the minute cannot be known).
+
+    `claimed` (`precision="second"`): Scheduler's copy of each firing goes through the release queue, whose
+    consumer claims the same ledger id before it sends, so whichever path comes first sends it and the other finds
+    it claimed. Every firing whose minute was not over when the update was `sent` is then taken, whenever the
+    item was written: no limit, and no second copy."""
+    found: list[datetime] = []
+    floor = min(landed - MIN_LEAD, sent - MINUTE - CLOCK_SKEW)  # a firing before this had run by `sent`
+    for fired in backwards(spec, parsed, floor, until):
+        began = minute_start(fired) - CLOCK_SKEW
+        ahead = began > landed
+        late = (claimed or (written is not None and written < began)) and sent < began + MINUTE + 2 * CLOCK_SKEW
+        if (ahead or late) and covered(step.before, spec, fired):
+            found.insert(0, fired)
+    return found
+
+
+def in_minute(rule: Recurrence, until: datetime, *, sent: datetime, written: datetime | None) -> list[datetime]:
+    """`precision="second"`: the firings of `rule` (the schedule as it was before a change that deletes it or
+    gives it another rule) up to `until` whose minute had begun when the change was `written` (unknown: counted)
+    and was not over when its handling `sent` the delete or update, oldest first. Scheduler may not have run
+    them yet, and never will once the schedule is gone or holds another rule; a change made inside a firing's
+    minute is most often the consumer's reaction to it, so Scheduler may have run it too. Sent through the ledger
+    claim Scheduler's copy (through the release queue) makes as well: once, whichever comes first. A change made
+    before the minute began is a cancel of that firing: not sent (Scheduler's copy, if it ran first, is the one)."""
     from st_core import recurrence
 
     found: list[datetime] = []
-    floor = min(landed - MIN_LEAD, sent - MINUTE - CLOCK_SKEW)  # a firing before this had run by `sent`
+    for fired in backwards(rule, recurrence.parse(rule.expression), sent - MINUTE - 2 * CLOCK_SKEW, until):
+        began = minute_start(fired) - CLOCK_SKEW
+        if (written is None or began <= written) and sent < began + MINUTE + 2 * CLOCK_SKEW:
+            found.insert(0, fired)
+    return found
+
+
+def backwards(spec: Recurrence, parsed: Expression, after: datetime, until: datetime) -> Iterator[datetime]:
+    """The firings of `spec` (`parsed`) after `after` and up to `until`, within its start and end, latest first."""
+    from st_core import recurrence
+
     while True:
         fired = recurrence.latest_firing(
-            parsed, zone(spec.zone), after=floor, until=until, start=spec.start, end=spec.end
+            parsed, zone(spec.zone), after=after, until=until, start=spec.start, end=spec.end
         )
         if fired is None:
-            return found
-        began = minute_start(fired) - CLOCK_SKEW
-        ahead = began > landed
-        late = written is not None and written < began and sent < began + MINUTE + 2 * CLOCK_SKEW
-        if (ahead or late) and covered(step.before, spec, fired):
-            found.insert(0, fired)
+            return
+        yield fired
         until = fired - timedelta(seconds=1)  # firings fall on whole seconds, at least a minute apart
 
 
 def first_after(spec: Recurrence, parsed: Expression, written: datetime, until: datetime) -> list[datetime]:
     """The first few firings whose minute began after `written` and that came by `until`: those a handling of the
     write may have taken from Scheduler (`taken_over`), oldest first."""
-    from st_core import recurrence
-
     found: list[datetime] = []
     until = min(until, written + STREAM_RETENTION + MIN_LEAD)
-    for _ in range(FIRST_AFTER_LOOKS):
-        fired = recurrence.latest_firing(
-            parsed, zone(spec.zone), after=written, until=until, start=spec.start, end=spec.end
-        )
-        if fired is None:
-            break
+    for fired in itertools.islice(backwards(spec, parsed, written, until), FIRST_AFTER_LOOKS):
         if minute_start(fired) - CLOCK_SKEW > written:
             found.insert(0, fired)
-        until = fired - timedelta(seconds=1)
     return found[:OWED_LOOKS]
 
 

@@ -5,7 +5,7 @@ existed (`_catch_up`), and those an earlier handling owes (`_settle_owed`). Whic
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from st_core import log, schedules
 from st_core.dispatch import scheduler_target, target_input
@@ -18,7 +18,9 @@ from st_core.timeparse import format_due
 
 from eventbridge.context import BatchContext
 from eventbridge.firings import (
+    MINUTE,
     first_after,
+    in_minute,
     missed,
     next_second,
     recurring_window,
@@ -93,7 +95,8 @@ class Recurring:
         reach = now + MIN_LEAD  # the handler sends a new rule's firing up to here (`_catch_up`), Scheduler after it
         start = None if window is None else window[0]
         written = written_at(record)
-        held = taken_over(step, spec, parsed, reach, now, sent=now, written=written)
+        claimed = self.context.second  # Scheduler's copies claim too (through the release queue)
+        held = taken_over(step, spec, parsed, reach, now, sent=now, written=written, claimed=claimed)
         if window is not None and start is None and (held or missed(step, spec, parsed, reach) is not None):
             # A cron schedule made without a start would run that firing too (Scheduler runs one made before it, or
             # inside its minute): it starts on the next whole second instead (a rate starts past `reach` already).
@@ -105,12 +108,12 @@ class Recurring:
             self._owned(
                 occurrence,
                 parsed,
-                taken_over(step, spec, parsed, reach, self.context.now(), sent=now, written=written),
+                taken_over(step, spec, parsed, reach, self.context.now(), sent=now, written=written, claimed=claimed),
                 written,
             )
+            self._left_behind(step, occurrence, held, written, now)
             self._catch_up(step, occurrence, spec, parsed, self.context.now())
             return
-        payload = target_input(self.context.config["target"], self.context.event(occurrence), via_scheduler=True)
         request = schedules.recurring_request(
             group=self.context.group,
             name=occurrence.name,
@@ -118,7 +121,7 @@ class Recurring:
             zone=spec.zone,
             start=start,
             end=spec.end,
-            target=scheduler_target(self.context.config["target"], self.context.config["scheduler"], payload),
+            target=self._target(record, occurrence),
             description=f"scheduled-table {MODE} {self.context.config['table']} recurring",
             key=schedules.payload_key(self.context.config["scheduler"]),
         )
@@ -135,8 +138,50 @@ class Recurring:
         made = self.context.now()
         # Scheduler answered before `reach`: the schedule's start divides the firings (up to `reach` the handler's,
         # after it Scheduler's). A create slower than that: every firing up to MIN_LEAD after it answered.
-        self._owned(occurrence, parsed, taken_over(step, spec, parsed, reach, made, sent=now, written=written), written)
+        taken = taken_over(step, spec, parsed, reach, made, sent=now, written=written, claimed=claimed)
+        self._owned(occurrence, parsed, taken, written)
+        self._left_behind(step, occurrence, taken, written, now)
         self._catch_up(step, occurrence, spec, parsed, now if made <= reach else made)
+
+    def _target(self, record: DynamoDBStreamRecord, occurrence: Occurrence) -> dict[str, Any]:
+        """The schedule's target: the target itself, or with `precision="second"` the release queue, each firing a
+        release message its consumer claims (under the firing's id) before it sends, as the handler's take-over
+        does: every path to the target claims one id per firing, and only the first sends."""
+        config = self.context.config
+        payload = target_input(config["target"], self.context.event(occurrence), via_scheduler=True)
+        if not self.context.second:
+            return scheduler_target(config["target"], config["scheduler"], payload)
+        from st_core import release
+
+        text = release.recurring_envelope(occurrence.name, record["dynamodb"]["Keys"], payload)
+        return release.scheduler_release_target(config, text)
+
+    def _left_behind(
+        self, step: Step, occurrence: Occurrence, taken: list[datetime], written: datetime | None, now: datetime
+    ) -> None:
+        """`precision="second"`: a new rule's schedule no longer runs the old rule's firing whose minute the change
+        was made in (`in_minute`); sent here through the claim Scheduler's copy makes too, with the old rule in its
+        due event as Scheduler's would carry it. Nothing at minute precision (the documented limit: without a
+        claim on Scheduler's path, sending it would double every firing a consumer reacts to by writing)."""
+        before = step.before
+        if not self.context.second or before is None or before == occurrence.recurrence:
+            return
+        old = Occurrence(occurrence.name, occurrence.due, occurrence.keys, occurrence.item, recurrence=before)
+        self._in_minute(old, written, now, taken)
+
+    def _in_minute(
+        self, occurrence: Occurrence, written: datetime | None, now: datetime, taken: list[datetime]
+    ) -> None:
+        """Send the firings of `occurrence`'s rule whose minute a change that ends the rule was made in
+        (`in_minute`, less those `taken` already), and those an earlier handling of the same record took and could
+        not send (OWED: the retry may come after the minute, when `in_minute` finds none)."""
+        rule = occurrence.recurrence
+        assert rule is not None
+        firings = [f for f in in_minute(rule, now + MIN_LEAD, sent=now, written=written) if f not in taken]
+        self._take_over(occurrence, firings)
+        if written is not None:
+            inside = in_minute(rule, written + MINUTE, sent=written, written=written)  # the write's own minute
+            self._settle_owed(occurrence, inside, taken + firings)
 
     def _owned(
         self,
@@ -146,12 +191,16 @@ class Recurring:
         written: datetime | None,
     ) -> None:
         """Send what the schedule's update took from Scheduler (`taken`: `taken_over`), and what an earlier
-        handling of the record took and owes."""
+        handling of the record took and owes (with `precision="second"` that may be the firing whose minute the
+        write was made in, too)."""
         self._take_over(occurrence, taken)
         if written is not None:
             spec = occurrence.recurrence
             assert spec is not None
-            self._settle_owed(occurrence, first_after(spec, parsed, written, self.context.now()), taken)
+            candidates = first_after(spec, parsed, written, self.context.now())
+            if self.context.second:
+                candidates = in_minute(spec, written + MINUTE, sent=written, written=written) + candidates
+            self._settle_owed(occurrence, candidates, taken)
 
     def _take_over(self, occurrence: Occurrence, firings: list[datetime]) -> None:
         """Send the firings an update took from the item's schedule (`taken_over`), each at its time (never
@@ -170,8 +219,8 @@ class Recurring:
         refused them: the ledger says OWED, and the record failed and came back). Whether a firing is the handler's
         is judged by the clock when the record is first handled; a retry after that moment would judge otherwise,
         and the firing would be nobody's. `candidates`: the firings such a handling could have taken (the first
-        ones after the write); one ledger read each, only for those whose time has passed and that this handling
-        did not send itself."""
+        ones after the write, and with `precision="second"` the one whose minute the write was made in); one ledger
+        read each, only for those whose time has passed and that this handling did not send itself."""
         wanted = [fired for fired in candidates if fired not in sent and fired <= self.context.now()]
         if not wanted:
             return
@@ -221,8 +270,12 @@ class Recurring:
         self.context.deliver(occurrence, fired=fired)
 
     def cancel(self, record: DynamoDBStreamRecord, step: Step) -> None:
-        """The item left its rule: its schedule is deleted, unless a later record gave the item a rule again."""
+        """The item left its rule: its schedule is deleted, unless a later record gave the item a rule again. With
+        `precision="second"`, a firing whose minute the item left its rule in is sent (`in_minute`), once through
+        the claim Scheduler's copy makes too, even when a later record gave the item a rule again (that record's
+        schedule starts after it)."""
         occurrence = step.occurrence
+        now = self.context.now()
         if self.context.held(record, occurrence) is not None:
             # The item holds a rule again (re-created, or given one back): a later record made its schedule,
             # which has the same name (one per item). This record is an old one handled again (its batch
@@ -230,11 +283,13 @@ class Recurring:
             # write. The item comes from the batch's one read (`prepare`).
             self.context.count("stale")
             log.debug("recurring-cancel-stale", schedule=occurrence.name)
-            return
-        self.delete(occurrence)
+        else:
+            self.delete(occurrence)
+        if self.context.second:
+            self._in_minute(occurrence, written_at(record), now, [])
 
     def delete(self, occurrence: Occurrence) -> None:
-        """Delete the item's recurring schedule. No ledger: each firing is Scheduler's own, none was recorded here."""
+        """Delete the item's recurring schedule. No ledger entry: what each firing's delivery claims is its own."""
         schedules.delete(self.context.clients, self.context.group, occurrence.name)
         self.context.count("cancelled")
         log.debug("cancelled", schedule=occurrence.name)

@@ -20,6 +20,12 @@ message sent twice after a crash, a redelivered stream batch delivering a past o
 claims the occurrence's one ledger id before sending, and only the first claim sends. The release path's claim
 takes over the schedule's SCHEDULED marker (it *is* that schedule's delivery); a direct delivery does not.
 
+A recurring item's schedule targets the release queue too, each firing a release message (`recurring_envelope`:
+Scheduler writes the firing's scheduled time into it): released at that time, not checked against the item (a
+firing Scheduler ran is owed whatever the item did inside its minute), claimed under the firing's id, the one the
+stream handler claims for a firing it takes over (eventbridge/recurring.py). So each firing is sent once, by
+whichever path claims it first.
+
 An item that no longer holds the due time when its second comes is not delivered by the release path: if it left
 the time before the second, the stream's record of that change cancels the occurrence; if it left it after (a
 write at the due second), that record settles it, and the settle delivers it through the same claim. So a
@@ -48,6 +54,7 @@ from .dispatch import schedule_target, send_now
 from .errors import PermanentError, advice, error_code, is_transient, persist
 from .idempotency import Ledger
 from .jsontext import dumps, size
+from .naming import SCHEDULED_TIME, recurring_firing_id
 from .poison import PoisonQueue, message_limit
 from .stream import decode_image, to_request
 from .timeparse import format_due, minute_start, parse_due, zone
@@ -140,9 +147,9 @@ class Release(NamedTuple):
     """What a release message carries: enough to check the item, claim the occurrence and send the due event. (A
     NamedTuple: a frozen dataclass would generate and compile its methods on every cold start.)"""
 
-    name: str  # the occurrence's schedule name, its ledger id
-    due: datetime  # when it acts (the item's due time plus the offset)
-    item_due: datetime  # the item's due time, as the item must still hold it
+    name: str  # the occurrence's schedule name, its ledger id (a recurring firing's: `naming.recurring_firing_id`)
+    due: datetime  # when it acts (the item's due time plus the offset; a recurring firing's scheduled time)
+    item_due: datetime | None  # the item's due time, as the item must still hold it; None: a recurring firing
     keys: dict[str, Any]  # the item's keys, as the stream delivered them (DynamoDB JSON, binary as base64 text)
     payload: str  # the target's input, as `dispatch.target_input` made it
 
@@ -151,17 +158,25 @@ def envelope(release: Release) -> str:
     """The message text. The payload rides as a JSON value rather than a string (no escaping, so it is as big in
     the envelope as on its own, and `dispatch.target_input` has already kept room for the rest); `parse` gives back
     exactly the payload's text (jsontext writes sorted keys, and numbers exactly, both ways)."""
-    text = dumps(
-        {
-            ENVELOPE: {
-                "name": release.name,
-                "dueAt": format_due(release.due),
-                "itemDueAt": format_due(release.item_due),
-                "keys": release.keys,
-            },
-            "payload": json.loads(release.payload, parse_float=Decimal, parse_int=Decimal),
-        }
-    )
+    meta: dict[str, Any] = {"name": release.name, "dueAt": format_due(release.due), "keys": release.keys}
+    if release.item_due is None:
+        meta["recurring"] = True
+    else:
+        meta["itemDueAt"] = format_due(release.item_due)
+    return _text(meta, release.payload)
+
+
+def recurring_envelope(schedule: str, keys: dict[str, Any], payload: str) -> str:
+    """A recurring schedule's input (`precision="second"`): each firing's release message once Scheduler has
+    written the firing's scheduled time where the text says `naming.SCHEDULED_TIME` (its name, its `dueAt` and the
+    payload's, made by `target_input(..., via_scheduler=True)`). Scheduler writes it into the text as it stands, so
+    the envelope holds the placeholder as plain JSON strings; `parse` reads the message it becomes."""
+    meta = {"name": recurring_firing_id(schedule), "dueAt": SCHEDULED_TIME, "recurring": True, "keys": keys}
+    return _text(meta, payload)
+
+
+def _text(meta: dict[str, Any], payload: str) -> str:
+    text = dumps({ENVELOPE: meta, "payload": json.loads(payload, parse_float=Decimal, parse_int=Decimal)})
     if size(text) > SCHEDULER_INPUT_BYTES:
         # Only keys near DynamoDB's 2 KB + 1 KB limits beside an item trimmed to the limit come here.
         raise PermanentError(
@@ -171,21 +186,38 @@ def envelope(release: Release) -> str:
     return text
 
 
+def keys_of(body: object) -> dict[str, Any]:
+    """The item's keys from a release message, or from a recurring schedule's input before Scheduler wrote a
+    firing's time into it (`recurring_envelope`); PermanentError for anything else."""
+    try:
+        return _keys(json.loads(str(body), parse_float=Decimal, parse_int=Decimal))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise PermanentError(f"not a release message ({type(exc).__name__}: {str(exc)[:200]})") from exc
+
+
+def _keys(document: Any) -> dict[str, Any]:
+    keys = document[ENVELOPE]["keys"]
+    if not isinstance(keys, dict) or not keys:
+        raise TypeError("keys must be a DynamoDB key")
+    return keys
+
+
 def parse(body: object) -> Release:
-    """A release message back; PermanentError (parked with the reason) for anything else."""
+    """A release message back; PermanentError (parked with the reason) for anything else. A recurring firing's
+    (`recurring`) has no item due time, and its name must be its schedule's firing id for its `dueAt`: the id the
+    stream handler claims when it takes that firing over."""
     try:
         document = json.loads(str(body), parse_float=Decimal, parse_int=Decimal)
+        keys = _keys(document)
         meta = document[ENVELOPE]
-        keys = meta["keys"]
-        if not isinstance(keys, dict) or not keys or not isinstance(meta["name"], str):
-            raise TypeError("keys must be a DynamoDB key and name a string")
-        return Release(
-            name=meta["name"],
-            due=parse_due(meta["dueAt"]),
-            item_due=parse_due(meta["itemDueAt"]),
-            keys=keys,
-            payload=dumps(document["payload"]),
-        )
+        name = meta["name"]
+        if not isinstance(name, str):
+            raise TypeError("name must be a string")
+        due = parse_due(meta["dueAt"])
+        item_due = None if meta.get("recurring") is True else parse_due(meta["itemDueAt"])
+        if item_due is None and name != recurring_firing_id(name.rpartition("@")[0], format_due(due)):
+            raise ValueError(f"a recurring firing's name must be its schedule's, @, and its dueAt ({format_due(due)})")
+        return Release(name=name, due=due, item_due=item_due, keys=keys, payload=dumps(document["payload"]))
     except (ValueError, KeyError, TypeError, PermanentError) as exc:
         raise PermanentError(f"not a release message ({type(exc).__name__}: {str(exc)[:200]})") from exc
 
@@ -292,17 +324,20 @@ class Releaser:
             return Outcome.DELAYED
         if left > 0:
             self.sleep(left)
-        if not self._holds(release):
+        if release.item_due is not None and not self._holds(release.keys, release.item_due):
             # The item left this due time: the stream's record of that change decides (a cancel, or a settle that
             # delivers through the same claim). Nothing of this release owns the occurrence any more: its marker is
             # forgotten, so an item written back to this time after its second is delivered at once by the stream
             # handler. Read again after that: a return in between (whose delivery found the marker and left the
             # occurrence to this release) is seen here and delivered.
             persist(lambda: self.ledger.unschedule(release.name))
-            if not self._holds(release):
+            if not self._holds(release.keys, release.item_due):
                 log.debug("release-dropped", schedule=release.name, dueAt=format_due(release.due))
                 return Outcome.DROPPED
-        if not self.ledger.claim(release.name, take_over_scheduled=True):
+        # A recurring firing (no item due time) is owed whatever the item did inside its minute: Scheduler ran it,
+        # and the stream handler, which sends the firings a change took from Scheduler, claims the same id. No marker
+        # stands for it, so the claim takes over none.
+        if not self.ledger.claim(release.name, take_over_scheduled=release.item_due is not None):
             log.debug("duplicate", schedule=release.name, dueAt=format_due(release.due))
             return Outcome.DUPLICATE
         try:
@@ -322,8 +357,8 @@ class Releaser:
         log.debug("released", schedule=release.name, dueAt=format_due(release.due), lateSeconds=round(late, 3))
         return Outcome.DELIVERED
 
-    def _holds(self, release: Release) -> bool:
-        return item_holds(self.clients, self.config, release.keys, release.item_due)
+    def _holds(self, keys: dict[str, Any], item_due: datetime) -> bool:
+        return item_holds(self.clients, self.config, keys, item_due)
 
     def _park_malformed(self, record: dict[str, Any], reason: str) -> str:
         try:

@@ -323,3 +323,24 @@ def test_a_raised_window_does_not_make_reconcile_deliver_again_what_the_ledger_f
     ledger = env.config["eventbridge"]["ledgerTable"]
     recorded = env.ddb.get_item(TableName=ledger, Key={"id": {"S": WINDOW}})["Item"]["seconds"]["N"]
     assert recorded == "172800"  # the narrowest window a run has seen, kept after the raise
+
+
+def test_a_recurring_schedule_of_second_precision_whose_item_is_gone_is_deleted(env: Env) -> None:
+    """precision="second": the recurring schedule's input is a release message with Scheduler's placeholders still
+    in it (no firing time yet): reconcile reads the item's keys from it and deletes the schedule of a deleted item,
+    and leaves the live item's alone."""
+    from tests.lifetime.world import second_precision
+
+    second_precision(env)
+    for pk in ("kept", "gone"):
+        env.put({"PK": pk, "SK": "A", "dueAt": "rate(1 hour)"})
+    eventbridge.handle_batch(env.event(), env.config)
+    assert all("<aws.scheduler.scheduled-time>" in s["Target"]["Input"] for s in env.schedules())
+    env.delete("gone", "A")  # the stream was off
+    env.stream.read()
+
+    status, lines = command(consumer(env), "reconcile")
+
+    assert status == 0, lines
+    (left,) = env.schedules()
+    assert json.loads(left["Target"]["Input"])["scheduledTableRelease"]["keys"]["PK"] == {"S": "kept"}

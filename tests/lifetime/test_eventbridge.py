@@ -21,7 +21,7 @@ from st_core.timeparse import format_due
 
 from tests.lifetime.harness import ITEMS, Setting, live, run_settings, seeded, simulated
 from tests.lifetime.lives import Change, Life, once_lives, play, recurring_lives
-from tests.lifetime.world import DAY, HOUR, START, World, verdict
+from tests.lifetime.world import DAY, HOUR, START, Verdict, World, verdict
 
 pytestmark = pytest.mark.model
 
@@ -192,13 +192,30 @@ def test_a_change_inside_a_firings_minute_is_the_documented_limit(kind: str) -> 
     firing, handled before Scheduler ran that firing: lost, as docs/offsets-and-recurrence.md says (such a change is
     most often the consumer's reaction to the firing, after Scheduler ran it, and sending it again would double
     every firing of such items), and named apart by the verdict rather than taken for a loss without a reason."""
-    with simulated(QUIET) as world:
+    _, found = _sixth_firing_changed(QUIET, kind)
+    assert found.failures() == [] and len(found.limited) == 1, found
+    assert format_due(START + 6 * HOUR) in found.limited[0]
+
+
+@pytest.mark.usefixtures("late_in_the_minute")
+@pytest.mark.parametrize("kind", ["write", "rule", "delete"])
+def test_at_second_precision_a_change_inside_a_firings_minute_loses_nothing_and_doubles_nothing(kind: str) -> None:
+    """The same change at `precision="second"`: Scheduler's copy goes through the release queue, whose consumer
+    claims the firing as the handler does, so the handler sends the firing the change took from Scheduler, and
+    whichever comes first is the one copy. The verdict counts no limit there: a loss would fail it."""
+    world, found = _sixth_firing_changed(dataclasses.replace(QUIET, second=True), kind)
+    assert found.failures() == [] and found.limited == [] and found.at_least_once == [], found
+    # Scheduler would have run it 45 s into its minute: the change, handled 14 s into it, took it; the handler sent it.
+    assert [d.path for d in world.deliveries if d.due == format_due(START + 6 * HOUR)] == ["handler"]
+
+
+def _sixth_firing_changed(setting: Setting, kind: str) -> tuple[World, Verdict]:
+    """An hourly item changed (`kind`) 2 s after its sixth firing, run for two days: the world and its verdict."""
+    with simulated(setting) as world:
         play(world, Life(created=0, due=0, changes=(Change(kind, at=2, by=2, firing=6),), recurring=True))
         end = START + 2 * DAY
         world.run_until(end)
-        found = verdict(world, offsets=[0], end=end)
-    assert found.failures() == [] and len(found.limited) == 1, found
-    assert format_due(START + 6 * HOUR) in found.limited[0]
+        return world, verdict(world, offsets=[0], end=end)
 
 
 def test_two_recurring_items_written_before_a_firing_in_one_batch_lose_no_firing() -> None:
@@ -233,21 +250,28 @@ def test_two_recurring_items_written_before_a_firing_in_one_batch_lose_no_firing
     live(setting, [first, second])
 
 
+@pytest.mark.parametrize("second", [False, True], ids=["minute", "second"])
 def test_a_write_before_a_firing_handled_after_scheduler_ran_it_is_the_documented_second_copy(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, second: bool
 ) -> None:
     """Scheduler runs the firing 3 s into its minute; the write made 5 s before it is handled 7 s into it. The
-    handler cannot know which came first and sends it as well: two copies with one `occurrenceId`, named by the
-    verdict as the documented at-least-once case, not as a duplicate of the component's."""
+    handler cannot know which came first and sends it as well: at minute precision two copies with one
+    `occurrenceId`, named by the verdict as the documented at-least-once case, not as a duplicate of the
+    component's; at second precision one (Scheduler's copy, through the release queue, claimed it first)."""
     monkeypatch.setattr(World, "_run_instant", lambda self, name, firing: firing + timedelta(seconds=3))
     monkeypatch.setattr(World, "_lag", lambda self: timedelta(seconds=12))
-    with simulated(QUIET) as world:
+    with simulated(dataclasses.replace(QUIET, second=second)) as world:
         play(world, Life(created=0, due=0, changes=(Change("write", at=-5, firing=10),), recurring=True))
         end = START + 2 * DAY
         world.run_until(end)
         found = verdict(world, offsets=[0], end=end)
-    assert found.failures() == [] and len(found.at_least_once) == 1, found
-    assert format_due(START + 10 * HOUR) in found.at_least_once[0]
+    tenth = format_due(START + 10 * HOUR)
+    if not second:
+        assert found.failures() == [] and len(found.at_least_once) == 1, found
+        assert tenth in found.at_least_once[0]
+        return
+    assert found.failures() == [] and found.at_least_once == [], found
+    assert [d.path for d in world.deliveries if d.due == tenth] == ["releaser"]
 
 
 def test_the_world_runs_every_handler_call_under_iam(_iam: Any) -> None:

@@ -141,7 +141,8 @@ def _release_event(client: Client, stack: Stack, message: Message, why: str) -> 
 
         delay = _release().delay_seconds(release.due, datetime.now(UTC))
         _release().enqueue(Clients(client), stack.config, message.body, delay)
-        return f"to the release queue {queue} (held {delay} s): released at its second if the item still holds it"
+        held = "if the item still holds it" if release.item_due is not None else "(a recurring firing: not checked)"
+        return f"to the release queue {queue} (held {delay} s): released at its second {held}, once through its claim"
 
     return send, what, why
 
