@@ -241,6 +241,7 @@ def _second() -> tuple[list[list[Any]], dict[str, float]]:
             paths_second_release_cpu_ms=cpu * 1000,
             paths_second_release_usd_per_million=cost,
         )
+        rows += _recurring_firings(clients, config)
     with aws():
         clients = BenchClients()
         config = _setup(clients)
@@ -250,6 +251,33 @@ def _second() -> tuple[list[list[Any]], dict[str, float]]:
         expect("paths: seed 000's schedules made", len(_schedules(clients, config)), _count())
         rows.append(["seed 000 (hand-written), minute precision: per new item", _count(), per, detail, failed])
     return rows, figures
+
+
+def _recurring_firings(clients: BenchClients, config: dict[str, Any]) -> list[list[Any]]:
+    """The releaser per recurring firing at second precision (Scheduler's copy, through the release queue), then
+    the same messages again (Scheduler invoking twice, SQS delivering again): a claim refused, nothing sent."""
+    from st_core import release
+    from st_core.naming import SCHEDULED_TIME
+    from st_core.timeparse import format_due
+
+    fired = format_due(datetime.now(UTC).replace(second=0, microsecond=0))
+    messages = []
+    for n in range(_count()):
+        keys = {"PK": {"S": f"rate#{n}"}, "SK": {"S": "x"}}
+        payload = json.dumps({"keys": {"PK": f"rate#{n}", "SK": "x"}, "dueAt": SCHEDULED_TIME, "item": {}})
+        body = release.recurring_envelope(f"rate-{n}", keys, payload).replace(SCHEDULED_TIME, fired)
+        messages.append({"messageId": str(n), "body": body, "attributes": {"ApproximateReceiveCount": "1"}})
+    rows: list[list[Any]] = []
+    for label in ("releaser per recurring firing", "the same firings again (duplicates)"):
+        clients.log.reset()
+        for start in range(0, _count(), 10):
+            answer = release.handle_messages({"Records": messages[start : start + 10]}, config, clients=clients)  # type: ignore[arg-type]
+            assert answer == {"batchItemFailures": []}, answer
+        per, detail = _per_item(clients, _count())
+        sent = clients.log.calls.get("SendMessage", 0)
+        expect(f"paths: recurring firings sent ({label})", sent, _count() if not rows else 0)
+        rows.append([f"ours: second precision, {label}", _count(), per, detail, 0])
+    return rows
 
 
 def _targets() -> tuple[list[list[Any]], dict[str, float]]:
