@@ -45,6 +45,11 @@ OWNER = "owner"  # the group attribute: not a key, so a score can move between g
 TOTAL = "totalScore"
 UNAPPLIED = "stUnapplied"  # on a record parked because its total could not be written: the groups it missed
 BROKEN = "n/a"  # what a user's bug writes into a total
+# Lambda keeps an idle container for minutes, not for ever: an invocation after this long starts a new one, and
+# now and then one does anyway (scaling, a recycled host). A new container has no memory of the totals' ids.
+IDLE = timedelta(minutes=10)
+NEW_CONTAINER = 0.2
+TYPE_FIRST = 0.5  # how often DynamoDB refuses an ADD to a total holding text before checking the ids on it
 EXACT = Context(prec=100)  # the verdict's own sums: never rounded
 _NAMES = itertools.count()
 
@@ -150,11 +155,15 @@ class TotalsWorld(World):
         self.made: dict[str, dict[str, Any]] = {}  # eventID -> each user's change the mapping hands the handler
         self.applied: set[tuple[str, str]] = set()  # (eventID, group) an invocation reported done and did not park
         self.parks: dict[tuple[str, str], list[str]] = {}  # (eventID, group) -> each reason it was parked with
-        self.refused: list[str] = []  # replays of records parked unapplied, parked again though the total was fixed
+        self.unwritable: set[tuple[str, str]] = set()  # (eventID, group) parked while the group's total was broken
+        self.refused: list[str] = []  # replays of those, after the fix, parked again
+        self.replaying = False  # the operator's redrive is invoking the handler
         self.parking: list[dict[str, Any]] = []  # the poison messages of the invocation under way
         self.broken: dict[str, dict[str, Any] | None] = {}  # group -> what its total held before a user's bug
         self.redrives = 0
         self.final: dict[str, Decimal | str] = {}  # each group's total at the end (read by the verdict)
+        self.last: datetime | None = None  # the aggregator's last invocation
+        self.containers = 0  # containers it ran in (each new one starts with no memory of the totals)
         self.calls: Counter[str] = Counter()  # the aggregator's DynamoDB calls, by operation (refused ones too)
 
     def _noted(self, record: dict[str, Any]) -> bool:
@@ -172,6 +181,7 @@ class TotalsWorld(World):
         from components.cli.redrive import queues
 
         CLIENTS.get("dynamodb").meta.events.register("before-call.dynamodb", self._refuse)
+        CLIENTS.get("dynamodb").meta.events.register("before-parameter-build.dynamodb.UpdateItem", self._typed)
         CLIENTS.get("sqs").meta.events.register("before-parameter-build.sqs.SendMessage", self._parked)
         with (
             mock.patch.object(totals, "RETRY_DELAY_SECONDS", 0),
@@ -185,6 +195,18 @@ class TotalsWorld(World):
         if self.down():
             error = {"Code": "ThrottlingException", "Message": "the table is not taking writes (outage)"}
             raise ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}, model.name)
+
+    def _typed(self, params: dict[str, Any], **_: Any) -> None:
+        """An ADD to a total holding text: DynamoDB refuses it, and may do so before it checks the write's
+        condition (the ids on the total) as well as after (moto checks the condition first): drawn per call."""
+        group = params.get("Key", {}).get("PK", {}).get("S")
+        adds = "ADD" in str(params.get("UpdateExpression", ""))
+        if group in self.broken and adds and self.random.random() < TYPE_FIRST:
+            error = {
+                "Code": "ValidationException",
+                "Message": "An operand in the update expression has an incorrect data type",
+            }
+            raise ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}, "UpdateItem")
 
     def _parked(self, params: dict[str, Any], **_: Any) -> None:
         if params.get("QueueUrl") == self.env.poison_url:
@@ -200,6 +222,10 @@ class TotalsWorld(World):
         import aggregate
 
         self.parking = []
+        if self.last is None or self.t - self.last >= IDLE or self.random.random() < NEW_CONTAINER:
+            aggregate.RINGS.clear()  # a new container: it knows nothing of the totals but what DynamoDB says
+            self.containers += 1
+        self.last = self.t
         now = self.t.timestamp()
         response = aggregate.handle_batch({"Records": records}, self.env.config, now=lambda: now)
         self._account(records, response)
@@ -215,7 +241,8 @@ class TotalsWorld(World):
 
     def _account(self, records: list[dict[str, Any]], response: Any) -> None:
         """Lambda moves past the records before the first failure the response reports: each of those was applied
-        to its groups but where this invocation parked it."""
+        to its groups but where this invocation parked it. A message's groups are those it names as missed, or (a
+        record parked without them) those whose total is broken now, or else all of the record's."""
         failures = {f["itemIdentifier"] for f in response["batchItemFailures"]}
         numbers = [r["dynamodb"]["SequenceNumber"] for r in records]
         first = min((numbers.index(f) for f in failures if f in numbers), default=0 if failures else len(records))
@@ -223,17 +250,20 @@ class TotalsWorld(World):
         for message in self.parking:
             record = message.get("record") or {}
             groups = self.groups(record) if isinstance(record.get("dynamodb"), dict) else set()
+            if UNAPPLIED not in record and groups & set(self.broken):
+                groups &= set(self.broken)
             for group in groups:
-                self.parks.setdefault((record["eventID"], group), []).append(str(message.get("reason", "")))
+                key, reason = (record["eventID"], group), str(message.get("reason", ""))
+                self.parks.setdefault(key, []).append(reason)
+                if group in self.broken:
+                    self.unwritable.add(key)
+                elif self.replaying and key in self.unwritable:
+                    when = f"{self.t:%Y-%m-%d %H:%M}"
+                    self.refused.append(f"{record['eventID'][:12]} to {group}, replayed at {when}: {reason[:200]}")
             parked.setdefault(str(record.get("eventID")), set()).update(groups)
         for record in records[:first]:
             again = parked.get(record["eventID"], set())
-            for group in self.groups(record):
-                if group not in again:
-                    self.applied.add((record["eventID"], group))
-                elif UNAPPLIED in record and group not in self.broken:
-                    reason = self.parks[(record["eventID"], group)][-1]
-                    self.refused.append(f"{record['eventID']} to {group} at {self.t:%Y-%m-%d %H:%M}: {reason[:200]}")
+            self.applied.update((record["eventID"], group) for group in self.groups(record) - again)
 
     def redeliver_all(self) -> None:
         """Lambda delivers every record made so far again, an item's records as one batch (a retry from an earlier
@@ -289,8 +319,12 @@ class TotalsWorld(World):
         function = Function(self.env, lambda event, config: self.handle(event["Records"]), patterns)
         found = [json.dumps(body) for body in bodies(self.env, self.env.poison_url)]
         lines: list[str] = []
-        with enforce.operating():
-            main(["redrive", "poison", "--function", function.name], client=aws(function), emit=lines.append)
+        self.replaying = True
+        try:
+            with enforce.operating():
+                main(["redrive", "poison", "--function", function.name], client=aws(function), emit=lines.append)
+        finally:
+            self.replaying = False
         self.redrives += 1
         self.observe("handler")
         return found
