@@ -156,7 +156,7 @@ class TotalsWorld(World):
         self.applied: set[tuple[str, str]] = set()  # (eventID, group) an invocation reported done and did not park
         self.parks: dict[tuple[str, str], list[str]] = {}  # (eventID, group) -> each reason it was parked with
         self.unwritable: set[tuple[str, str]] = set()  # (eventID, group) parked while the group's total was broken
-        self.refused: list[str] = []  # replays of those, after the fix, parked again
+        self.refused: list[str] = []  # replays of those not applied since, after the fix, parked again
         self.replaying = False  # the operator's redrive is invoking the handler
         self.parking: list[dict[str, Any]] = []  # the poison messages of the invocation under way
         self.broken: dict[str, dict[str, Any] | None] = {}  # group -> what its total held before a user's bug
@@ -257,7 +257,7 @@ class TotalsWorld(World):
                 self.parks.setdefault(key, []).append(reason)
                 if group in self.broken:
                     self.unwritable.add(key)
-                elif self.replaying and key in self.unwritable:
+                elif self.replaying and key in self.unwritable and key not in self.applied:
                     when = f"{self.t:%Y-%m-%d %H:%M}"
                     self.refused.append(f"{record['eventID'][:12]} to {group}, replayed at {when}: {reason[:200]}")
             parked.setdefault(str(record.get("eventID")), set()).update(groups)
