@@ -33,6 +33,7 @@ from decimal import Context, Decimal
 from typing import Any
 from unittest import mock
 
+from aggregate import UNAPPLIED  # on a record parked because its total could not be written: the groups it missed
 from botocore.exceptions import ClientError
 from hypothesis import strategies as st
 from st_core.clients import CLIENTS
@@ -43,7 +44,6 @@ from tests.lifetime.world import CLEANUP, DAY, HOUR, START, Verdict, World
 GROUPS = ("USER#ada", "USER#bob", "USER#cy")
 OWNER = "owner"  # the group attribute: not a key, so a score can move between groups
 TOTAL = "totalScore"
-UNAPPLIED = "stUnapplied"  # on a record parked because its total could not be written: the groups it missed
 BROKEN = "n/a"  # what a user's bug writes into a total
 # Lambda keeps an idle container for minutes, not for ever: an invocation after this long starts a new one, and
 # now and then one does anyway (scaling, a recycled host). A new container has no memory of the totals' ids.
@@ -191,6 +191,7 @@ class TotalsWorld(World):
             yield world
 
     def _refuse(self, model: Any, **_: Any) -> None:
+        """Through an outage DynamoDB throttles every call of the aggregator (counted either way)."""
         self.calls[model.name] += 1
         if self.down():
             error = {"Code": "ThrottlingException", "Message": "the table is not taking writes (outage)"}
@@ -209,6 +210,7 @@ class TotalsWorld(World):
             raise ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}, "UpdateItem")
 
     def _parked(self, params: dict[str, Any], **_: Any) -> None:
+        """A poison message, as the aggregator sends it (the invocation under way's)."""
         if params.get("QueueUrl") == self.env.poison_url:
             self.parking.append(json.loads(params["MessageBody"]))
 
