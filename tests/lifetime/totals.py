@@ -243,21 +243,24 @@ class TotalsWorld(World):
 
     def _account(self, records: list[dict[str, Any]], response: Any) -> None:
         """Lambda moves past the records before the first failure the response reports: each of those was applied
-        to its groups but where this invocation parked it. A message's groups are those it names as missed, or (a
-        record parked without them) those whose total is broken now, or else all of the record's."""
+        to its groups but where this invocation parked it. A message's groups are those it names as missed, or (one
+        parked for an unwritable total without naming them) those broken now, or else all of the record's."""
         failures = {f["itemIdentifier"] for f in response["batchItemFailures"]}
         numbers = [r["dynamodb"]["SequenceNumber"] for r in records]
         first = min((numbers.index(f) for f in failures if f in numbers), default=0 if failures else len(records))
         parked: dict[str, set[str]] = {}
         for message in self.parking:
-            record = message.get("record") or {}
+            record, reason = message.get("record") or {}, str(message.get("reason", ""))
             groups = self.groups(record) if isinstance(record.get("dynamodb"), dict) else set()
-            if UNAPPLIED not in record and groups & set(self.broken):
+            # Parked because a total cannot be written: the message names the groups it missed, or (an unstamped
+            # one) its reason says so, and the totals it missed are those broken now.
+            unwritable = UNAPPLIED in record or "cannot be written" in reason
+            if UNAPPLIED not in record and unwritable:
                 groups &= set(self.broken)
             for group in groups:
-                key, reason = (record["eventID"], group), str(message.get("reason", ""))
+                key = (record["eventID"], group)
                 self.parks.setdefault(key, []).append(reason)
-                if group in self.broken:
+                if unwritable:
                     self.unwritable.add(key)
                 elif self.replaying and key in self.unwritable and key not in self.applied:
                     when = f"{self.t:%Y-%m-%d %H:%M}"
