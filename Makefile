@@ -94,9 +94,10 @@ soak: $(STAMP)
 
 # Not part of `make test` either (long): the lifetime simulation (tests/lifetime) with many more drawn item lives
 # than `make test`'s fixed few, new draws from LIFETIME_SEED (the failing example is shrunk and printed with it);
-# every delivering mode (eventbridge at minute and second precision, ttl plain and precise, polling); writes what
-# it covered (simulated item-days per mode, seed) to bench/lifetime.md. Each example runs on LIFETIME_TAIL_DAYS after
-# its last change (ledger entries expiring, TTL days late, reconcile, redeliveries: months of a table's life).
+# every delivering mode (eventbridge at minute and second precision, ttl plain and precise, polling) and aggregate;
+# writes what it covered (simulated item-days per mode, seed) to bench/lifetime.md. Each example runs on
+# LIFETIME_TAIL_DAYS after its last change (ledger entries expiring, TTL days late, reconcile, redeliveries: months of
+# a table's life).
 LIFETIME_EXAMPLES ?= 500
 LIFETIME_SEED ?= 1
 LIFETIME_ITEMS ?= 60

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -20,8 +20,10 @@ from st_core.clients import CLIENTS
 
 from tests.handlers.conftest import build_env, with_due_index
 from tests.handlers.model_support import ttl_config
+from tests.lifetime import totals
 from tests.lifetime.lives import Life, horizon, play
 from tests.lifetime.ticks import Ticks
+from tests.lifetime.totals import Break, Scored, TotalsWorld, totals_verdict
 from tests.lifetime.world import DAY, HOUR, START, Verdict, World, second_precision, ttl_verdict, verdict
 
 EXAMPLES = int(os.environ.get("LIFETIME_EXAMPLES", "6"))
@@ -50,6 +52,9 @@ class Setting:
     precise: bool = False  # ttl: a schedule in the due minute, TTL as the fallback
     shards: int | None = None  # polling: the `shards` count the user deploys on `shards_day` (from 4)
     shards_day: int = 2
+    on_change: str = "adjust"  # aggregate: "adjust" (totals of the items as they are) or "ignore" (of inserts)
+    breaks: tuple[Break, ...] = ()  # aggregate: a user's bug in a total, the operator's fix and redrives
+    again: tuple[int, ...] = ()  # aggregate: seconds from the start at which Lambda delivers every record again
 
 
 def stream_settings(mode: str) -> st.SearchStrategy[Setting]:
@@ -75,7 +80,9 @@ def simulated(setting: Setting, *, lost_answers: float = 0.0) -> Iterator[World]
     with mock_aws():
         env = build_env()
         env.configure(max_workers=2)
-        if setting.mode == "ttl":
+        if setting.mode == "aggregate":
+            env.configure(mode="aggregate", on_change=setting.on_change, group_from=totals.OWNER, max_workers=2)
+        elif setting.mode == "ttl":
             ttl_config(env, precise=setting.precise)
         elif setting.mode == "polling":
             with_due_index(env)
@@ -86,7 +93,7 @@ def simulated(setting: Setting, *, lost_answers: float = 0.0) -> Iterator[World]
             env.configure(offsets=list(setting.offsets))
             if setting.second:
                 second_precision(env)
-        world = World(
+        world = (TotalsWorld if setting.mode == "aggregate" else World)(
             env,
             seed=setting.seed,
             reconcile_every=setting.reconcile_every,
@@ -110,21 +117,32 @@ def judge(world: World, end: Any) -> Verdict:
     """The mode's verdict on a world run to `end`."""
     if world.mode == "ttl":
         return ttl_verdict(world)
+    if isinstance(world, TotalsWorld):
+        return totals_verdict(world)
     return verdict(world, offsets=list(world.section.get("offsets", [0])), end=end)
 
 
-def live(setting: Setting, lives: list[Life], *, lost_answers: float = 0.0) -> World:
+def live(setting: Setting, lives: Sequence[Life | Scored], *, lost_answers: float = 0.0) -> World:
     """Play the lives in a world, to a few days after the last change; fail with the verdict's findings."""
     with simulated(setting, lost_answers=lost_answers) as world:
-        for life in lives:
-            play(world, life)
+        if isinstance(world, TotalsWorld):
+            scored = [life for life in lives if isinstance(life, Scored)]
+            for score in scored:
+                totals.play(world, score)
+            totals.operate(world, list(setting.breaks), setting.again)
+            last = totals.horizon(scored, list(setting.breaks))
+        else:
+            once = [life for life in lives if isinstance(life, Life)]
+            for life in once:
+                play(world, life)
+            last = horizon(once)
         if setting.window is not None:
             window = setting.window
             world.at(START + setting.window_day * DAY, lambda: world.set_window(window))
         if setting.shards is not None:
             shards = setting.shards
             world.at(START + setting.shards_day * DAY, lambda: world.set_shards(shards))
-        end = horizon(lives) + TAIL
+        end = last + TAIL
         if setting.window is not None:
             end = max(end, START + (setting.window_day + 3) * DAY)  # reconcile runs under the new window too
         world.run_until(end)
@@ -137,7 +155,7 @@ def live(setting: Setting, lives: list[Life], *, lost_answers: float = 0.0) -> W
                 len(lives),
                 found.occurrences,
                 world.handled,
-                world.reconciles,
+                world.redrives if isinstance(world, TotalsWorld) else world.reconciles,
                 len(found.at_least_once),
                 len(found.limited),
             )
@@ -150,6 +168,8 @@ def live(setting: Setting, lives: list[Life], *, lost_answers: float = 0.0) -> W
 
 def label(setting: Setting) -> str:
     """The mode as the report names it."""
+    if setting.mode == "aggregate":
+        return f"aggregate ({setting.on_change})"
     if setting.mode != "eventbridge":
         return "ttl precise" if setting.precise else setting.mode
     return "eventbridge (second)" if setting.second else "eventbridge (minute)"
@@ -210,9 +230,9 @@ def write_report(path: Path, *, finished: bool) -> None:
         f"examples per test, up to {ITEMS} item lives each, {TAIL.days}-day tails. {began}-{ended} UTC "
         f"({minutes:,.1f} min), {state}.",
         "",
-        "| mode | examples | simulated item-days | item lives | occurrences checked | stream records handled "
-        "(redeliveries included) | reconcile runs | longest span (days) | documented second copies "
-        "| documented limit |",
+        "| mode | examples | simulated item-days | item lives | occurrences (aggregate: record changes) checked "
+        "| stream records handled (redeliveries included) | reconcile (aggregate: redrive poison) runs "
+        "| longest span (days) | documented second copies | documented limit |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for mode in sorted({row.mode for row in COVERED}):

@@ -126,6 +126,12 @@ def mapping_filter(env: Env) -> Callable[[dict[str, Any]], bool]:
         return LambdaFilter(filter_patterns(ttl_filters("dueAt", env.config["ttl"]["precise"]))).passes
     if env.config["mode"] == "polling":
         return LambdaFilter(filter_patterns(polling_filters())).passes
+    if env.config["mode"] == "aggregate":
+        from components.modes.aggregate import aggregate_filters
+
+        section = env.config["aggregate"]
+        patterns = aggregate_filters(env.config["partitionKey"], section["sourcePrefix"], section["onChange"])
+        return LambdaFilter(filter_patterns(patterns)).passes
     return lambda record: True
 
 
@@ -230,9 +236,18 @@ class World:
         self._change(pk, value, lambda: self.env.put({"PK": pk, "SK": "s", "dueAt": due, **extra}))
         expiry = due if self.expiry == "dueAt" else extra.get(CLEANUP)
         if expiry is not None:
-            # rule("dynamodb-ttl-lag"): anywhere from the expiry to days later
-            lag = timedelta(seconds=self.random.uniform(0, self.ttl_lag.total_seconds()))
-            self.at(datetime.fromtimestamp(expiry, UTC) + lag, lambda: self._cleanup(pk, expiry))
+            self.expire(pk, expiry)
+
+    def write(self, pk: str, value: Any, action: Callable[[], None]) -> None:
+        """A user's write of any shape (`action`, on the item `pk`, an aggregate's score): made now, `value` its
+        version in the item's history, its stream records on their way to the handler as any other write's."""
+        self._change(pk, value, action)
+
+    def expire(self, pk: str, expiry: int) -> None:
+        """DynamoDB's TTL deletes the item `pk` once past `expiry` (epoch seconds) if it still carries it."""
+        # rule("dynamodb-ttl-lag"): anywhere from the expiry to days later
+        lag = timedelta(seconds=self.random.uniform(0, self.ttl_lag.total_seconds()))
+        self.at(datetime.fromtimestamp(expiry, UTC) + lag, lambda: self._cleanup(pk, expiry))
 
     def update(self, pk: str, value: datetime) -> None:
         """Move the item with an UpdateItem of its due time alone (the rest of the item, the component's own
