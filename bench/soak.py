@@ -57,7 +57,12 @@ from localcloud.throttle import AWS_INVOCATIONS_PER_SECOND, LOCAL_INVOCATIONS_PE
 
 REPO = Path(__file__).resolve().parent.parent
 PLOTS_DIR = REPO / "docs" / "assets" / "plots"
-RECURRING = Bound(61.0, "the firing's minute (Scheduler runs it anywhere in it) + 1 s for the local Scheduler's sweep")
+RECURRING = Bound(
+    71.0,
+    "the firing's minute (Scheduler runs it anywhere in it), + 10 s for the stream when the handler takes the firing "
+    "over (a write made before the minute, handled inside it: sent once the schedule's update is made), + 1 s for "
+    "the local Scheduler's sweep",
+)
 # The modes, in report order: (name, table, bound, whether its guarantee is at least once per occurrence).
 MODES: tuple[tuple[str, str, Bound | None, bool], ...] = (
     ("eventbridge minute", "tasks", MINUTE_SCHEDULE, False),

@@ -194,19 +194,19 @@ def test_an_undocumented_duplicate_is_shown_with_its_occurrence_ids_and_messages
 
 
 def test_the_bound_judges_lateness_less_what_schedulers_retries_added() -> None:
-    """A recurring firing refused by its target and retried 4 s later is 4 s later than its minute allows: within
+    """A recurring firing refused by its target and retried 4 s later is 4 s later than its bound allows: within
     its bound (which adds Scheduler's delay), but only by the retry; a firing never retried is judged as it is, and a
     release firing retried before its due time adds only what ran past it."""
     from bench.soak import RECURRING, retry_wait
 
     expected = [("A", DUE), ("B", DUE)]
-    arrivals = [arrival("A", DUE + 64.0, "1", "occ-A"), arrival("B", DUE + 30.0, "2", "occ-B")]
+    arrivals = [arrival("A", DUE + 74.0, "1", "occ-A"), arrival("B", DUE + 30.0, "2", "occ-B")]
     plain = account("eventbridge recurring", 2, expected, [], arrivals, RECURRING, at_least_once=True)
     assert not plain.within_bound() and plain.retried == 0
-    held = {"occ-A": (DUE + 59.5, DUE + 63.5)}
+    held = {"occ-A": (DUE + 69.5, DUE + 73.5)}
     judged = account("eventbridge recurring", 2, expected, [], arrivals, RECURRING, True, retried=held)
     assert judged.within_bound() and judged.retried == 1
-    assert judged.judged_lateness() == 60.0 and judged.late(1.0) == 64.0  # the raw lateness is kept and shown
+    assert judged.judged_lateness() == 70.0 and judged.late(1.0) == 74.0  # the raw lateness is kept and shown
     # Retried more than its lateness beyond the bound explains: still over.
     short = account(
         "eventbridge recurring", 2, expected, [], arrivals, RECURRING, True, retried={"occ-A": (DUE, DUE + 1)}
@@ -214,7 +214,7 @@ def test_the_bound_judges_lateness_less_what_schedulers_retries_added() -> None:
     assert not short.within_bound()
     # A copy that arrived before the retried firing got through (sent by another path) was not held by it.
     before = account(
-        "eventbridge recurring", 2, expected, [], arrivals, RECURRING, True, retried={"occ-A": (DUE + 59, DUE + 65)}
+        "eventbridge recurring", 2, expected, [], arrivals, RECURRING, True, retried={"occ-A": (DUE + 69, DUE + 75)}
     )
     assert not before.within_bound() and before.retried == 0
     # A release firing (second precision) retried in the minute before its due second: only what ran past it counts.
