@@ -233,15 +233,10 @@ class World:
         due: Any = value
         if isinstance(value, datetime):
             due = int(value.timestamp()) if self.mode == "ttl" else format_due(value)  # TTL reads epoch seconds
-        self._change(pk, value, lambda: self.env.put({"PK": pk, "SK": "s", "dueAt": due, **extra}))
+        self.write(pk, value, lambda: self.env.put({"PK": pk, "SK": "s", "dueAt": due, **extra}))
         expiry = due if self.expiry == "dueAt" else extra.get(CLEANUP)
         if expiry is not None:
             self.expire(pk, expiry)
-
-    def write(self, pk: str, value: Any, action: Callable[[], None]) -> None:
-        """A user's write of any shape (`action`, on the item `pk`, an aggregate's score): made now, `value` its
-        version in the item's history, its stream records on their way to the handler as any other write's."""
-        self._change(pk, value, action)
 
     def expire(self, pk: str, expiry: int) -> None:
         """DynamoDB's TTL deletes the item `pk` once past `expiry` (epoch seconds) if it still carries it."""
@@ -255,7 +250,7 @@ class World:
         due = int(value.timestamp()) if self.mode == "ttl" else format_due(value)
         key = {"PK": {"S": pk}, "SK": {"S": "s"}}
         held = self.env.ddb.get_item(TableName=self.env.table, Key=key, ConsistentRead=True).get("Item", {})
-        self._change(
+        self.write(
             pk,
             value,
             lambda: self.env.ddb.update_item(
@@ -268,7 +263,7 @@ class World:
         self.history[pk][-1].settled = held.get("stStatus", {}).get("S") == "DONE"
 
     def delete(self, pk: str) -> None:
-        self._change(pk, None, lambda: self.env.delete(pk, "s"))
+        self.write(pk, None, lambda: self.env.delete(pk, "s"))
 
     def _cleanup(self, pk: str, expiry: int) -> None:
         """DynamoDB TTL deletes the user's item, if it still carries that expiry (a REMOVE with TTL's identity)."""
@@ -285,9 +280,11 @@ class World:
             return
         self._recorded(pk, None, ttl=True)
 
-    def _change(self, pk: str, value: Any, write: Callable[[], None]) -> None:
+    def write(self, pk: str, value: Any, action: Callable[[], None]) -> None:
+        """A user's write of any shape (`action`, on the item `pk`, an aggregate's score): made now, `value` its
+        version in the item's history, its stream records on their way to the handler as any other write's."""
         self.observe("system")  # anything the handler or Scheduler wrote before the user's write
-        write()
+        action()
         self._recorded(pk, value)
 
     def _recorded(self, pk: str, value: Any, *, ttl: bool = False, by: str | None = None) -> None:
